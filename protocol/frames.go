@@ -1,0 +1,143 @@
+package protocol
+
+import "encoding/json"
+
+// Frame kinds. A request or response frame has no kind.
+const (
+	KindHello                  = "hello"
+	KindAccepted               = "accepted"
+	KindIncompatible           = "incompatible"
+	KindSessionProjection      = "subscription.session_projection"
+	KindSessionDelta           = "subscription.session_delta"
+	KindRuntimeResourceUpdate  = "subscription.runtime_resource_update"
+	KindRuntimeResourcePtyData = "subscription.runtime_resource_pty_data"
+	KindSubscriptionClosed     = "subscription.closed"
+)
+
+// PushedKinds lists the kinds of frames a host pushes to a subscriber.
+var PushedKinds = []string{
+	KindSessionProjection, KindSessionDelta, KindRuntimeResourceUpdate,
+	KindRuntimeResourcePtyData, KindSubscriptionClosed,
+}
+
+// Surfaces a client may name in its hello.
+const (
+	SurfaceCLI = "cli"
+	SurfaceTUI = "tui"
+	SurfaceWeb = "web"
+	SurfaceACP = "acp"
+	SurfaceSDK = "sdk"
+)
+
+// Hello is a client's first frame.
+type Hello struct {
+	Kind               string `json:"kind"`
+	ClientInstanceID   string `json:"clientInstanceId"`
+	ProtocolMin        int    `json:"protocolMin"`
+	ProtocolMax        int    `json:"protocolMax"`
+	CompatibilityEpoch int    `json:"compatibilityEpoch"`
+	CompositionID      string `json:"compositionId"`
+	Surface            string `json:"surface,omitempty"`
+}
+
+// Principal is who a connection acts for.
+type Principal struct {
+	ID   string `json:"id"`
+	Kind string `json:"kind"`
+}
+
+// Principal kinds.
+const (
+	PrincipalLocalOwner = "local_owner"
+	PrincipalGuest      = "guest"
+)
+
+// LocalOwner is the principal of a local connection from the host's own uid.
+var LocalOwner = Principal{ID: "local_os_user", Kind: PrincipalLocalOwner}
+
+// Accepted answers a compatible hello.
+type Accepted struct {
+	Kind         string    `json:"kind"`
+	HostEpoch    string    `json:"hostEpoch"`
+	ConnectionID string    `json:"connectionId"`
+	Protocol     int       `json:"protocol"`
+	Principal    Principal `json:"principal"`
+}
+
+// Incompatible answers a hello the host cannot serve; the host then closes.
+type Incompatible struct {
+	Kind                   string `json:"kind"`
+	Reason                 string `json:"reason"`
+	HostProtocolMin        int    `json:"hostProtocolMin"`
+	HostProtocolMax        int    `json:"hostProtocolMax"`
+	HostCompatibilityEpoch int    `json:"hostCompatibilityEpoch"`
+}
+
+// Request asks the host to run one operation. Input is a JSON object.
+type Request struct {
+	RequestID string          `json:"requestId"`
+	Operation string          `json:"operation"`
+	Input     json.RawMessage `json:"input,omitempty"`
+}
+
+// Response answers one request: Result when OK, Error otherwise.
+type Response struct {
+	RequestID string          `json:"requestId"`
+	Operation string          `json:"operation"`
+	OK        bool            `json:"ok"`
+	Result    json.RawMessage `json:"result,omitempty"`
+	Error     *Error          `json:"error,omitempty"`
+}
+
+// Pushed is the header every host-pushed subscription frame carries.
+// Sequence counts per subscription from 1.
+type Pushed struct {
+	Kind           string `json:"kind"`
+	HostEpoch      string `json:"hostEpoch"`
+	SubscriptionID string `json:"subscriptionId"`
+	Sequence       uint64 `json:"sequence"`
+}
+
+// SessionProjectionFrame carries a subscriber's full session snapshot.
+type SessionProjectionFrame struct {
+	Pushed
+	Snapshot json.RawMessage `json:"snapshot"`
+}
+
+// SessionDeltaFrame carries one ordered change to the projection.
+type SessionDeltaFrame struct {
+	Pushed
+	Delta json.RawMessage `json:"delta"`
+}
+
+// RuntimeResourceUpdateFrame carries a runtime resource's changed state.
+type RuntimeResourceUpdateFrame struct {
+	Pushed
+	SessionID string          `json:"sessionId"`
+	Ref       string          `json:"ref"`
+	Resource  json.RawMessage `json:"resource"`
+}
+
+// RuntimeResourcePtyDataFrame carries PTY output, in order per resource.
+type RuntimeResourcePtyDataFrame struct {
+	Pushed
+	SessionID   string `json:"sessionId"`
+	Ref         string `json:"ref"`
+	PtySequence uint64 `json:"ptySequence"`
+	Data        string `json:"data"`
+}
+
+// Reasons a subscription is closed.
+const (
+	ClosedClientClosed   = "client_closed"
+	ClosedSessionRemoved = "session_removed"
+	ClosedSlowConsumer   = "slow_consumer"
+	ClosedAccessRevoked  = "access_revoked"
+	ClosedHostDraining   = "host_draining"
+)
+
+// SubscriptionClosedFrame is the last frame of a subscription.
+type SubscriptionClosedFrame struct {
+	Pushed
+	Reason string `json:"reason"`
+}

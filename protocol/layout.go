@@ -1,0 +1,111 @@
+package protocol
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// Environment variables that place a host's files.
+const (
+	EnvHome       = "AGENTD_HOME"
+	EnvRuntimeDir = "AGENTD_RUNTIME_DIR"
+	EnvHostID     = "AGENTD_HOST_ID"
+)
+
+// DefaultHome returns the home (durable storage root): $AGENTD_HOME, else
+// $XDG_STATE_HOME/agentd, else ~/.local/state/agentd. It is made absolute.
+func DefaultHome() (string, error) {
+	if h := os.Getenv(EnvHome); h != "" {
+		return filepath.Abs(h)
+	}
+	if x := os.Getenv("XDG_STATE_HOME"); x != "" {
+		return filepath.Abs(filepath.Join(x, "agentd"))
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("no home directory: set %s: %w", EnvHome, err)
+	}
+	return filepath.Join(home, ".local", "state", "agentd"), nil
+}
+
+// DefaultRuntimeDir returns the runtime directory (sockets, registrations):
+// $AGENTD_RUNTIME_DIR, else $XDG_RUNTIME_DIR/agentd, else /tmp/agentd-<uid>.
+func DefaultRuntimeDir() (string, error) {
+	if d := os.Getenv(EnvRuntimeDir); d != "" {
+		return filepath.Abs(d)
+	}
+	if x := os.Getenv("XDG_RUNTIME_DIR"); x != "" {
+		return filepath.Abs(filepath.Join(x, "agentd"))
+	}
+	return filepath.Join(os.TempDir(), fmt.Sprintf("agentd-%d", os.Getuid())), nil
+}
+
+var hostIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`)
+
+// ValidHostID reports whether id may name a host's files.
+func ValidHostID(id string) error {
+	if !hostIDPattern.MatchString(id) {
+		return fmt.Errorf("host id %q: must be 1-64 letters, digits, '-' or '_', starting with a letter or digit", id)
+	}
+	return nil
+}
+
+// DefaultHostID returns $AGENTD_HOST_ID, else an id derived from the home's
+// absolute path, so one home always gets the same id.
+func DefaultHostID(home string) (string, error) {
+	if id := os.Getenv(EnvHostID); id != "" {
+		return id, ValidHostID(id)
+	}
+	sum := sha256.Sum256([]byte(filepath.Clean(home)))
+	return "h" + hex.EncodeToString(sum[:])[:12], nil
+}
+
+// File name suffixes in the runtime directory.
+const (
+	SocketSuffix       = ".sock"
+	RegistrationSuffix = ".json"
+)
+
+// SocketPath is where host id listens in dir.
+func SocketPath(dir, hostID string) string { return filepath.Join(dir, hostID+SocketSuffix) }
+
+// RegistrationPath is where host id publishes its Registration in dir.
+func RegistrationPath(dir, hostID string) string {
+	return filepath.Join(dir, hostID+RegistrationSuffix)
+}
+
+// HostIDOfRegistration returns the host id a registration file name
+// belongs to, or "" when name is not a registration file.
+func HostIDOfRegistration(name string) string {
+	id, ok := strings.CutSuffix(name, RegistrationSuffix)
+	if !ok || ValidHostID(id) != nil {
+		return ""
+	}
+	return id
+}
+
+// RegistrationSchemaVersion is the version of the Registration record.
+const RegistrationSchemaVersion = 1
+
+// Registration is the record a host publishes in the runtime directory so
+// clients can find it. It is replaced atomically on every state change.
+type Registration struct {
+	SchemaVersion      int       `json:"schemaVersion"`
+	HostID             string    `json:"hostId"`
+	PID                int       `json:"pid"`
+	Endpoint           string    `json:"endpoint"`
+	Home               string    `json:"home"`
+	HostEpoch          string    `json:"hostEpoch"`
+	State              string    `json:"state"`
+	ProtocolMin        int       `json:"protocolMin"`
+	ProtocolMax        int       `json:"protocolMax"`
+	CompatibilityEpoch int       `json:"compatibilityEpoch"`
+	Version            string    `json:"version"`
+	StartedAt          time.Time `json:"startedAt"`
+}

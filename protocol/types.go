@@ -1,0 +1,555 @@
+package protocol
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Host states, in the order a host passes through them.
+const (
+	StateStarting   = "starting"
+	StateRecovering = "recovering"
+	StateReady      = "ready"
+	StateDraining   = "draining"
+)
+
+// HostStatusInput is the (empty) input of host.status.
+type HostStatusInput struct{}
+
+// HostStatus is the result of host.status.
+type HostStatus struct {
+	HostID             string    `json:"hostId"`
+	HostEpoch          string    `json:"hostEpoch"`
+	PID                int       `json:"pid"`
+	Version            string    `json:"version"`
+	ProtocolMin        int       `json:"protocolMin"`
+	ProtocolMax        int       `json:"protocolMax"`
+	CompatibilityEpoch int       `json:"compatibilityEpoch"`
+	CompositionID      string    `json:"compositionId"`
+	State              string    `json:"state"`
+	StartedAt          time.Time `json:"startedAt"`
+	UptimeMillis       int64     `json:"uptimeMs"`
+	// Connections counts accepted connections, the asking one included.
+	Connections int `json:"connections"`
+	// ActiveOperations counts admitted requests not yet settled, this one included.
+	ActiveOperations int `json:"activeOperations"`
+	// ActiveResidencies counts operations holding the host resident.
+	ActiveResidencies int `json:"activeResidencies"`
+}
+
+// DiagnosticsQueryInput is the input of host.diagnostics.query.
+type DiagnosticsQueryInput struct {
+	// Limit bounds the number of diagnostics returned; 0 means all kept.
+	Limit int `json:"limit,omitempty"`
+}
+
+// Validate checks the input.
+func (in *DiagnosticsQueryInput) Validate() error {
+	if in.Limit < 0 {
+		return FieldError("input.limit", "must not be negative")
+	}
+	return nil
+}
+
+// Diagnostic is one recorded host event, already redacted.
+type Diagnostic struct {
+	Time    time.Time `json:"time"`
+	Level   string    `json:"level"`
+	Message string    `json:"message"`
+}
+
+// DiagnosticsQueryResult is the result of host.diagnostics.query.
+type DiagnosticsQueryResult struct {
+	Diagnostics []Diagnostic `json:"diagnostics"`
+	// Dropped counts diagnostics no longer kept.
+	Dropped uint64 `json:"dropped"`
+}
+
+// HostResourcesQueryInput is the (empty) input of host.resources.query.
+type HostResourcesQueryInput struct{}
+
+// HostResourcesQueryResult is the result of host.resources.query.
+type HostResourcesQueryResult struct {
+	RSSBytes    uint64 `json:"rssBytes"`
+	Goroutines  int    `json:"goroutines"`
+	OpenFiles   int    `json:"openFiles"`
+	Connections int    `json:"connections"`
+	Workers     int    `json:"workers"`
+}
+
+// UpgradePrepareInput is the input of host.upgrade.prepare.
+type UpgradePrepareInput struct{}
+
+// UpgradePrepareResult is the result of host.upgrade.prepare.
+type UpgradePrepareResult struct {
+	State string `json:"state"`
+}
+
+// ShutdownInput is the (empty) input of host.shutdown.
+type ShutdownInput struct{}
+
+// ShutdownResult is the result of host.shutdown.
+type ShutdownResult struct {
+	State string `json:"state"`
+}
+
+// SessionRef names one session by id or unique id prefix.
+type SessionRef struct {
+	SessionID string `json:"sessionId"`
+}
+
+// Validate checks the input.
+func (in *SessionRef) Validate() error { return requireString("input.sessionId", in.SessionID) }
+
+// SessionListInput is the input of session.list.
+type SessionListInput struct {
+	IncludeArchived bool `json:"includeArchived,omitempty"`
+}
+
+// Session is a session's header.
+type Session struct {
+	SessionID        string    `json:"sessionId"`
+	Title            string    `json:"title"`
+	Cwd              string    `json:"cwd"`
+	Model            string    `json:"model,omitempty"`
+	CreatedAt        time.Time `json:"createdAt"`
+	LastActivityAt   time.Time `json:"lastActivityAt"`
+	Status           string    `json:"status"`
+	Archived         bool      `json:"archived"`
+	Damaged          bool      `json:"damaged,omitempty"`
+	MetadataRevision uint64    `json:"metadataRevision"`
+}
+
+// SessionListResult is the result of session.list.
+type SessionListResult struct {
+	Sessions []Session `json:"sessions"`
+}
+
+// SessionCreateInput is the input of session.create.
+type SessionCreateInput struct {
+	SessionID string `json:"sessionId,omitempty"`
+	Cwd       string `json:"cwd"`
+	Title     string `json:"title,omitempty"`
+	Model     string `json:"model,omitempty"`
+}
+
+// Validate checks the input.
+func (in *SessionCreateInput) Validate() error { return requireString("input.cwd", in.Cwd) }
+
+// SessionRenameInput is the input of session.rename.
+type SessionRenameInput struct {
+	SessionID string `json:"sessionId"`
+	Title     string `json:"title"`
+}
+
+// Validate checks the input.
+func (in *SessionRenameInput) Validate() error {
+	if err := requireString("input.sessionId", in.SessionID); err != nil {
+		return err
+	}
+	return requireString("input.title", in.Title)
+}
+
+// TranscriptPageInput is the input of session.transcript.page.
+type TranscriptPageInput struct {
+	SubscriptionID  string  `json:"subscriptionId"`
+	Direction       string  `json:"direction"`
+	ThroughSequence *uint64 `json:"throughSequence"`
+	Cursor          *string `json:"cursor"`
+	AnchorSequence  *uint64 `json:"anchorSequence"`
+	MaxBytes        int     `json:"maxBytes"`
+}
+
+// Validate checks the input.
+func (in *TranscriptPageInput) Validate() error {
+	if err := requireString("input.subscriptionId", in.SubscriptionID); err != nil {
+		return err
+	}
+	if in.Direction != "older" && in.Direction != "newer" {
+		return FieldError("input.direction", `must be "older" or "newer"`)
+	}
+	if in.MaxBytes <= 0 || in.MaxBytes > MaxMessageBytes/2 {
+		return FieldError("input.maxBytes", "must be between 1 and %d", MaxMessageBytes/2)
+	}
+	return nil
+}
+
+// TranscriptPage is the result of session.transcript.page.
+type TranscriptPage struct {
+	SessionID          string            `json:"sessionId"`
+	Direction          string            `json:"direction"`
+	ThroughSequence    *uint64           `json:"throughSequence"`
+	RawBytes           int               `json:"rawBytes"`
+	Records            []json.RawMessage `json:"records"`
+	NextCursor         *string           `json:"nextCursor"`
+	EndsAtTurnBoundary bool              `json:"endsAtTurnBoundary"`
+}
+
+// TodoItem is one step of the agent's plan.
+type TodoItem struct {
+	Text   string `json:"text"`
+	Status string `json:"status"`
+}
+
+// TodoQueryResult is the result of session.todo.query.
+type TodoQueryResult struct {
+	Items []TodoItem `json:"items"`
+}
+
+// Content is a message's content.
+type Content struct {
+	Text string `json:"text"`
+}
+
+// TurnRef names one turn of a session.
+type TurnRef struct {
+	SessionID string `json:"sessionId"`
+	TurnID    string `json:"turnId"`
+}
+
+// Validate checks the input.
+func (in *TurnRef) Validate() error {
+	if err := requireString("input.sessionId", in.SessionID); err != nil {
+		return err
+	}
+	return requireString("input.turnId", in.TurnID)
+}
+
+// TurnStartInput is the input of turn.start.
+type TurnStartInput struct {
+	SessionID string  `json:"sessionId"`
+	TurnID    string  `json:"turnId"`
+	Content   Content `json:"content"`
+}
+
+// Validate checks the input.
+func (in *TurnStartInput) Validate() error {
+	if err := (&TurnRef{in.SessionID, in.TurnID}).Validate(); err != nil {
+		return err
+	}
+	return requireString("input.content.text", in.Content.Text)
+}
+
+// TurnSnapshot is a turn's state.
+type TurnSnapshot struct {
+	SessionID string `json:"sessionId"`
+	TurnID    string `json:"turnId"`
+	RunID     string `json:"runId"`
+	Status    string `json:"status"`
+	Error     string `json:"error,omitempty"`
+}
+
+// TurnStartResult is the result of turn.start.
+type TurnStartResult struct {
+	Kind string       `json:"kind"`
+	Turn TurnSnapshot `json:"turn"`
+}
+
+// Message placements.
+const (
+	PlacementSteering = "steering"
+	PlacementNextTurn = "next_turn"
+)
+
+// MessageSubmitInput is the input of turn.message.submit.
+type MessageSubmitInput struct {
+	SessionID string  `json:"sessionId"`
+	MessageID string  `json:"messageId"`
+	Content   Content `json:"content"`
+	Placement string  `json:"placement"`
+}
+
+// Validate checks the input.
+func (in *MessageSubmitInput) Validate() error {
+	if err := requireString("input.sessionId", in.SessionID); err != nil {
+		return err
+	}
+	if err := requireString("input.messageId", in.MessageID); err != nil {
+		return err
+	}
+	if in.Placement != PlacementSteering && in.Placement != PlacementNextTurn {
+		return FieldError("input.placement", "must be %q or %q", PlacementSteering, PlacementNextTurn)
+	}
+	return requireString("input.content.text", in.Content.Text)
+}
+
+// QueueEntry is a message in a session's queue.
+type QueueEntry struct {
+	EntryID   string  `json:"entryId"`
+	MessageID string  `json:"messageId"`
+	Content   Content `json:"content"`
+	Placement string  `json:"placement"`
+	State     string  `json:"state"`
+}
+
+// QueueRetractInput is the input of queue.retract.
+type QueueRetractInput struct {
+	SessionID string `json:"sessionId"`
+	EntryID   string `json:"entryId"`
+}
+
+// Validate checks the input.
+func (in *QueueRetractInput) Validate() error {
+	if err := requireString("input.sessionId", in.SessionID); err != nil {
+		return err
+	}
+	return requireString("input.entryId", in.EntryID)
+}
+
+// Interaction is a permission request or question from the agent.
+type Interaction struct {
+	InteractionID string          `json:"interactionId"`
+	SessionID     string          `json:"sessionId"`
+	Kind          string          `json:"kind"`
+	Prompt        string          `json:"prompt"`
+	Detail        json.RawMessage `json:"detail,omitempty"`
+	State         string          `json:"state"`
+	Answer        string          `json:"answer,omitempty"`
+}
+
+// InteractionQueryResult is the result of interaction.query.
+type InteractionQueryResult struct {
+	Pending []Interaction `json:"pending"`
+}
+
+// InteractionAnswerInput is the input of interaction.answer.
+type InteractionAnswerInput struct {
+	SessionID     string `json:"sessionId"`
+	InteractionID string `json:"interactionId"`
+	Answer        string `json:"answer"`
+}
+
+// Validate checks the input.
+func (in *InteractionAnswerInput) Validate() error {
+	if err := requireString("input.sessionId", in.SessionID); err != nil {
+		return err
+	}
+	if err := requireString("input.interactionId", in.InteractionID); err != nil {
+		return err
+	}
+	return requireString("input.answer", in.Answer)
+}
+
+// ModelsListInput is the (empty) input of models.list.
+type ModelsListInput struct{}
+
+// Model is one model a provider offers.
+type Model struct {
+	Provider string `json:"provider"`
+	ModelID  string `json:"modelId"`
+}
+
+// ModelsListResult is the result of models.list.
+type ModelsListResult struct {
+	Models  []Model `json:"models"`
+	Default *Model  `json:"default"`
+}
+
+// ModelsSelectInput is the input of models.select. Without a session it
+// selects the default for new sessions.
+type ModelsSelectInput struct {
+	SessionID string `json:"sessionId,omitempty"`
+	Model     string `json:"model"`
+}
+
+// Validate checks the input.
+func (in *ModelsSelectInput) Validate() error { return requireString("input.model", in.Model) }
+
+// ThinkingSetInput is the input of models.thinking.set.
+type ThinkingSetInput struct {
+	SessionID string `json:"sessionId"`
+	Level     string `json:"level"`
+}
+
+// Validate checks the input.
+func (in *ThinkingSetInput) Validate() error {
+	if err := requireString("input.sessionId", in.SessionID); err != nil {
+		return err
+	}
+	switch in.Level {
+	case "off", "low", "medium", "high":
+		return nil
+	}
+	return FieldError("input.level", "must be off, low, medium or high")
+}
+
+// ModelSelection is the result of models.select and models.thinking.set.
+type ModelSelection struct {
+	SessionID string `json:"sessionId,omitempty"`
+	Model     string `json:"model"`
+	Thinking  string `json:"thinking,omitempty"`
+}
+
+// TranscriptBootstrap says which transcript a subscription starts with.
+type TranscriptBootstrap struct {
+	Kind string `json:"kind"`
+}
+
+// SubscriptionOpenInput is the input of subscription.open.
+type SubscriptionOpenInput struct {
+	SessionID  string              `json:"sessionId"`
+	Transcript TranscriptBootstrap `json:"transcript"`
+}
+
+// Validate checks the input.
+func (in *SubscriptionOpenInput) Validate() error {
+	if err := requireString("input.sessionId", in.SessionID); err != nil {
+		return err
+	}
+	switch in.Transcript.Kind {
+	case "none", "tail":
+		return nil
+	}
+	return FieldError("input.transcript.kind", `must be "none" or "tail"`)
+}
+
+// SubscriptionOpenResult is the result of subscription.open.
+type SubscriptionOpenResult struct {
+	HostEpoch      string          `json:"hostEpoch"`
+	SubscriptionID string          `json:"subscriptionId"`
+	NextSequence   uint64          `json:"nextSequence"`
+	Snapshot       json.RawMessage `json:"snapshot"`
+}
+
+// SubscriptionRef names one subscription of the connection.
+type SubscriptionRef struct {
+	SubscriptionID string `json:"subscriptionId"`
+}
+
+// Validate checks the input.
+func (in *SubscriptionRef) Validate() error {
+	return requireString("input.subscriptionId", in.SubscriptionID)
+}
+
+// PtyInterestInput is the input of subscription.pty_interest.set.
+type PtyInterestInput struct {
+	SubscriptionID string   `json:"subscriptionId"`
+	Refs           []string `json:"refs"`
+}
+
+// Validate checks the input.
+func (in *PtyInterestInput) Validate() error {
+	return requireString("input.subscriptionId", in.SubscriptionID)
+}
+
+// ResourceRef names one runtime resource of a session.
+type ResourceRef struct {
+	SessionID string `json:"sessionId"`
+	Ref       string `json:"ref"`
+}
+
+// Validate checks the input.
+func (in *ResourceRef) Validate() error {
+	if err := requireString("input.sessionId", in.SessionID); err != nil {
+		return err
+	}
+	return requireString("input.ref", in.Ref)
+}
+
+// ResourceQueryInput is the input of runtime.resource.query.
+type ResourceQueryInput struct {
+	SessionID string  `json:"sessionId"`
+	Ref       string  `json:"ref,omitempty"`
+	Revision  *uint64 `json:"revision,omitempty"`
+	Cursor    *string `json:"cursor,omitempty"`
+	Limit     int     `json:"limit,omitempty"`
+}
+
+// Validate checks the input.
+func (in *ResourceQueryInput) Validate() error {
+	if in.Limit < 0 {
+		return FieldError("input.limit", "must not be negative")
+	}
+	return requireString("input.sessionId", in.SessionID)
+}
+
+// Resource is a runtime resource's state.
+type Resource struct {
+	SessionID string     `json:"sessionId"`
+	Ref       string     `json:"ref"`
+	Kind      string     `json:"kind"`
+	Command   string     `json:"command"`
+	Cwd       string     `json:"cwd"`
+	State     string     `json:"state"`
+	ExitCode  *int       `json:"exitCode,omitempty"`
+	StartedAt time.Time  `json:"startedAt"`
+	EndedAt   *time.Time `json:"endedAt,omitempty"`
+}
+
+// ResourceQueryResult is the result of runtime.resource.query.
+type ResourceQueryResult struct {
+	Revision   uint64     `json:"revision"`
+	Resources  []Resource `json:"resources"`
+	NextCursor *string    `json:"nextCursor"`
+}
+
+// ResourceStartInput is the input of runtime.resource.start.
+type ResourceStartInput struct {
+	SessionID string `json:"sessionId"`
+	LaunchID  string `json:"launchId"`
+	Command   string `json:"command"`
+	PTY       bool   `json:"pty,omitempty"`
+	Cols      int    `json:"cols,omitempty"`
+	Rows      int    `json:"rows,omitempty"`
+}
+
+// Validate checks the input.
+func (in *ResourceStartInput) Validate() error {
+	if err := requireString("input.sessionId", in.SessionID); err != nil {
+		return err
+	}
+	if err := requireString("input.launchId", in.LaunchID); err != nil {
+		return err
+	}
+	return requireString("input.command", in.Command)
+}
+
+// ControllerAcquireResult is the result of runtime.resource.controller.acquire.
+type ControllerAcquireResult struct {
+	ControllerID string   `json:"controllerId"`
+	NextSequence uint64   `json:"nextSequence"`
+	Resource     Resource `json:"resource"`
+	Screen       string   `json:"screen"`
+}
+
+// ControllerRef names a controller of one PTY.
+type ControllerRef struct {
+	SessionID    string `json:"sessionId"`
+	Ref          string `json:"ref"`
+	ControllerID string `json:"controllerId"`
+}
+
+// Validate checks the input.
+func (in *ControllerRef) Validate() error {
+	if err := (&ResourceRef{in.SessionID, in.Ref}).Validate(); err != nil {
+		return err
+	}
+	return requireString("input.controllerId", in.ControllerID)
+}
+
+// ControlInput is the input of runtime.resource.controller.control.
+type ControlInput struct {
+	SessionID    string `json:"sessionId"`
+	Ref          string `json:"ref"`
+	ControllerID string `json:"controllerId"`
+	Sequence     uint64 `json:"sequence"`
+	Data         string `json:"data,omitempty"`
+	Cols         int    `json:"cols,omitempty"`
+	Rows         int    `json:"rows,omitempty"`
+}
+
+// Validate checks the input.
+func (in *ControlInput) Validate() error {
+	if err := (&ControllerRef{in.SessionID, in.Ref, in.ControllerID}).Validate(); err != nil {
+		return err
+	}
+	if in.Sequence == 0 {
+		return FieldError("input.sequence", "must be at least 1")
+	}
+	return nil
+}
+
+// ControlResult is the result of runtime.resource.controller.control.
+type ControlResult struct {
+	Sequence uint64 `json:"sequence"`
+}
