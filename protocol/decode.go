@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"strings"
 	"unicode/utf8"
 )
@@ -155,8 +156,9 @@ func DecodeInput(raw json.RawMessage, v any) error {
 	return nil
 }
 
-// decodeStrict decodes one JSON object into v, refusing unknown fields,
-// wrong types and trailing data, naming the field under prefix.
+// decodeStrict decodes one JSON object into v, refusing unknown fields
+// (names match exactly, not case-insensitively), duplicate keys, wrong
+// types and trailing data, naming the field under prefix.
 func decodeStrict(data []byte, v any, prefix string) error {
 	trimmed := bytes.TrimLeft(data, " \t\r\n")
 	if len(trimmed) == 0 || trimmed[0] != '{' {
@@ -167,6 +169,9 @@ func decodeStrict(data []byte, v any, prefix string) error {
 	}
 	if !utf8.Valid(data) {
 		return &DecodeError{Field: prefix, Reason: "is not valid UTF-8"}
+	}
+	if err := checkKeys(data, reflect.TypeOf(v), prefix); err != nil {
+		return err
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
@@ -194,7 +199,7 @@ func translate(err error, prefix string) error {
 	var syntaxErr *json.SyntaxError
 	switch {
 	case errors.As(err, &typeErr):
-		return &DecodeError{Field: join(prefix, typeErr.Field), Reason: fmt.Sprintf("must be %s, not %s", jsonKind(typeErr.Type.Kind().String()), typeErr.Value)}
+		return &DecodeError{Field: join(prefix, typeErr.Field), Reason: fmt.Sprintf("must be %s, not %s", jsonKind(typeErr.Type), jsonValue(typeErr.Value))}
 	case errors.As(err, &syntaxErr):
 		return &DecodeError{Field: prefix, Reason: "is not valid JSON: " + syntaxErr.Error()}
 	case errors.Is(err, io.ErrUnexpectedEOF):
@@ -207,18 +212,191 @@ func translate(err error, prefix string) error {
 	return &DecodeError{Field: prefix, Reason: strings.TrimPrefix(msg, "json: ")}
 }
 
-func jsonKind(goKind string) string {
-	switch goKind {
-	case "string":
+// jsonKind names the JSON type a Go type decodes from.
+func jsonKind(t reflect.Type) string {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == nil {
+		return "a JSON value"
+	}
+	switch t.Kind() {
+	case reflect.String:
 		return "a string"
-	case "bool":
+	case reflect.Bool:
 		return "a boolean"
-	case "struct", "map":
+	case reflect.Struct, reflect.Map:
 		return "an object"
-	case "slice", "array":
+	case reflect.Slice, reflect.Array:
 		return "an array"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return "an integer"
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		return "a non-negative integer"
 	}
 	return "a number"
+}
+
+// jsonValue names the JSON value encoding/json found ("string", "number",
+// "number 1.5" for a number the Go type cannot hold), saying "boolean"
+// where encoding/json says "bool".
+func jsonValue(v string) string {
+	if v == "bool" {
+		return "boolean"
+	}
+	return v
+}
+
+// checkKeys walks one JSON object against the Go type t decodes it into and
+// returns a *DecodeError for the first key that names no field of its object
+// exactly or appears twice in one object. encoding/json alone matches keys
+// case-insensitively, keeps the last of duplicate keys, and names an unknown
+// key without the path of the object holding it. Syntax errors end the walk
+// quietly: the decoder reports them.
+func checkKeys(data []byte, t reflect.Type, prefix string) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	if err := walkValue(dec, t, prefix); err != nil && !errors.Is(err, errSyntax) {
+		return err
+	}
+	return nil
+}
+
+// errSyntax ends a walk on malformed JSON.
+var errSyntax = errors.New("malformed JSON")
+
+var (
+	jsonUnmarshalerType = reflect.TypeFor[json.Unmarshaler]()
+	textUnmarshalerType = reflect.TypeFor[interface{ UnmarshalText([]byte) error }]()
+)
+
+// opaque reports whether values of t are not walked: nil (anything goes),
+// interfaces, and types that decode themselves (json.RawMessage, time.Time).
+func opaque(t reflect.Type) bool {
+	if t == nil || t.Kind() == reflect.Interface {
+		return true
+	}
+	p := reflect.PointerTo(t)
+	return t.Implements(jsonUnmarshalerType) || p.Implements(jsonUnmarshalerType) ||
+		t.Implements(textUnmarshalerType) || p.Implements(textUnmarshalerType)
+}
+
+// walkValue consumes one JSON value from dec, checking object keys against
+// t (nil to check nothing) and naming them under path.
+func walkValue(dec *json.Decoder, t reflect.Type, path string) error {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if opaque(t) {
+		t = nil
+	}
+	tok, err := dec.Token()
+	if err != nil {
+		return errSyntax
+	}
+	delim, ok := tok.(json.Delim)
+	if !ok {
+		return nil
+	}
+	switch delim {
+	case '{':
+		var fields map[string]reflect.Type
+		var elem reflect.Type
+		check := false
+		if t != nil {
+			switch t.Kind() {
+			case reflect.Struct:
+				fields, check = jsonFields(t), true
+			case reflect.Map:
+				elem, check = t.Elem(), true
+			}
+		}
+		var seen map[string]bool
+		for dec.More() {
+			tok, err := dec.Token()
+			if err != nil {
+				return errSyntax
+			}
+			key, _ := tok.(string)
+			field := join(path, key)
+			vt := elem
+			if check {
+				if seen[key] {
+					return &DecodeError{Field: field, Reason: "appears more than once"}
+				}
+				if seen == nil {
+					seen = make(map[string]bool)
+				}
+				seen[key] = true
+				if fields != nil {
+					ft, ok := fields[key]
+					if !ok {
+						return &DecodeError{Field: field, Reason: "is not a known field"}
+					}
+					vt = ft
+				}
+			}
+			if err := walkValue(dec, vt, field); err != nil {
+				return err
+			}
+		}
+	case '[':
+		var elem reflect.Type
+		if t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
+			elem = t.Elem()
+		}
+		for dec.More() {
+			if err := walkValue(dec, elem, path); err != nil {
+				return err
+			}
+		}
+	default:
+		return errSyntax
+	}
+	if _, err := dec.Token(); err != nil { // the closing delimiter
+		return errSyntax
+	}
+	return nil
+}
+
+// jsonFields maps the JSON names of struct t's fields, the promoted fields
+// of embedded structs included, to their types.
+func jsonFields(t reflect.Type) map[string]reflect.Type {
+	fields := make(map[string]reflect.Type)
+	var embedded []reflect.Type
+	for i := range t.NumField() {
+		f := t.Field(i)
+		tag := f.Tag.Get("json")
+		if tag == "-" {
+			continue
+		}
+		name, _, _ := strings.Cut(tag, ",")
+		if f.Anonymous && name == "" {
+			ft := f.Type
+			if ft.Kind() == reflect.Pointer {
+				ft = ft.Elem()
+			}
+			if ft.Kind() == reflect.Struct {
+				embedded = append(embedded, ft)
+				continue
+			}
+		}
+		if !f.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		fields[name] = f.Type
+	}
+	for _, et := range embedded { // an outer field hides a promoted one
+		for name, ft := range jsonFields(et) {
+			if _, ok := fields[name]; !ok {
+				fields[name] = ft
+			}
+		}
+	}
+	return fields
 }
 
 // HostFrame is a decoded host frame: Kind is empty for a Response.
