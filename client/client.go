@@ -1,0 +1,466 @@
+// Package client is the public Go client of agentd: it finds hosts in a
+// runtime directory, starts one when none runs (cold activation), speaks
+// the protocol over a host's unix socket, correlates responses, bounds
+// requests in flight, and delivers host-pushed frames to watchers.
+//
+// It imports only the standard library and the protocol package; every
+// other agentd client (the CLI, the terminal UI, the web bridge, editors)
+// is built on it.
+//
+// API maturity: experimental. Names may change until the protocol's first
+// stable release.
+package client
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/agentd-dev/agentd/protocol"
+)
+
+// Options configure a connection.
+type Options struct {
+	// ClientInstanceID names this client instance; random when empty.
+	ClientInstanceID string
+	// Surface names the kind of client (protocol.SurfaceCLI, …); "sdk"
+	// when empty.
+	Surface string
+}
+
+// Interruption reasons.
+const (
+	ReasonConnectionLost = "connection_lost"
+	ReasonTimeout        = "timeout"
+	ReasonHostDraining   = "host_draining"
+)
+
+// InterruptedError is returned for a request that was cut off before its
+// response arrived.
+type InterruptedError struct {
+	Operation string
+	RequestID string
+	// Mode is the operation's mode: a query is always safe to retry.
+	Mode protocol.Mode
+	// Dispatched reports whether the request reached the connection: a
+	// dispatched command's outcome is unknown.
+	Dispatched bool
+	// Reason is ReasonConnectionLost, ReasonTimeout or ReasonHostDraining.
+	Reason string
+	// Retryable reports whether retrying cannot run the operation twice.
+	Retryable bool
+	Err       error
+}
+
+func (e *InterruptedError) Error() string {
+	outcome := "not sent"
+	if e.Dispatched {
+		outcome = "sent"
+		if e.Mode == protocol.Command {
+			outcome = "sent, outcome unknown"
+		}
+	}
+	return fmt.Sprintf("%s interrupted (%s, %s): %v", e.Operation, e.Reason, outcome, e.Err)
+}
+
+func (e *InterruptedError) Unwrap() error { return e.Err }
+
+// Sentinels for the protocol's error codes: errors.Is(err, client.ErrNotFound).
+var (
+	ErrInvalidRequest       = errors.New("invalid request")
+	ErrNotFound             = errors.New("not found")
+	ErrSessionArchived      = errors.New("session archived")
+	ErrSessionAmbiguous     = errors.New("session ambiguous")
+	ErrOperationConflict    = errors.New("operation conflict")
+	ErrOperationUnavailable = errors.New("operation unavailable")
+	ErrHostNotReady         = errors.New("host not ready")
+	ErrUnauthorized         = errors.New("unauthorized")
+	ErrDraining             = errors.New("host draining")
+	ErrInternalFailure      = errors.New("internal failure")
+)
+
+var sentinels = map[protocol.Code]error{
+	protocol.CodeInvalidRequest:       ErrInvalidRequest,
+	protocol.CodeNotFound:             ErrNotFound,
+	protocol.CodeSessionArchived:      ErrSessionArchived,
+	protocol.CodeSessionAmbiguous:     ErrSessionAmbiguous,
+	protocol.CodeOperationConflict:    ErrOperationConflict,
+	protocol.CodeOperationUnavailable: ErrOperationUnavailable,
+	protocol.CodeHostNotReady:         ErrHostNotReady,
+	protocol.CodeUnauthorized:         ErrUnauthorized,
+	protocol.CodeDraining:             ErrDraining,
+	protocol.CodeInternalFailure:      ErrInternalFailure,
+}
+
+// RemoteError is a failed response. errors.Is matches it against the
+// sentinel of its code.
+type RemoteError struct {
+	Operation string
+	Code      protocol.Code
+	Message   string
+}
+
+func (e *RemoteError) Error() string { return fmt.Sprintf("%s: %s", e.Operation, e.Message) }
+
+// Is reports whether target is the sentinel of e's code.
+func (e *RemoteError) Is(target error) bool { return sentinels[e.Code] == target }
+
+// IncompatibleError is returned by Dial when the host refuses the client's
+// protocol or compatibility epoch.
+type IncompatibleError struct {
+	Endpoint string
+	protocol.Incompatible
+}
+
+func (e *IncompatibleError) Error() string {
+	return fmt.Sprintf("host at %s is incompatible: %s", e.Endpoint, e.Reason)
+}
+
+// ErrClosed is returned for requests on a closed connection.
+var ErrClosed = errors.New("connection closed")
+
+type pending struct {
+	op     protocol.Operation
+	domain bool
+	done   chan protocol.Response // buffered 1
+}
+
+// Conn is a connection to a host. It is safe for concurrent use.
+type Conn struct {
+	nc       net.Conn
+	endpoint string
+	accepted protocol.Accepted // constant after Dial
+
+	domain chan struct{} // semaphore: ClientInFlightDomainRequests
+	status chan struct{} // semaphore: the reserved status slot
+	nextID atomic.Uint64
+
+	wmu sync.Mutex // serializes writes
+	w   *bufio.Writer
+
+	mu       sync.Mutex
+	pending  map[string]*pending // guarded by mu
+	watchers map[string]*Watcher // guarded by mu
+	err      error               // guarded by mu: why the connection ended
+	draining bool                // guarded by mu: the host said it is draining
+
+	done chan struct{} // closed when the reader has stopped
+}
+
+// Dial connects to the host listening at endpoint and runs the handshake.
+func Dial(ctx context.Context, endpoint string, opts Options) (*Conn, error) {
+	if opts.ClientInstanceID == "" {
+		opts.ClientInstanceID = randomID()
+	}
+	if opts.Surface == "" {
+		opts.Surface = protocol.SurfaceSDK
+	}
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, "unix", endpoint)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to agentd host at %s: %w", endpoint, err)
+	}
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(10 * time.Second)
+	}
+	nc.SetDeadline(deadline)
+	hello, _ := json.Marshal(protocol.Hello{
+		Kind: protocol.KindHello, ClientInstanceID: opts.ClientInstanceID,
+		ProtocolMin: protocol.ProtocolVersion, ProtocolMax: protocol.ProtocolVersion,
+		CompatibilityEpoch: protocol.CompatibilityEpoch,
+		CompositionID:      protocol.CompositionInteractive, Surface: opts.Surface,
+	})
+	r := newLineReader(nc)
+	if _, err := nc.Write(append(hello, '\n')); err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("handshake with %s: %w", endpoint, err)
+	}
+	line, err := r.read()
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("handshake with %s: %w", endpoint, err)
+	}
+	var head struct {
+		Kind string `json:"kind"`
+	}
+	if err := json.Unmarshal(line, &head); err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("handshake with %s: %w", endpoint, err)
+	}
+	switch head.Kind {
+	case protocol.KindAccepted:
+	case protocol.KindIncompatible:
+		ie := &IncompatibleError{Endpoint: endpoint}
+		json.Unmarshal(line, &ie.Incompatible)
+		nc.Close()
+		return nil, ie
+	default:
+		nc.Close()
+		return nil, fmt.Errorf("handshake with %s: unexpected frame %q", endpoint, head.Kind)
+	}
+	c := &Conn{
+		nc:       nc,
+		endpoint: endpoint,
+		domain:   make(chan struct{}, protocol.ClientInFlightDomainRequests),
+		status:   make(chan struct{}, 1),
+		w:        bufio.NewWriterSize(nc, 32<<10),
+		pending:  make(map[string]*pending),
+		watchers: make(map[string]*Watcher),
+		done:     make(chan struct{}),
+	}
+	if err := json.Unmarshal(line, &c.accepted); err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("handshake with %s: %w", endpoint, err)
+	}
+	nc.SetDeadline(time.Time{})
+	go c.readLoop(r)
+	return c, nil
+}
+
+func randomID() string {
+	b := make([]byte, 8)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// Accepted returns the host's answer to the handshake.
+func (c *Conn) Accepted() protocol.Accepted { return c.accepted }
+
+// Endpoint returns the socket the connection is on.
+func (c *Conn) Endpoint() string { return c.endpoint }
+
+// Done is closed once the connection has ended.
+func (c *Conn) Done() <-chan struct{} { return c.done }
+
+// Err returns why the connection ended, or nil while it is open.
+func (c *Conn) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// Close ends the connection; requests in flight fail with *InterruptedError.
+func (c *Conn) Close() error {
+	c.fail(ErrClosed)
+	<-c.done
+	return nil
+}
+
+func (c *Conn) fail(err error) {
+	c.mu.Lock()
+	if c.err == nil {
+		c.err = err
+	}
+	c.mu.Unlock()
+	c.nc.Close()
+}
+
+// Request runs operation with input and decodes its result into result
+// (a pointer, or nil to discard it). A failed response is a *RemoteError;
+// a request cut off is an *InterruptedError.
+func (c *Conn) Request(ctx context.Context, operation string, input, result any) error {
+	op, ok := protocol.Lookup(operation)
+	if !ok {
+		return fmt.Errorf("unknown operation %q", operation)
+	}
+	raw, err := json.Marshal(input)
+	if err != nil {
+		return fmt.Errorf("%s: encoding input: %w", operation, err)
+	}
+	if input == nil {
+		raw = []byte("{}")
+	}
+	resp, err := c.roundTrip(ctx, op, raw)
+	if err != nil {
+		return err
+	}
+	if !resp.OK {
+		return &RemoteError{Operation: operation, Code: resp.Error.Code, Message: resp.Error.Message}
+	}
+	if result == nil {
+		return nil
+	}
+	if err := json.Unmarshal(resp.Result, result); err != nil {
+		return fmt.Errorf("%s: decoding result: %w", operation, err)
+	}
+	return nil
+}
+
+// Status runs host.status through its reserved slot.
+func (c *Conn) Status(ctx context.Context) (protocol.HostStatus, error) {
+	var st protocol.HostStatus
+	err := c.Request(ctx, protocol.OpHostStatus, nil, &st)
+	return st, err
+}
+
+func (c *Conn) interrupted(op protocol.Operation, id string, dispatched bool, reason string, err error) *InterruptedError {
+	return &InterruptedError{
+		Operation: op.Name, RequestID: id, Mode: op.Mode, Dispatched: dispatched,
+		Reason: reason, Retryable: op.Mode == protocol.Query || !dispatched, Err: err,
+	}
+}
+
+func (c *Conn) roundTrip(ctx context.Context, op protocol.Operation, input []byte) (protocol.Response, error) {
+	sem := c.domain
+	if !op.Domain() {
+		sem = c.status
+	}
+	select {
+	case sem <- struct{}{}:
+	case <-ctx.Done():
+		return protocol.Response{}, c.interrupted(op, "", false, ReasonTimeout, ctx.Err())
+	case <-c.done:
+		return protocol.Response{}, c.interrupted(op, "", false, c.lostReason(), c.Err())
+	}
+	id := "r" + strconv.FormatUint(c.nextID.Add(1), 36)
+	p := &pending{op: op, domain: op.Domain(), done: make(chan protocol.Response, 1)}
+	c.mu.Lock()
+	if c.err != nil {
+		err := c.err
+		c.mu.Unlock()
+		<-sem
+		return protocol.Response{}, c.interrupted(op, id, false, c.lostReason(), err)
+	}
+	c.pending[id] = p
+	c.mu.Unlock()
+
+	frame := make([]byte, 0, 48+len(id)+len(op.Name)+len(input))
+	frame = append(frame, `{"requestId":"`...)
+	frame = append(frame, id...)
+	frame = append(frame, `","operation":"`...)
+	frame = append(frame, op.Name...)
+	frame = append(frame, `","input":`...)
+	frame = append(frame, input...)
+	frame = append(frame, "}\n"...)
+	if len(frame)-1 > protocol.MaxMessageBytes {
+		c.forget(id)
+		return protocol.Response{}, fmt.Errorf("%s: request of %d bytes exceeds the %d byte limit", op.Name, len(frame)-1, protocol.MaxMessageBytes)
+	}
+	c.wmu.Lock()
+	_, err := c.w.Write(frame)
+	if err == nil {
+		err = c.w.Flush()
+	}
+	c.wmu.Unlock()
+	if err != nil {
+		c.fail(err)
+		c.forget(id)
+		return protocol.Response{}, c.interrupted(op, id, true, c.lostReason(), err)
+	}
+
+	select {
+	case resp := <-p.done:
+		return resp, nil
+	case <-ctx.Done():
+		// The entry stays pending: its slot is the host's until the
+		// response arrives or the connection ends.
+		return protocol.Response{}, c.interrupted(op, id, true, ReasonTimeout, ctx.Err())
+	case <-c.done:
+		select {
+		case resp := <-p.done:
+			return resp, nil
+		default:
+		}
+		return protocol.Response{}, c.interrupted(op, id, true, c.lostReason(), c.Err())
+	}
+}
+
+// forget drops a pending request that was never answered and frees its slot.
+func (c *Conn) forget(id string) {
+	c.mu.Lock()
+	p, ok := c.pending[id]
+	delete(c.pending, id)
+	c.mu.Unlock()
+	if ok {
+		c.releaseSlot(p)
+	}
+}
+
+func (c *Conn) releaseSlot(p *pending) {
+	if p.domain {
+		<-c.domain
+	} else {
+		<-c.status
+	}
+}
+
+func (c *Conn) lostReason() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.draining {
+		return ReasonHostDraining
+	}
+	return ReasonConnectionLost
+}
+
+func (c *Conn) readLoop(r *lineReader) {
+	defer close(c.done)
+	var err error
+	for {
+		var line []byte
+		line, err = r.read()
+		if err != nil {
+			break
+		}
+		var f protocol.HostFrame
+		f, err = protocol.DecodeHostFrame(line)
+		if err != nil {
+			err = fmt.Errorf("host sent an invalid frame: %w", err)
+			break
+		}
+		if f.Response != nil {
+			c.deliver(*f.Response)
+			continue
+		}
+		c.push(f.Kind, append([]byte(nil), line...))
+	}
+	if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) {
+		err = ErrClosed
+	}
+	c.mu.Lock()
+	if c.err == nil {
+		c.err = err
+	}
+	cause := c.err
+	pend := c.pending
+	c.pending = map[string]*pending{}
+	watchers := c.watchers
+	c.watchers = map[string]*Watcher{}
+	c.mu.Unlock()
+	c.nc.Close()
+	for _, p := range pend {
+		c.releaseSlot(p)
+	}
+	for _, w := range watchers {
+		w.end(cause)
+	}
+}
+
+func (c *Conn) deliver(resp protocol.Response) {
+	if !resp.OK && resp.Error != nil && resp.Error.Code == protocol.CodeDraining ||
+		resp.OK && resp.Operation == protocol.OpHostShutdown {
+		c.mu.Lock()
+		c.draining = true
+		c.mu.Unlock()
+	}
+	c.mu.Lock()
+	p, ok := c.pending[resp.RequestID]
+	delete(c.pending, resp.RequestID)
+	c.mu.Unlock()
+	if !ok {
+		return
+	}
+	c.releaseSlot(p)
+	p.done <- resp
+}

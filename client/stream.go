@@ -1,0 +1,131 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+
+	"github.com/agentd-dev/agentd/protocol"
+)
+
+// watcherBuffer bounds the frames a watcher holds before it is ended as
+// too slow; the host applies its own bound as well.
+const watcherBuffer = 1024
+
+// ErrWatcherSlow ends a watcher that fell watcherBuffer frames behind.
+var ErrWatcherSlow = errors.New("watcher fell too far behind")
+
+// Frame is one host-pushed frame.
+type Frame struct {
+	protocol.Pushed
+	// Raw is the whole frame, to decode into its kind's type.
+	Raw json.RawMessage
+}
+
+// Decode decodes the frame into v, one of the protocol's *…Frame types.
+func (f Frame) Decode(v any) error { return json.Unmarshal(f.Raw, v) }
+
+// Watcher receives the pushed frames of one subscription, in order.
+type Watcher struct {
+	c      *Conn
+	id     string
+	frames chan Frame
+
+	mu   sync.Mutex
+	err  error // guarded by mu: why the watcher ended
+	once sync.Once
+	gone chan struct{}
+}
+
+// Watch returns a watcher for the frames of subscriptionID. Frames that
+// arrive before Watch is called for their subscription are dropped, so
+// call it before sending subscription.ready.
+func (c *Conn) Watch(subscriptionID string) *Watcher {
+	w := &Watcher{c: c, id: subscriptionID, frames: make(chan Frame, watcherBuffer), gone: make(chan struct{})}
+	c.mu.Lock()
+	if c.err != nil {
+		err := c.err
+		c.mu.Unlock()
+		w.end(err)
+		return w
+	}
+	c.watchers[subscriptionID] = w
+	c.mu.Unlock()
+	return w
+}
+
+// Next returns the next frame. It reports ctx's error before the watcher's.
+func (w *Watcher) Next(ctx context.Context) (Frame, error) {
+	if err := ctx.Err(); err != nil {
+		return Frame{}, err
+	}
+	select {
+	case f := <-w.frames:
+		return f, nil
+	case <-ctx.Done():
+		return Frame{}, ctx.Err()
+	case <-w.gone:
+		select {
+		case f := <-w.frames:
+			return f, nil
+		default:
+		}
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return Frame{}, w.err
+	}
+}
+
+// Close stops the watcher. It does not close the subscription on the host.
+func (w *Watcher) Close() {
+	w.c.mu.Lock()
+	if w.c.watchers[w.id] == w {
+		delete(w.c.watchers, w.id)
+	}
+	w.c.mu.Unlock()
+	w.end(ErrClosed)
+}
+
+func (w *Watcher) end(err error) {
+	w.once.Do(func() {
+		w.mu.Lock()
+		w.err = err
+		w.mu.Unlock()
+		close(w.gone)
+	})
+}
+
+// push routes a pushed frame to its watcher. A subscription.closed frame
+// is delivered and then ends the watcher.
+func (c *Conn) push(kind string, raw []byte) {
+	var head protocol.Pushed
+	if json.Unmarshal(raw, &head) != nil {
+		return
+	}
+	c.mu.Lock()
+	w := c.watchers[head.SubscriptionID]
+	if kind == protocol.KindSubscriptionClosed {
+		delete(c.watchers, head.SubscriptionID)
+		var closed protocol.SubscriptionClosedFrame
+		if json.Unmarshal(raw, &closed) == nil && closed.Reason == protocol.ClosedHostDraining {
+			c.draining = true
+		}
+	}
+	c.mu.Unlock()
+	if w == nil {
+		return
+	}
+	select {
+	case w.frames <- Frame{Pushed: head, Raw: raw}:
+	default:
+		c.mu.Lock()
+		delete(c.watchers, head.SubscriptionID)
+		c.mu.Unlock()
+		w.end(ErrWatcherSlow)
+		return
+	}
+	if kind == protocol.KindSubscriptionClosed {
+		w.end(ErrClosed)
+	}
+}

@@ -1,0 +1,136 @@
+// Package agentdtest starts real agentd hosts on real sockets in a test's
+// temporary directory and hands back real clients. It is for tests only.
+package agentdtest
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/agentd-dev/agentd/client"
+	"github.com/agentd-dev/agentd/internal/host"
+	"github.com/agentd-dev/agentd/protocol"
+)
+
+// Timeout is the generous deadline tests give any single event.
+const Timeout = 30 * time.Second
+
+// Options configure a test host.
+type Options struct {
+	// RuntimeDir shares a runtime directory between hosts; a new one when empty.
+	RuntimeDir string
+	HostID     string
+	IdleGrace  time.Duration
+	Compose    host.ComposeFunc
+	// NoWait returns before the host is ready.
+	NoWait bool
+	Logger *slog.Logger
+}
+
+// Host is a running test host.
+type Host struct {
+	*host.Host
+	Home       string
+	RuntimeDir string
+	HostID     string
+}
+
+// ShortDir returns a fresh directory with a short path, so socket paths
+// stay under the unix limit.
+func ShortDir(t testing.TB) string {
+	t.Helper()
+	d, err := os.MkdirTemp("", "ad")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(d) })
+	return d
+}
+
+// NewHost starts a host on a fresh home and waits until it is ready. It is
+// shut down when the test ends.
+func NewHost(t testing.TB, opts Options) *Host {
+	t.Helper()
+	base := ShortDir(t)
+	if opts.RuntimeDir == "" {
+		opts.RuntimeDir = filepath.Join(base, "run")
+	}
+	if opts.HostID == "" {
+		opts.HostID = "test"
+	}
+	home := filepath.Join(base, "home")
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	h, err := host.Start(host.Config{
+		Home: home, RuntimeDir: opts.RuntimeDir, HostID: opts.HostID,
+		Version: "test", IdleGrace: opts.IdleGrace, Compose: opts.Compose,
+		Logger: logger, DrainTimeout: 5 * time.Second,
+	})
+	if err != nil {
+		t.Fatalf("starting host: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), Timeout)
+		defer cancel()
+		if err := h.Shutdown(ctx); err != nil {
+			t.Errorf("host shutdown: %v", err)
+		}
+	})
+	if !opts.NoWait {
+		select {
+		case <-h.Ready():
+		case <-h.Done():
+			t.Fatalf("host stopped before ready: %v", h.Err())
+		case <-time.After(Timeout):
+			t.Fatal("host not ready")
+		}
+	}
+	return &Host{Host: h, Home: home, RuntimeDir: opts.RuntimeDir, HostID: opts.HostID}
+}
+
+// Connect returns a connected client, closed when the test ends.
+func (h *Host) Connect(t testing.TB) *client.Conn {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
+	defer cancel()
+	c, err := client.Dial(ctx, h.Endpoint(), client.Options{ClientInstanceID: "test-client"})
+	if err != nil {
+		t.Fatalf("dial: %v", err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// Context returns a context bounded by Timeout, cancelled when the test ends.
+func Context(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// WaitStatus polls host.status on c until ok accepts it.
+func WaitStatus(t testing.TB, c *client.Conn, ok func(protocol.HostStatus) bool) protocol.HostStatus {
+	t.Helper()
+	ctx := Context(t)
+	var last protocol.HostStatus
+	for {
+		st, err := c.Status(ctx)
+		if err != nil {
+			t.Fatalf("status: %v (last %+v)", err, last)
+		}
+		if ok(st) {
+			return st
+		}
+		last = st
+		select {
+		case <-ctx.Done():
+			t.Fatalf("status never matched; last %+v", last)
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,588 @@
+// Package host is agentd's daemon: it owns one home through an exclusive
+// lock, publishes its registration in the runtime directory, accepts client
+// connections on a 0600 unix socket, speaks the protocol to each through a
+// connection session, and routes operations through a table that a
+// composition fills once it is ready. It retires itself after an idle
+// grace, and drains on shutdown.
+//
+// It knows nothing of how sessions, workers or providers work: those are a
+// Composition's, plugged in through Config.Compose.
+package host
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/agentd-dev/agentd/internal/home"
+	"github.com/agentd-dev/agentd/internal/transport"
+	"github.com/agentd-dev/agentd/protocol"
+)
+
+// Composition is what the host serves once it is ready: the domain
+// operations. A composition may also implement ConnectionAttacher and Busy.
+type Composition interface {
+	// Handlers returns the domain operation handlers. Operations missing
+	// from it answer operation_unavailable.
+	Handlers() Table
+	// BeginDrain tells the composition the host is draining.
+	BeginDrain()
+	// Close releases the composition; called once, after every connection
+	// has ended.
+	Close(ctx context.Context) error
+}
+
+// Busy is implemented by compositions that can keep an idle host alive
+// (a running turn with no client attached, say).
+type Busy interface {
+	Busy() bool
+}
+
+// ComposeFunc builds the composition. It runs while the host is already
+// accepting connections in state recovering; requests for domain
+// operations meanwhile answer host_not_ready.
+type ComposeFunc func(ctx context.Context, h *Host) (Composition, error)
+
+// Config configures a host.
+type Config struct {
+	Home       string
+	RuntimeDir string
+	HostID     string
+	Version    string
+	// IdleGrace is how long the host stays with no connection and nothing
+	// busy before it retires; zero means never.
+	IdleGrace time.Duration
+	// HandshakeTimeout bounds the wait for a client's hello (default 10s).
+	HandshakeTimeout time.Duration
+	// DrainTimeout bounds how long in-flight operations may run once the
+	// host drains before they are cancelled (default 10s).
+	DrainTimeout time.Duration
+	Logger       *slog.Logger
+	// Compose builds the composition; nil serves only the host operations.
+	Compose ComposeFunc
+}
+
+// Host is a running daemon.
+type Host struct {
+	cfg       Config // constant after Start
+	epoch     string // constant
+	startedAt time.Time
+	logger    *slog.Logger
+	diag      *diagnostics
+	lock      *home.HomeLock
+	ln        *net.UnixListener
+	hostTable Table // constant: host.* handlers
+
+	base     context.Context // handlers run under it; cancelled after the drain timeout
+	cancel   context.CancelCauseFunc
+	ready    chan struct{}
+	draining chan struct{}
+	done     chan struct{}
+	stopOnce sync.Once
+	wg       sync.WaitGroup // accept loop, connections, composer
+
+	activeOps   atomic.Int64
+	residencies atomic.Int64
+	nextConn    atomic.Uint64
+
+	mu       sync.Mutex
+	state    string                    // guarded by mu
+	comp     Composition               // guarded by mu: nil until ready
+	table    Table                     // guarded by mu: comp.Handlers()
+	sessions map[*connSession]struct{} // guarded by mu
+	idle     *time.Timer               // guarded by mu
+	err      error                     // guarded by mu: why the host stopped
+}
+
+// Start takes the home, listens, publishes the registration and starts
+// composing. It returns while the host is still recovering; Ready is
+// closed once it serves domain operations.
+func Start(cfg Config) (*Host, error) {
+	if cfg.Home == "" || cfg.RuntimeDir == "" {
+		return nil, errors.New("host: Home and RuntimeDir are required")
+	}
+	if err := protocol.ValidHostID(cfg.HostID); err != nil {
+		return nil, err
+	}
+	if cfg.HandshakeTimeout <= 0 {
+		cfg.HandshakeTimeout = 10 * time.Second
+	}
+	if cfg.DrainTimeout <= 0 {
+		cfg.DrainTimeout = 10 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Version == "" {
+		cfg.Version = "dev"
+	}
+	if err := home.PrepareHome(cfg.Home); err != nil {
+		return nil, err
+	}
+	lock, err := home.Lock(cfg.Home)
+	if err != nil {
+		return nil, err
+	}
+	if err := home.PrepareRuntimeDir(cfg.RuntimeDir); err != nil {
+		lock.Release()
+		return nil, err
+	}
+	ln, err := home.Listen(cfg.RuntimeDir, cfg.HostID)
+	if err != nil {
+		lock.Release()
+		return nil, err
+	}
+	h := &Host{
+		cfg:       cfg,
+		epoch:     newID(8),
+		startedAt: time.Now().UTC(),
+		logger:    cfg.Logger.With("host", cfg.HostID),
+		lock:      lock,
+		ln:        ln,
+		ready:     make(chan struct{}),
+		draining:  make(chan struct{}),
+		done:      make(chan struct{}),
+		sessions:  make(map[*connSession]struct{}),
+		state:     protocol.StateStarting,
+	}
+	h.diag = &diagnostics{logger: h.logger}
+	h.base, h.cancel = context.WithCancelCause(context.Background())
+	h.hostTable = h.hostHandlers()
+	if err := h.publish(); err != nil {
+		ln.Close()
+		lock.Release()
+		return nil, err
+	}
+	h.wg.Go(h.acceptLoop)
+	h.setState(protocol.StateRecovering)
+	h.wg.Go(h.compose)
+	h.logger.Info("host started", "pid", os.Getpid(), "endpoint", h.Endpoint(), "epoch", h.epoch)
+	return h, nil
+}
+
+func newID(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// Endpoint is the socket path clients connect to.
+func (h *Host) Endpoint() string { return protocol.SocketPath(h.cfg.RuntimeDir, h.cfg.HostID) }
+
+// Epoch is this start's host epoch.
+func (h *Host) Epoch() string { return h.epoch }
+
+// Ready is closed once the composition is ready.
+func (h *Host) Ready() <-chan struct{} { return h.ready }
+
+// Done is closed once the host has stopped and let go of its home.
+func (h *Host) Done() <-chan struct{} { return h.done }
+
+// Err returns why the host stopped, once Done is closed: nil for a
+// requested shutdown or idle retirement.
+func (h *Host) Err() error {
+	<-h.done
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.err
+}
+
+// Logger returns the host's logger, for a composition to share.
+func (h *Host) Logger() *slog.Logger { return h.logger }
+
+// Diagnostic records a redacted diagnostic that host.diagnostics.query returns.
+func (h *Host) Diagnostic(level slog.Level, msg string) { h.diag.record(level, msg) }
+
+func (h *Host) registration() protocol.Registration {
+	h.mu.Lock()
+	state := h.state
+	h.mu.Unlock()
+	return protocol.Registration{
+		SchemaVersion:      protocol.RegistrationSchemaVersion,
+		HostID:             h.cfg.HostID,
+		PID:                os.Getpid(),
+		Endpoint:           h.Endpoint(),
+		Home:               h.cfg.Home,
+		HostEpoch:          h.epoch,
+		State:              state,
+		ProtocolMin:        protocol.ProtocolVersion,
+		ProtocolMax:        protocol.ProtocolVersion,
+		CompatibilityEpoch: protocol.CompatibilityEpoch,
+		Version:            h.cfg.Version,
+		StartedAt:          h.startedAt,
+	}
+}
+
+func (h *Host) publish() error {
+	return home.WriteRegistration(h.cfg.RuntimeDir, h.registration())
+}
+
+func (h *Host) setState(state string) {
+	h.mu.Lock()
+	h.state = state
+	h.mu.Unlock()
+	if err := h.publish(); err != nil {
+		h.diag.record(slog.LevelError, fmt.Sprintf("publishing registration: %v", err))
+	}
+	h.logger.Info("host state", "state", state)
+}
+
+// State returns the host's state.
+func (h *Host) State() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.state
+}
+
+func (h *Host) compose() {
+	var comp Composition = emptyComposition{}
+	if h.cfg.Compose != nil {
+		c, err := h.cfg.Compose(h.base, h)
+		if err != nil {
+			h.diag.record(slog.LevelError, fmt.Sprintf("composing the host: %v", err))
+			go h.stop(fmt.Errorf("composing the host: %w", err))
+			return
+		}
+		comp = c
+	}
+	h.mu.Lock()
+	if h.state == protocol.StateDraining {
+		h.mu.Unlock()
+		comp.Close(context.WithoutCancel(h.base))
+		return
+	}
+	h.comp, h.table = comp, comp.Handlers()
+	h.mu.Unlock()
+	h.setState(protocol.StateReady)
+	close(h.ready)
+	h.checkIdle()
+}
+
+type emptyComposition struct{}
+
+func (emptyComposition) Handlers() Table             { return Table{} }
+func (emptyComposition) BeginDrain()                 {}
+func (emptyComposition) Close(context.Context) error { return nil }
+
+// resolve returns op's handler at dispatch time.
+func (h *Host) resolve(op protocol.Operation) (Handler, *protocol.Error) {
+	if hd, ok := h.hostTable[op.Name]; ok {
+		return hd, nil
+	}
+	h.mu.Lock()
+	state, table := h.state, h.table
+	h.mu.Unlock()
+	switch state {
+	case protocol.StateDraining:
+		return nil, protocol.Errorf(protocol.CodeDraining, "the host is draining; %s was not started", op.Name)
+	case protocol.StateStarting, protocol.StateRecovering:
+		return nil, protocol.Errorf(protocol.CodeHostNotReady, "the host is %s; retry %s once it is ready", state, op.Name)
+	}
+	if hd, ok := table[op.Name]; ok {
+		return hd, nil
+	}
+	return nil, unavailable(op.Name)
+}
+
+func (h *Host) attacher() ConnectionAttacher {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	a, _ := h.comp.(ConnectionAttacher)
+	return a
+}
+
+// admission is the host's accounting of one admitted operation.
+type admission struct {
+	h        *Host
+	finished atomic.Bool
+}
+
+func (h *Host) begin(ctx context.Context, call *Call) (Admission, error) {
+	h.activeOps.Add(1)
+	return &admission{h: h}, nil
+}
+
+func (a *admission) AcquireResidency() func() {
+	a.h.residencies.Add(1)
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			a.h.residencies.Add(-1)
+			a.h.checkIdle()
+		})
+	}
+}
+
+func (a *admission) Finish() {
+	if a.finished.CompareAndSwap(false, true) {
+		a.h.activeOps.Add(-1)
+	}
+}
+
+func (h *Host) acceptLoop() {
+	for {
+		c, err := h.ln.AcceptUnix()
+		if err != nil {
+			select {
+			case <-h.draining:
+				return
+			default:
+			}
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			h.diag.record(slog.LevelWarn, fmt.Sprintf("accepting a connection: %v", err))
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		h.wg.Go(func() { h.serveConn(c) })
+	}
+}
+
+// serveConn checks the peer, runs the handshake and serves the connection.
+func (h *Host) serveConn(c *net.UnixConn) {
+	uid, err := home.PeerUID(c)
+	if err != nil || uid != uint32(os.Getuid()) {
+		msg := fmt.Sprintf("refused a connection from uid %d: only uid %d may connect", uid, os.Getuid())
+		if err != nil {
+			msg = fmt.Sprintf("refused a connection: reading its peer credentials: %v", err)
+		}
+		h.diag.record(slog.LevelWarn, msg)
+		c.Close()
+		return
+	}
+	t := transport.New(c)
+	id, ok := h.handshake(c, t)
+	if !ok {
+		t.Abort(nil)
+		return
+	}
+	s := newConnSession(sessionConfig{
+		transport: t,
+		identity:  id,
+		base:      h.base,
+		resolve:   h.resolve,
+		attacher:  h.attacher,
+		begin:     h.begin,
+		diagnostic: func(msg string) {
+			h.diag.record(slog.LevelWarn, msg)
+		},
+		logger: h.logger,
+	})
+	if !h.addSession(s) {
+		t.Abort(nil)
+		return
+	}
+	s.run()
+	h.removeSession(s)
+}
+
+func (h *Host) handshake(c *net.UnixConn, t *transport.Conn) (Identity, bool) {
+	c.SetReadDeadline(time.Now().Add(h.cfg.HandshakeTimeout))
+	line, err := t.Read()
+	if err != nil {
+		h.logger.Debug("handshake not completed", "err", err)
+		return Identity{}, false
+	}
+	frame, err := protocol.DecodeClientFrame(line)
+	if err != nil || frame.Hello == nil {
+		if err == nil {
+			err = errors.New("the first frame must be a hello")
+		}
+		h.diag.record(slog.LevelWarn, fmt.Sprintf("handshake refused: %v", err))
+		return Identity{}, false
+	}
+	hello := frame.Hello
+	if reason := incompatibility(hello); reason != "" {
+		msg, _ := json.Marshal(protocol.Incompatible{
+			Kind: protocol.KindIncompatible, Reason: reason,
+			HostProtocolMin: protocol.ProtocolVersion, HostProtocolMax: protocol.ProtocolVersion,
+			HostCompatibilityEpoch: protocol.CompatibilityEpoch,
+		})
+		t.WriteFrame(msg)
+		t.CloseWrite()
+		return Identity{}, false
+	}
+	c.SetReadDeadline(time.Time{})
+	id := Identity{
+		ConnectionID:     "c" + fmt.Sprint(h.nextConn.Add(1)),
+		ClientInstanceID: hello.ClientInstanceID,
+		Surface:          hello.Surface,
+		Principal:        protocol.LocalOwner,
+	}
+	msg, _ := json.Marshal(protocol.Accepted{
+		Kind: protocol.KindAccepted, HostEpoch: h.epoch, ConnectionID: id.ConnectionID,
+		Protocol: protocol.ProtocolVersion, Principal: id.Principal,
+	})
+	if err := t.WriteFrame(msg); err != nil {
+		return Identity{}, false
+	}
+	return id, true
+}
+
+func incompatibility(hello *protocol.Hello) string {
+	switch {
+	case hello.ProtocolMin > protocol.ProtocolVersion || hello.ProtocolMax < protocol.ProtocolVersion:
+		return fmt.Sprintf("the host speaks protocol %d; the client asked for %d..%d",
+			protocol.ProtocolVersion, hello.ProtocolMin, hello.ProtocolMax)
+	case hello.CompatibilityEpoch != protocol.CompatibilityEpoch:
+		return fmt.Sprintf("the host is of compatibility epoch %d; the client of %d",
+			protocol.CompatibilityEpoch, hello.CompatibilityEpoch)
+	case hello.CompositionID != protocol.CompositionInteractive:
+		return fmt.Sprintf("the host serves composition %q, not %q", protocol.CompositionInteractive, hello.CompositionID)
+	}
+	return ""
+}
+
+func (h *Host) addSession(s *connSession) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	select {
+	case <-h.done:
+		return false
+	default:
+	}
+	h.sessions[s] = struct{}{}
+	if h.idle != nil {
+		h.idle.Stop()
+		h.idle = nil
+	}
+	return true
+}
+
+func (h *Host) removeSession(s *connSession) {
+	h.mu.Lock()
+	delete(h.sessions, s)
+	h.mu.Unlock()
+	h.checkIdle()
+}
+
+// checkIdle arms the idle timer when nothing needs the host.
+func (h *Host) checkIdle() {
+	if h.cfg.IdleGrace <= 0 {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.idleLocked() || h.idle != nil {
+		return
+	}
+	h.idle = time.AfterFunc(h.cfg.IdleGrace, func() {
+		h.mu.Lock()
+		h.idle = nil
+		idle := h.idleLocked()
+		h.mu.Unlock()
+		if idle {
+			h.logger.Info("retiring after idle grace", "grace", h.cfg.IdleGrace)
+			go h.stop(nil)
+		}
+	})
+}
+
+func (h *Host) idleLocked() bool {
+	if h.state != protocol.StateReady || len(h.sessions) > 0 || h.residencies.Load() > 0 {
+		return false
+	}
+	if b, ok := h.comp.(Busy); ok && b.Busy() {
+		return false
+	}
+	return true
+}
+
+// Shutdown drains the host and waits until it has stopped or ctx ends.
+func (h *Host) Shutdown(ctx context.Context) error {
+	go h.stop(nil)
+	select {
+	case <-h.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// stop drains and stops the host once: state draining, no new connections,
+// in-flight operations finish (or are cancelled after DrainTimeout),
+// connections close after flushing, the composition closes, and the
+// registration, socket and home lock are released.
+func (h *Host) stop(cause error) {
+	h.stopOnce.Do(func() {
+		h.mu.Lock()
+		h.err = cause
+		if h.idle != nil {
+			h.idle.Stop()
+			h.idle = nil
+		}
+		comp := h.comp
+		h.mu.Unlock()
+		close(h.draining)
+		h.setState(protocol.StateDraining)
+		h.ln.Close()
+		if comp != nil {
+			comp.BeginDrain()
+		}
+
+		h.awaitOperations()
+
+		h.mu.Lock()
+		sessions := make([]*connSession, 0, len(h.sessions))
+		for s := range h.sessions {
+			sessions = append(sessions, s)
+		}
+		h.mu.Unlock()
+		for _, s := range sessions {
+			s.closeAfterFlush(time.Second)
+		}
+		h.cancel(errors.New("host stopped"))
+		h.wg.Wait()
+
+		h.mu.Lock()
+		comp = h.comp
+		h.mu.Unlock()
+		if comp != nil {
+			if err := comp.Close(context.Background()); err != nil {
+				h.logger.Warn("closing composition", "err", err)
+			}
+		}
+		if err := home.RemoveRegistration(h.cfg.RuntimeDir, h.cfg.HostID); err != nil {
+			h.logger.Warn("removing registration", "err", err)
+		}
+		h.lock.Release()
+		h.logger.Info("host stopped")
+		close(h.done)
+	})
+}
+
+// awaitOperations waits for in-flight operations to settle, cancelling
+// them once DrainTimeout has passed.
+func (h *Host) awaitOperations() {
+	deadline := time.Now().Add(h.cfg.DrainTimeout)
+	for h.activeOps.Load() > 0 {
+		if time.Now().After(deadline) {
+			h.cancel(errors.New("host drain timed out"))
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// closeAfterFlush ends a connection once its queued frames are written, or
+// after grace.
+func (s *connSession) closeAfterFlush(grace time.Duration) {
+	s.writer.CloseAfterFlush()
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case <-s.writer.Done():
+	case <-t.C:
+	}
+	s.tearDown(errors.New("host stopped"))
+}

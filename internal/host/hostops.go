@@ -1,0 +1,50 @@
+package host
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/agentd-dev/agentd/protocol"
+)
+
+// hostHandlers returns the host.* operations, served in every state.
+func (h *Host) hostHandlers() Table {
+	t := Table{}
+	Handle(t, protocol.OpHostStatus, func(ctx context.Context, call *Call, _ *protocol.HostStatusInput) (protocol.HostStatus, error) {
+		return h.Status(), nil
+	})
+	Handle(t, protocol.OpHostDiagnosticsQuery, func(ctx context.Context, call *Call, in *protocol.DiagnosticsQueryInput) (protocol.DiagnosticsQueryResult, error) {
+		return h.diag.recent(in.Limit), nil
+	})
+	Handle(t, protocol.OpHostShutdown, func(ctx context.Context, call *Call, _ *protocol.ShutdownInput) (protocol.ShutdownResult, error) {
+		h.diag.record(slog.LevelInfo, "shutdown requested by connection "+call.Identity.ConnectionID)
+		go h.stop(nil)
+		return protocol.ShutdownResult{State: protocol.StateDraining}, nil
+	})
+	return t
+}
+
+// Status returns what host.status reports.
+func (h *Host) Status() protocol.HostStatus {
+	h.mu.Lock()
+	state, conns := h.state, len(h.sessions)
+	h.mu.Unlock()
+	return protocol.HostStatus{
+		HostID:             h.cfg.HostID,
+		HostEpoch:          h.epoch,
+		PID:                os.Getpid(),
+		Version:            h.cfg.Version,
+		ProtocolMin:        protocol.ProtocolVersion,
+		ProtocolMax:        protocol.ProtocolVersion,
+		CompatibilityEpoch: protocol.CompatibilityEpoch,
+		CompositionID:      protocol.CompositionInteractive,
+		State:              state,
+		StartedAt:          h.startedAt,
+		UptimeMillis:       time.Since(h.startedAt).Milliseconds(),
+		Connections:        conns,
+		ActiveOperations:   int(h.activeOps.Load()),
+		ActiveResidencies:  int(h.residencies.Load()),
+	}
+}

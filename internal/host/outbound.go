@@ -1,0 +1,301 @@
+package host
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/agentd-dev/agentd/protocol"
+)
+
+// Class orders a frame in the outbound queue.
+type Class int
+
+const (
+	// Control frames (responses, handshake answers, projections, deltas)
+	// are written first, in the order they were queued.
+	Control Class = iota
+	// Data frames (PTY output) yield to controls but are never starved:
+	// one is written after at most dataEvery controls.
+	Data
+	// Fence frames (subscription.closed) are written after every frame
+	// queued before them and before every frame queued after them.
+	Fence
+)
+
+// dataEvery is how many control frames may pass a waiting data frame.
+const dataEvery = 4
+
+// FrameWriter is where an OutboundWriter writes: a framed transport.
+type FrameWriter interface {
+	Write(msg []byte) error
+	Flush() error
+}
+
+// QueueError is returned when the outbound queue is full. The writer has
+// then failed: every frame still queued is rejected with the same error.
+type QueueError struct {
+	// Code is "byte_limit" or "frame_limit".
+	Code  string
+	Limit int
+}
+
+func (e *QueueError) Error() string {
+	return fmt.Sprintf("outbound queue full: %s of %d reached", e.Code, e.Limit)
+}
+
+// ErrWriterClosed is returned by Enqueue once the writer is closed.
+var ErrWriterClosed = errors.New("outbound writer is closed")
+
+// Receipt settles when its frame has been flushed or has failed.
+type Receipt struct {
+	done chan struct{}
+	err  error // set before done is closed
+}
+
+// Done is closed when the frame has settled.
+func (r *Receipt) Done() <-chan struct{} { return r.done }
+
+// Err returns why the frame was not flushed, once Done is closed.
+func (r *Receipt) Err() error { <-r.done; return r.err }
+
+type outFrame struct {
+	msg     []byte
+	receipt *Receipt
+}
+
+// epoch holds the frames queued between two fences.
+type epoch struct {
+	control, data []outFrame
+	fence         *outFrame
+}
+
+// OutboundWriter is the one writer of a connection: a bounded queue drained
+// by a single goroutine. Bytes are bounded at protocol.MaxOutboundQueueBytes
+// (checked first) and frames at protocol.MaxOutboundQueueFrames; a frame
+// that would cross a bound fails the writer instead of growing memory.
+type OutboundWriter struct {
+	out       FrameWriter     // writer goroutine only
+	onFailure func(err error) // called once, from the goroutine that failed
+
+	mu      sync.Mutex
+	epochs  []*epoch // guarded by mu; never empty while open
+	bytes   int      // guarded by mu: queued and in-flight bytes
+	frames  int      // guarded by mu
+	passed  int      // guarded by mu: controls written while data waited
+	closed  bool     // guarded by mu
+	closing bool     // guarded by mu: close once drained
+	err     error    // guarded by mu: why the writer failed
+	wake    chan struct{}
+	done    chan struct{}
+}
+
+// NewOutboundWriter starts a writer over out. onFailure is called once if a
+// write fails or the queue overflows. Close or CloseAfterFlush stops it.
+func NewOutboundWriter(out FrameWriter, onFailure func(error)) *OutboundWriter {
+	w := &OutboundWriter{
+		out:       out,
+		onFailure: onFailure,
+		epochs:    []*epoch{{}},
+		wake:      make(chan struct{}, 1),
+		done:      make(chan struct{}),
+	}
+	go w.loop()
+	return w
+}
+
+// Enqueue queues msg (one encoded frame) in class. It fails at once when the
+// writer is closed or the queue is full; otherwise the receipt settles later.
+func (w *OutboundWriter) Enqueue(class Class, msg []byte) (*Receipt, error) {
+	w.mu.Lock()
+	if w.closed || w.closing {
+		w.mu.Unlock()
+		return nil, ErrWriterClosed
+	}
+	var qerr *QueueError
+	switch {
+	case w.bytes+len(msg) > protocol.MaxOutboundQueueBytes:
+		qerr = &QueueError{Code: "byte_limit", Limit: protocol.MaxOutboundQueueBytes}
+	case w.frames+1 > protocol.MaxOutboundQueueFrames:
+		qerr = &QueueError{Code: "frame_limit", Limit: protocol.MaxOutboundQueueFrames}
+	}
+	if qerr != nil {
+		w.failLocked(qerr)
+		w.mu.Unlock()
+		w.onFailure(qerr)
+		return nil, qerr
+	}
+	f := outFrame{msg: msg, receipt: &Receipt{done: make(chan struct{})}}
+	last := w.epochs[len(w.epochs)-1]
+	switch class {
+	case Data:
+		last.data = append(last.data, f)
+	case Fence:
+		last.fence = &f
+		w.epochs = append(w.epochs, &epoch{})
+	default:
+		last.control = append(last.control, f)
+	}
+	w.bytes += len(msg)
+	w.frames++
+	w.mu.Unlock()
+	w.signal()
+	return f.receipt, nil
+}
+
+func (w *OutboundWriter) signal() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Close stops the writer at once, rejecting what is still queued.
+func (w *OutboundWriter) Close() {
+	w.mu.Lock()
+	if !w.closed {
+		w.failLocked(ErrWriterClosed)
+	}
+	w.mu.Unlock()
+	w.signal()
+}
+
+// CloseAfterFlush refuses new frames and stops once the queued ones are
+// written. Wait for Done.
+func (w *OutboundWriter) CloseAfterFlush() {
+	w.mu.Lock()
+	w.closing = true
+	w.mu.Unlock()
+	w.signal()
+}
+
+// Done is closed when the writer goroutine has stopped.
+func (w *OutboundWriter) Done() <-chan struct{} { return w.done }
+
+// Err returns why the writer failed or closed, or nil.
+func (w *OutboundWriter) Err() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.err
+}
+
+// failLocked closes the writer and rejects every queued frame with err.
+func (w *OutboundWriter) failLocked(err error) {
+	w.closed = true
+	w.err = err
+	for _, e := range w.epochs {
+		for _, f := range e.control {
+			settle(f.receipt, err)
+		}
+		for _, f := range e.data {
+			settle(f.receipt, err)
+		}
+		if e.fence != nil {
+			settle(e.fence.receipt, err)
+		}
+	}
+	w.epochs = []*epoch{{}}
+	w.bytes, w.frames = 0, 0
+}
+
+func settle(r *Receipt, err error) {
+	r.err = err
+	close(r.done)
+}
+
+// nextLocked pops the next frame to write, or reports that none is queued.
+func (w *OutboundWriter) nextLocked() (outFrame, bool) {
+	for {
+		e := w.epochs[0]
+		takeData := len(e.data) > 0 && (len(e.control) == 0 || w.passed >= dataEvery)
+		switch {
+		case takeData:
+			f := e.data[0]
+			e.data = e.data[1:]
+			w.passed = 0
+			return f, true
+		case len(e.control) > 0:
+			f := e.control[0]
+			e.control = e.control[1:]
+			if len(e.data) > 0 {
+				w.passed++
+			}
+			return f, true
+		case e.fence != nil:
+			f := *e.fence
+			w.epochs = w.epochs[1:]
+			return f, true
+		}
+		if len(w.epochs) == 1 {
+			return outFrame{}, false
+		}
+		w.epochs = w.epochs[1:]
+	}
+}
+
+func (w *OutboundWriter) loop() {
+	defer close(w.done)
+	var unflushed []*Receipt
+	for {
+		w.mu.Lock()
+		if w.closed {
+			w.mu.Unlock()
+			return
+		}
+		f, ok := w.nextLocked()
+		if !ok && len(unflushed) == 0 && w.closing {
+			w.closed = true
+			w.err = ErrWriterClosed
+			w.mu.Unlock()
+			return
+		}
+		w.mu.Unlock()
+
+		if !ok {
+			if len(unflushed) > 0 {
+				err := w.out.Flush()
+				w.finish(unflushed, err)
+				unflushed = unflushed[:0]
+				if err != nil {
+					return
+				}
+				continue
+			}
+			<-w.wake
+			continue
+		}
+		if err := w.out.Write(f.msg); err != nil {
+			w.finish(append(unflushed, f.receipt), err)
+			return
+		}
+		w.mu.Lock()
+		w.bytes -= len(f.msg)
+		w.frames--
+		w.mu.Unlock()
+		unflushed = append(unflushed, f.receipt)
+	}
+}
+
+// finish settles written receipts after a flush; a write error fails the
+// writer once.
+func (w *OutboundWriter) finish(receipts []*Receipt, err error) {
+	if err == nil {
+		for _, r := range receipts {
+			settle(r, nil)
+		}
+		return
+	}
+	werr := fmt.Errorf("outbound write failed: %w", err)
+	for _, r := range receipts {
+		settle(r, werr)
+	}
+	w.mu.Lock()
+	already := w.closed
+	if !already {
+		w.failLocked(werr)
+	}
+	w.mu.Unlock()
+	if !already {
+		w.onFailure(werr)
+	}
+}

@@ -1,0 +1,77 @@
+package host
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"reflect"
+
+	"github.com/agentd-dev/agentd/protocol"
+)
+
+// Handler runs one operation for one call. It returns the result to encode,
+// or an error: a *protocol.Error is answered as it is; any other error is
+// answered as internal_failure without its details and recorded.
+type Handler func(ctx context.Context, call *Call) (any, error)
+
+// Table maps operation names to handlers. Routing is this table: the host
+// fills the host.* entries, a composition fills the domain ones, and an
+// operation no one fills answers operation_unavailable.
+type Table map[string]Handler
+
+// Handle registers fn for operation name in t, decoding the request's input
+// strictly into In first. It panics when name is not in the protocol's
+// table or In is not the operation's input type: a programming error.
+func Handle[In, Out any](t Table, name string, fn func(ctx context.Context, call *Call, in *In) (Out, error)) {
+	op, ok := protocol.Lookup(name)
+	if !ok {
+		panic(fmt.Sprintf("host: no operation %q in the protocol table", name))
+	}
+	if got := reflect.TypeFor[In](); got != op.Input {
+		panic(fmt.Sprintf("host: %s takes %v, not %v", name, op.Input, got))
+	}
+	if got := reflect.TypeFor[Out](); got != op.Result {
+		panic(fmt.Sprintf("host: %s returns %v, not %v", name, op.Result, got))
+	}
+	t[name] = func(ctx context.Context, call *Call) (any, error) {
+		in := new(In)
+		if err := protocol.DecodeInput(call.Input, in); err != nil {
+			return nil, &protocol.Error{Code: protocol.CodeInvalidRequest, Message: err.Error()}
+		}
+		out, err := fn(ctx, call, in)
+		if err != nil {
+			return nil, err
+		}
+		return out, nil
+	}
+}
+
+// Identity is who a connection is: fixed at the handshake.
+type Identity struct {
+	ConnectionID     string
+	ClientInstanceID string
+	Surface          string
+	Principal        protocol.Principal
+}
+
+// Call is one admitted request.
+type Call struct {
+	Operation protocol.Operation
+	RequestID string
+	Input     json.RawMessage
+	Identity  Identity
+
+	// InputClosed is closed once the client has half-closed its side:
+	// no more requests will come, but this one's response will be sent.
+	InputClosed <-chan struct{}
+
+	op Admission
+}
+
+// AcquireResidency marks the call as holding the host resident (a running
+// turn, say) until release is called; host.status counts residencies.
+func (c *Call) AcquireResidency() (release func()) { return c.op.AcquireResidency() }
+
+func unavailable(name string) *protocol.Error {
+	return protocol.Errorf(protocol.CodeOperationUnavailable, "%s is not available on this host yet", name)
+}

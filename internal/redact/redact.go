@@ -1,0 +1,93 @@
+// Package redact removes secrets from text before it reaches a log, a
+// diagnostic or an error message a client can read. It knows the shapes of
+// API keys, bearer tokens and key=value credentials; it knows nothing of
+// where the text goes.
+package redact
+
+import (
+	"context"
+	"log/slog"
+	"regexp"
+)
+
+// Marker replaces every secret.
+const Marker = "[redacted]"
+
+var patterns = []struct {
+	re   *regexp.Regexp
+	repl string
+}{
+	// key=value and key: value pairs whose key names a credential.
+	{regexp.MustCompile(`(?i)((?:api[_-]?key|access[_-]?token|auth[_-]?token|token|secret|password|passwd|credential)s?["']?\s*[=:]\s*["']?)[^\s"'&,;]+`), "${1}" + Marker},
+	// Authorization headers and bearer tokens.
+	{regexp.MustCompile(`(?i)(bearer\s+)[A-Za-z0-9._~+/=-]+`), "${1}" + Marker},
+	// Provider key shapes: sk-…, sk-ant-…, xoxb-…, ghp_…, AKIA…
+	{regexp.MustCompile(`\b(?:sk|pk|rk)-[A-Za-z0-9_-]{8,}`), Marker},
+	{regexp.MustCompile(`\b(?:xox[abpr]|gh[pousr])[-_][A-Za-z0-9_-]{8,}`), Marker},
+	{regexp.MustCompile(`\bAKIA[0-9A-Z]{16}\b`), Marker},
+}
+
+// String returns s with every secret it recognises replaced by Marker.
+func String(s string) string {
+	for _, p := range patterns {
+		s = p.re.ReplaceAllString(s, p.repl)
+	}
+	return s
+}
+
+// Handler wraps an slog.Handler so that messages and string attributes are
+// redacted before they are written.
+type Handler struct{ next slog.Handler }
+
+// NewHandler returns a redacting Handler around next.
+func NewHandler(next slog.Handler) *Handler { return &Handler{next: next} }
+
+// Enabled reports whether next handles level.
+func (h *Handler) Enabled(ctx context.Context, level slog.Level) bool {
+	return h.next.Enabled(ctx, level)
+}
+
+// Handle redacts r and passes it on.
+func (h *Handler) Handle(ctx context.Context, r slog.Record) error {
+	out := slog.NewRecord(r.Time, r.Level, String(r.Message), r.PC)
+	r.Attrs(func(a slog.Attr) bool {
+		out.AddAttrs(attr(a))
+		return true
+	})
+	return h.next.Handle(ctx, out)
+}
+
+// WithAttrs returns a Handler whose attributes are redacted.
+func (h *Handler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	red := make([]slog.Attr, len(attrs))
+	for i, a := range attrs {
+		red[i] = attr(a)
+	}
+	return &Handler{next: h.next.WithAttrs(red)}
+}
+
+// WithGroup returns a Handler that opens a group.
+func (h *Handler) WithGroup(name string) slog.Handler {
+	return &Handler{next: h.next.WithGroup(name)}
+}
+
+func attr(a slog.Attr) slog.Attr {
+	v := a.Value.Resolve()
+	switch v.Kind() {
+	case slog.KindString:
+		return slog.String(a.Key, String(v.String()))
+	case slog.KindGroup:
+		group := v.Group()
+		red := make([]any, len(group))
+		for i, g := range group {
+			red[i] = attr(g)
+		}
+		return slog.Group(a.Key, red...)
+	case slog.KindAny:
+		if err, ok := v.Any().(error); ok {
+			return slog.String(a.Key, String(err.Error()))
+		}
+		return slog.String(a.Key, String(v.String()))
+	}
+	return slog.Attr{Key: a.Key, Value: v}
+}

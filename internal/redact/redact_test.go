@@ -1,0 +1,52 @@
+package redact
+
+import (
+	"bytes"
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+)
+
+func TestStringRemovesPlantedSecrets(t *testing.T) {
+	cases := []struct{ in, secret string }{
+		{"api_key=sk-connection-secret123", "sk-connection-secret123"},
+		{"ANTHROPIC_API_KEY: abcdef0123456789", "abcdef0123456789"},
+		{"Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.payload.sig", "eyJhbGciOiJIUzI1NiJ9"},
+		{"failed with key sk-ant-api03-AAAAbbbbCCCCdddd", "sk-ant-api03-AAAAbbbbCCCCdddd"},
+		{`{"token":"tok-123456789"}`, "tok-123456789"},
+		{"password=hunter2 user=bob", "hunter2"},
+		{"aws AKIAABCDEFGHIJKLMNOP", "AKIAABCDEFGHIJKLMNOP"},
+		{"github ghp_abcdefghijklmnop", "ghp_abcdefghijklmnop"},
+	}
+	for _, c := range cases {
+		got := String(c.in)
+		if strings.Contains(got, c.secret) {
+			t.Errorf("String(%q) = %q: still holds the secret", c.in, got)
+		}
+		if !strings.Contains(got, Marker) {
+			t.Errorf("String(%q) = %q: no marker", c.in, got)
+		}
+	}
+}
+
+func TestStringKeepsOrdinaryText(t *testing.T) {
+	for _, s := range []string{"connection closed", "turn.query failed: not_found", "state=ready pid=42"} {
+		if got := String(s); got != s {
+			t.Errorf("String(%q) = %q", s, got)
+		}
+	}
+}
+
+func TestHandlerRedactsMessagesAndAttributes(t *testing.T) {
+	var buf bytes.Buffer
+	log := slog.New(NewHandler(slog.NewJSONHandler(&buf, nil))).With("auth", "Bearer abc.def.ghi")
+	log.Error("call failed api_key=sk-planted-secret-1", "err", errors.New("token=planted-2"),
+		slog.Group("req", "header", "x-api-key: sk-planted-secret-3"))
+	out := buf.String()
+	for _, secret := range []string{"sk-planted-secret-1", "planted-2", "sk-planted-secret-3", "abc.def.ghi"} {
+		if strings.Contains(out, secret) {
+			t.Fatalf("log line holds %q: %s", secret, out)
+		}
+	}
+}
