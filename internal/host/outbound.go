@@ -49,6 +49,7 @@ var ErrWriterClosed = errors.New("outbound writer is closed")
 
 // Receipt settles when its frame has been flushed or has failed.
 type Receipt struct {
+	once sync.Once
 	done chan struct{}
 	err  error // set before done is closed
 }
@@ -79,13 +80,14 @@ type OutboundWriter struct {
 	onFailure func(err error) // called once, from the goroutine that failed
 
 	mu      sync.Mutex
-	epochs  []*epoch // guarded by mu; never empty while open
-	bytes   int      // guarded by mu: queued and in-flight bytes
-	frames  int      // guarded by mu
-	passed  int      // guarded by mu: controls written while data waited
-	closed  bool     // guarded by mu
-	closing bool     // guarded by mu: close once drained
-	err     error    // guarded by mu: why the writer failed
+	epochs  []*epoch   // guarded by mu; never empty while open
+	written []*Receipt // guarded by mu: handed to the transport, not yet flushed
+	bytes   int        // guarded by mu: queued and in-flight bytes
+	frames  int        // guarded by mu
+	passed  int        // guarded by mu: controls written while data waited
+	closed  bool       // guarded by mu
+	closing bool       // guarded by mu: close once drained
+	err     error      // guarded by mu: why the writer failed
 	wake    chan struct{}
 	done    chan struct{}
 }
@@ -194,13 +196,19 @@ func (w *OutboundWriter) failLocked(err error) {
 			settle(e.fence.receipt, err)
 		}
 	}
-	w.epochs = []*epoch{{}}
+	for _, r := range w.written {
+		settle(r, err)
+	}
+	w.epochs, w.written = []*epoch{{}}, nil
 	w.bytes, w.frames = 0, 0
 }
 
+// settle settles r once; later calls do nothing.
 func settle(r *Receipt, err error) {
-	r.err = err
-	close(r.done)
+	r.once.Do(func() {
+		r.err = err
+		close(r.done)
+	})
 }
 
 // nextLocked pops the next frame to write, or reports that none is queued.
@@ -235,7 +243,6 @@ func (w *OutboundWriter) nextLocked() (outFrame, bool) {
 
 func (w *OutboundWriter) loop() {
 	defer close(w.done)
-	var unflushed []*Receipt
 	for {
 		w.mu.Lock()
 		if w.closed {
@@ -243,7 +250,11 @@ func (w *OutboundWriter) loop() {
 			return
 		}
 		f, ok := w.nextLocked()
-		if !ok && len(unflushed) == 0 && w.closing {
+		if ok {
+			w.written = append(w.written, f.receipt)
+		}
+		pending := len(w.written) > 0
+		if !ok && !pending && w.closing {
 			w.closed = true
 			w.err = ErrWriterClosed
 			w.mu.Unlock()
@@ -251,44 +262,37 @@ func (w *OutboundWriter) loop() {
 		}
 		w.mu.Unlock()
 
-		if !ok {
-			if len(unflushed) > 0 {
-				err := w.out.Flush()
-				w.finish(unflushed, err)
-				unflushed = unflushed[:0]
-				if err != nil {
-					return
-				}
-				continue
+		switch {
+		case ok:
+			if err := w.out.Write(f.msg); err != nil {
+				w.fail(err)
+				return
 			}
+			w.mu.Lock()
+			w.bytes -= len(f.msg)
+			w.frames--
+			w.mu.Unlock()
+		case pending:
+			if err := w.out.Flush(); err != nil {
+				w.fail(err)
+				return
+			}
+			w.mu.Lock()
+			written := w.written
+			w.written = nil
+			w.mu.Unlock()
+			for _, r := range written {
+				settle(r, nil)
+			}
+		default:
 			<-w.wake
-			continue
 		}
-		if err := w.out.Write(f.msg); err != nil {
-			w.finish(append(unflushed, f.receipt), err)
-			return
-		}
-		w.mu.Lock()
-		w.bytes -= len(f.msg)
-		w.frames--
-		w.mu.Unlock()
-		unflushed = append(unflushed, f.receipt)
 	}
 }
 
-// finish settles written receipts after a flush; a write error fails the
-// writer once.
-func (w *OutboundWriter) finish(receipts []*Receipt, err error) {
-	if err == nil {
-		for _, r := range receipts {
-			settle(r, nil)
-		}
-		return
-	}
+// fail fails the writer once after a write error.
+func (w *OutboundWriter) fail(err error) {
 	werr := fmt.Errorf("outbound write failed: %w", err)
-	for _, r := range receipts {
-		settle(r, werr)
-	}
 	w.mu.Lock()
 	already := w.closed
 	if !already {
