@@ -1,0 +1,538 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/agentd-dev/agentd/protocol"
+)
+
+// HostInfo is a live host found in a runtime directory: its registration
+// record and where that record lives.
+type HostInfo struct {
+	protocol.Registration
+	RegistrationPath string
+}
+
+// Timing of discovery and cold activation.
+const (
+	// DefaultActivationTimeout bounds EnsureHost when its context has no
+	// deadline.
+	DefaultActivationTimeout = 10 * time.Second
+
+	// probeTimeout bounds the dial that tells a live host's socket from a
+	// dead one's.
+	probeTimeout = time.Second
+	// activationPoll is how often EnsureHost looks at the activation lock,
+	// the registration and the started process.
+	activationPoll = 5 * time.Millisecond
+)
+
+// ActivationLockName is the file in the home that serialises cold
+// activations, so that concurrent ones start exactly one host.
+const ActivationLockName = "activation.lock"
+
+// Discover returns the live hosts registered in the runtime directory dir,
+// sorted by host id. A missing dir yields no hosts and no error.
+//
+// A host is live when its process exists and a unix dial to its endpoint
+// succeeds (the connection is closed at once, before any handshake). A
+// registration whose process is gone, or whose process exists but whose
+// socket is missing or refuses connections, is stale: Discover removes it,
+// and the host's socket file when that socket does not accept connections.
+// A registration Discover cannot read or decode is skipped and left alone,
+// as is one whose liveness it cannot decide (a dial that fails otherwise).
+//
+// A host must listen on its socket before it publishes its registration;
+// otherwise a Discover in between takes it for a dead one.
+func Discover(ctx context.Context, dir string) ([]HostInfo, error) {
+	reapActivated()
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("discover hosts: %w", err)
+	}
+	var hosts []HostInfo
+	for _, e := range ents {
+		id := protocol.HostIDOfRegistration(e.Name())
+		if id == "" || !e.Type().IsRegular() {
+			continue
+		}
+		info, h, err := inspectHost(ctx, dir, id)
+		if err != nil {
+			return nil, fmt.Errorf("discover hosts: %w", err)
+		}
+		if h == hostLive {
+			hosts = append(hosts, info)
+		}
+	}
+	slices.SortFunc(hosts, func(a, b HostInfo) int { return strings.Compare(a.HostID, b.HostID) })
+	return hosts, nil
+}
+
+// hostHealth is what inspectHost found of one registration.
+type hostHealth int
+
+const (
+	hostAbsent  hostHealth = iota // no registration
+	hostLive                      // process exists and socket accepts
+	hostStale                     // dead host; its files were removed
+	hostUnknown                   // unreadable, corrupt, or undecidable; left alone
+)
+
+// inspectHost reads host id's registration in dir and decides whether the
+// host lives, cleaning up after a dead one. Its only error is ctx's.
+func inspectHost(ctx context.Context, dir, id string) (HostInfo, hostHealth, error) {
+	path := protocol.RegistrationPath(dir, id)
+	info := HostInfo{RegistrationPath: path}
+	before, err := os.Lstat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return info, hostAbsent, nil
+	}
+	if err != nil || !before.Mode().IsRegular() {
+		return info, hostUnknown, nil
+	}
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return info, hostAbsent, nil
+	}
+	if err != nil {
+		return info, hostUnknown, nil
+	}
+	// The writer renames a whole record into place, so a record that does
+	// not decode is truly corrupt; still, it is not ours to delete.
+	if err := json.Unmarshal(b, &info.Registration); err != nil || info.HostID != id || info.Endpoint == "" {
+		return info, hostUnknown, nil
+	}
+
+	alive := processExists(info.PID)
+	dialErr := probeSocket(ctx, info.Endpoint)
+	if err := ctx.Err(); err != nil {
+		return info, hostUnknown, err
+	}
+	switch {
+	case alive && dialErr == nil:
+		return info, hostLive, nil
+	case alive && !refusedOrMissing(dialErr):
+		return info, hostUnknown, nil
+	}
+
+	// Stale. Remove the record only if it is still the one read: a new host
+	// renames a fresh file (a new inode) into place.
+	if now, err := os.Lstat(path); err == nil && os.SameFile(before, now) {
+		os.Remove(path)
+	}
+	removeDeadSocket(ctx, protocol.SocketPath(dir, id))
+	return info, hostStale, nil
+}
+
+// removeDeadSocket removes the socket file at path when it is a socket that
+// refuses connections. The path is the one the layout gives, never one read
+// from a registration, so a corrupt record cannot point the removal
+// elsewhere.
+func removeDeadSocket(ctx context.Context, path string) {
+	before, err := os.Lstat(path)
+	if err != nil || before.Mode().Type() != fs.ModeSocket {
+		return
+	}
+	if err := probeSocket(ctx, path); err == nil || !errors.Is(err, syscall.ECONNREFUSED) {
+		return
+	}
+	if now, err := os.Lstat(path); err == nil && os.SameFile(before, now) {
+		os.Remove(path)
+	}
+}
+
+// probeSocket dials the unix socket at path and closes the connection at
+// once.
+func probeSocket(ctx context.Context, path string) error {
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "unix", path)
+	if err != nil {
+		return err
+	}
+	return c.Close()
+}
+
+func refusedOrMissing(err error) bool {
+	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ENOENT)
+}
+
+// processExists reports whether a process with pid exists (a zombie
+// included).
+func processExists(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
+// ActivationOptions say how EnsureHost finds or starts a host. Empty fields
+// take the layout's defaults.
+type ActivationOptions struct {
+	// Home is the host's home; default protocol.DefaultHome().
+	Home string
+	// RuntimeDir is where hosts register; default
+	// protocol.DefaultRuntimeDir().
+	RuntimeDir string
+	// HostID names the host; default protocol.DefaultHostID(Home).
+	HostID string
+	// Command is the argv of the host; default the running executable with
+	// the argument "host".
+	Command []string
+	// IdleGrace, when positive, is passed to the host as --idle-grace.
+	IdleGrace time.Duration
+	// Env holds extra "KEY=value" entries for the host's environment; they
+	// win over the inherited environment and the AGENTD_* placement.
+	Env []string
+	// Stderr, when set, receives what the host writes on stderr until it
+	// is ready. Default: discarded.
+	Stderr io.Writer
+}
+
+func (o ActivationOptions) withDefaults() (ActivationOptions, error) {
+	var err error
+	if o.Home == "" {
+		if o.Home, err = protocol.DefaultHome(); err != nil {
+			return o, err
+		}
+	}
+	if o.RuntimeDir == "" {
+		if o.RuntimeDir, err = protocol.DefaultRuntimeDir(); err != nil {
+			return o, err
+		}
+	}
+	if o.HostID == "" {
+		if o.HostID, err = protocol.DefaultHostID(o.Home); err != nil {
+			return o, err
+		}
+	} else if err := protocol.ValidHostID(o.HostID); err != nil {
+		return o, err
+	}
+	if len(o.Command) == 0 {
+		exe, err := os.Executable()
+		if err != nil {
+			return o, fmt.Errorf("no host command: %w", err)
+		}
+		o.Command = []string{exe, "host"}
+	}
+	return o, nil
+}
+
+// EnsureHost returns the ready host opts.HostID registered in
+// opts.RuntimeDir, starting one when there is none (cold activation). The
+// boolean reports whether this call started the host it returns.
+//
+// Concurrent activations of one home, in this process or others, serialise
+// on <home>/activation.lock and re-check discovery under it, so together
+// they start exactly one host. The host is started detached, in its own
+// process group, with its working directory at "/", stdin and stdout on
+// /dev/null, and AGENTD_HOME, AGENTD_RUNTIME_DIR and AGENTD_HOST_ID set.
+// Its stderr goes to an unlinked file in the home, copied to opts.Stderr
+// until the host is ready and quoted in the error if it exits before; a host
+// should point its stderr at its own log once ready.
+//
+// EnsureHost waits until the host's registration says ready and the host
+// answers on its socket. Without a deadline on ctx it waits at most
+// DefaultActivationTimeout. A host that is not ready in time is left
+// running: it may still finish starting, and the next call will find it.
+func EnsureHost(ctx context.Context, opts ActivationOptions) (HostInfo, bool, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return HostInfo{}, false, fmt.Errorf("activate host: %w", err)
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, DefaultActivationTimeout)
+		defer cancel()
+	}
+	reapActivated()
+
+	info, h, err := inspectHost(ctx, opts.RuntimeDir, opts.HostID)
+	if err != nil {
+		return HostInfo{}, false, fmt.Errorf("activate host %s: %w", opts.HostID, err)
+	}
+	if h == hostLive && info.State == protocol.StateReady {
+		return info, false, nil
+	}
+
+	if err := os.MkdirAll(opts.Home, 0o700); err != nil {
+		return HostInfo{}, false, fmt.Errorf("activate host %s: %w", opts.HostID, err)
+	}
+	unlock, err := lockActivation(ctx, filepath.Join(opts.Home, ActivationLockName))
+	if err != nil {
+		return HostInfo{}, false, fmt.Errorf("activate host %s: %w", opts.HostID, err)
+	}
+	defer unlock()
+
+	var child *activatedHost
+	defer func() {
+		if child != nil {
+			child.close()
+		}
+	}()
+	tick := time.NewTicker(activationPoll)
+	defer tick.Stop()
+	for {
+		info, h, err := inspectHost(ctx, opts.RuntimeDir, opts.HostID)
+		if err != nil {
+			return HostInfo{}, false, waitError(opts, child, err)
+		}
+		if child != nil {
+			child.forward(opts.Stderr)
+		}
+		switch {
+		case h == hostLive && info.State == protocol.StateReady:
+			return info, child != nil && info.PID == child.pid, nil
+		case child != nil:
+			if status, exited := child.exited(); exited {
+				return HostInfo{}, false, fmt.Errorf("activate host %s: %s (pid %d) exited before it was ready (%s)%s",
+					opts.HostID, opts.Command[0], child.pid, status, child.stderrTail())
+			}
+		case h != hostLive:
+			// None registered, or a dead or unreadable record: start one.
+			// A live host that is not ready yet is waited for instead.
+			if child, err = startHost(opts); err != nil {
+				return HostInfo{}, false, fmt.Errorf("activate host %s: %w", opts.HostID, err)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return HostInfo{}, false, waitError(opts, child, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+func waitError(opts ActivationOptions, child *activatedHost, err error) error {
+	if child == nil {
+		return fmt.Errorf("activate host %s: waiting for it to be ready: %w", opts.HostID, err)
+	}
+	return fmt.Errorf("activate host %s: waiting for pid %d to be ready (left running): %w%s",
+		opts.HostID, child.pid, err, child.stderrTail())
+}
+
+// lockActivation takes an exclusive flock on path, polling so that ctx can
+// end the wait without a goroutine blocked in the kernel.
+func lockActivation(ctx context.Context, path string) (unlock func(), err error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	fd := int(f.Fd())
+	var timer *time.Timer
+	for {
+		err := syscall.Flock(fd, syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) && !errors.Is(err, syscall.EINTR) {
+			f.Close()
+			return nil, fmt.Errorf("lock %s: %w", path, err)
+		}
+		if timer == nil {
+			timer = time.NewTimer(activationPoll)
+			defer timer.Stop()
+		} else {
+			timer.Reset(activationPoll)
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, fmt.Errorf("waiting for another activation to finish: %w", ctx.Err())
+		case <-timer.C:
+		}
+	}
+	return func() {
+		syscall.Flock(fd, syscall.LOCK_UN)
+		f.Close()
+	}, nil
+}
+
+// activatedHost is a host process EnsureHost started and has not yet seen
+// ready or exited.
+type activatedHost struct {
+	pid       int
+	stderr    *os.File // read side of the host's stderr file, already unlinked
+	forwarded int64    // bytes of stderr copied to the caller's writer
+	reaped    bool     // exited has collected the process's status
+}
+
+// startHost starts the host process detached and releases it: the host
+// outlives this client, so nothing waits on it but exited and
+// reapActivated.
+func startHost(opts ActivationOptions) (*activatedHost, error) {
+	errf, err := os.CreateTemp(opts.Home, "activation-*.stderr")
+	if err != nil {
+		return nil, err
+	}
+	childErr, err := os.OpenFile(errf.Name(), os.O_WRONLY|os.O_APPEND, 0)
+	// Unlinked at once: the host keeps its descriptor, and no file is left
+	// behind whatever happens to this process.
+	os.Remove(errf.Name())
+	if err != nil {
+		errf.Close()
+		return nil, err
+	}
+	defer childErr.Close()
+
+	args := slices.Clone(opts.Command)
+	// The host runs in "/", where a relative command would mean another
+	// file.
+	if strings.ContainsRune(args[0], filepath.Separator) {
+		if args[0], err = filepath.Abs(args[0]); err != nil {
+			errf.Close()
+			return nil, err
+		}
+	}
+	if opts.IdleGrace > 0 {
+		args = append(args, "--idle-grace", opts.IdleGrace.String())
+	}
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.Env = append(os.Environ(),
+		protocol.EnvHome+"="+opts.Home,
+		protocol.EnvRuntimeDir+"="+opts.RuntimeDir,
+		protocol.EnvHostID+"="+opts.HostID,
+	)
+	cmd.Env = append(cmd.Env, opts.Env...)
+	cmd.Dir = "/"
+	cmd.Stderr = childErr // an *os.File: handed over directly, no copying goroutine
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		errf.Close()
+		return nil, fmt.Errorf("start %s: %w", args[0], err)
+	}
+	pid := cmd.Process.Pid
+	cmd.Process.Release()
+	return &activatedHost{pid: pid, stderr: errf}, nil
+}
+
+// forward copies what the host wrote on stderr since the last call to w.
+func (a *activatedHost) forward(w io.Writer) {
+	if w == nil {
+		return
+	}
+	buf := make([]byte, 32<<10)
+	for {
+		n, _ := a.stderr.ReadAt(buf, a.forwarded)
+		if n == 0 {
+			return
+		}
+		w.Write(buf[:n])
+		a.forwarded += int64(n)
+	}
+}
+
+// exited reports whether the host process has ended, collecting its status
+// so it does not linger as a zombie of this process.
+func (a *activatedHost) exited() (string, bool) {
+	var ws syscall.WaitStatus
+	pid, err := syscall.Wait4(a.pid, &ws, syscall.WNOHANG, nil)
+	switch {
+	case err == nil && pid == a.pid:
+		a.reaped = true
+		return describeWaitStatus(ws), true
+	case err == nil:
+		return "", false
+	}
+	// Not our child to wait for (already collected elsewhere): fall back
+	// to whether the pid exists.
+	if !processExists(a.pid) {
+		a.reaped = true
+		return "exit status unknown", true
+	}
+	return "", false
+}
+
+func describeWaitStatus(ws syscall.WaitStatus) string {
+	switch {
+	case ws.Exited():
+		return fmt.Sprintf("exit status %d", ws.ExitStatus())
+	case ws.Signaled():
+		return "killed by signal: " + ws.Signal().String()
+	}
+	return fmt.Sprintf("wait status %#x", uint32(ws))
+}
+
+// stderrTailLines and stderrTailBytes bound the stderr quoted in an error.
+const (
+	stderrTailLines = 10
+	stderrTailBytes = 4 << 10
+)
+
+// stderrTail returns the last lines the host wrote on stderr, formatted to
+// end an error message, or "" when it wrote nothing.
+func (a *activatedHost) stderrTail() string {
+	fi, err := a.stderr.Stat()
+	if err != nil || fi.Size() == 0 {
+		return ""
+	}
+	off := max(fi.Size()-stderrTailBytes, 0)
+	buf := make([]byte, fi.Size()-off)
+	n, _ := a.stderr.ReadAt(buf, off)
+	buf = bytes.TrimRight(buf[:n], "\n\r\t ")
+	if off > 0 {
+		if i := bytes.IndexByte(buf, '\n'); i >= 0 {
+			buf = buf[i+1:]
+		}
+	}
+	lines := strings.Split(string(buf), "\n")
+	if len(lines) > stderrTailLines {
+		lines = lines[len(lines)-stderrTailLines:]
+	}
+	if len(lines) == 1 && lines[0] == "" {
+		return ""
+	}
+	return "; its stderr ends:\n\t" + strings.Join(lines, "\n\t")
+}
+
+// close lets go of the host: its stderr file, and — unless its status was
+// collected — its pid goes to reapActivated.
+func (a *activatedHost) close() {
+	a.stderr.Close()
+	if !a.reaped {
+		activated.mu.Lock()
+		activated.pids = append(activated.pids, a.pid)
+		activated.mu.Unlock()
+	}
+}
+
+// activated holds the pids of hosts this process started and released
+// that have not been collected. A released child that exits stays a zombie
+// of this process (and looks alive to kill(pid, 0)) until it is waited for;
+// Discover and EnsureHost collect the ones that have ended, so a long-lived
+// client does not pile them up. No goroutine waits on them: the host
+// outlives the client.
+var activated struct {
+	mu   sync.Mutex
+	pids []int // guarded by mu
+}
+
+func reapActivated() {
+	activated.mu.Lock()
+	defer activated.mu.Unlock()
+	activated.pids = slices.DeleteFunc(activated.pids, func(pid int) bool {
+		var ws syscall.WaitStatus
+		got, err := syscall.Wait4(pid, &ws, syscall.WNOHANG, nil)
+		return err != nil || got == pid
+	})
+}

@@ -1,0 +1,138 @@
+package home
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// LockFileName is the file in the home that the owning host holds locked.
+const LockFileName = "host.lock"
+
+// HeldError is returned by Lock when another host holds the home.
+//
+// Today a second host refuses to start on a held home. A later hand-off
+// replaces refusal with takeover: the new host acts on this error by asking
+// the holder (PID) to let go of the home, then locks it again. HeldError is
+// that seam; callers that only refuse need nothing but its message.
+type HeldError struct {
+	// Path is the home directory that is held.
+	Path string
+	// PID is the holder's process id as it wrote it in the lock file, or 0
+	// when the file could not be read (the holder may be mid-write).
+	PID int
+}
+
+func (e *HeldError) Error() string {
+	if e.PID <= 0 {
+		return fmt.Sprintf("home %s is held by another agentd host", e.Path)
+	}
+	return fmt.Sprintf("home %s is held by agentd host pid %d", e.Path, e.PID)
+}
+
+// HomeLock is an exclusive hold on a home directory, kept for as long as its
+// file stays open.
+type HomeLock struct {
+	path string // lock file; constant
+
+	mu sync.Mutex
+	f  *os.File // guarded by mu; nil once released
+}
+
+// Lock takes an exclusive, non-blocking flock on <home>/host.lock (created
+// 0600), then writes the caller's pid into it so a refused host can say who
+// holds the home. The lock lives as long as the returned HomeLock's file is
+// open; the kernel drops it when the process dies, so a crashed host never
+// leaves its home locked.
+//
+// flock belongs to an open file description, so a second Lock on the same
+// home fails even within the same process. When the home is held Lock
+// returns a *HeldError.
+func Lock(home string) (*HomeLock, error) {
+	path := filepath.Join(home, LockFileName)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("lock home: %w", err)
+	}
+	if err := flock(f, unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, &HeldError{Path: home, PID: readPID(path)}
+		}
+		return nil, fmt.Errorf("lock home %s: %w", home, err)
+	}
+	if err := writePID(f); err != nil {
+		f.Close() // closing drops the lock
+		return nil, fmt.Errorf("lock home %s: write pid: %w", home, err)
+	}
+	return &HomeLock{path: path, f: f}, nil
+}
+
+// Path returns the lock file's path.
+func (l *HomeLock) Path() string { return l.path }
+
+// Release unlocks the home and closes the lock file. The pid stays in the
+// file; it means nothing without the lock. Releasing twice is a no-op.
+func (l *HomeLock) Release() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.f == nil {
+		return nil
+	}
+	f := l.f
+	l.f = nil
+	uerr := flock(f, unix.LOCK_UN)
+	cerr := f.Close()
+	if uerr != nil {
+		return fmt.Errorf("release home lock: %w", uerr)
+	}
+	if cerr != nil {
+		return fmt.Errorf("release home lock: %w", cerr)
+	}
+	return nil
+}
+
+func flock(f *os.File, how int) error {
+	raw, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var ferr error
+	if err := raw.Control(func(fd uintptr) {
+		for {
+			ferr = unix.Flock(int(fd), how)
+			if ferr != unix.EINTR {
+				return
+			}
+		}
+	}); err != nil {
+		return err
+	}
+	return ferr
+}
+
+func writePID(f *os.File) error {
+	if err := f.Truncate(0); err != nil {
+		return err
+	}
+	_, err := f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	return err
+}
+
+func readPID(path string) int {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 0 {
+		return 0
+	}
+	return pid
+}
