@@ -165,7 +165,7 @@ func Start(cfg Config) (*Host, error) {
 	h.wg.Go(h.acceptLoop)
 	h.setState(protocol.StateRecovering)
 	h.wg.Go(h.compose)
-	h.logger.Info("host started", "pid", os.Getpid(), "endpoint", h.Endpoint(), "epoch", h.epoch)
+	h.logger.Info("host started", "endpoint", h.Endpoint(), "epoch", h.epoch)
 	return h, nil
 }
 

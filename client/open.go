@@ -1,0 +1,140 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// DefaultIdleGrace is how long a host started by cold activation stays with
+// nothing to do before it retires, unless AGENTD_IDLE_GRACE says otherwise.
+const DefaultIdleGrace = 5 * time.Minute
+
+// EnvIdleGrace sets the idle grace of hosts started by cold activation, in
+// Go duration syntax.
+const EnvIdleGrace = "AGENTD_IDLE_GRACE"
+
+// OpenOptions say which host to open and whether to start one.
+type OpenOptions struct {
+	// Activation places the host; empty fields take the defaults of
+	// protocol.DefaultHome, DefaultRuntimeDir and DefaultHostID.
+	Activation ActivationOptions
+	// NoStart fails with ErrNoHost instead of starting a host.
+	NoStart bool
+	Options
+}
+
+// ErrNoHost is returned by Open with NoStart when no host is running.
+var ErrNoHost = errors.New("no agentd host is running")
+
+// ResolveActivation fills the empty placement fields of opts (Home,
+// RuntimeDir, HostID) from the environment.
+func ResolveActivation(opts ActivationOptions) (ActivationOptions, error) {
+	return opts.withDefaults()
+}
+
+// LogFileName is the file in the home where a host started by Open logs.
+const LogFileName = "host.log"
+
+// IdleGraceFromEnv returns the idle grace for a host started by cold
+// activation: AGENTD_IDLE_GRACE, else DefaultIdleGrace.
+func IdleGraceFromEnv() (time.Duration, error) {
+	v := os.Getenv(EnvIdleGrace)
+	if v == "" {
+		return DefaultIdleGrace, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("%s=%q: want a positive Go duration such as 30s or 5m", EnvIdleGrace, v)
+	}
+	return d, nil
+}
+
+// Open connects to the host of a home, starting it first when none runs
+// (cold activation) unless NoStart. When the host it found turns out
+// incompatible, it looks again once — the host may just have been
+// replaced — before failing. started reports whether this call started
+// the host.
+func Open(ctx context.Context, opts OpenOptions) (c *Conn, info HostInfo, started bool, err error) {
+	act, err := ResolveActivation(opts.Activation)
+	if err != nil {
+		return nil, HostInfo{}, false, err
+	}
+	if act.IdleGrace == 0 {
+		if act.IdleGrace, err = IdleGraceFromEnv(); err != nil {
+			return nil, HostInfo{}, false, err
+		}
+	}
+	if len(opts.Activation.Command) == 0 {
+		act.Command = append(act.Command, "--log-file", filepath.Join(act.Home, LogFileName))
+	}
+	for attempt := 0; ; attempt++ {
+		info, started, err = locate(ctx, act, opts.NoStart)
+		if err != nil {
+			return nil, HostInfo{}, false, err
+		}
+		c, err = Dial(ctx, info.Endpoint, opts.Options)
+		var inc *IncompatibleError
+		if errors.As(err, &inc) && attempt == 0 {
+			continue
+		}
+		if err != nil {
+			return nil, HostInfo{}, false, err
+		}
+		return c, info, started, nil
+	}
+}
+
+func locate(ctx context.Context, act ActivationOptions, noStart bool) (HostInfo, bool, error) {
+	if !noStart {
+		return EnsureHost(ctx, act)
+	}
+	hosts, err := Discover(ctx, act.RuntimeDir)
+	if err != nil {
+		return HostInfo{}, false, err
+	}
+	for _, h := range hosts {
+		if h.HostID == act.HostID {
+			return h, false, nil
+		}
+	}
+	return HostInfo{}, false, ErrNoHost
+}
+
+// WaitExited waits until the host of info has stopped: its registration is
+// gone or names another process, and its process has exited.
+func WaitExited(ctx context.Context, info HostInfo) error {
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if !processAlive(info.PID) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("host %s (pid %d) did not exit: %w", info.HostID, info.PID, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+// processAlive reports whether pid runs and is not a zombie waiting to be
+// reaped.
+func processAlive(pid int) bool {
+	if !processExists(pid) {
+		return false
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	// The state follows the parenthesised command name.
+	if i := bytes.LastIndexByte(stat, ')'); i >= 0 && i+2 < len(stat) {
+		return stat[i+2] != 'Z'
+	}
+	return true
+}

@@ -1,0 +1,170 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agentd-dev/agentd/client"
+	"github.com/agentd-dev/agentd/internal/version"
+	"github.com/agentd-dev/agentd/protocol"
+)
+
+// requestTimeout bounds one client command's wait for its host.
+const requestTimeout = 30 * time.Second
+
+func newStatusCmd(e *env) *cobra.Command {
+	var asJSON, all bool
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Show the host of this home, starting it if none runs.",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, cancel := context.WithTimeout(cmd.Context(), requestTimeout)
+			defer cancel()
+			if all {
+				return statusAll(ctx, e.stdout, asJSON)
+			}
+			c, _, _, err := client.Open(ctx, client.OpenOptions{Options: client.Options{Surface: protocol.SurfaceCLI}})
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			st, err := c.Status(ctx)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return writeJSON(e.stdout, st)
+			}
+			printStatus(e.stdout, st)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the status as one JSON object")
+	cmd.Flags().BoolVar(&all, "all", false, "list every live host in the runtime directory")
+	return cmd
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	return enc.Encode(v)
+}
+
+func printStatus(w io.Writer, st protocol.HostStatus) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "version\t%s\n", st.Version)
+	fmt.Fprintf(tw, "protocol\t%d..%d\n", st.ProtocolMin, st.ProtocolMax)
+	fmt.Fprintf(tw, "host id\t%s\n", st.HostID)
+	fmt.Fprintf(tw, "pid\t%d\n", st.PID)
+	fmt.Fprintf(tw, "state\t%s\n", st.State)
+	fmt.Fprintf(tw, "uptime\t%s\n", (time.Duration(st.UptimeMillis) * time.Millisecond).Round(time.Second))
+	fmt.Fprintf(tw, "connections\t%d\n", st.Connections)
+	fmt.Fprintf(tw, "active operations\t%d\n", st.ActiveOperations)
+	tw.Flush()
+}
+
+// statusAll lists every live host of the runtime directory, without
+// starting any.
+func statusAll(ctx context.Context, w io.Writer, asJSON bool) error {
+	act, err := client.ResolveActivation(client.ActivationOptions{})
+	if err != nil {
+		return err
+	}
+	hosts, err := client.Discover(ctx, act.RuntimeDir)
+	if err != nil {
+		return err
+	}
+	type row struct {
+		protocol.HostStatus
+		Home     string `json:"home"`
+		Endpoint string `json:"endpoint"`
+		Error    string `json:"error,omitempty"`
+	}
+	rows := make([]row, 0, len(hosts))
+	for _, h := range hosts {
+		r := row{Home: h.Home, Endpoint: h.Endpoint}
+		r.HostID, r.PID, r.State, r.Version = h.HostID, h.PID, h.State, h.Version
+		st, err := hostStatus(ctx, h.Endpoint)
+		if err != nil {
+			r.Error = err.Error()
+		} else {
+			r.HostStatus = st
+		}
+		rows = append(rows, r)
+	}
+	if asJSON {
+		return writeJSON(w, rows)
+	}
+	if len(rows) == 0 {
+		fmt.Fprintf(w, "no agentd host is running in %s\n", act.RuntimeDir)
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "HOST ID\tPID\tSTATE\tVERSION\tUPTIME\tCONNECTIONS\tACTIVE\tHOME")
+	for _, r := range rows {
+		state := r.State
+		if r.Error != "" {
+			state = "unreachable: " + r.Error
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%d\t%d\t%s\n", r.HostID, r.PID, state, r.Version,
+			(time.Duration(r.UptimeMillis) * time.Millisecond).Round(time.Second), r.Connections, r.ActiveOperations, r.Home)
+	}
+	return tw.Flush()
+}
+
+func hostStatus(ctx context.Context, endpoint string) (protocol.HostStatus, error) {
+	c, err := client.Dial(ctx, endpoint, client.Options{Surface: protocol.SurfaceCLI})
+	if err != nil {
+		return protocol.HostStatus{}, err
+	}
+	defer c.Close()
+	return c.Status(ctx)
+}
+
+func newShutdownCmd(e *env) *cobra.Command {
+	return &cobra.Command{
+		Use:   "shutdown",
+		Short: "Drain the running host of this home and wait until it has exited.",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, cancel := context.WithTimeout(cmd.Context(), 2*requestTimeout)
+			defer cancel()
+			c, info, _, err := client.Open(ctx, client.OpenOptions{NoStart: true, Options: client.Options{Surface: protocol.SurfaceCLI}})
+			if errors.Is(err, client.ErrNoHost) {
+				fmt.Fprintln(e.stdout, "no agentd host is running")
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			if err := c.Request(ctx, protocol.OpHostShutdown, protocol.ShutdownInput{}, nil); err != nil {
+				return err
+			}
+			if err := client.WaitExited(ctx, info); err != nil {
+				return err
+			}
+			fmt.Fprintf(e.stdout, "host %s (pid %d) has stopped\n", info.HostID, info.PID)
+			return nil
+		},
+	}
+}
+
+func newVersionCmd(e *env) *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the agentd version and protocol range.",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			fmt.Fprintf(e.stdout, "agentd %s (protocol %d..%d)\n", version.String(), protocol.ProtocolVersion, protocol.ProtocolVersion)
+			return nil
+		},
+	}
+}
