@@ -61,7 +61,13 @@ func newRoot(e *env) *cobra.Command {
 		Short:         "agentd hosts coding-agent sessions that outlive their clients.",
 		SilenceErrors: true,
 		SilenceUsage:  true,
-		Args:          noArgs,
+		Args:          cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usagef("unknown command %q: see agentd --help", args[0])
+			}
+			return cmd.Help()
+		},
 	}
 	root.SetOut(e.stdout)
 	root.SetErr(e.stderr)

@@ -1,0 +1,21 @@
+package cli_test
+
+import (
+	"os"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/agentd-dev/agentd/internal/cli"
+)
+
+// envAsCLI makes the test binary behave as the agentd command, so tests run
+// real agentd processes (clients and the hosts they start) without a build.
+const envAsCLI = "AGENTD_TEST_AS_CLI"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(envAsCLI) == "1" {
+		os.Exit(cli.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	}
+	goleak.VerifyTestMain(m)
+}
