@@ -256,7 +256,7 @@ func jsonValue(v string) string {
 func checkKeys(data []byte, t reflect.Type, prefix string) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
-	if err := walkValue(dec, t, prefix); err != nil && !errors.Is(err, errSyntax) {
+	if err := walkValue(dec, t, prefix, 0); err != nil && !errors.Is(err, errSyntax) {
 		return err
 	}
 	return nil
@@ -281,14 +281,24 @@ func opaque(t reflect.Type) bool {
 		t.Implements(textUnmarshalerType) || p.Implements(textUnmarshalerType)
 }
 
+// maxWalkDepth bounds the nesting walkValue follows, as encoding/json
+// bounds its own; deeper values are left to the decoder to refuse.
+const maxWalkDepth = 10000
+
 // walkValue consumes one JSON value from dec, checking object keys against
-// t (nil to check nothing) and naming them under path.
-func walkValue(dec *json.Decoder, t reflect.Type, path string) error {
+// t (nil to check nothing) and naming them under path. Values it need not
+// check are skipped whole by the decoder, so a deeply nested value costs
+// no deep recursion here.
+func walkValue(dec *json.Decoder, t reflect.Type, path string, depth int) error {
 	for t != nil && t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	if opaque(t) {
-		t = nil
+	if opaque(t) || depth > maxWalkDepth {
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return errSyntax
+		}
+		return nil
 	}
 	tok, err := dec.Token()
 	if err != nil {
@@ -336,7 +346,7 @@ func walkValue(dec *json.Decoder, t reflect.Type, path string) error {
 					vt = ft
 				}
 			}
-			if err := walkValue(dec, vt, field); err != nil {
+			if err := walkValue(dec, vt, field, depth+1); err != nil {
 				return err
 			}
 		}
@@ -346,7 +356,7 @@ func walkValue(dec *json.Decoder, t reflect.Type, path string) error {
 			elem = t.Elem()
 		}
 		for dec.More() {
-			if err := walkValue(dec, elem, path); err != nil {
+			if err := walkValue(dec, elem, path, depth+1); err != nil {
 				return err
 			}
 		}

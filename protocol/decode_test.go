@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"runtime/debug"
 	"strings"
 	"testing"
 
@@ -463,6 +464,28 @@ func TestDecodeHostFramePushedIntoItsType(t *testing.T) {
 	if f != want {
 		t.Errorf("frame = %+v, want %+v", f, want)
 	}
+}
+
+// A frame nested as deep as a message allows is refused by the JSON depth
+// bound without deep recursion: decoding runs within a 4 MiB stack (a
+// deeper stack is a fatal error that ends the test binary).
+func TestDeeplyNestedFrameIsRefusedWithoutDeepRecursion(t *testing.T) {
+	defer debug.SetMaxStack(debug.SetMaxStack(4 << 20))
+	n := protocol.MaxMessageBytes / 2
+	deep := strings.Repeat("[", n) + strings.Repeat("]", n)
+	lines := map[string]string{
+		"in a request's input":  `{"requestId":"r1","operation":"host.status","input":` + deep + `}`,
+		"in a field of a frame": `{"requestId":` + deep + `}`,
+	}
+	for name, line := range lines {
+		t.Run(name, func(t *testing.T) {
+			_, err := protocol.DecodeClientFrame([]byte(line))
+			wantDecodeError(t, err, "", "exceeded max depth")
+		})
+	}
+	var in protocol.PtyInterestInput
+	err := protocol.DecodeInput(json.RawMessage(`{"refs":`+deep+`}`), &in)
+	wantDecodeError(t, err, "input", "exceeded max depth")
 }
 
 func ptr[T any](v T) *T { return &v }
