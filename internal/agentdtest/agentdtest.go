@@ -25,6 +25,8 @@ type Options struct {
 	HostID     string
 	IdleGrace  time.Duration
 	Compose    host.ComposeFunc
+	// HandshakeTimeout bounds the wait for a hello (the host's default when 0).
+	HandshakeTimeout time.Duration
 	// NoWait returns before the host is ready.
 	NoWait bool
 	Logger *slog.Logger
@@ -69,7 +71,7 @@ func NewHost(t testing.TB, opts Options) *Host {
 	h, err := host.Start(host.Config{
 		Home: home, RuntimeDir: opts.RuntimeDir, HostID: opts.HostID,
 		Version: "test", IdleGrace: opts.IdleGrace, Compose: opts.Compose,
-		Logger: logger, DrainTimeout: 5 * time.Second,
+		Logger: logger, DrainTimeout: 5 * time.Second, HandshakeTimeout: opts.HandshakeTimeout,
 	})
 	if err != nil {
 		t.Fatalf("starting host: %v", err)

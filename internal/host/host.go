@@ -523,9 +523,14 @@ func (h *Host) stop(cause error) {
 		}
 		comp := h.comp
 		h.mu.Unlock()
+		// Stop accepting before the registration says draining, so no
+		// connection arrives after it does.
+		h.mu.Lock()
+		h.state = protocol.StateDraining
+		h.mu.Unlock()
 		close(h.draining)
-		h.setState(protocol.StateDraining)
 		h.ln.Close()
+		h.setState(protocol.StateDraining)
 		if comp != nil {
 			comp.BeginDrain()
 		}
