@@ -1,0 +1,176 @@
+package client_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/agentd-dev/agentd/client"
+	"github.com/agentd-dev/agentd/internal/agentdtest"
+	"github.com/agentd-dev/agentd/internal/home"
+	"github.com/agentd-dev/agentd/internal/host"
+	"github.com/agentd-dev/agentd/protocol"
+)
+
+// staleHost registers a host that answers every hello with incompatible
+// and, on its first, points the registration at the real host as a
+// replacement would.
+func staleHost(t *testing.T, dir, hostID string, replacement protocol.Registration) {
+	t.Helper()
+	if err := home.PrepareRuntimeDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := home.Listen(dir, hostID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := protocol.Registration{SchemaVersion: 1, HostID: hostID, PID: os.Getpid(), Endpoint: protocol.SocketPath(dir, hostID),
+		State: protocol.StateReady, ProtocolMin: 0, ProtocolMax: 0, Version: "old"}
+	if err := home.WriteRegistration(dir, reg); err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			r := bufio.NewReader(c)
+			if _, err := r.ReadBytes('\n'); err == nil {
+				replacement.HostID = hostID
+				home.WriteRegistration(dir, replacement)
+				b, _ := json.Marshal(protocol.Incompatible{Kind: protocol.KindIncompatible, Reason: "stale host", HostProtocolMin: 0, HostProtocolMax: 0})
+				c.Write(append(b, '\n'))
+			}
+			c.Close()
+		}
+	}()
+	t.Cleanup(func() { ln.Close(); <-served })
+}
+
+func TestOpenRechecksAnAutoDiscoveredHostAfterAVersionMismatch(t *testing.T) {
+	real := agentdtest.NewHost(t, agentdtest.Options{})
+	dir := agentdtest.ShortDir(t)
+	replacement, err := home.ReadRegistration(protocol.RegistrationPath(real.RuntimeDir, real.HostID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	staleHost(t, dir, "shared", replacement)
+	c, info, started, err := client.Open(agentdtest.Context(t), client.OpenOptions{
+		NoStart:    true,
+		Activation: client.ActivationOptions{Home: real.Home, RuntimeDir: dir, HostID: "shared"},
+	})
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	defer c.Close()
+	if started || info.Endpoint != real.Endpoint() || c.Accepted().HostEpoch != real.Epoch() {
+		t.Fatalf("opened %+v (started %v), want the replacement host", info, started)
+	}
+}
+
+func TestOpenFailsClearlyWhenTheHostStaysIncompatible(t *testing.T) {
+	dir := agentdtest.ShortDir(t)
+	stale := protocol.Registration{SchemaVersion: 1, PID: os.Getpid(), Endpoint: protocol.SocketPath(dir, "shared"), State: protocol.StateReady}
+	staleHost(t, dir, "shared", stale)
+	_, _, _, err := client.Open(agentdtest.Context(t), client.OpenOptions{
+		NoStart:    true,
+		Activation: client.ActivationOptions{Home: dir, RuntimeDir: dir, HostID: "shared"},
+	})
+	var inc *client.IncompatibleError
+	if !errors.As(err, &inc) || inc.Reason != "stale host" {
+		t.Fatalf("open: %v, want an IncompatibleError", err)
+	}
+}
+
+func TestRemoteErrorsMatchTheirSentinels(t *testing.T) {
+	h := agentdtest.NewHost(t, agentdtest.Options{})
+	c := h.Connect(t)
+	err := c.Request(agentdtest.Context(t), protocol.OpHostDiagnosticsQuery, map[string]any{"limit": -1}, nil)
+	var re *client.RemoteError
+	if !errors.Is(err, client.ErrInvalidRequest) || !errors.As(err, &re) || re.Code != protocol.CodeInvalidRequest {
+		t.Fatalf("error %v", err)
+	}
+	if errors.Is(err, client.ErrNotFound) {
+		t.Fatal("an invalid_request error matched ErrNotFound")
+	}
+}
+
+func TestQueryCutOffByItsDeadlineIsRetryable(t *testing.T) {
+	entered := make(chan struct{})
+	release := make(chan struct{})
+	table := host.Table{}
+	host.Handle(table, protocol.OpTurnQuery, func(ctx context.Context, _ *host.Call, in *protocol.TurnRef) (protocol.TurnSnapshot, error) {
+		close(entered)
+		<-release
+		return protocol.TurnSnapshot{}, nil
+	})
+	h := agentdtest.NewHost(t, agentdtest.Options{Compose: func(context.Context, *host.Host) (host.Composition, error) {
+		return testComposition{table}, nil
+	}})
+	c := h.Connect(t)
+	ctx, cancel := context.WithCancel(agentdtest.Context(t))
+	errc := make(chan error, 1)
+	go func() {
+		errc <- c.Request(ctx, protocol.OpTurnQuery, protocol.TurnRef{SessionID: "s", TurnID: "t"}, nil)
+	}()
+	<-entered
+	cancel()
+	var ie *client.InterruptedError
+	if err := <-errc; !errors.As(err, &ie) || ie.Reason != client.ReasonTimeout || !ie.Dispatched || !ie.Retryable || ie.Mode != protocol.Query {
+		t.Fatalf("error %v", err)
+	}
+	close(release)
+	// The connection stays usable, and the late answer frees its slot.
+	agentdtest.WaitStatus(t, c, func(s protocol.HostStatus) bool { return s.ActiveOperations == 1 })
+}
+
+func TestRequestsAfterTheHostDrainsReportHostDraining(t *testing.T) {
+	h := agentdtest.NewHost(t, agentdtest.Options{})
+	c := h.Connect(t)
+	ctx := agentdtest.Context(t)
+	if err := c.Request(ctx, protocol.OpHostShutdown, protocol.ShutdownInput{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-c.Done():
+	case <-time.After(agentdtest.Timeout):
+		t.Fatal("connection not closed by the draining host")
+	}
+	var ie *client.InterruptedError
+	if _, err := c.Status(ctx); !errors.As(err, &ie) || ie.Reason != client.ReasonHostDraining || ie.Dispatched {
+		t.Fatalf("status after drain: %v", err)
+	}
+}
+
+func TestDialRefusesAPeerThatIsNotAHost(t *testing.T) {
+	dir := agentdtest.ShortDir(t)
+	ln, err := net.Listen("unix", dir+"/x.sock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err == nil {
+			c.Write([]byte("SSH-2.0-OpenSSH\n"))
+			c.Close()
+		}
+	}()
+	if _, err := client.Dial(agentdtest.Context(t), dir+"/x.sock", client.Options{}); err == nil {
+		t.Fatal("dial accepted a peer that is not a host")
+	}
+}
+
+type testComposition struct{ table host.Table }
+
+func (c testComposition) Handlers() host.Table      { return c.table }
+func (testComposition) BeginDrain()                 {}
+func (testComposition) Close(context.Context) error { return nil }
