@@ -1,10 +1,12 @@
 package host_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"strings"
@@ -17,6 +19,7 @@ import (
 	"github.com/agentd-dev/agentd/internal/agentdtest"
 	"github.com/agentd-dev/agentd/internal/home"
 	"github.com/agentd-dev/agentd/internal/host"
+	"github.com/agentd-dev/agentd/internal/redact"
 	"github.com/agentd-dev/agentd/protocol"
 )
 
@@ -413,7 +416,9 @@ func TestDiagnosticsAreRedacted(t *testing.T) {
 	table := turnQuery(host.Table{}, func(context.Context, *host.Call, *protocol.TurnRef) error {
 		return errors.New("provider said: invalid api_key=sk-planted-secret-0001")
 	})
-	h := agentdtest.NewHost(t, agentdtest.Options{Compose: compose(table)})
+	var logs lockedBuffer
+	logger := slog.New(redact.NewHandler(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	h := agentdtest.NewHost(t, agentdtest.Options{Compose: compose(table), Logger: logger})
 	c := h.Connect(t)
 	ctx := agentdtest.Context(t)
 	_, err := query(ctx, c, "t")
@@ -428,6 +433,27 @@ func TestDiagnosticsAreRedacted(t *testing.T) {
 	if !strings.Contains(string(b), "provider said") || strings.Contains(string(b), "sk-planted-secret") {
 		t.Fatalf("diagnostics %s", b)
 	}
+	if out := logs.String(); !strings.Contains(out, "provider said") || strings.Contains(out, "sk-planted-secret") {
+		t.Fatalf("log %s", out)
+	}
+}
+
+// lockedBuffer is a bytes.Buffer safe for concurrent writers.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 func TestSecondHostOnSameHomeIsRefusedNamingPID(t *testing.T) {
