@@ -183,6 +183,8 @@ func openFDs(t *testing.T) int {
 func TestThousandConnectionsOpenedAndDroppedAtOnce(t *testing.T) {
 	h := agentdtest.NewHost(t, agentdtest.Options{})
 	observer := h.Connect(t)
+	// A status answered means the observer's connection has all its goroutines.
+	agentdtest.WaitStatus(t, observer, func(s protocol.HostStatus) bool { return s.Connections == 1 })
 	fds := openFDs(t)
 	goroutines := runtime.NumGoroutine()
 	const n = 1000
@@ -214,7 +216,14 @@ func TestThousandConnectionsOpenedAndDroppedAtOnce(t *testing.T) {
 		t.Fatalf("state %q", st.State)
 	}
 	waitFor(t, "descriptors released", func() bool { return openFDs(t) <= fds })
-	waitFor(t, "goroutines ended", func() bool { return runtime.NumGoroutine() <= goroutines })
+	deadline := time.Now().Add(agentdtest.Timeout)
+	for runtime.NumGoroutine() > goroutines {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			t.Fatalf("%d goroutines, had %d:\n%s", runtime.NumGoroutine(), goroutines, buf[:runtime.Stack(buf, true)])
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
 }
 
 func waitFor(t *testing.T, what string, cond func() bool) {

@@ -379,7 +379,8 @@ func (h *Host) serveConn(c *net.UnixConn) {
 		logger: h.logger,
 	})
 	if !h.addSession(s) {
-		t.Abort(nil)
+		s.tearDown(errors.New("host stopped"))
+		<-s.writer.Done()
 		return
 	}
 	s.run()
@@ -543,9 +544,11 @@ func (h *Host) stop(cause error) {
 			sessions = append(sessions, s)
 		}
 		h.mu.Unlock()
+		var closing sync.WaitGroup
 		for _, s := range sessions {
-			s.closeAfterFlush(time.Second)
+			closing.Go(func() { s.closeAfterFlush(time.Second) })
 		}
+		closing.Wait()
 		h.cancel(errors.New("host stopped"))
 		h.wg.Wait()
 
