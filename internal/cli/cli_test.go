@@ -396,3 +396,22 @@ func TestRuntimeDirectoryOpenToOthersIsRefused(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 }
+
+func TestHandStartedHostRetiresOnlyWithAnIdleGrace(t *testing.T) {
+	p := newPlace(t)
+	p.hostID = "by-hand"
+	cmd := p.command("host", "--idle-grace", "200ms")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, p)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("host exited with %v: %s", err, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "retiring after idle grace") {
+		t.Fatalf("host log: %s", stderr.String())
+	}
+	waitGone(t, protocol.SocketPath(p.rundir, p.hostID), protocol.RegistrationPath(p.rundir, p.hostID))
+}

@@ -122,9 +122,10 @@ func (w *OutboundWriter) Enqueue(class Class, msg []byte) (*Receipt, error) {
 		qerr = &QueueError{Code: "frame_limit", Limit: protocol.MaxOutboundQueueFrames}
 	}
 	if qerr != nil {
-		w.failLocked(qerr)
+		rejected := w.closeLocked(qerr)
 		w.mu.Unlock()
 		w.onFailure(qerr)
+		reject(rejected, qerr)
 		return nil, qerr
 	}
 	f := outFrame{msg: msg, receipt: &Receipt{done: make(chan struct{})}}
@@ -155,10 +156,12 @@ func (w *OutboundWriter) signal() {
 // Close stops the writer at once, rejecting what is still queued.
 func (w *OutboundWriter) Close() {
 	w.mu.Lock()
+	var rejected []*Receipt
 	if !w.closed {
-		w.failLocked(ErrWriterClosed)
+		rejected = w.closeLocked(ErrWriterClosed)
 	}
 	w.mu.Unlock()
+	reject(rejected, ErrWriterClosed)
 	w.signal()
 }
 
@@ -181,26 +184,33 @@ func (w *OutboundWriter) Err() error {
 	return w.err
 }
 
-// failLocked closes the writer and rejects every queued frame with err.
-func (w *OutboundWriter) failLocked(err error) {
+// closeLocked closes the writer with err and returns the receipts of every
+// frame not yet flushed, for the caller to reject once it has unlocked
+// (and, on a failure, reported it first).
+func (w *OutboundWriter) closeLocked(err error) []*Receipt {
 	w.closed = true
 	w.err = err
+	rejected := w.written
 	for _, e := range w.epochs {
 		for _, f := range e.control {
-			settle(f.receipt, err)
+			rejected = append(rejected, f.receipt)
 		}
 		for _, f := range e.data {
-			settle(f.receipt, err)
+			rejected = append(rejected, f.receipt)
 		}
 		if e.fence != nil {
-			settle(e.fence.receipt, err)
+			rejected = append(rejected, e.fence.receipt)
 		}
-	}
-	for _, r := range w.written {
-		settle(r, err)
 	}
 	w.epochs, w.written = []*epoch{{}}, nil
 	w.bytes, w.frames = 0, 0
+	return rejected
+}
+
+func reject(receipts []*Receipt, err error) {
+	for _, r := range receipts {
+		settle(r, err)
+	}
 }
 
 // settle settles r once; later calls do nothing.
@@ -290,16 +300,17 @@ func (w *OutboundWriter) loop() {
 	}
 }
 
-// fail fails the writer once after a write error.
+// fail fails the writer once after a write error: the failure is reported
+// before the frames it strands are rejected.
 func (w *OutboundWriter) fail(err error) {
 	werr := fmt.Errorf("outbound write failed: %w", err)
 	w.mu.Lock()
-	already := w.closed
-	if !already {
-		w.failLocked(werr)
+	if w.closed {
+		w.mu.Unlock()
+		return
 	}
+	rejected := w.closeLocked(werr)
 	w.mu.Unlock()
-	if !already {
-		w.onFailure(werr)
-	}
+	w.onFailure(werr)
+	reject(rejected, werr)
 }
