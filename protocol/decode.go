@@ -67,9 +67,9 @@ type clientEnvelope struct {
 	Surface            *string         `json:"surface"`
 }
 
-// DecodeClientFrame strictly decodes one line from a client. Any error is a
-// protocol violation except one wrapped around *DecodeError of a request's
-// input, which the host answers instead.
+// DecodeClientFrame strictly decodes one line from a client: a hello or a
+// request, whose input is checked later against its operation (see
+// DecodeInput). Any error it returns is a protocol violation.
 func DecodeClientFrame(line []byte) (ClientFrame, error) {
 	var env clientEnvelope
 	if err := decodeStrict(line, &env, ""); err != nil {

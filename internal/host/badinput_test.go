@@ -243,7 +243,11 @@ func TestDrainAnswersNewDomainRequestsDrainingAndFinishesInFlightOnes(t *testing
 	table := turnQuery(host.Table{}, func(ctx context.Context, _ *host.Call, in *protocol.TurnRef) error {
 		if in.TurnID == "in-flight" {
 			close(entered)
-			<-release
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
 		}
 		return nil
 	})
@@ -263,7 +267,8 @@ func TestDrainAnswersNewDomainRequestsDrainingAndFinishesInFlightOnes(t *testing
 	if _, err := query(ctx, observer, "late"); !errors.Is(err, client.ErrDraining) {
 		t.Fatalf("new request while draining: %v", err)
 	}
-	if _, err := net.Dial("unix", h.Endpoint()); err == nil {
+	if c, err := net.Dial("unix", h.Endpoint()); err == nil {
+		c.Close()
 		t.Fatal("a draining host accepted a new connection")
 	}
 	close(release)

@@ -78,13 +78,13 @@ type connSession struct {
 	torn     chan struct{} // closed at teardown
 
 	lastSerial chan struct{} // reader goroutine only: tail of the serial lane
+	attached   bool          // reader goroutine only
 
 	mu         sync.Mutex
 	inflight   map[string]struct{} // guarded by mu: active request ids
 	domain     int                 // guarded by mu: domain requests in flight
 	statusBusy bool                // guarded by mu: the reserved status slot
 	attachment Attachment          // guarded by mu: set once
-	attached   bool                // guarded by mu
 }
 
 func newConnSession(cfg sessionConfig) *connSession {
@@ -257,10 +257,9 @@ func (s *connSession) dispatch(req *protocol.Request) bool {
 }
 
 // attachOnce attaches the connection's identity to the composition the
-// first time a request arrives after the composition is ready.
+// first time a request arrives after the composition is ready. Only the
+// reader goroutine calls it.
 func (s *connSession) attachOnce() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.attached || s.cfg.attacher == nil {
 		return
 	}
@@ -269,7 +268,10 @@ func (s *connSession) attachOnce() {
 		return
 	}
 	s.attached = true
-	s.attachment = a.AttachConnection(s.cfg.identity, s.writer)
+	att := a.AttachConnection(s.cfg.identity, s.writer)
+	s.mu.Lock()
+	s.attachment = att
+	s.mu.Unlock()
 }
 
 func (s *connSession) release(requestID string, sl slot) {

@@ -94,6 +94,8 @@ type Host struct {
 	residencies atomic.Int64
 	nextConn    atomic.Uint64
 
+	// Lock order: pubMu before mu.
+	pubMu    sync.Mutex // serializes state changes with their publication
 	mu       sync.Mutex
 	state    string                    // guarded by mu
 	comp     Composition               // guarded by mu: nil until ready
@@ -226,14 +228,31 @@ func (h *Host) publish() error {
 	return home.WriteRegistration(h.cfg.RuntimeDir, h.registration())
 }
 
+// setState moves the host to state and publishes it.
 func (h *Host) setState(state string) {
+	h.transition(func() bool {
+		h.state = state
+		return true
+	})
+}
+
+// transition runs change with mu held and, when it reports a change,
+// publishes the registration; pubMu keeps publications in state order.
+func (h *Host) transition(change func() bool) bool {
+	h.pubMu.Lock()
+	defer h.pubMu.Unlock()
 	h.mu.Lock()
-	h.state = state
+	changed := change()
+	state := h.state
 	h.mu.Unlock()
+	if !changed {
+		return false
+	}
 	if err := h.publish(); err != nil {
 		h.diag.record(slog.LevelError, fmt.Sprintf("publishing registration: %v", err))
 	}
 	h.logger.Info("host state", "state", state)
+	return true
 }
 
 // State returns the host's state.
@@ -254,15 +273,19 @@ func (h *Host) compose() {
 		}
 		comp = c
 	}
-	h.mu.Lock()
-	if h.state == protocol.StateDraining {
-		h.mu.Unlock()
+	ready := h.transition(func() bool {
+		select {
+		case <-h.draining:
+			return false
+		default:
+		}
+		h.comp, h.table, h.state = comp, comp.Handlers(), protocol.StateReady
+		return true
+	})
+	if !ready {
 		comp.Close(context.WithoutCancel(h.base))
 		return
 	}
-	h.comp, h.table = comp, comp.Handlers()
-	h.mu.Unlock()
-	h.setState(protocol.StateReady)
 	close(h.ready)
 	h.checkIdle()
 }
@@ -524,11 +547,8 @@ func (h *Host) stop(cause error) {
 		}
 		comp := h.comp
 		h.mu.Unlock()
-		// Stop accepting before the registration says draining, so no
+		// Stop accepting before the host says it is draining, so no
 		// connection arrives after it does.
-		h.mu.Lock()
-		h.state = protocol.StateDraining
-		h.mu.Unlock()
 		close(h.draining)
 		h.ln.Close()
 		h.setState(protocol.StateDraining)
