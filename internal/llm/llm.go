@@ -1,0 +1,182 @@
+// Package llm holds the types the agent loop, the model providers and the
+// tools share: conversation messages, tool specifications, tool calls and
+// results, and the events of a streamed model reply. It knows no provider's
+// wire format and runs nothing.
+package llm
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+)
+
+// Roles of a message.
+const (
+	RoleUser      = "user"
+	RoleAssistant = "assistant"
+	// RoleTool messages carry tool results back to the model.
+	RoleTool = "tool"
+)
+
+// Part kinds.
+const (
+	PartText       = "text"
+	PartThinking   = "thinking"
+	PartToolCall   = "tool_call"
+	PartToolResult = "tool_result"
+)
+
+// Part is one piece of a message.
+type Part struct {
+	Type string `json:"type"`
+	// Text is the text of a text or thinking part.
+	Text string `json:"text,omitempty"`
+	// Signature is the provider's opaque proof of a thinking part, to send
+	// back unchanged (Anthropic extended thinking).
+	Signature  string      `json:"signature,omitempty"`
+	ToolCall   *ToolCall   `json:"toolCall,omitempty"`
+	ToolResult *ToolResult `json:"toolResult,omitempty"`
+}
+
+// Message is one message of a conversation.
+type Message struct {
+	Role  string `json:"role"`
+	Parts []Part `json:"parts"`
+}
+
+// Text returns the concatenated text parts of m.
+func (m Message) Text() string {
+	var s string
+	for _, p := range m.Parts {
+		if p.Type == PartText {
+			s += p.Text
+		}
+	}
+	return s
+}
+
+// ToolCalls returns the tool calls of m, in order.
+func (m Message) ToolCalls() []ToolCall {
+	var calls []ToolCall
+	for _, p := range m.Parts {
+		if p.Type == PartToolCall && p.ToolCall != nil {
+			calls = append(calls, *p.ToolCall)
+		}
+	}
+	return calls
+}
+
+// ToolCall is the model's request to run a tool.
+type ToolCall struct {
+	ID        string          `json:"id"`
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments"`
+}
+
+// ToolResult is a tool's answer to one call.
+type ToolResult struct {
+	CallID  string `json:"callId"`
+	Name    string `json:"name"`
+	Content string `json:"content"`
+	IsError bool   `json:"isError,omitempty"`
+}
+
+// ToolSpec describes a tool to the model.
+type ToolSpec struct {
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	// Parameters is the JSON Schema of the tool's arguments (an object).
+	Parameters json.RawMessage `json:"parameters"`
+}
+
+// Thinking levels.
+const (
+	ThinkingOff    = "off"
+	ThinkingLow    = "low"
+	ThinkingMedium = "medium"
+	ThinkingHigh   = "high"
+)
+
+// Request is one call to a model.
+type Request struct {
+	Model    string
+	System   string
+	Messages []Message
+	Tools    []ToolSpec
+	// Thinking is one of the Thinking* levels; "" means off.
+	Thinking  string
+	MaxTokens int
+}
+
+// Event kinds of a streamed reply.
+const (
+	// EventText carries a text delta.
+	EventText = "text"
+	// EventThinking carries a thinking delta.
+	EventThinking = "thinking"
+	// EventToolCallStart announces a tool call (ID and Name set).
+	EventToolCallStart = "tool_call_start"
+	// EventToolCallDelta carries a fragment of a tool call's JSON arguments.
+	EventToolCallDelta = "tool_call_delta"
+	// EventToolCall carries a complete tool call.
+	EventToolCall = "tool_call"
+)
+
+// Event is one piece of a streamed reply.
+type Event struct {
+	Kind     string
+	Text     string
+	ToolCall *ToolCall
+}
+
+// Stop reasons.
+const (
+	StopEnd      = "end"
+	StopToolUse  = "tool_use"
+	StopMaxToken = "max_tokens"
+)
+
+// Usage counts tokens.
+type Usage struct {
+	InputTokens  int `json:"inputTokens"`
+	OutputTokens int `json:"outputTokens"`
+}
+
+// Reply is a finished model reply.
+type Reply struct {
+	Message    Message
+	StopReason string
+	Usage      Usage
+}
+
+// Provider streams replies from one family of models.
+type Provider interface {
+	// Name is the provider's name in "provider/model" ("faux", "anthropic", "openai").
+	Name() string
+	// Models lists the models the provider offers, best known first.
+	Models() []string
+	// Stream calls the model, passing each event to emit as it arrives,
+	// and returns the whole reply. An emit error stops the stream and is
+	// returned. Failures are *ProviderError when they come from the
+	// provider's service.
+	Stream(ctx context.Context, req Request, emit func(Event) error) (Reply, error)
+}
+
+// ProviderError is a failure reported by a provider's service.
+type ProviderError struct {
+	Provider string
+	// Status is the HTTP status, 0 when there was none.
+	Status int
+	// Message is safe to show to people: it never carries a key.
+	Message string
+	// Retryable reports whether the same request may succeed later
+	// (rate limits, overload, server errors).
+	Retryable bool
+}
+
+func (e *ProviderError) Error() string {
+	if e.Status != 0 {
+		return fmt.Sprintf("%s: %s (HTTP %d)", e.Provider, e.Message, e.Status)
+	}
+	return fmt.Sprintf("%s: %s", e.Provider, e.Message)
+}
