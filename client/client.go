@@ -36,6 +36,9 @@ type Options struct {
 	// Surface names the kind of client (protocol.SurfaceCLI, …); "sdk"
 	// when empty.
 	Surface string
+	// CompositionID names what the client expects to be served; default
+	// protocol.CompositionInteractive.
+	CompositionID string
 }
 
 // Interruption reasons.
@@ -165,6 +168,9 @@ func Dial(ctx context.Context, endpoint string, opts Options) (*Conn, error) {
 	if opts.Surface == "" {
 		opts.Surface = protocol.SurfaceSDK
 	}
+	if opts.CompositionID == "" {
+		opts.CompositionID = protocol.CompositionInteractive
+	}
 	var d net.Dialer
 	nc, err := d.DialContext(ctx, "unix", endpoint)
 	if err != nil {
@@ -179,7 +185,7 @@ func Dial(ctx context.Context, endpoint string, opts Options) (*Conn, error) {
 		Kind: protocol.KindHello, ClientInstanceID: opts.ClientInstanceID,
 		ProtocolMin: protocol.ProtocolVersion, ProtocolMax: protocol.ProtocolVersion,
 		CompatibilityEpoch: protocol.CompatibilityEpoch,
-		CompositionID:      protocol.CompositionInteractive, Surface: opts.Surface,
+		CompositionID:      opts.CompositionID, Surface: opts.Surface,
 	})
 	r := newLineReader(nc)
 	if _, err := nc.Write(append(hello, '\n')); err != nil {

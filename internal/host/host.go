@@ -69,6 +69,13 @@ type Config struct {
 	Logger       *slog.Logger
 	// Compose builds the composition; nil serves only the host operations.
 	Compose ComposeFunc
+	// Listener, when set, is served instead of the home's socket, and the
+	// host neither takes the home's lock nor publishes a registration: a
+	// session's worker serves its own socket this way.
+	Listener *net.UnixListener
+	// CompositionID is what a client's hello must name; default
+	// protocol.CompositionInteractive.
+	CompositionID string
 }
 
 // Host is a running daemon.
@@ -109,11 +116,14 @@ type Host struct {
 // composing. It returns while the host is still recovering; Ready is
 // closed once it serves domain operations.
 func Start(cfg Config) (*Host, error) {
-	if cfg.Home == "" || cfg.RuntimeDir == "" {
+	if cfg.Listener == nil && (cfg.Home == "" || cfg.RuntimeDir == "") {
 		return nil, errors.New("host: Home and RuntimeDir are required")
 	}
 	if err := protocol.ValidHostID(cfg.HostID); err != nil {
 		return nil, err
+	}
+	if cfg.CompositionID == "" {
+		cfg.CompositionID = protocol.CompositionInteractive
 	}
 	if cfg.HandshakeTimeout <= 0 {
 		cfg.HandshakeTimeout = 10 * time.Second
@@ -127,20 +137,8 @@ func Start(cfg Config) (*Host, error) {
 	if cfg.Version == "" {
 		cfg.Version = "dev"
 	}
-	if err := home.PrepareHome(cfg.Home); err != nil {
-		return nil, err
-	}
-	lock, err := home.Lock(cfg.Home)
+	lock, ln, err := claim(cfg)
 	if err != nil {
-		return nil, err
-	}
-	if err := home.PrepareRuntimeDir(cfg.RuntimeDir); err != nil {
-		lock.Release()
-		return nil, err
-	}
-	ln, err := home.Listen(cfg.RuntimeDir, cfg.HostID)
-	if err != nil {
-		lock.Release()
 		return nil, err
 	}
 	h := &Host{
@@ -161,7 +159,7 @@ func Start(cfg Config) (*Host, error) {
 	h.hostTable = h.hostHandlers()
 	if err := h.publish(); err != nil {
 		ln.Close()
-		lock.Release()
+		h.releaseLock()
 		return nil, err
 	}
 	h.wg.Go(h.acceptLoop)
@@ -171,6 +169,37 @@ func Start(cfg Config) (*Host, error) {
 	return h, nil
 }
 
+// claim takes the home's lock and listens on its socket, or, for an
+// embedded server, takes the listener it was given.
+func claim(cfg Config) (*home.HomeLock, *net.UnixListener, error) {
+	if cfg.Listener != nil {
+		return nil, cfg.Listener, nil
+	}
+	if err := home.PrepareHome(cfg.Home); err != nil {
+		return nil, nil, err
+	}
+	lock, err := home.Lock(cfg.Home)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := home.PrepareRuntimeDir(cfg.RuntimeDir); err != nil {
+		lock.Release()
+		return nil, nil, err
+	}
+	ln, err := home.Listen(cfg.RuntimeDir, cfg.HostID)
+	if err != nil {
+		lock.Release()
+		return nil, nil, err
+	}
+	return lock, ln, nil
+}
+
+func (h *Host) releaseLock() {
+	if h.lock != nil {
+		h.lock.Release()
+	}
+}
+
 func newID(n int) string {
 	b := make([]byte, n)
 	rand.Read(b)
@@ -178,7 +207,7 @@ func newID(n int) string {
 }
 
 // Endpoint is the socket path clients connect to.
-func (h *Host) Endpoint() string { return protocol.SocketPath(h.cfg.RuntimeDir, h.cfg.HostID) }
+func (h *Host) Endpoint() string { return h.ln.Addr().String() }
 
 // Epoch is this start's host epoch.
 func (h *Host) Epoch() string { return h.epoch }
@@ -225,6 +254,9 @@ func (h *Host) registration() protocol.Registration {
 }
 
 func (h *Host) publish() error {
+	if h.cfg.Listener != nil {
+		return nil
+	}
 	return home.WriteRegistration(h.cfg.RuntimeDir, h.registration())
 }
 
@@ -426,7 +458,7 @@ func (h *Host) handshake(c *net.UnixConn, t *transport.Conn) (Identity, bool) {
 		return Identity{}, false
 	}
 	hello := frame.Hello
-	if reason := incompatibility(hello); reason != "" {
+	if reason := incompatibility(hello, h.cfg.CompositionID); reason != "" {
 		msg, _ := json.Marshal(protocol.Incompatible{
 			Kind: protocol.KindIncompatible, Reason: reason,
 			HostProtocolMin: protocol.ProtocolVersion, HostProtocolMax: protocol.ProtocolVersion,
@@ -453,7 +485,7 @@ func (h *Host) handshake(c *net.UnixConn, t *transport.Conn) (Identity, bool) {
 	return id, true
 }
 
-func incompatibility(hello *protocol.Hello) string {
+func incompatibility(hello *protocol.Hello, composition string) string {
 	switch {
 	case hello.ProtocolMin > protocol.ProtocolVersion || hello.ProtocolMax < protocol.ProtocolVersion:
 		return fmt.Sprintf("the host speaks protocol %d; the client asked for %d..%d",
@@ -461,8 +493,8 @@ func incompatibility(hello *protocol.Hello) string {
 	case hello.CompatibilityEpoch != protocol.CompatibilityEpoch:
 		return fmt.Sprintf("the host is of compatibility epoch %d; the client of %d",
 			protocol.CompatibilityEpoch, hello.CompatibilityEpoch)
-	case hello.CompositionID != protocol.CompositionInteractive:
-		return fmt.Sprintf("the host serves composition %q, not %q", protocol.CompositionInteractive, hello.CompositionID)
+	case hello.CompositionID != composition:
+		return fmt.Sprintf("the host serves composition %q, not %q", composition, hello.CompositionID)
 	}
 	return ""
 }
@@ -580,10 +612,12 @@ func (h *Host) stop(cause error) {
 				h.logger.Warn("closing composition", "err", err)
 			}
 		}
-		if err := home.RemoveRegistration(h.cfg.RuntimeDir, h.cfg.HostID); err != nil {
-			h.logger.Warn("removing registration", "err", err)
+		if h.cfg.Listener == nil {
+			if err := home.RemoveRegistration(h.cfg.RuntimeDir, h.cfg.HostID); err != nil {
+				h.logger.Warn("removing registration", "err", err)
+			}
 		}
-		h.lock.Release()
+		h.releaseLock()
 		h.logger.Info("host stopped")
 		close(h.done)
 	})

@@ -39,7 +39,7 @@ func (h *Host) Status() protocol.HostStatus {
 		ProtocolMin:        protocol.ProtocolVersion,
 		ProtocolMax:        protocol.ProtocolVersion,
 		CompatibilityEpoch: protocol.CompatibilityEpoch,
-		CompositionID:      protocol.CompositionInteractive,
+		CompositionID:      h.cfg.CompositionID,
 		State:              state,
 		StartedAt:          h.startedAt,
 		UptimeMillis:       time.Since(h.startedAt).Milliseconds(),
