@@ -134,6 +134,9 @@ const (
 	ClosedSlowConsumer   = "slow_consumer"
 	ClosedAccessRevoked  = "access_revoked"
 	ClosedHostDraining   = "host_draining"
+	// ClosedWorkerExited ends the subscriptions of a session whose worker
+	// exited unexpectedly; the next attach starts a new worker.
+	ClosedWorkerExited = "worker_exited"
 )
 
 // SubscriptionClosedFrame is the last frame of a subscription.

@@ -522,6 +522,10 @@ func (h *Host) removeSession(s *connSession) {
 	h.checkIdle()
 }
 
+// CheckIdle tells the host that something its composition reports through
+// Busy may have ended, so it can arm its idle timer.
+func (h *Host) CheckIdle() { h.checkIdle() }
+
 // checkIdle arms the idle timer when nothing needs the host.
 func (h *Host) checkIdle() {
 	if h.cfg.IdleGrace <= 0 {

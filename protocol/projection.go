@@ -1,0 +1,120 @@
+package protocol
+
+import "encoding/json"
+
+// Turn statuses.
+const (
+	TurnRunning     = "running"
+	TurnCompleted   = "completed"
+	TurnStopped     = "stopped"
+	TurnInterrupted = "interrupted"
+	TurnFailed      = "failed"
+)
+
+// Session statuses (Session.Status).
+const (
+	SessionIdle    = "idle"
+	SessionRunning = "running"
+	SessionWaiting = "waiting" // a pending interaction holds the turn
+)
+
+// Approval policies: which tool calls wait for a person.
+const (
+	ApprovalAsk      = "ask"
+	ApprovalAll      = "all"
+	ApprovalReadOnly = "read-only"
+)
+
+// Interaction kinds and states.
+const (
+	InteractionPermission = "permission"
+	InteractionPending    = "pending"
+	InteractionAnswered   = "answered"
+	InteractionCancelled  = "cancelled"
+	// Answers to a permission interaction.
+	AnswerAllow = "allow"
+	AnswerDeny  = "deny"
+)
+
+// Queue entry states.
+const (
+	QueueQueued    = "queued"
+	QueueDelivered = "delivered"
+	QueueRetracted = "retracted"
+)
+
+// SessionProjection is the live state of a session a subscriber receives
+// when it opens a subscription; deltas then change it in order.
+type SessionProjection struct {
+	Session      Session         `json:"session"`
+	RootTurn     *TurnSnapshot   `json:"rootTurn"`
+	Queue        Queue           `json:"queue"`
+	Interactions []Interaction   `json:"interactions"`
+	Todo         []TodoItem      `json:"todo"`
+	Streams      []MessageStream `json:"streams"`
+	// TranscriptSequence is the last transcript record the projection includes.
+	TranscriptSequence uint64 `json:"transcriptSequence"`
+}
+
+// Queue holds the messages waiting for a turn: steering ones for the
+// running turn's next model call, follow-ups for the next turn.
+type Queue struct {
+	Steering []QueueEntry `json:"steering"`
+	FollowUp []QueueEntry `json:"followup"`
+}
+
+// MessageStream is an assistant message still streaming.
+type MessageStream struct {
+	TurnID    string `json:"turnId"`
+	MessageID string `json:"messageId"`
+	Text      string `json:"text"`
+	Thinking  string `json:"thinking,omitempty"`
+}
+
+// Delta events, in the order a turn produces them.
+const (
+	EventRunStart            = "run_start"
+	EventMessageStart        = "message_start"
+	EventMessageUpdate       = "message_update"
+	EventMessageEnd          = "message_end"
+	EventToolCallStart       = "tool_call_start"
+	EventToolCallUpdate      = "tool_call_update"
+	EventToolCallEnd         = "tool_call_end"
+	EventEntryAdded          = "entry_added"
+	EventRunEnd              = "run_end"
+	EventQueueChanged        = "queue_changed"
+	EventInteractionAdded    = "interaction_added"
+	EventInteractionResolved = "interaction_resolved"
+	EventTodoChanged         = "todo_changed"
+	EventSessionChanged      = "session_changed"
+)
+
+// ToolCallInfo describes a tool call in a delta.
+type ToolCallInfo struct {
+	ID        string          `json:"id"`
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments,omitempty"`
+	// Output is a chunk (tool_call_update) or the whole result (tool_call_end).
+	Output  string `json:"output,omitempty"`
+	IsError bool   `json:"isError,omitempty"`
+}
+
+// SessionDelta is one ordered change to a session's projection: the Event
+// says which fields are set.
+type SessionDelta struct {
+	Event     string `json:"event"`
+	TurnID    string `json:"turnId,omitempty"`
+	MessageID string `json:"messageId,omitempty"`
+	Role      string `json:"role,omitempty"`
+	// Text is a text delta (message_update) or the whole text (message_end).
+	Text string `json:"text,omitempty"`
+	// Thinking is a thinking delta (message_update).
+	Thinking    string          `json:"thinking,omitempty"`
+	ToolCall    *ToolCallInfo   `json:"toolCall,omitempty"`
+	Turn        *TurnSnapshot   `json:"turn,omitempty"`
+	Interaction *Interaction    `json:"interaction,omitempty"`
+	Queue       *Queue          `json:"queue,omitempty"`
+	Todo        []TodoItem      `json:"todo,omitempty"`
+	Session     *Session        `json:"session,omitempty"`
+	Entry       json.RawMessage `json:"entry,omitempty"`
+}
