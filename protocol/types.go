@@ -131,10 +131,24 @@ type SessionCreateInput struct {
 	Cwd       string `json:"cwd"`
 	Title     string `json:"title,omitempty"`
 	Model     string `json:"model,omitempty"`
+	Approval  string `json:"approval,omitempty"`
 }
 
 // Validate checks the input.
-func (in *SessionCreateInput) Validate() error { return requireString("input.cwd", in.Cwd) }
+func (in *SessionCreateInput) Validate() error {
+	if err := validApproval(in.Approval); err != nil {
+		return err
+	}
+	return requireString("input.cwd", in.Cwd)
+}
+
+func validApproval(policy string) error {
+	switch policy {
+	case "", "ask", "all", "read-only":
+		return nil
+	}
+	return FieldError("input.approval", `must be "ask", "all" or "read-only"`)
+}
 
 // SessionRenameInput is the input of session.rename.
 type SessionRenameInput struct {
@@ -220,11 +234,17 @@ type TurnStartInput struct {
 	SessionID string  `json:"sessionId"`
 	TurnID    string  `json:"turnId"`
 	Content   Content `json:"content"`
+	// Approval, when set, becomes the session's approval policy from this
+	// turn on.
+	Approval string `json:"approval,omitempty"`
 }
 
 // Validate checks the input.
 func (in *TurnStartInput) Validate() error {
 	if err := (&TurnRef{in.SessionID, in.TurnID}).Validate(); err != nil {
+		return err
+	}
+	if err := validApproval(in.Approval); err != nil {
 		return err
 	}
 	return requireString("input.content.text", in.Content.Text)

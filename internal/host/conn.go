@@ -245,6 +245,7 @@ func (s *connSession) dispatch(req *protocol.Request) bool {
 		Input:       req.Input,
 		Identity:    s.cfg.identity,
 		InputClosed: s.inputClosed,
+		attachment:  s.attachment,
 	}
 	var prev, done chan struct{}
 	if op.Serial {

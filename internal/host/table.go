@@ -65,8 +65,13 @@ type Call struct {
 	// no more requests will come, but this one's response will be sent.
 	InputClosed <-chan struct{}
 
-	op Admission
+	op         Admission
+	attachment Attachment
 }
+
+// Attachment returns what the composition attached to the call's
+// connection (see ConnectionAttacher), or nil.
+func (c *Call) Attachment() Attachment { return c.attachment }
 
 // AcquireResidency marks the call as holding the host resident (a running
 // turn, say) until release is called; host.status counts residencies.

@@ -1,0 +1,229 @@
+// Package agent is the agent loop: it streams a model's reply, runs the
+// tools the model calls (after the approval the session's policy asks
+// for), feeds their results back, and ends when the model stops calling
+// tools, when asked to stop after the current step, when interrupted, or on
+// failure. It knows nothing of sessions, transcripts or the protocol: the
+// worker gives it a provider, tools and hooks.
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync/atomic"
+
+	"github.com/agentd-dev/agentd/internal/llm"
+	"github.com/agentd-dev/agentd/internal/tools"
+)
+
+// DefaultMaxSteps bounds the model calls of one run.
+const DefaultMaxSteps = 100
+
+// Event kinds the loop reports.
+const (
+	MessageStart   = "message_start"
+	MessageUpdate  = "message_update"
+	MessageEnd     = "message_end"
+	ToolCallStart  = "tool_call_start"
+	ToolCallUpdate = "tool_call_update"
+	ToolCallEnd    = "tool_call_end"
+)
+
+// Event is one thing the loop did, in order.
+type Event struct {
+	Kind      string
+	MessageID string
+	// Text and Thinking are deltas on MessageUpdate.
+	Text     string
+	Thinking string
+	// Message is the whole message on MessageEnd.
+	Message *llm.Message
+	// ToolCall is set on the tool call events.
+	ToolCall *llm.ToolCall
+	// Output is a chunk (ToolCallUpdate) or the result (ToolCallEnd).
+	Output  string
+	IsError bool
+}
+
+// Decision is the answer to a tool call that needs approval.
+type Decision struct {
+	Allow  bool
+	Reason string
+}
+
+// Loop runs turns. Its hooks are called from the goroutine running Run.
+type Loop struct {
+	Provider llm.Provider
+	Model    string
+	Thinking string
+	System   string
+	Tools    []tools.Tool
+	Env      *tools.Env
+	MaxSteps int
+
+	// Approve decides whether a tool call may run; nil allows every call.
+	Approve func(ctx context.Context, call llm.ToolCall, tool tools.Tool) (Decision, error)
+	// Steering returns messages to add before the next model call.
+	Steering func() []llm.Message
+	// Emit receives every event.
+	Emit func(Event)
+	// Commit is called with each finished message (an assistant reply, a
+	// tool result, a steering message) before the loop goes on; an error
+	// (the transcript cannot be written) fails the run.
+	Commit func(llm.Message) error
+
+	stop    atomic.Bool
+	nextMsg atomic.Uint64
+}
+
+// Stop asks the loop to end after its current step.
+func (l *Loop) Stop() { l.stop.Store(true) }
+
+// Outcomes of a run.
+const (
+	OutcomeCompleted   = "completed"
+	OutcomeStopped     = "stopped"
+	OutcomeInterrupted = "interrupted"
+)
+
+// ErrMaxSteps ends a run that used all its steps.
+var ErrMaxSteps = errors.New("the model kept calling tools past the step limit")
+
+// Run continues the conversation history until the model is done. It
+// returns the outcome, or an error when the run failed.
+func (l *Loop) Run(ctx context.Context, history []llm.Message) (string, error) {
+	maxSteps := l.MaxSteps
+	if maxSteps <= 0 {
+		maxSteps = DefaultMaxSteps
+	}
+	specs := make([]llm.ToolSpec, len(l.Tools))
+	byName := make(map[string]tools.Tool, len(l.Tools))
+	for i, t := range l.Tools {
+		specs[i] = t.Spec()
+		byName[t.Spec().Name] = t
+	}
+	messages := append([]llm.Message(nil), history...)
+	for step := 0; ; step++ {
+		if l.Steering != nil {
+			for _, m := range l.Steering() {
+				if err := l.commit(m); err != nil {
+					return "", err
+				}
+				messages = append(messages, m)
+			}
+		}
+		if err := ctx.Err(); err != nil {
+			return OutcomeInterrupted, nil
+		}
+		if step >= maxSteps {
+			return "", ErrMaxSteps
+		}
+		reply, err := l.callModel(ctx, llm.Request{
+			Model: l.Model, System: l.System, Messages: messages, Tools: specs, Thinking: l.Thinking,
+		})
+		if err != nil {
+			if ctx.Err() != nil {
+				return OutcomeInterrupted, nil
+			}
+			return "", err
+		}
+		if err := l.commit(reply.Message); err != nil {
+			return "", err
+		}
+		messages = append(messages, reply.Message)
+		calls := reply.Message.ToolCalls()
+		if len(calls) == 0 {
+			return OutcomeCompleted, nil
+		}
+		results := llm.Message{Role: llm.RoleTool}
+		for _, call := range calls {
+			res := l.runTool(ctx, byName, call)
+			results.Parts = append(results.Parts, llm.Part{Type: llm.PartToolResult, ToolResult: &res})
+		}
+		if err := l.commit(results); err != nil {
+			return "", err
+		}
+		messages = append(messages, results)
+		if ctx.Err() != nil {
+			return OutcomeInterrupted, nil
+		}
+		if l.stop.Load() {
+			return OutcomeStopped, nil
+		}
+	}
+}
+
+func (l *Loop) emit(e Event) {
+	if l.Emit != nil {
+		l.Emit(e)
+	}
+}
+
+func (l *Loop) commit(m llm.Message) error {
+	if l.Commit == nil {
+		return nil
+	}
+	return l.Commit(m)
+}
+
+// callModel streams one reply, reporting its text as it arrives.
+func (l *Loop) callModel(ctx context.Context, req llm.Request) (llm.Reply, error) {
+	id := "m" + strconv.FormatUint(l.nextMsg.Add(1), 10)
+	l.emit(Event{Kind: MessageStart, MessageID: id})
+	reply, err := l.Provider.Stream(ctx, req, func(ev llm.Event) error {
+		switch ev.Kind {
+		case llm.EventText:
+			l.emit(Event{Kind: MessageUpdate, MessageID: id, Text: ev.Text})
+		case llm.EventThinking:
+			l.emit(Event{Kind: MessageUpdate, MessageID: id, Thinking: ev.Text})
+		}
+		return nil
+	})
+	if err != nil {
+		l.emit(Event{Kind: MessageEnd, MessageID: id, Message: &llm.Message{Role: llm.RoleAssistant}, IsError: true})
+		return llm.Reply{}, err
+	}
+	reply.Message.Role = llm.RoleAssistant
+	l.emit(Event{Kind: MessageEnd, MessageID: id, Message: &reply.Message})
+	return reply, nil
+}
+
+// runTool runs one tool call after its approval; every failure becomes an
+// error result for the model, so the turn goes on.
+func (l *Loop) runTool(ctx context.Context, byName map[string]tools.Tool, call llm.ToolCall) llm.ToolResult {
+	l.emit(Event{Kind: ToolCallStart, ToolCall: &call})
+	res := llm.ToolResult{CallID: call.ID, Name: call.Name}
+	finish := func(content string, isError bool) llm.ToolResult {
+		res.Content, res.IsError = content, isError
+		l.emit(Event{Kind: ToolCallEnd, ToolCall: &call, Output: content, IsError: isError})
+		return res
+	}
+	tool, ok := byName[call.Name]
+	if !ok {
+		return finish(fmt.Sprintf("there is no tool named %q", call.Name), true)
+	}
+	if len(call.Arguments) == 0 || !json.Valid(call.Arguments) {
+		return finish(fmt.Sprintf("%s: arguments are not valid JSON", call.Name), true)
+	}
+	if l.Approve != nil {
+		d, err := l.Approve(ctx, call, tool)
+		if err != nil {
+			return finish(fmt.Sprintf("%s was not run: %v", call.Name, err), true)
+		}
+		if !d.Allow {
+			reason := d.Reason
+			if reason == "" {
+				reason = "the user denied it"
+			}
+			return finish(fmt.Sprintf("%s was not run: %s", call.Name, reason), true)
+		}
+	}
+	env := *l.Env
+	env.Progress = func(chunk string) {
+		l.emit(Event{Kind: ToolCallUpdate, ToolCall: &call, Output: chunk})
+	}
+	out := tool.Run(ctx, &env, call.Arguments)
+	return finish(out.Content, out.IsError)
+}

@@ -1,0 +1,404 @@
+package sessions
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/agentd-dev/agentd/internal/catalog"
+	"github.com/agentd-dev/agentd/internal/host"
+	"github.com/agentd-dev/agentd/protocol"
+)
+
+func (s *Service) handlers() host.Table {
+	t := host.Table{}
+	host.Handle(t, protocol.OpSessionList, s.list)
+	host.Handle(t, protocol.OpSessionCreate, s.create)
+	host.Handle(t, protocol.OpSessionGet, s.get)
+	host.Handle(t, protocol.OpSessionRename, s.rename)
+	host.Handle(t, protocol.OpSessionArchive, s.archive)
+	host.Handle(t, protocol.OpSessionRemove, s.remove)
+	host.Handle(t, protocol.OpSessionTodoQuery, s.todo)
+	host.Handle(t, protocol.OpTurnStart, s.startTurn)
+	host.Handle(t, protocol.OpTurnQuery, turnOp(s, protocol.OpTurnQuery, false))
+	host.Handle(t, protocol.OpTurnStop, turnOp(s, protocol.OpTurnStop, true))
+	host.Handle(t, protocol.OpTurnInterrupt, turnOp(s, protocol.OpTurnInterrupt, true))
+	host.Handle(t, protocol.OpTurnMessageSubmit, s.submit)
+	host.Handle(t, protocol.OpQueueRetract, s.retract)
+	host.Handle(t, protocol.OpInteractionQuery, s.interactions)
+	host.Handle(t, protocol.OpInteractionAnswer, s.answer)
+	host.Handle(t, protocol.OpModelsList, s.models)
+	host.Handle(t, protocol.OpModelsSelect, s.selectModel)
+	host.Handle(t, protocol.OpModelsThinkingSet, s.setThinking)
+	host.Handle(t, protocol.OpSubscriptionOpen, s.open)
+	host.Handle(t, protocol.OpSubscriptionReady, s.ready)
+	host.Handle(t, protocol.OpSubscriptionClose, s.closeSubscription)
+	return t
+}
+
+func (s *Service) session(h catalog.Header) protocol.Session {
+	return h.Session(s.status(h.ID))
+}
+
+func (s *Service) list(_ context.Context, _ *host.Call, in *protocol.SessionListInput) (protocol.SessionListResult, error) {
+	hs := s.cat.List(catalog.ListOptions{IncludeArchived: in.IncludeArchived})
+	out := protocol.SessionListResult{Sessions: make([]protocol.Session, len(hs))}
+	for i, h := range hs {
+		out.Sessions[i] = s.session(h)
+	}
+	return out, nil
+}
+
+func (s *Service) create(_ context.Context, _ *host.Call, in *protocol.SessionCreateInput) (protocol.Session, error) {
+	model := in.Model
+	if model == "" {
+		model = s.cat.ModelForNew(s.cfg.Models.Default())
+	} else if err := s.cfg.Models.Check(model); err != nil {
+		return protocol.Session{}, protocol.Errorf(protocol.CodeInvalidRequest, "%v", err)
+	}
+	approval := in.Approval
+	if approval == "" {
+		approval = protocol.ApprovalAsk
+	}
+	h, err := s.cat.Create(catalog.CreateOptions{ID: in.SessionID, Cwd: in.Cwd, Title: in.Title, Model: model, Approval: approval, Thinking: "off"})
+	if err != nil {
+		return protocol.Session{}, catalogError(err)
+	}
+	return s.session(h), nil
+}
+
+func (s *Service) get(_ context.Context, _ *host.Call, in *protocol.SessionRef) (protocol.Session, error) {
+	h, err := s.cat.Resolve(in.SessionID)
+	if err != nil {
+		return protocol.Session{}, catalogError(err)
+	}
+	return s.session(h), nil
+}
+
+func (s *Service) rename(_ context.Context, _ *host.Call, in *protocol.SessionRenameInput) (protocol.Session, error) {
+	h, err := s.resolveLive(in.SessionID)
+	if err != nil {
+		return protocol.Session{}, err
+	}
+	if h, err = s.cat.Rename(h.ID, in.Title); err != nil {
+		return protocol.Session{}, catalogError(err)
+	}
+	return s.session(h), nil
+}
+
+func (s *Service) archive(_ context.Context, _ *host.Call, in *protocol.SessionRef) (protocol.Session, error) {
+	h, err := s.resolveLive(in.SessionID)
+	if err != nil {
+		return protocol.Session{}, err
+	}
+	s.stopWorker(h.ID)
+	if h, err = s.cat.Archive(h.ID); err != nil {
+		return protocol.Session{}, catalogError(err)
+	}
+	return s.session(h), nil
+}
+
+func (s *Service) remove(_ context.Context, _ *host.Call, in *protocol.SessionRef) (protocol.SessionRef, error) {
+	h, err := s.cat.Resolve(in.SessionID)
+	if err != nil {
+		return protocol.SessionRef{}, catalogError(err)
+	}
+	s.stopWorker(h.ID)
+	if err := s.cat.Remove(h.ID); err != nil {
+		return protocol.SessionRef{}, catalogError(err)
+	}
+	return protocol.SessionRef{SessionID: h.ID}, nil
+}
+
+// stopWorker stops a session's worker, if one runs, closing its
+// subscriptions as removed.
+func (s *Service) stopWorker(id string) {
+	s.mu.Lock()
+	w := s.workers[id]
+	s.mu.Unlock()
+	if w == nil {
+		return
+	}
+	w.mu.Lock()
+	relays := w.relays
+	w.relays = map[*relay]bool{}
+	w.mu.Unlock()
+	for r := range relays {
+		r.end(protocol.ClosedSessionRemoved)
+	}
+	w.stop()
+}
+
+func (s *Service) todo(ctx context.Context, _ *host.Call, in *protocol.SessionRef) (protocol.TodoQueryResult, error) {
+	h, err := s.resolve(in.SessionID)
+	if err != nil {
+		return protocol.TodoQueryResult{}, err
+	}
+	return forward[protocol.TodoQueryResult](ctx, s, h, protocol.OpSessionTodoQuery, protocol.SessionRef{SessionID: h.ID})
+}
+
+func (s *Service) startTurn(ctx context.Context, _ *host.Call, in *protocol.TurnStartInput) (protocol.TurnStartResult, error) {
+	h, err := s.resolveLive(in.SessionID)
+	if err != nil {
+		return protocol.TurnStartResult{}, err
+	}
+	if err := s.cfg.Models.Check(s.modelOf(h)); err != nil {
+		return protocol.TurnStartResult{}, protocol.Errorf(protocol.CodeOperationUnavailable, "%v", err)
+	}
+	if in.Approval != "" && in.Approval != h.Approval {
+		if h, err = s.cat.SetApproval(h.ID, in.Approval); err != nil {
+			return protocol.TurnStartResult{}, catalogError(err)
+		}
+	}
+	in.SessionID = h.ID
+	res, err := forward[protocol.TurnStartResult](ctx, s, h, protocol.OpTurnStart, in)
+	if err == nil {
+		s.cat.Touch(h.ID, time.Now())
+		s.markBusy(h.ID)
+	}
+	return res, err
+}
+
+func (s *Service) modelOf(h catalog.Header) string {
+	if h.Model == "" {
+		return s.cfg.Models.Default()
+	}
+	return h.Model
+}
+
+func (s *Service) markBusy(id string) {
+	s.mu.Lock()
+	w := s.workers[id]
+	s.mu.Unlock()
+	if w != nil {
+		w.mu.Lock()
+		w.busy = true
+		w.mu.Unlock()
+		w.disarmIdle()
+		w.armIdle()
+	}
+}
+
+func turnOp(s *Service, op string, command bool) func(context.Context, *host.Call, *protocol.TurnRef) (protocol.TurnSnapshot, error) {
+	return func(ctx context.Context, _ *host.Call, in *protocol.TurnRef) (protocol.TurnSnapshot, error) {
+		resolve := s.resolve
+		if command {
+			resolve = s.resolveLive
+		}
+		h, err := resolve(in.SessionID)
+		if err != nil {
+			return protocol.TurnSnapshot{}, err
+		}
+		in.SessionID = h.ID
+		return forward[protocol.TurnSnapshot](ctx, s, h, op, in)
+	}
+}
+
+func (s *Service) submit(ctx context.Context, _ *host.Call, in *protocol.MessageSubmitInput) (protocol.QueueEntry, error) {
+	h, err := s.resolveLive(in.SessionID)
+	if err != nil {
+		return protocol.QueueEntry{}, err
+	}
+	in.SessionID = h.ID
+	res, err := forward[protocol.QueueEntry](ctx, s, h, protocol.OpTurnMessageSubmit, in)
+	if err == nil {
+		s.cat.Touch(h.ID, time.Now())
+	}
+	return res, err
+}
+
+func (s *Service) retract(ctx context.Context, _ *host.Call, in *protocol.QueueRetractInput) (protocol.QueueEntry, error) {
+	h, err := s.resolveLive(in.SessionID)
+	if err != nil {
+		return protocol.QueueEntry{}, err
+	}
+	in.SessionID = h.ID
+	return forward[protocol.QueueEntry](ctx, s, h, protocol.OpQueueRetract, in)
+}
+
+// liveWorker returns the session's worker when one runs, without starting one.
+func (s *Service) liveWorker(id string) *worker {
+	s.mu.Lock()
+	w := s.workers[id]
+	s.mu.Unlock()
+	if w == nil {
+		return nil
+	}
+	select {
+	case <-w.ready:
+		if w.startErr == nil {
+			return w
+		}
+	case <-w.exited:
+	}
+	return nil
+}
+
+func (s *Service) interactions(ctx context.Context, _ *host.Call, in *protocol.SessionRef) (protocol.InteractionQueryResult, error) {
+	h, err := s.resolve(in.SessionID)
+	if err != nil {
+		return protocol.InteractionQueryResult{}, err
+	}
+	if s.liveWorker(h.ID) == nil {
+		return protocol.InteractionQueryResult{Pending: []protocol.Interaction{}}, nil
+	}
+	return forward[protocol.InteractionQueryResult](ctx, s, h, protocol.OpInteractionQuery, protocol.SessionRef{SessionID: h.ID})
+}
+
+func (s *Service) answer(ctx context.Context, _ *host.Call, in *protocol.InteractionAnswerInput) (protocol.Interaction, error) {
+	h, err := s.resolveLive(in.SessionID)
+	if err != nil {
+		return protocol.Interaction{}, err
+	}
+	if s.liveWorker(h.ID) == nil {
+		return protocol.Interaction{}, protocol.Errorf(protocol.CodeNotFound, "no pending interaction %q: session %s runs nothing", in.InteractionID, h.ID)
+	}
+	in.SessionID = h.ID
+	return forward[protocol.Interaction](ctx, s, h, protocol.OpInteractionAnswer, in)
+}
+
+func (s *Service) models(context.Context, *host.Call, *protocol.ModelsListInput) (protocol.ModelsListResult, error) {
+	def := s.cat.ModelForNew(s.cfg.Models.Default())
+	m, err := parseModel(def)
+	out := protocol.ModelsListResult{Models: s.cfg.Models.Available()}
+	if err == nil {
+		out.Default = &m
+	}
+	return out, nil
+}
+
+func parseModel(spec string) (protocol.Model, error) {
+	if err := catalog.ValidModel(spec); err != nil {
+		return protocol.Model{}, err
+	}
+	for i := range spec {
+		if spec[i] == '/' {
+			return protocol.Model{Provider: spec[:i], ModelID: spec[i+1:]}, nil
+		}
+	}
+	return protocol.Model{}, catalog.ErrInvalidModel
+}
+
+func (s *Service) selectModel(ctx context.Context, _ *host.Call, in *protocol.ModelsSelectInput) (protocol.ModelSelection, error) {
+	if err := catalog.ValidModel(in.Model); err != nil {
+		return protocol.ModelSelection{}, protocol.Errorf(protocol.CodeInvalidRequest, "%v", err)
+	}
+	if err := s.cfg.Models.Check(in.Model); err != nil {
+		return protocol.ModelSelection{}, protocol.Errorf(protocol.CodeInvalidRequest, "%v", err)
+	}
+	if _, err := s.cat.RecordSelectedModel(in.Model); err != nil {
+		return protocol.ModelSelection{}, catalogError(err)
+	}
+	if in.SessionID == "" {
+		return protocol.ModelSelection{Model: in.Model}, nil
+	}
+	h, err := s.resolveLive(in.SessionID)
+	if err != nil {
+		return protocol.ModelSelection{}, err
+	}
+	if h, err = s.cat.SetModel(h.ID, in.Model); err != nil {
+		return protocol.ModelSelection{}, catalogError(err)
+	}
+	if s.liveWorker(h.ID) != nil {
+		in.SessionID = h.ID
+		if _, err := forward[protocol.ModelSelection](ctx, s, h, protocol.OpModelsSelect, in); err != nil {
+			return protocol.ModelSelection{}, err
+		}
+	}
+	return protocol.ModelSelection{SessionID: h.ID, Model: h.Model, Thinking: h.Thinking}, nil
+}
+
+func (s *Service) setThinking(ctx context.Context, _ *host.Call, in *protocol.ThinkingSetInput) (protocol.ModelSelection, error) {
+	h, err := s.resolveLive(in.SessionID)
+	if err != nil {
+		return protocol.ModelSelection{}, err
+	}
+	if h, err = s.cat.SetThinking(h.ID, in.Level); err != nil {
+		return protocol.ModelSelection{}, catalogError(err)
+	}
+	if s.liveWorker(h.ID) != nil {
+		in.SessionID = h.ID
+		if _, err := forward[protocol.ModelSelection](ctx, s, h, protocol.OpModelsThinkingSet, in); err != nil {
+			return protocol.ModelSelection{}, err
+		}
+	}
+	return protocol.ModelSelection{SessionID: h.ID, Model: h.Model, Thinking: h.Thinking}, nil
+}
+
+func (s *Service) open(ctx context.Context, call *host.Call, in *protocol.SubscriptionOpenInput) (protocol.SubscriptionOpenResult, error) {
+	c, ok := call.Attachment().(*clientConn)
+	if !ok {
+		return protocol.SubscriptionOpenResult{}, protocol.Errorf(protocol.CodeInternalFailure, "connection not attached")
+	}
+	h, err := s.resolve(in.SessionID)
+	if err != nil {
+		return protocol.SubscriptionOpenResult{}, err
+	}
+	w, err := s.ensureWorker(ctx, h)
+	if err != nil {
+		return protocol.SubscriptionOpenResult{}, err
+	}
+	w.disarmIdle()
+	in.SessionID = h.ID
+	var res protocol.SubscriptionOpenResult
+	if err := w.conn.Request(ctx, protocol.OpSubscriptionOpen, in, &res); err != nil {
+		w.armIdle()
+		return res, protocol.Errorf(protocol.CodeInternalFailure, "opening the session's stream: %v", err)
+	}
+	rctx, cancel := context.WithCancel(context.Background())
+	r := &relay{c: c, w: w, id: res.SubscriptionID, watch: w.conn.Watch(res.SubscriptionID), cancel: cancel, done: make(chan struct{})}
+	c.mu.Lock()
+	c.relays[r.id] = r
+	c.mu.Unlock()
+	w.mu.Lock()
+	w.relays[r] = true
+	w.mu.Unlock()
+	workerEpoch := res.HostEpoch
+	s.wg.Go(func() { r.run(rctx, workerEpoch) })
+	res.HostEpoch = s.host.Epoch()
+	var snap protocol.SessionProjection
+	if json.Unmarshal(res.Snapshot, &snap) == nil {
+		status := snap.Session.Status
+		snap.Session = h.Session(status)
+		res.Snapshot, _ = json.Marshal(snap)
+	}
+	return res, nil
+}
+
+func (c *clientConn) relay(id string) (*relay, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r, ok := c.relays[id]
+	if !ok {
+		return nil, protocol.Errorf(protocol.CodeNotFound, "no subscription %q on this connection", id)
+	}
+	return r, nil
+}
+
+func (s *Service) ready(ctx context.Context, call *host.Call, in *protocol.SubscriptionRef) (protocol.SubscriptionRef, error) {
+	c, _ := call.Attachment().(*clientConn)
+	if c == nil {
+		return protocol.SubscriptionRef{}, protocol.Errorf(protocol.CodeInternalFailure, "connection not attached")
+	}
+	r, err := c.relay(in.SubscriptionID)
+	if err != nil {
+		return protocol.SubscriptionRef{}, err
+	}
+	if err := r.w.conn.Request(ctx, protocol.OpSubscriptionReady, in, nil); err != nil {
+		return protocol.SubscriptionRef{}, protocol.Errorf(protocol.CodeInternalFailure, "starting the session's stream: %v", err)
+	}
+	return *in, nil
+}
+
+func (s *Service) closeSubscription(ctx context.Context, call *host.Call, in *protocol.SubscriptionRef) (protocol.SubscriptionRef, error) {
+	c, _ := call.Attachment().(*clientConn)
+	if c == nil {
+		return protocol.SubscriptionRef{}, protocol.Errorf(protocol.CodeInternalFailure, "connection not attached")
+	}
+	r, err := c.relay(in.SubscriptionID)
+	if err != nil {
+		return protocol.SubscriptionRef{}, err
+	}
+	r.close()
+	return *in, nil
+}

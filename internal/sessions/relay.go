@@ -1,0 +1,152 @@
+package sessions
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"sync"
+	"time"
+
+	"github.com/agentd-dev/agentd/client"
+	"github.com/agentd-dev/agentd/internal/host"
+	"github.com/agentd-dev/agentd/protocol"
+)
+
+func decodeJSON(b []byte, v any) error { return json.Unmarshal(b, v) }
+
+// clientConn is the service's state for one client connection: the
+// subscriptions it holds.
+type clientConn struct {
+	s   *Service
+	id  host.Identity
+	out *host.OutboundWriter
+
+	mu     sync.Mutex
+	relays map[string]*relay // guarded by mu: by subscription id
+}
+
+// Close ends the connection's subscriptions.
+func (c *clientConn) Close(context.Context) error {
+	c.mu.Lock()
+	relays := c.relays
+	c.relays = map[string]*relay{}
+	c.mu.Unlock()
+	for _, r := range relays {
+		r.close()
+	}
+	return nil
+}
+
+// relay carries one client subscription: the worker's frames of the
+// matching worker subscription, with the host's epoch. The subscription id
+// is the worker's, so frames need no other change; a relay delivers in the
+// worker's order and never reorders.
+type relay struct {
+	c      *clientConn
+	w      *worker
+	id     string
+	watch  *client.Watcher
+	cancel context.CancelFunc
+	once   sync.Once
+	done   chan struct{}
+	seq    uint64 // the last sequence relayed; read after done
+}
+
+func (r *relay) run(ctx context.Context, workerEpoch string) {
+	defer close(r.done)
+	from := []byte(`"hostEpoch":"` + workerEpoch + `"`)
+	to := []byte(`"hostEpoch":"` + r.c.s.host.Epoch() + `"`)
+	for {
+		f, err := r.watch.Next(ctx)
+		if err != nil {
+			return
+		}
+		r.seq = f.Sequence
+		frame := bytes.Replace(f.Raw, from, to, 1)
+		r.noteTurn(frame)
+		class := host.Control
+		switch f.Kind {
+		case protocol.KindSubscriptionClosed:
+			class = host.Fence
+		case protocol.KindRuntimeResourcePtyData:
+			class = host.Data
+		}
+		if _, err := r.c.out.Enqueue(class, frame); err != nil {
+			return
+		}
+		if f.Kind == protocol.KindSubscriptionClosed {
+			r.detach()
+			return
+		}
+	}
+}
+
+var (
+	runStart = []byte(`"delta":{"event":"run_start"`)
+	runEnd   = []byte(`"delta":{"event":"run_end"`)
+)
+
+// noteTurn follows whether the worker runs a turn, from its deltas.
+func (r *relay) noteTurn(frame []byte) {
+	switch {
+	case bytes.Contains(frame, runStart):
+		r.w.mu.Lock()
+		r.w.busy = true
+		r.w.mu.Unlock()
+	case bytes.Contains(frame, runEnd):
+		r.w.mu.Lock()
+		r.w.busy = false
+		r.w.mu.Unlock()
+	}
+}
+
+// detach forgets the relay on both sides and lets the worker idle.
+func (r *relay) detach() {
+	r.c.mu.Lock()
+	if r.c.relays[r.id] == r {
+		delete(r.c.relays, r.id)
+	}
+	r.c.mu.Unlock()
+	r.w.mu.Lock()
+	delete(r.w.relays, r)
+	r.w.mu.Unlock()
+	r.w.armIdle()
+}
+
+// close ends the subscription on the worker and stops relaying.
+func (r *relay) close() {
+	r.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if r.w.conn.Request(ctx, protocol.OpSubscriptionClose, protocol.SubscriptionRef{SubscriptionID: r.id}, nil) == nil {
+			// The worker's closed frame follows its deltas; let the relay
+			// carry it to the client.
+			select {
+			case <-r.done:
+			case <-ctx.Done():
+			}
+		}
+		r.cancel()
+		<-r.done
+		r.watch.Close()
+		r.detach()
+	})
+}
+
+// end closes the client's subscription with reason because the worker is
+// gone.
+func (r *relay) end(reason string) {
+	r.once.Do(func() {
+		r.cancel()
+		<-r.done
+		r.watch.Close()
+		b, _ := json.Marshal(protocol.SubscriptionClosedFrame{
+			Pushed: protocol.Pushed{Kind: protocol.KindSubscriptionClosed, HostEpoch: r.c.s.host.Epoch(), SubscriptionID: r.id, Sequence: r.seq + 1},
+			Reason: reason,
+		})
+		r.c.out.Enqueue(host.Fence, b)
+		r.c.mu.Lock()
+		delete(r.c.relays, r.id)
+		r.c.mu.Unlock()
+	})
+}

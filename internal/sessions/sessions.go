@@ -1,0 +1,211 @@
+// Package sessions is the host's session service: the composition that
+// fills the host's operation table with the session, turn, interaction,
+// model and subscription operations. It keeps the catalog, starts one
+// worker process per active session, forwards each session's operations to
+// its worker, relays the worker's subscription frames to clients, stops
+// idle workers, and replaces workers that exit.
+//
+// It knows the catalog and the worker's protocol, and nothing of how a
+// worker runs an agent.
+package sessions
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/agentd-dev/agentd/client"
+	"github.com/agentd-dev/agentd/internal/catalog"
+	"github.com/agentd-dev/agentd/internal/host"
+	"github.com/agentd-dev/agentd/protocol"
+)
+
+// Models is what the service needs to know of the configured providers.
+type Models interface {
+	// Available lists the models of every registered provider.
+	Available() []protocol.Model
+	// Check reports why spec ("provider/model") cannot run, or nil.
+	Check(spec string) error
+	// Default is the host's default model.
+	Default() string
+}
+
+// Config configures the service.
+type Config struct {
+	Home       string
+	RuntimeDir string
+	HostID     string
+	// WorkerCommand is the argv that starts a worker; the service appends
+	// the session's flags. Default: this executable with "worker".
+	WorkerCommand []string
+	// WorkerIdleGrace is how long a worker with no subscriber and no
+	// running turn lives on (default 30s).
+	WorkerIdleGrace time.Duration
+	Models          Models
+	Logger          *slog.Logger
+}
+
+// Service is the composition.
+type Service struct {
+	cfg   Config     // constant
+	host  *host.Host // constant
+	cat   *catalog.Catalog
+	log   *slog.Logger
+	wg    sync.WaitGroup // worker monitors and relays
+	table host.Table
+
+	mu       sync.Mutex
+	workers  map[string]*worker // guarded by mu: by session id
+	draining bool               // guarded by mu
+}
+
+// New opens the catalog and returns the service; use it as a host's
+// ComposeFunc through Compose.
+func New(h *host.Host, cfg Config) (*Service, error) {
+	if cfg.WorkerIdleGrace <= 0 {
+		cfg.WorkerIdleGrace = 30 * time.Second
+	}
+	if len(cfg.WorkerCommand) == 0 {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("finding the worker command: %w", err)
+		}
+		cfg.WorkerCommand = []string{exe, "worker"}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	cat, err := catalog.Open(cfg.Home)
+	if err != nil {
+		return nil, fmt.Errorf("opening the session catalog: %w", err)
+	}
+	s := &Service{cfg: cfg, host: h, cat: cat, log: cfg.Logger, workers: map[string]*worker{}}
+	s.table = s.handlers()
+	return s, nil
+}
+
+// Compose returns a host.ComposeFunc building the service.
+func Compose(cfg Config) host.ComposeFunc {
+	return func(_ context.Context, h *host.Host) (host.Composition, error) {
+		return New(h, cfg)
+	}
+}
+
+// Handlers implements host.Composition.
+func (s *Service) Handlers() host.Table { return s.table }
+
+// Busy keeps the host while any worker lives.
+func (s *Service) Busy() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.workers) > 0
+}
+
+// BeginDrain stops every worker: a running turn is recorded as interrupted.
+func (s *Service) BeginDrain() {
+	s.mu.Lock()
+	s.draining = true
+	workers := make([]*worker, 0, len(s.workers))
+	for _, w := range s.workers {
+		workers = append(workers, w)
+	}
+	s.mu.Unlock()
+	for _, w := range workers {
+		w.stop()
+	}
+}
+
+// Close waits for the workers and relays to end.
+func (s *Service) Close(ctx context.Context) error {
+	s.BeginDrain()
+	s.wg.Wait()
+	return nil
+}
+
+// AttachConnection implements host.ConnectionAttacher: it tracks the
+// subscriptions each client connection holds.
+func (s *Service) AttachConnection(id host.Identity, out *host.OutboundWriter) host.Attachment {
+	return &clientConn{s: s, id: id, out: out, relays: map[string]*relay{}}
+}
+
+// status is the runtime status of a session the host knows of.
+func (s *Service) status(id string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if w, ok := s.workers[id]; ok && w.running() {
+		return protocol.SessionRunning
+	}
+	return protocol.SessionIdle
+}
+
+// resolve finds the session a selector names, mapping catalog errors to
+// protocol errors.
+func (s *Service) resolve(selector string) (catalog.Header, error) {
+	h, err := s.cat.Resolve(selector)
+	if err != nil {
+		return catalog.Header{}, catalogError(err)
+	}
+	if h.Damaged {
+		return catalog.Header{}, protocol.Errorf(protocol.CodeInternalFailure, "session %s is damaged: %s", h.ID, h.Damage)
+	}
+	return h, nil
+}
+
+// resolveLive is resolve for mutations: an archived session refuses them.
+func (s *Service) resolveLive(selector string) (catalog.Header, error) {
+	h, err := s.resolve(selector)
+	if err != nil {
+		return h, err
+	}
+	if h.Archived {
+		return h, protocol.Errorf(protocol.CodeSessionArchived, "session %s is archived", h.ID)
+	}
+	return h, nil
+}
+
+func catalogError(err error) error {
+	var amb *catalog.AmbiguousError
+	switch {
+	case errors.As(err, &amb):
+		ids := make([]string, len(amb.Candidates))
+		for i, c := range amb.Candidates {
+			ids[i] = fmt.Sprintf("%s (%s)", c.ID, c.Title)
+		}
+		return protocol.Errorf(protocol.CodeSessionAmbiguous, "session %q is ambiguous: %s", amb.Selector, strings.Join(ids, ", "))
+	case errors.Is(err, catalog.ErrNotFound):
+		return protocol.Errorf(protocol.CodeNotFound, "%v", err)
+	case errors.Is(err, catalog.ErrArchived):
+		return protocol.Errorf(protocol.CodeSessionArchived, "%v", err)
+	case errors.Is(err, catalog.ErrDuplicate):
+		return protocol.Errorf(protocol.CodeOperationConflict, "%v", err)
+	}
+	var inv *catalog.InvalidError
+	if errors.As(err, &inv) || errors.Is(err, catalog.ErrInvalidModel) {
+		return protocol.Errorf(protocol.CodeInvalidRequest, "%v", err)
+	}
+	return err
+}
+
+// forward runs op on the session's worker, starting it when needed.
+func forward[Out any](ctx context.Context, s *Service, h catalog.Header, op string, in any) (Out, error) {
+	var out Out
+	w, err := s.ensureWorker(ctx, h)
+	if err != nil {
+		return out, err
+	}
+	err = w.conn.Request(ctx, op, in, &out)
+	var re *client.RemoteError
+	if errors.As(err, &re) {
+		return out, &protocol.Error{Code: re.Code, Message: re.Message}
+	}
+	var ie *client.InterruptedError
+	if errors.As(err, &ie) {
+		return out, protocol.Errorf(protocol.CodeInternalFailure, "the session's worker stopped answering: %s", w.exitCause())
+	}
+	return out, err
+}

@@ -1,0 +1,321 @@
+package sessions
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/agentd-dev/agentd/client"
+	"github.com/agentd-dev/agentd/internal/catalog"
+	"github.com/agentd-dev/agentd/protocol"
+)
+
+// workerStartTimeout bounds a worker's start until it answers.
+const workerStartTimeout = 30 * time.Second
+
+// worker is one session's worker process, as the host sees it.
+type worker struct {
+	s         *Service
+	sessionID string
+	pid       int
+	conn      *client.Conn  // constant once started
+	ready     chan struct{} // closed once started or failed
+	startErr  error         // set before ready is closed
+	exited    chan struct{} // closed when the process has exited
+
+	mu       sync.Mutex
+	cause    string          // guarded by mu: why the process exited
+	stopping bool            // guarded by mu: the host asked it to stop
+	relays   map[*relay]bool // guarded by mu
+	idle     *time.Timer     // guarded by mu
+	busy     bool            // guarded by mu: a turn runs, as its deltas say
+}
+
+func (w *worker) running() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.busy
+}
+
+func (w *worker) exitCause() string {
+	select {
+	case <-w.exited:
+	case <-time.After(time.Second):
+		return "it did not answer"
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.cause
+}
+
+// socketPath is where the worker of a session listens: beside the host's
+// own socket, named after it.
+func (s *Service) socketPath(sessionID string) string {
+	return filepath.Join(s.cfg.RuntimeDir, s.cfg.HostID+"-w-"+sessionID+".sock")
+}
+
+// previousExitPath keeps why a session's last worker died, for the next
+// one to record.
+func (s *Service) previousExitPath(sessionID string) string {
+	return filepath.Join(s.cat.Dir(sessionID), "worker-exit")
+}
+
+// ensureWorker returns the session's live worker, starting one if none runs.
+func (s *Service) ensureWorker(ctx context.Context, h catalog.Header) (*worker, error) {
+	s.mu.Lock()
+	if s.draining {
+		s.mu.Unlock()
+		return nil, protocol.Errorf(protocol.CodeDraining, "the host is draining")
+	}
+	w, ok := s.workers[h.ID]
+	if !ok {
+		w = &worker{s: s, sessionID: h.ID, ready: make(chan struct{}), exited: make(chan struct{}), relays: map[*relay]bool{}}
+		s.workers[h.ID] = w
+		s.wg.Go(func() { s.start(w, h) })
+	}
+	s.mu.Unlock()
+	select {
+	case <-w.ready:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	if w.startErr != nil {
+		return nil, w.startErr
+	}
+	return w, nil
+}
+
+// start runs the worker process and watches it until it exits.
+func (s *Service) start(w *worker, h catalog.Header) {
+	defer s.forget(w)
+	model := h.Model
+	if model == "" {
+		model = s.cfg.Models.Default()
+	}
+	sock := s.socketPath(h.ID)
+	args := append(append([]string(nil), s.cfg.WorkerCommand[1:]...),
+		"--session", h.ID, "--socket", sock, "--home", s.cfg.Home,
+		"--cwd", h.Cwd, "--model", model, "--thinking", h.Thinking, "--approval", h.Approval,
+		"--transcript", s.cat.TranscriptPath(h.ID))
+	prev, _ := os.ReadFile(s.previousExitPath(h.ID))
+	if len(prev) > 0 {
+		args = append(args, "--previous-exit", string(prev))
+	}
+	cmd := exec.Command(s.cfg.WorkerCommand[0], args...)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	cmd.Dir = "/"
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		w.startErr = protocol.Errorf(protocol.CodeInternalFailure, "starting the session's worker: %v", err)
+		close(w.ready)
+		close(w.exited)
+		return
+	}
+	w.pid = cmd.Process.Pid
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+
+	conn, err := s.dialWorker(sock, waited)
+	if err != nil {
+		cmd.Process.Kill()
+		werr := <-waited
+		w.startErr = protocol.Errorf(protocol.CodeInternalFailure, "the session's worker did not start: %v (%s)", err, describeExit(werr))
+		close(w.ready)
+		close(w.exited)
+		return
+	}
+	os.Remove(s.previousExitPath(h.ID))
+	w.conn = conn
+	close(w.ready)
+	s.log.Info("worker started", "session", h.ID, "pid", w.pid)
+	w.armIdle()
+
+	werr := <-waited
+	conn.Close()
+	w.mu.Lock()
+	w.cause = describeExit(werr)
+	stopping := w.stopping
+	relays := w.relays
+	w.relays = map[*relay]bool{}
+	if w.idle != nil {
+		w.idle.Stop()
+	}
+	w.mu.Unlock()
+	close(w.exited)
+	if !stopping || werr != nil && !isCleanStop(werr) {
+		s.log.Warn("worker exited", "session", h.ID, "pid", w.pid, "cause", w.cause)
+		os.WriteFile(s.previousExitPath(h.ID), []byte(w.cause), 0o600)
+		s.host.Diagnostic(0, fmt.Sprintf("session %s: %s", h.ID, w.cause))
+	}
+	for r := range relays {
+		r.end(protocol.ClosedWorkerExited)
+	}
+}
+
+func isCleanStop(err error) bool { return err == nil }
+
+// describeExit says how a worker process ended: "worker exited: signal 9".
+func describeExit(err error) string {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok {
+			if ws.Signaled() {
+				return fmt.Sprintf("worker exited: signal %d", int(ws.Signal()))
+			}
+			return fmt.Sprintf("worker exited: status %d", ws.ExitStatus())
+		}
+	}
+	if err != nil {
+		return "worker exited: " + err.Error()
+	}
+	return "worker exited"
+}
+
+// dialWorker connects to a starting worker's socket.
+func (s *Service) dialWorker(sock string, waited chan error) (*client.Conn, error) {
+	deadline := time.Now().Add(workerStartTimeout)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		c, err := client.Dial(ctx, sock, client.Options{CompositionID: protocol.CompositionWorker, Surface: "host"})
+		cancel()
+		if err == nil {
+			return c, nil
+		}
+		select {
+		case werr := <-waited:
+			waited <- werr
+			return nil, errors.New("it exited")
+		default:
+		}
+		if time.Now().After(deadline) {
+			return nil, err
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// forget drops w once its process has ended.
+func (s *Service) forget(w *worker) {
+	s.mu.Lock()
+	if s.workers[w.sessionID] == w {
+		delete(s.workers, w.sessionID)
+	}
+	s.mu.Unlock()
+	s.host.CheckIdle()
+}
+
+// stop asks the worker to drain and exit; it kills it if it does not.
+func (w *worker) stop() {
+	<-w.ready
+	if w.startErr != nil {
+		return
+	}
+	w.mu.Lock()
+	w.stopping = true
+	w.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	w.conn.Request(ctx, protocol.OpHostShutdown, protocol.ShutdownInput{}, nil)
+	select {
+	case <-w.exited:
+	case <-ctx.Done():
+		syscall.Kill(w.pid, syscall.SIGKILL)
+		<-w.exited
+	}
+}
+
+// armIdle starts the idle timer when nothing holds the worker.
+func (w *worker) armIdle() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.idle != nil || len(w.relays) > 0 || w.busy || w.stopping {
+		return
+	}
+	w.idle = time.AfterFunc(w.s.cfg.WorkerIdleGrace, w.idleFired)
+}
+
+func (w *worker) disarmIdle() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.idle != nil {
+		w.idle.Stop()
+		w.idle = nil
+	}
+}
+
+// idleFired stops the worker if it is still idle: no subscriber, and the
+// worker itself says no turn runs.
+func (w *worker) idleFired() {
+	w.mu.Lock()
+	w.idle = nil
+	held := len(w.relays) > 0 || w.stopping
+	w.mu.Unlock()
+	if held {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var sess protocol.Session
+	if err := w.conn.Request(ctx, protocol.OpSessionGet, protocol.SessionRef{SessionID: w.sessionID}, &sess); err == nil && sess.Status != protocol.SessionIdle {
+		w.mu.Lock()
+		w.busy = true
+		w.mu.Unlock()
+		w.s.wg.Go(w.watchBusy)
+		return
+	}
+	w.s.log.Info("stopping idle worker", "session", w.sessionID)
+	w.s.wg.Go(w.stop)
+}
+
+// watchBusy follows a worker that is busy without subscribers until its
+// turn ends, then lets it idle.
+func (w *worker) watchBusy() {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-w.exited:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	var open protocol.SubscriptionOpenResult
+	if err := w.conn.Request(ctx, protocol.OpSubscriptionOpen, protocol.SubscriptionOpenInput{SessionID: w.sessionID, Transcript: protocol.TranscriptBootstrap{Kind: "none"}}, &open); err != nil {
+		return
+	}
+	watch := w.conn.Watch(open.SubscriptionID)
+	defer watch.Close()
+	if err := w.conn.Request(ctx, protocol.OpSubscriptionReady, protocol.SubscriptionRef{SubscriptionID: open.SubscriptionID}, nil); err != nil {
+		return
+	}
+	var snap protocol.SessionProjection
+	if decodeJSON(open.Snapshot, &snap) == nil && snap.Session.Status == protocol.SessionIdle {
+		w.settle()
+		return
+	}
+	for {
+		f, err := watch.Next(ctx)
+		if err != nil {
+			return
+		}
+		if f.Kind == protocol.KindSessionDelta && bytes.Contains(f.Raw, []byte(`"event":"run_end"`)) {
+			w.conn.Request(ctx, protocol.OpSubscriptionClose, protocol.SubscriptionRef{SubscriptionID: open.SubscriptionID}, nil)
+			w.settle()
+			return
+		}
+	}
+}
+
+func (w *worker) settle() {
+	w.mu.Lock()
+	w.busy = false
+	w.mu.Unlock()
+	w.armIdle()
+}

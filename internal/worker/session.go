@@ -1,0 +1,604 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+
+	"github.com/agentd-dev/agentd/internal/agent"
+	"github.com/agentd-dev/agentd/internal/host"
+	"github.com/agentd-dev/agentd/internal/llm"
+	"github.com/agentd-dev/agentd/internal/tools"
+	"github.com/agentd-dev/agentd/internal/transcript"
+	"github.com/agentd-dev/agentd/protocol"
+)
+
+// Transcript record types the worker writes.
+const (
+	recUserMessage      = "user_message"
+	recAssistantMessage = "assistant_message"
+	recToolResults      = "tool_results"
+	recTurnStart        = "turn_start"
+	recTurnEnd          = "turn_end"
+)
+
+type turnStartData struct {
+	RunID string `json:"runId"`
+	Text  string `json:"text"`
+	Model string `json:"model"`
+}
+
+type turnEndData struct {
+	Status string `json:"status"`
+	Error  string `json:"error,omitempty"`
+}
+
+type userMessageData struct {
+	Text     string `json:"text"`
+	Steering bool   `json:"steering,omitempty"`
+}
+
+// turn is one run of the agent loop.
+type turn struct {
+	snap   protocol.TurnSnapshot // guarded by session.mu
+	loop   *agent.Loop           // constant once started
+	cancel context.CancelFunc    // constant once started
+	done   chan struct{}
+}
+
+// interaction is a tool call waiting for a person's answer.
+type interaction struct {
+	info   protocol.Interaction // guarded by session.mu
+	answer chan string          // buffered 1; the first answer wins
+}
+
+// session is the live state of the worker's one session. One mutex guards
+// everything mutable; every change is emitted to subscribers under it, so
+// they see changes in the order they happened.
+type session struct {
+	id        string           // constant
+	epoch     string           // constant: the worker's epoch
+	log       *transcript.Log  // constant; safe for concurrent use
+	providers ProviderResolver // constant
+	tools     []tools.Tool     // constant
+	system    string           // constant
+	logger    *slog.Logger     // constant
+	todo      *tools.Todo      // constant; safe for concurrent use
+	runs      sync.WaitGroup   // turn goroutines
+	base      context.Context  // cancelled when the worker stops
+	header    protocol.Session // guarded by mu
+	approval  string           // guarded by mu
+	thinking  string           // guarded by mu
+
+	mu       sync.Mutex
+	history  []llm.Message                      // guarded by mu
+	turns    map[string]*turn                   // guarded by mu: every turn of this worker's life
+	current  *turn                              // guarded by mu: the running turn
+	queue    protocol.Queue                     // guarded by mu
+	pending  map[string]*interaction            // guarded by mu
+	streams  map[string]*protocol.MessageStream // guarded by mu
+	subs     map[string]*subscription           // guarded by mu
+	nextSub  int                                // guarded by mu
+	nextID   int                                // guarded by mu: interaction and entry ids
+	lastTurn *protocol.TurnSnapshot             // guarded by mu: the latest turn, recovered ones included
+}
+
+// ProviderResolver finds the provider of a "provider/model" spec.
+type ProviderResolver interface {
+	Resolve(spec string) (llm.Provider, string, error)
+}
+
+func (s *session) handlers() host.Table {
+	t := host.Table{}
+	host.Handle(t, protocol.OpTurnStart, s.startTurn)
+	host.Handle(t, protocol.OpTurnQuery, s.queryTurn)
+	host.Handle(t, protocol.OpTurnStop, s.stopTurn)
+	host.Handle(t, protocol.OpTurnInterrupt, s.interruptTurn)
+	host.Handle(t, protocol.OpTurnMessageSubmit, s.submitMessage)
+	host.Handle(t, protocol.OpQueueRetract, s.retract)
+	host.Handle(t, protocol.OpInteractionQuery, s.queryInteractions)
+	host.Handle(t, protocol.OpInteractionAnswer, s.answerInteraction)
+	host.Handle(t, protocol.OpSessionTodoQuery, s.queryTodo)
+	host.Handle(t, protocol.OpModelsSelect, s.selectModel)
+	host.Handle(t, protocol.OpModelsThinkingSet, s.setThinking)
+	host.Handle(t, protocol.OpSessionGet, s.getSession)
+	host.Handle(t, protocol.OpSubscriptionOpen, s.openSubscription)
+	host.Handle(t, protocol.OpSubscriptionReady, s.readySubscription)
+	host.Handle(t, protocol.OpSubscriptionClose, s.closeSubscription)
+	return t
+}
+
+func (s *session) checkSession(id string) error {
+	if id != s.id {
+		return protocol.Errorf(protocol.CodeNotFound, "this worker serves session %s, not %s", s.id, id)
+	}
+	return nil
+}
+
+// projectionLocked returns the session's live state.
+func (s *session) projectionLocked() protocol.SessionProjection {
+	p := protocol.SessionProjection{
+		Session:            s.sessionLocked(),
+		Queue:              cloneQueue(s.queue),
+		Interactions:       []protocol.Interaction{},
+		Todo:               s.todo.Items(),
+		Streams:            []protocol.MessageStream{},
+		TranscriptSequence: s.log.Last(),
+	}
+	if s.lastTurn != nil {
+		t := *s.lastTurn
+		p.RootTurn = &t
+	}
+	for _, in := range s.pending {
+		p.Interactions = append(p.Interactions, in.info)
+	}
+	for _, st := range s.streams {
+		p.Streams = append(p.Streams, *st)
+	}
+	return p
+}
+
+func (s *session) sessionLocked() protocol.Session {
+	h := s.header
+	switch {
+	case len(s.pending) > 0:
+		h.Status = protocol.SessionWaiting
+	case s.current != nil:
+		h.Status = protocol.SessionRunning
+	default:
+		h.Status = protocol.SessionIdle
+	}
+	return h
+}
+
+func cloneQueue(q protocol.Queue) protocol.Queue {
+	return protocol.Queue{
+		Steering: append([]protocol.QueueEntry{}, q.Steering...),
+		FollowUp: append([]protocol.QueueEntry{}, q.FollowUp...),
+	}
+}
+
+func (s *session) getSession(_ context.Context, _ *host.Call, in *protocol.SessionRef) (protocol.Session, error) {
+	if err := s.checkSession(in.SessionID); err != nil {
+		return protocol.Session{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sessionLocked(), nil
+}
+
+func (s *session) startTurn(_ context.Context, _ *host.Call, in *protocol.TurnStartInput) (protocol.TurnStartResult, error) {
+	if err := s.checkSession(in.SessionID); err != nil {
+		return protocol.TurnStartResult{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t, ok := s.turns[in.TurnID]; ok {
+		return protocol.TurnStartResult{Kind: "existing", Turn: t.snap}, nil
+	}
+	if s.current != nil {
+		return protocol.TurnStartResult{}, protocol.Errorf(protocol.CodeOperationConflict,
+			"turn %s is running; submit the message with placement %q or %q", s.current.snap.TurnID, protocol.PlacementSteering, protocol.PlacementNextTurn)
+	}
+	if in.Approval != "" {
+		s.approval = in.Approval
+	}
+	t, err := s.beginTurnLocked(in.TurnID, in.Content.Text)
+	if err != nil {
+		return protocol.TurnStartResult{}, err
+	}
+	return protocol.TurnStartResult{Kind: "started", Turn: t.snap}, nil
+}
+
+// beginTurnLocked records and starts a turn for text.
+func (s *session) beginTurnLocked(turnID, text string) (*turn, error) {
+	prov, model, err := s.providers.Resolve(s.header.Model)
+	if err != nil {
+		return nil, protocol.Errorf(protocol.CodeOperationUnavailable, "%v", err)
+	}
+	runID := "run-" + turnID
+	if _, err := s.log.Append(recTurnStart, turnID, turnStartData{RunID: runID, Text: text, Model: s.header.Model}); err != nil {
+		return nil, s.transcriptFailure(err)
+	}
+	if _, err := s.log.Append(recUserMessage, turnID, userMessageData{Text: text}); err != nil {
+		return nil, s.transcriptFailure(err)
+	}
+	if err := s.log.Sync(); err != nil {
+		return nil, s.transcriptFailure(err)
+	}
+	s.history = append(s.history, llm.Message{Role: llm.RoleUser, Parts: []llm.Part{{Type: llm.PartText, Text: text}}})
+	ctx, cancel := context.WithCancel(s.base)
+	t := &turn{
+		snap:   protocol.TurnSnapshot{SessionID: s.id, TurnID: turnID, RunID: runID, Status: protocol.TurnRunning},
+		cancel: cancel,
+		done:   make(chan struct{}),
+	}
+	t.loop = &agent.Loop{
+		Provider: prov, Model: model, Thinking: s.thinking, System: s.system, Tools: s.tools,
+		Env: &tools.Env{Cwd: s.header.Cwd, Todo: s.todo},
+		Approve: func(ctx context.Context, call llm.ToolCall, tool tools.Tool) (agent.Decision, error) {
+			return s.approve(ctx, t, call, tool)
+		},
+		Steering: s.takeSteering,
+		Emit:     func(e agent.Event) { s.onAgentEvent(t, e) },
+		Commit:   func(m llm.Message) error { return s.commit(t, m) },
+	}
+	s.turns[turnID] = t
+	s.current = t
+	snap := t.snap
+	s.lastTurn = &snap
+	s.emitLocked(protocol.SessionDelta{Event: protocol.EventRunStart, TurnID: turnID, Turn: &snap})
+	s.emitLocked(protocol.SessionDelta{Event: protocol.EventSessionChanged, Session: ptr(s.sessionLocked())})
+	history := append([]llm.Message(nil), s.history[:len(s.history)-1]...)
+	first := s.history[len(s.history)-1]
+	s.runs.Go(func() { s.runTurn(ctx, t, append(history, first)) })
+	return t, nil
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func (s *session) transcriptFailure(err error) error {
+	s.logger.Error("transcript write failed", "err", err)
+	return protocol.Errorf(protocol.CodeInternalFailure, "the session's transcript cannot be written: %v", err)
+}
+
+// runTurn runs the loop and records how the turn ended; a queued
+// follow-up then starts the next turn.
+func (s *session) runTurn(ctx context.Context, t *turn, history []llm.Message) {
+	defer close(t.done)
+	defer t.cancel()
+	outcome, err := t.loop.Run(ctx, history)
+	status, cause := outcome, ""
+	if err != nil {
+		status, cause = protocol.TurnFailed, err.Error()
+	}
+	if s.base.Err() != nil && status != protocol.TurnCompleted {
+		status, cause = protocol.TurnInterrupted, "the worker stopped"
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cancelInteractionsLocked(t)
+	for id, st := range s.streams {
+		if st.TurnID == t.snap.TurnID {
+			delete(s.streams, id)
+		}
+	}
+	_, werr := s.log.Append(recTurnEnd, t.snap.TurnID, turnEndData{Status: status, Error: cause})
+	if werr == nil {
+		werr = s.log.Sync()
+	}
+	if werr != nil {
+		s.logger.Error("recording the end of a turn", "turn", t.snap.TurnID, "err", werr)
+		if status != protocol.TurnFailed {
+			status, cause = protocol.TurnFailed, fmt.Sprintf("the transcript cannot be written: %v", werr)
+		}
+	}
+	t.snap.Status, t.snap.Error = status, cause
+	snap := t.snap
+	s.lastTurn = &snap
+	s.current = nil
+	s.emitLocked(protocol.SessionDelta{Event: protocol.EventRunEnd, TurnID: snap.TurnID, Turn: &snap})
+	s.emitLocked(protocol.SessionDelta{Event: protocol.EventSessionChanged, Session: ptr(s.sessionLocked())})
+	if s.base.Err() == nil && len(s.queue.FollowUp) > 0 {
+		next := s.queue.FollowUp[0]
+		s.queue.FollowUp = s.queue.FollowUp[1:]
+		next.State = protocol.QueueDelivered
+		s.emitLocked(protocol.SessionDelta{Event: protocol.EventQueueChanged, Queue: ptr(cloneQueue(s.queue))})
+		if _, err := s.beginTurnLocked("turn-"+next.MessageID, next.Content.Text); err != nil {
+			s.logger.Error("starting a queued turn", "message", next.MessageID, "err", err)
+		}
+	}
+}
+
+func (s *session) onAgentEvent(t *turn, e agent.Event) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	d := protocol.SessionDelta{TurnID: t.snap.TurnID, MessageID: e.MessageID}
+	switch e.Kind {
+	case agent.MessageStart:
+		s.streams[e.MessageID] = &protocol.MessageStream{TurnID: t.snap.TurnID, MessageID: e.MessageID}
+		d.Event, d.Role = protocol.EventMessageStart, llm.RoleAssistant
+	case agent.MessageUpdate:
+		if st := s.streams[e.MessageID]; st != nil {
+			st.Text += e.Text
+			st.Thinking += e.Thinking
+		}
+		d.Event, d.Text, d.Thinking = protocol.EventMessageUpdate, e.Text, e.Thinking
+	case agent.MessageEnd:
+		delete(s.streams, e.MessageID)
+		d.Event, d.Role = protocol.EventMessageEnd, llm.RoleAssistant
+		if e.Message != nil {
+			d.Text = e.Message.Text()
+		}
+	case agent.ToolCallStart, agent.ToolCallUpdate, agent.ToolCallEnd:
+		d.Event = map[string]string{
+			agent.ToolCallStart: protocol.EventToolCallStart, agent.ToolCallUpdate: protocol.EventToolCallUpdate, agent.ToolCallEnd: protocol.EventToolCallEnd,
+		}[e.Kind]
+		d.ToolCall = &protocol.ToolCallInfo{ID: e.ToolCall.ID, Name: e.ToolCall.Name, Output: e.Output, IsError: e.IsError}
+		if e.Kind == agent.ToolCallStart {
+			d.ToolCall.Arguments = e.ToolCall.Arguments
+		}
+		if e.ToolCall.Name == "todo" && e.Kind == agent.ToolCallEnd {
+			defer s.emitLocked(protocol.SessionDelta{Event: protocol.EventTodoChanged, Todo: s.todo.Items()})
+		}
+	default:
+		return
+	}
+	s.emitLocked(d)
+}
+
+// commit records a finished message in the transcript and the history.
+func (s *session) commit(t *turn, m llm.Message) error {
+	typ := recAssistantMessage
+	var data any = m
+	switch m.Role {
+	case llm.RoleTool:
+		typ = recToolResults
+	case llm.RoleUser:
+		typ, data = recUserMessage, userMessageData{Text: m.Text(), Steering: true}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rec, err := s.log.Append(typ, t.snap.TurnID, data)
+	if err != nil {
+		return fmt.Errorf("recording the turn: %w", err)
+	}
+	if m.Role != llm.RoleUser {
+		s.history = append(s.history, m)
+	}
+	entry, _ := json.Marshal(rec)
+	s.emitLocked(protocol.SessionDelta{Event: protocol.EventEntryAdded, TurnID: t.snap.TurnID, Entry: entry})
+	return nil
+}
+
+// takeSteering hands the loop the steering messages queued so far.
+func (s *session) takeSteering() []llm.Message {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.queue.Steering) == 0 {
+		return nil
+	}
+	var msgs []llm.Message
+	for _, e := range s.queue.Steering {
+		msgs = append(msgs, llm.Message{Role: llm.RoleUser, Parts: []llm.Part{{Type: llm.PartText, Text: e.Content.Text}}})
+		s.history = append(s.history, msgs[len(msgs)-1])
+	}
+	s.queue.Steering = nil
+	s.emitLocked(protocol.SessionDelta{Event: protocol.EventQueueChanged, Queue: ptr(cloneQueue(s.queue))})
+	return msgs
+}
+
+func (s *session) lookupTurn(in *protocol.TurnRef) (*turn, error) {
+	if err := s.checkSession(in.SessionID); err != nil {
+		return nil, err
+	}
+	t, ok := s.turns[in.TurnID]
+	if !ok {
+		return nil, protocol.Errorf(protocol.CodeNotFound, "no turn %q in session %s", in.TurnID, s.id)
+	}
+	return t, nil
+}
+
+func (s *session) queryTurn(_ context.Context, _ *host.Call, in *protocol.TurnRef) (protocol.TurnSnapshot, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lastTurn != nil && s.lastTurn.TurnID == in.TurnID && in.SessionID == s.id {
+		return *s.lastTurn, nil
+	}
+	t, err := s.lookupTurn(in)
+	if err != nil {
+		return protocol.TurnSnapshot{}, err
+	}
+	return t.snap, nil
+}
+
+func (s *session) stopTurn(_ context.Context, _ *host.Call, in *protocol.TurnRef) (protocol.TurnSnapshot, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, err := s.lookupTurn(in)
+	if err != nil {
+		return protocol.TurnSnapshot{}, err
+	}
+	t.loop.Stop()
+	return t.snap, nil
+}
+
+func (s *session) interruptTurn(_ context.Context, _ *host.Call, in *protocol.TurnRef) (protocol.TurnSnapshot, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, err := s.lookupTurn(in)
+	if err != nil {
+		return protocol.TurnSnapshot{}, err
+	}
+	t.cancel()
+	return t.snap, nil
+}
+
+func (s *session) submitMessage(_ context.Context, _ *host.Call, in *protocol.MessageSubmitInput) (protocol.QueueEntry, error) {
+	if err := s.checkSession(in.SessionID); err != nil {
+		return protocol.QueueEntry{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, e := range append(append([]protocol.QueueEntry{}, s.queue.Steering...), s.queue.FollowUp...) {
+		if e.MessageID == in.MessageID {
+			return e, nil
+		}
+	}
+	if t, ok := s.turns["turn-"+in.MessageID]; ok {
+		return protocol.QueueEntry{EntryID: "q-" + in.MessageID, MessageID: in.MessageID, Content: in.Content, Placement: in.Placement, State: protocol.QueueDelivered}, nil
+	} else {
+		_ = t
+	}
+	entry := protocol.QueueEntry{EntryID: "q-" + in.MessageID, MessageID: in.MessageID, Content: in.Content, Placement: in.Placement, State: protocol.QueueQueued}
+	if s.current == nil {
+		// Nothing runs: the message starts a turn now, whatever its placement.
+		if _, err := s.beginTurnLocked("turn-"+in.MessageID, in.Content.Text); err != nil {
+			return protocol.QueueEntry{}, err
+		}
+		entry.State = protocol.QueueDelivered
+		return entry, nil
+	}
+	if in.Placement == protocol.PlacementSteering {
+		s.queue.Steering = append(s.queue.Steering, entry)
+	} else {
+		s.queue.FollowUp = append(s.queue.FollowUp, entry)
+	}
+	s.emitLocked(protocol.SessionDelta{Event: protocol.EventQueueChanged, Queue: ptr(cloneQueue(s.queue))})
+	return entry, nil
+}
+
+func (s *session) retract(_ context.Context, _ *host.Call, in *protocol.QueueRetractInput) (protocol.QueueEntry, error) {
+	if err := s.checkSession(in.SessionID); err != nil {
+		return protocol.QueueEntry{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, lane := range []*[]protocol.QueueEntry{&s.queue.Steering, &s.queue.FollowUp} {
+		for i, e := range *lane {
+			if e.EntryID == in.EntryID {
+				*lane = append((*lane)[:i:i], (*lane)[i+1:]...)
+				e.State = protocol.QueueRetracted
+				s.emitLocked(protocol.SessionDelta{Event: protocol.EventQueueChanged, Queue: ptr(cloneQueue(s.queue))})
+				return e, nil
+			}
+		}
+	}
+	return protocol.QueueEntry{}, protocol.Errorf(protocol.CodeNotFound, "no queued entry %q: it was delivered or never queued", in.EntryID)
+}
+
+// approve asks a person about a tool call when the session's policy wants it.
+func (s *session) approve(ctx context.Context, t *turn, call llm.ToolCall, tool tools.Tool) (agent.Decision, error) {
+	s.mu.Lock()
+	policy := s.approval
+	if policy == protocol.ApprovalAll || tool.ReadOnly() {
+		s.mu.Unlock()
+		return agent.Decision{Allow: true}, nil
+	}
+	if policy == protocol.ApprovalReadOnly {
+		s.mu.Unlock()
+		return agent.Decision{Reason: fmt.Sprintf("the session's approval policy is read-only; %s changes files or runs commands", call.Name)}, nil
+	}
+	s.nextID++
+	in := &interaction{
+		info: protocol.Interaction{
+			InteractionID: fmt.Sprintf("i%d-%s", s.nextID, s.epoch[:4]), SessionID: s.id,
+			Kind: protocol.InteractionPermission, Prompt: describeCall(call), Detail: toolDetail(call),
+			State: protocol.InteractionPending,
+		},
+		answer: make(chan string, 1),
+	}
+	s.pending[in.info.InteractionID] = in
+	s.emitLocked(protocol.SessionDelta{Event: protocol.EventInteractionAdded, TurnID: t.snap.TurnID, Interaction: ptr(in.info)})
+	s.emitLocked(protocol.SessionDelta{Event: protocol.EventSessionChanged, Session: ptr(s.sessionLocked())})
+	s.mu.Unlock()
+	select {
+	case a := <-in.answer:
+		return agent.Decision{Allow: a == protocol.AnswerAllow}, nil
+	case <-ctx.Done():
+		return agent.Decision{}, errors.New("the turn was interrupted")
+	}
+}
+
+func describeCall(call llm.ToolCall) string {
+	var args map[string]any
+	json.Unmarshal(call.Arguments, &args)
+	if cmd, ok := args["command"].(string); ok {
+		return fmt.Sprintf("run %s: %s", call.Name, cmd)
+	}
+	if p, ok := args["path"].(string); ok {
+		return fmt.Sprintf("%s %s", call.Name, p)
+	}
+	return fmt.Sprintf("run %s", call.Name)
+}
+
+func toolDetail(call llm.ToolCall) json.RawMessage {
+	b, _ := json.Marshal(map[string]any{"tool": call.Name, "arguments": call.Arguments})
+	return b
+}
+
+// cancelInteractionsLocked resolves t's pending interactions as cancelled.
+func (s *session) cancelInteractionsLocked(t *turn) {
+	for id, in := range s.pending {
+		delete(s.pending, id)
+		in.info.State = protocol.InteractionCancelled
+		s.emitLocked(protocol.SessionDelta{Event: protocol.EventInteractionResolved, TurnID: t.snap.TurnID, Interaction: ptr(in.info)})
+	}
+}
+
+func (s *session) queryInteractions(_ context.Context, _ *host.Call, in *protocol.SessionRef) (protocol.InteractionQueryResult, error) {
+	if err := s.checkSession(in.SessionID); err != nil {
+		return protocol.InteractionQueryResult{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := protocol.InteractionQueryResult{Pending: []protocol.Interaction{}}
+	for _, in := range s.pending {
+		out.Pending = append(out.Pending, in.info)
+	}
+	return out, nil
+}
+
+func (s *session) answerInteraction(_ context.Context, _ *host.Call, in *protocol.InteractionAnswerInput) (protocol.Interaction, error) {
+	if err := s.checkSession(in.SessionID); err != nil {
+		return protocol.Interaction{}, err
+	}
+	answer := strings.ToLower(in.Answer)
+	if answer != protocol.AnswerAllow && answer != protocol.AnswerDeny {
+		return protocol.Interaction{}, protocol.Errorf(protocol.CodeInvalidRequest, `field "input.answer": must be %q or %q`, protocol.AnswerAllow, protocol.AnswerDeny)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	it, ok := s.pending[in.InteractionID]
+	if !ok {
+		return protocol.Interaction{}, protocol.Errorf(protocol.CodeNotFound, "no pending interaction %q: it was answered or cancelled", in.InteractionID)
+	}
+	delete(s.pending, in.InteractionID)
+	it.info.State, it.info.Answer = protocol.InteractionAnswered, answer
+	it.answer <- answer
+	s.emitLocked(protocol.SessionDelta{Event: protocol.EventInteractionResolved, Interaction: ptr(it.info)})
+	s.emitLocked(protocol.SessionDelta{Event: protocol.EventSessionChanged, Session: ptr(s.sessionLocked())})
+	return it.info, nil
+}
+
+func (s *session) queryTodo(_ context.Context, _ *host.Call, in *protocol.SessionRef) (protocol.TodoQueryResult, error) {
+	if err := s.checkSession(in.SessionID); err != nil {
+		return protocol.TodoQueryResult{}, err
+	}
+	return protocol.TodoQueryResult{Items: s.todo.Items()}, nil
+}
+
+func (s *session) selectModel(_ context.Context, _ *host.Call, in *protocol.ModelsSelectInput) (protocol.ModelSelection, error) {
+	if err := s.checkSession(in.SessionID); err != nil {
+		return protocol.ModelSelection{}, err
+	}
+	if _, _, err := s.providers.Resolve(in.Model); err != nil {
+		return protocol.ModelSelection{}, protocol.Errorf(protocol.CodeInvalidRequest, "%v", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.header.Model = in.Model
+	s.emitLocked(protocol.SessionDelta{Event: protocol.EventSessionChanged, Session: ptr(s.sessionLocked())})
+	return protocol.ModelSelection{SessionID: s.id, Model: in.Model, Thinking: s.thinking}, nil
+}
+
+func (s *session) setThinking(_ context.Context, _ *host.Call, in *protocol.ThinkingSetInput) (protocol.ModelSelection, error) {
+	if err := s.checkSession(in.SessionID); err != nil {
+		return protocol.ModelSelection{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.thinking = in.Level
+	return protocol.ModelSelection{SessionID: s.id, Model: s.header.Model, Thinking: in.Level}, nil
+}
+
+// busy reports whether a turn runs.
+func (s *session) Busy() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.current != nil
+}

@@ -1,0 +1,228 @@
+// Package worker runs one session: it is the single writer of the
+// session's transcript, runs the agent loop for its turns, holds the
+// session's live state (turns, queue, pending interactions, plan), and
+// serves it to its host over its own socket with the same framing as the
+// host's clients. A thin main calls Run.
+//
+// It knows nothing of the catalog or of other sessions: its host tells it
+// which session, where, and with which settings.
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/agentd-dev/agentd/internal/host"
+	"github.com/agentd-dev/agentd/internal/llm"
+	"github.com/agentd-dev/agentd/internal/tools"
+	"github.com/agentd-dev/agentd/internal/transcript"
+	"github.com/agentd-dev/agentd/protocol"
+)
+
+// Config says which session a worker runs and how.
+type Config struct {
+	Home string
+	// Session is the header the host gives the worker: id, cwd, model.
+	Session  protocol.Session
+	Thinking string
+	Approval string
+	// SocketPath is where the worker listens for its host.
+	SocketPath string
+	// TranscriptPath is the session's transcript.
+	TranscriptPath string
+	Providers      ProviderResolver
+	Tools          []tools.Tool
+	System         string
+	Logger         *slog.Logger
+	Version        string
+	// PreviousExit, when set, is why the session's previous worker ended:
+	// a turn it left running is recorded as failed with this cause.
+	PreviousExit string
+}
+
+// Registration is what a worker publishes in the home so a host can find it.
+type Registration struct {
+	SessionID string    `json:"sessionId"`
+	PID       int       `json:"pid"`
+	Endpoint  string    `json:"endpoint"`
+	Epoch     string    `json:"epoch"`
+	StartedAt time.Time `json:"startedAt"`
+}
+
+// RegistrationPath is where the worker of sessionID registers in home.
+func RegistrationPath(home, sessionID string) string {
+	return filepath.Join(home, "workers", sessionID+".json")
+}
+
+// Run serves the session until ctx ends or the host asks the worker to
+// stop. A running turn is then recorded as interrupted.
+func Run(ctx context.Context, cfg Config) error {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	logger := cfg.Logger.With("session", cfg.Session.SessionID)
+	log, err := transcript.Open(cfg.TranscriptPath, transcript.Options{})
+	if err != nil {
+		return fmt.Errorf("opening the transcript: %w", err)
+	}
+	defer log.Close()
+	os.Remove(cfg.SocketPath)
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: cfg.SocketPath, Net: "unix"})
+	if err != nil {
+		return fmt.Errorf("listening for the host: %w", err)
+	}
+	if err := os.Chmod(cfg.SocketPath, 0o600); err != nil {
+		ln.Close()
+		return err
+	}
+	ln.SetUnlinkOnClose(true)
+
+	base, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s := &session{
+		id:        cfg.Session.SessionID,
+		log:       log,
+		providers: cfg.Providers,
+		tools:     cfg.Tools,
+		system:    cfg.System,
+		logger:    logger,
+		todo:      &tools.Todo{},
+		base:      base,
+		header:    cfg.Session,
+		approval:  cfg.Approval,
+		thinking:  cfg.Thinking,
+		turns:     map[string]*turn{},
+		pending:   map[string]*interaction{},
+		streams:   map[string]*protocol.MessageStream{},
+		subs:      map[string]*subscription{},
+	}
+	if err := s.recover(cfg.PreviousExit); err != nil {
+		ln.Close()
+		return err
+	}
+	h, err := host.Start(host.Config{
+		Listener: ln, HostID: "worker", CompositionID: protocol.CompositionWorker,
+		Version: cfg.Version, Logger: logger,
+		Compose: func(context.Context, *host.Host) (host.Composition, error) {
+			return &composition{s: s, stop: cancel}, nil
+		},
+	})
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	s.epoch = h.Epoch()
+	<-h.Ready()
+	regPath := RegistrationPath(cfg.Home, s.id)
+	if err := writeRegistration(regPath, Registration{
+		SessionID: s.id, PID: os.Getpid(), Endpoint: cfg.SocketPath, Epoch: s.epoch, StartedAt: time.Now().UTC(),
+	}); err != nil {
+		logger.Warn("registering the worker", "err", err)
+	}
+	defer os.Remove(regPath)
+	select {
+	case <-ctx.Done():
+		stopCtx, stop := context.WithTimeout(context.Background(), 30*time.Second)
+		defer stop()
+		return h.Shutdown(stopCtx)
+	case <-h.Done():
+		return h.Err()
+	}
+}
+
+func writeRegistration(path string, r Registration) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	b, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	tmp := fmt.Sprintf("%s.tmp-%d", path, os.Getpid())
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// composition is the worker's host composition: the session's table.
+type composition struct {
+	s    *session
+	stop context.CancelFunc
+}
+
+func (c *composition) Handlers() host.Table { return c.s.handlers() }
+
+// BeginDrain interrupts the running turn: it is recorded as interrupted.
+func (c *composition) BeginDrain() { c.stop() }
+
+func (c *composition) Close(context.Context) error {
+	c.stop()
+	c.s.runs.Wait()
+	return c.s.log.Sync()
+}
+
+func (c *composition) AttachConnection(id host.Identity, out *host.OutboundWriter) host.Attachment {
+	return c.s.AttachConnection(id, out)
+}
+
+func (c *composition) Busy() bool { return c.s.Busy() }
+
+// recover rebuilds the conversation from the transcript and closes a turn
+// the previous worker left running.
+func (s *session) recover(previousExit string) error {
+	last := s.log.Last()
+	if last == 0 {
+		return nil
+	}
+	records, err := s.log.Read(1, last)
+	if err != nil {
+		return fmt.Errorf("reading the transcript: %w", err)
+	}
+	var open *protocol.TurnSnapshot
+	for _, r := range records {
+		switch r.Type {
+		case recTurnStart:
+			var d turnStartData
+			json.Unmarshal(r.Data, &d)
+			open = &protocol.TurnSnapshot{SessionID: s.id, TurnID: r.TurnID, RunID: d.RunID, Status: protocol.TurnRunning}
+			s.lastTurn = open
+		case recTurnEnd:
+			var d turnEndData
+			json.Unmarshal(r.Data, &d)
+			if s.lastTurn != nil && s.lastTurn.TurnID == r.TurnID {
+				s.lastTurn.Status, s.lastTurn.Error = d.Status, d.Error
+			}
+			open = nil
+		case recUserMessage:
+			var d userMessageData
+			json.Unmarshal(r.Data, &d)
+			s.history = append(s.history, llm.Message{Role: llm.RoleUser, Parts: []llm.Part{{Type: llm.PartText, Text: d.Text}}})
+		case recAssistantMessage, recToolResults:
+			var m llm.Message
+			if err := json.Unmarshal(r.Data, &m); err == nil {
+				s.history = append(s.history, m)
+			}
+		}
+	}
+	if open != nil {
+		cause := previousExit
+		if cause == "" {
+			cause = "the worker running it exited"
+		}
+		if _, err := s.log.Append(recTurnEnd, open.TurnID, turnEndData{Status: protocol.TurnFailed, Error: cause}); err != nil {
+			return fmt.Errorf("closing the interrupted turn: %w", err)
+		}
+		if err := s.log.Sync(); err != nil {
+			return err
+		}
+		open.Status, open.Error = protocol.TurnFailed, cause
+	}
+	return nil
+}
