@@ -1,0 +1,174 @@
+// Package tools holds the agent's tools: what each does to the session's
+// files and shell, the JSON arguments it takes, and the bounds it keeps.
+//
+// A tool is given a context, an Env (the session's working directory, its
+// plan, and where to send partial output) and the raw JSON arguments the
+// model wrote. It answers with a Result the model reads. Bad arguments, a
+// missing file, a command that fails: all of these are Results with IsError
+// set, never Go errors or panics, so the turn goes on and the model can try
+// again.
+//
+// It knows nothing of models, sessions or the host: the agent loop decides
+// when a tool runs, the approval policy decides whether it may, and the
+// caller registers the tools it wants (Builtin returns the standard ones).
+package tools
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/agentd-dev/agentd/internal/llm"
+)
+
+// Tool is one thing the agent can do.
+type Tool interface {
+	// Spec describes the tool to the model: its name, a one-paragraph
+	// description, and the JSON Schema of its arguments.
+	Spec() llm.ToolSpec
+	// ReadOnly reports whether the tool leaves the user's files and shell
+	// untouched; an approval policy of read-only runs these without asking.
+	ReadOnly() bool
+	// Run does the work. It never panics on bad arguments and reports every
+	// failure through the Result.
+	Run(ctx context.Context, env *Env, args json.RawMessage) Result
+}
+
+// Env is what a tool may touch of its session.
+type Env struct {
+	// Cwd is the session's working directory; relative paths resolve
+	// against it. Empty means the process's working directory.
+	Cwd string
+	// Todo is the session's plan, changed by the todo tool.
+	Todo *Todo
+	// Progress, when set, receives partial output of a long-running tool
+	// (bash) as it arrives. It is called from another goroutine than Run's,
+	// one call at a time, and never after Run has returned.
+	Progress func(chunk string)
+}
+
+// Result is a tool's answer.
+type Result struct {
+	// Content is what the model sees.
+	Content string
+	// IsError marks a call that did not do what was asked: bad arguments,
+	// a missing file, a command that could not start or that was killed
+	// for its timeout or a cancelled context. A command's non-zero exit
+	// status is not one: it is reported in Content for the model to judge.
+	IsError bool
+}
+
+// Builtin returns the standard tools, in the order they are offered to a
+// model: bash, read, write, edit, ls, find, grep, todo.
+func Builtin() []Tool {
+	return []Tool{
+		bashTool{},
+		readTool{},
+		writeTool{},
+		editTool{},
+		lsTool{},
+		findTool{},
+		grepTool{},
+		todoTool{},
+	}
+}
+
+// Set is a fixed collection of tools with distinct names, kept in the order
+// they were given (the order a model is offered them).
+type Set struct {
+	// Both are constant after NewSet.
+	tools  []Tool
+	byName map[string]Tool
+}
+
+// NewSet returns a set of the given tools. It fails when a tool has no name
+// or two tools share one.
+func NewSet(tools ...Tool) (*Set, error) {
+	s := &Set{tools: slices.Clone(tools), byName: make(map[string]Tool, len(tools))}
+	for _, t := range tools {
+		name := t.Spec().Name
+		if name == "" {
+			return nil, fmt.Errorf("tools: a tool of type %T has no name", t)
+		}
+		if _, dup := s.byName[name]; dup {
+			return nil, fmt.Errorf("tools: two tools are named %q", name)
+		}
+		s.byName[name] = t
+	}
+	return s, nil
+}
+
+// Lookup returns the tool of that name.
+func (s *Set) Lookup(name string) (Tool, bool) {
+	t, ok := s.byName[name]
+	return t, ok
+}
+
+// Tools returns the tools in order.
+func (s *Set) Tools() []Tool { return slices.Clone(s.tools) }
+
+// Names returns the tools' names in order.
+func (s *Set) Names() []string {
+	names := make([]string, len(s.tools))
+	for i, t := range s.tools {
+		names[i] = t.Spec().Name
+	}
+	return names
+}
+
+// Specs returns the tools' specifications in order, for a model request.
+func (s *Set) Specs() []llm.ToolSpec {
+	specs := make([]llm.ToolSpec, len(s.tools))
+	for i, t := range s.tools {
+		specs[i] = t.Spec()
+	}
+	return specs
+}
+
+// Call runs the tool the model named and answers in the model's terms. A
+// call of a tool the set does not hold is an error result naming the tools
+// it does hold. A panicking tool is reported as an error result rather than
+// taking the caller down.
+func (s *Set) Call(ctx context.Context, env *Env, call llm.ToolCall) (res llm.ToolResult) {
+	res = llm.ToolResult{CallID: call.ID, Name: call.Name}
+	t, ok := s.byName[call.Name]
+	if !ok {
+		res.Content = fmt.Sprintf("unknown tool %q; the tools are: %s", call.Name, strings.Join(s.Names(), ", "))
+		res.IsError = true
+		return res
+	}
+	if env == nil {
+		env = &Env{}
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			res.Content = fmt.Sprintf("%s: failed unexpectedly: %v", call.Name, p)
+			res.IsError = true
+		}
+	}()
+	r := t.Run(ctx, env, call.Arguments)
+	res.Content, res.IsError = r.Content, r.IsError
+	return res
+}
+
+// failf returns an error result whose message starts with the tool's name.
+func failf(tool, format string, args ...any) Result {
+	return Result{Content: tool + ": " + fmt.Sprintf(format, args...), IsError: true}
+}
+
+// makeSpec builds a tool's specification once, at package initialisation.
+func makeSpec(name, description string, args *schema) llm.ToolSpec {
+	params, err := json.Marshal(args)
+	if err != nil {
+		panic(fmt.Sprintf("tools: schema of %s: %v", name, err))
+	}
+	return llm.ToolSpec{Name: name, Description: description, Parameters: params}
+}
+
+// cloneSpec returns a copy of a spec that its receiver may change.
+func cloneSpec(s llm.ToolSpec) llm.ToolSpec {
+	s.Parameters = append(json.RawMessage(nil), s.Parameters...)
+	return s
+}
