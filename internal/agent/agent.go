@@ -104,7 +104,7 @@ func (l *Loop) Run(ctx context.Context, history []llm.Message) (string, error) {
 		specs[i] = t.Spec()
 		byName[t.Spec().Name] = t
 	}
-	messages := append([]llm.Message(nil), history...)
+	messages := Repair(history)
 	for step := 0; ; step++ {
 		if l.Steering != nil {
 			for _, m := range l.Steering() {
@@ -226,4 +226,45 @@ func (l *Loop) runTool(ctx context.Context, byName map[string]tools.Tool, call l
 	}
 	out := tool.Run(ctx, &env, call.Arguments)
 	return finish(out.Content, out.IsError)
+}
+
+// Repair returns history with an error result for every tool call that has
+// none — a turn interrupted while its tools ran — so providers, which
+// refuse unanswered calls, accept the conversation.
+func Repair(history []llm.Message) []llm.Message {
+	h := append([]llm.Message(nil), history...)
+	out := make([]llm.Message, 0, len(h))
+	for i, m := range h {
+		out = append(out, m)
+		calls := m.ToolCalls()
+		if m.Role != llm.RoleAssistant || len(calls) == 0 {
+			continue
+		}
+		hasResults := i+1 < len(h) && h[i+1].Role == llm.RoleTool
+		answered := map[string]bool{}
+		if hasResults {
+			for _, p := range h[i+1].Parts {
+				if p.ToolResult != nil {
+					answered[p.ToolResult.CallID] = true
+				}
+			}
+		}
+		var missing []llm.Part
+		for _, c := range calls {
+			if !answered[c.ID] {
+				missing = append(missing, llm.Part{Type: llm.PartToolResult, ToolResult: &llm.ToolResult{
+					CallID: c.ID, Name: c.Name, Content: "the tool call was interrupted before it finished", IsError: true,
+				}})
+			}
+		}
+		switch {
+		case len(missing) == 0:
+		case hasResults:
+			// h is a copy: the next message's parts grow there, not in history.
+			h[i+1].Parts = append(append([]llm.Part(nil), h[i+1].Parts...), missing...)
+		default:
+			out = append(out, llm.Message{Role: llm.RoleTool, Parts: missing})
+		}
+	}
+	return out
 }
