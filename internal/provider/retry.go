@@ -1,0 +1,178 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/agentd-dev/agentd/internal/llm"
+)
+
+// RetryPolicy says how WithRetry retries a failed call.
+type RetryPolicy struct {
+	// Attempts is the most calls made, the first included: 4 means up to
+	// three retries. Below 1 counts as 1.
+	Attempts int
+	// BaseDelay is the backoff before the first retry; it doubles for each
+	// retry after, up to MaxDelay, and is jittered to between half and all
+	// of itself.
+	BaseDelay time.Duration
+	// MaxDelay bounds a backoff. A retry-after longer than MaxDelay ends the
+	// retries at once: waiting that long is not worth a turn.
+	MaxDelay time.Duration
+	// Wait sleeps for d, or until ctx ends (returning its error), whichever
+	// comes first. Nil means a timer; tests pass one that records.
+	Wait func(ctx context.Context, d time.Duration) error
+	// Logger, when set, records each retry.
+	Logger *slog.Logger
+}
+
+// DefaultRetryPolicy is the policy for remote providers: four attempts,
+// backoff from one second, waits of at most a minute.
+func DefaultRetryPolicy() RetryPolicy {
+	return RetryPolicy{Attempts: 4, BaseDelay: time.Second, MaxDelay: time.Minute}
+}
+
+// RetryError is the failure of a call WithRetry tried more than once, or
+// gave up on because the service asked for too long a wait. It unwraps to
+// the last attempt's failure.
+type RetryError struct {
+	// Attempts is the number of calls made.
+	Attempts int
+	// Err is the last attempt's failure.
+	Err error
+	// Wait is the retry-after that ended the retries, zero when they ran
+	// out.
+	Wait time.Duration
+}
+
+func (e *RetryError) Error() string {
+	noun := "attempts"
+	if e.Attempts == 1 {
+		noun = "attempt"
+	}
+	msg := fmt.Sprintf("%v after %d %s", e.Err, e.Attempts, noun)
+	if e.Wait > 0 {
+		msg += fmt.Sprintf("; the service asked to wait %v", e.Wait.Round(time.Second))
+	}
+	return msg
+}
+
+// Unwrap returns the last attempt's failure.
+func (e *RetryError) Unwrap() error { return e.Err }
+
+// WithRetry returns p calling its service again when a Stream fails with a
+// retryable *llm.ProviderError before any event was emitted: a reply that
+// has begun reaching the caller is never replayed. It waits between
+// attempts with exponential backoff and jitter, or for the retry-after the
+// failure carries, and stops at once when ctx ends (returning ctx's error).
+// A failure after more than one attempt is a *RetryError naming the count;
+// a first failure that is not retryable (a 401) is returned as it is.
+//
+// The returned provider keeps p's Configurable answers.
+func WithRetry(p llm.Provider, policy RetryPolicy) llm.Provider {
+	if policy.Attempts < 1 {
+		policy.Attempts = 1
+	}
+	if policy.Wait == nil {
+		policy.Wait = sleep
+	}
+	return &retrying{inner: p, policy: policy}
+}
+
+// retrying is constant after construction.
+type retrying struct {
+	inner  llm.Provider
+	policy RetryPolicy
+}
+
+func (r *retrying) Name() string     { return r.inner.Name() }
+func (r *retrying) Models() []string { return r.inner.Models() }
+
+// Configured reports whether the wrapped provider is configured.
+func (r *retrying) Configured() bool { return configured(r.inner) }
+
+// ConfigEnv names the wrapped provider's environment variable.
+func (r *retrying) ConfigEnv() string {
+	if c, ok := r.inner.(Configurable); ok {
+		return c.ConfigEnv()
+	}
+	return ""
+}
+
+func (r *retrying) Stream(ctx context.Context, req llm.Request, emit func(llm.Event) error) (llm.Reply, error) {
+	emitted := false
+	track := func(ev llm.Event) error {
+		emitted = true
+		return emit(ev)
+	}
+	for attempt := 1; ; attempt++ {
+		reply, err := r.inner.Stream(ctx, req, track)
+		if err == nil {
+			return reply, nil
+		}
+		if ctx.Err() != nil {
+			return reply, ctx.Err()
+		}
+		if emitted || !Retryable(err) {
+			return reply, wrapAttempts(err, attempt, 0)
+		}
+		if attempt >= r.policy.Attempts {
+			return reply, wrapAttempts(err, attempt, 0)
+		}
+		delay := r.backoff(attempt)
+		if after, ok := RetryAfter(err); ok {
+			if r.policy.MaxDelay > 0 && after > r.policy.MaxDelay {
+				return reply, &RetryError{Attempts: attempt, Err: err, Wait: after}
+			}
+			delay = after
+		}
+		if r.policy.Logger != nil {
+			r.policy.Logger.Warn("model call failed; retrying",
+				"provider", r.inner.Name(), "attempt", attempt, "delay", delay, "err", err)
+		}
+		if err := r.policy.Wait(ctx, delay); err != nil {
+			return llm.Reply{}, err
+		}
+	}
+}
+
+// backoff is the jittered wait before retry number attempt (1 for the
+// first retry).
+func (r *retrying) backoff(attempt int) time.Duration {
+	d := r.policy.BaseDelay
+	for i := 1; i < attempt && (r.policy.MaxDelay <= 0 || d < r.policy.MaxDelay); i++ {
+		d *= 2
+	}
+	if r.policy.MaxDelay > 0 && d > r.policy.MaxDelay {
+		d = r.policy.MaxDelay
+	}
+	if d <= 0 {
+		return 0
+	}
+	half := d / 2
+	return half + rand.N(d-half+1)
+}
+
+func wrapAttempts(err error, attempts int, wait time.Duration) error {
+	if attempts <= 1 && wait == 0 {
+		return err
+	}
+	return &RetryError{Attempts: attempts, Err: err, Wait: wait}
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
