@@ -78,6 +78,17 @@ func newRoot(e *env) *cobra.Command {
 		newHostCmd(e),
 		newShutdownCmd(e),
 		newVersionCmd(e),
+		newRunCmd(e),
+		newNewCmd(e),
+		newLsCmd(e),
+		newLogCmd(e),
+		newStopCmd(e),
+		newRenameCmd(e),
+		newArchiveCmd(e),
+		newRmCmd(e),
+		newModelsCmd(e),
+		newAnswerCmd(e),
+		newWorkerCmd(e),
 	)
 	return root
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/agentd-dev/agentd/client"
 	"github.com/agentd-dev/agentd/internal/host"
 	"github.com/agentd-dev/agentd/internal/redact"
+	"github.com/agentd-dev/agentd/internal/sessions"
 	"github.com/agentd-dev/agentd/internal/version"
 )
 
@@ -48,9 +49,21 @@ func newHostCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			reg, err := providers()
+			if err != nil {
+				return err
+			}
+			workerGrace, err := workerIdleGrace()
+			if err != nil {
+				return err
+			}
 			h, err := host.Start(host.Config{
 				Home: act.Home, RuntimeDir: act.RuntimeDir, HostID: act.HostID,
 				Version: version.String(), IdleGrace: idleGrace, Logger: logger,
+				Compose: sessions.Compose(sessions.Config{
+					Home: act.Home, RuntimeDir: act.RuntimeDir, HostID: act.HostID,
+					WorkerIdleGrace: workerGrace, Models: models{reg}, Logger: logger,
+				}),
 			})
 			if err != nil {
 				return err

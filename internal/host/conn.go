@@ -78,7 +78,10 @@ type connSession struct {
 	torn     chan struct{} // closed at teardown
 
 	lastSerial chan struct{} // reader goroutine only: tail of the serial lane
-	attached   bool          // reader goroutine only
+
+	// Lock order: attachMu before mu.
+	attachMu sync.Mutex
+	attached bool // guarded by attachMu
 
 	mu         sync.Mutex
 	inflight   map[string]struct{} // guarded by mu: active request ids
@@ -237,7 +240,6 @@ func (s *connSession) dispatch(req *protocol.Request) bool {
 	}
 	s.inflight[req.RequestID] = struct{}{}
 	s.mu.Unlock()
-	s.attachOnce()
 
 	call := &Call{
 		Operation:   op,
@@ -245,7 +247,6 @@ func (s *connSession) dispatch(req *protocol.Request) bool {
 		Input:       req.Input,
 		Identity:    s.cfg.identity,
 		InputClosed: s.inputClosed,
-		attachment:  s.attachment,
 	}
 	var prev, done chan struct{}
 	if op.Serial {
@@ -257,22 +258,24 @@ func (s *connSession) dispatch(req *protocol.Request) bool {
 	return true
 }
 
-// attachOnce attaches the connection's identity to the composition the
-// first time a request arrives after the composition is ready. Only the
-// reader goroutine calls it.
-func (s *connSession) attachOnce() {
-	if s.attached || s.cfg.attacher == nil {
-		return
+// attach returns what the composition attached to this connection,
+// attaching the connection's identity the first time it is asked once the
+// composition is ready.
+func (s *connSession) attach() Attachment {
+	s.attachMu.Lock()
+	defer s.attachMu.Unlock()
+	if !s.attached && s.cfg.attacher != nil {
+		if a := s.cfg.attacher(); a != nil {
+			s.attached = true
+			att := a.AttachConnection(s.cfg.identity, s.writer)
+			s.mu.Lock()
+			s.attachment = att
+			s.mu.Unlock()
+		}
 	}
-	a := s.cfg.attacher()
-	if a == nil {
-		return
-	}
-	s.attached = true
-	att := a.AttachConnection(s.cfg.identity, s.writer)
 	s.mu.Lock()
-	s.attachment = att
-	s.mu.Unlock()
+	defer s.mu.Unlock()
+	return s.attachment
 }
 
 func (s *connSession) release(requestID string, sl slot) {
@@ -314,6 +317,7 @@ func (s *connSession) serve(call *Call, sl slot, prev, done chan struct{}) {
 		s.release(call.RequestID, sl)
 		return
 	}
+	call.attachment = s.attach()
 	result, perr := s.invoke(call)
 	s.release(call.RequestID, sl)
 	s.respond(call.RequestID, call.Operation.Name, result, perr)

@@ -184,10 +184,15 @@ func (s *Service) dialWorker(sock string, waited chan error) (*client.Conn, erro
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		c, err := client.Dial(ctx, sock, client.Options{CompositionID: protocol.CompositionWorker, Surface: "host"})
-		cancel()
 		if err == nil {
-			return c, nil
+			var st protocol.HostStatus
+			if st, err = c.Status(ctx); err == nil && st.State == protocol.StateReady {
+				cancel()
+				return c, nil
+			}
+			c.Close()
 		}
+		cancel()
 		select {
 		case werr := <-waited:
 			waited <- werr

@@ -1,0 +1,298 @@
+package cli_test
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/agentd-dev/agentd/internal/agentdtest"
+	"github.com/agentd-dev/agentd/internal/worker"
+	"github.com/agentd-dev/agentd/protocol"
+)
+
+// newSessionPlace is a place whose workers stop soon after they idle.
+func newSessionPlace(t *testing.T) *place {
+	p := newPlace(t)
+	p.extraEnv = append(p.extraEnv, "AGENTD_WORKER_IDLE_GRACE=200ms")
+	return p
+}
+
+func (p *place) workDir() string {
+	d := filepath.Join(filepath.Dir(p.home), "work")
+	os.MkdirAll(d, 0o755)
+	os.WriteFile(filepath.Join(d, "hello.txt"), []byte("hello from the work dir\n"), 0o644)
+	return d
+}
+
+func sessionIDFrom(t *testing.T, stderr string) string {
+	t.Helper()
+	for _, line := range strings.Split(stderr, "\n") {
+		if rest, ok := strings.CutPrefix(line, "session "); ok {
+			return strings.Fields(rest)[0]
+		}
+	}
+	t.Fatalf("no session id in %q", stderr)
+	return ""
+}
+
+func TestRunWithTheOfflineModelRunsBashAndStreamsTheAnswer(t *testing.T) {
+	p := newSessionPlace(t)
+	dir := p.workDir()
+	out, errOut, code := p.run("run", "--cwd", dir, "--approve", "all", "list the files here: run `ls -la`")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if !strings.Contains(out, "$ ls -la") || !strings.Contains(out, "hello.txt") {
+		t.Fatalf("output lacks the command or its output:\n%s", out)
+	}
+	id := sessionIDFrom(t, errOut)
+
+	// The session is on disk and continues.
+	out, errOut, code = p.run("run", "--session", id[:6], "--approve", "all", "and now run `cat hello.txt`")
+	if code != 0 || !strings.Contains(out, "hello from the work dir") {
+		t.Fatalf("continued run: exit %d\n%s\n%s", code, out, errOut)
+	}
+	log := p.mustRun("log", id)
+	for _, want := range []string{"list the files here", "cat hello.txt", "completed"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("log lacks %q:\n%s", want, log)
+		}
+	}
+}
+
+func TestRunJSONStreamsPromptEventsInOrder(t *testing.T) {
+	p := newSessionPlace(t)
+	out, errOut, code := p.run("run", "--cwd", p.workDir(), "--json", "--approve", "all", "run `echo hi`")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var events []string
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		var d protocol.SessionDelta
+		if err := json.Unmarshal([]byte(line), &d); err != nil {
+			t.Fatalf("not a delta: %q", line)
+		}
+		if len(events) == 0 || events[len(events)-1] != d.Event {
+			events = append(events, d.Event)
+		}
+	}
+	want := []string{protocol.EventRunStart, protocol.EventMessageStart, protocol.EventToolCallStart, protocol.EventToolCallEnd, protocol.EventRunEnd}
+	i := 0
+	for _, e := range events {
+		if i < len(want) && e == want[i] {
+			i++
+		}
+	}
+	if i != len(want) {
+		t.Fatalf("events %v do not contain %v in order", events, want)
+	}
+}
+
+func TestReadOnlyApprovalRefusesBashAndTheTurnGoesOn(t *testing.T) {
+	p := newSessionPlace(t)
+	out, errOut, code := p.run("run", "--cwd", p.workDir(), "run `touch made-by-agent`")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if _, err := os.Stat(filepath.Join(p.workDir(), "made-by-agent")); err == nil {
+		t.Fatal("bash ran under the read-only policy")
+	}
+	if !strings.Contains(out, "read-only") {
+		t.Fatalf("output does not say why:\n%s", out)
+	}
+}
+
+func workerPID(t *testing.T, p *place, session string) int {
+	t.Helper()
+	deadline := time.Now().Add(agentdtest.Timeout)
+	for {
+		b, err := os.ReadFile(worker.RegistrationPath(p.home, session))
+		var reg worker.Registration
+		if err == nil && json.Unmarshal(b, &reg) == nil && reg.PID > 0 {
+			return reg.PID
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no worker registered for %s", session)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func processGone(pid int) bool {
+	if syscall.Kill(pid, 0) != nil {
+		return true
+	}
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	return bytes.Contains(b, []byte(") Z "))
+}
+
+func waitProcessGone(t *testing.T, pid int) {
+	t.Helper()
+	deadline := time.Now().Add(agentdtest.Timeout)
+	for !processGone(pid) {
+		if time.Now().After(deadline) {
+			t.Fatalf("process %d still runs", pid)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestWorkerKilledMidTurnFailsTheTurnAndIsReplaced(t *testing.T) {
+	p := newSessionPlace(t)
+	dir := p.workDir()
+	id := strings.TrimSpace(p.mustRun("new", "--cwd", dir))
+	cmd := p.command("run", "--session", id, "--json", "--approve", "all", "run `sleep 20`")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() {
+		if strings.Contains(sc.Text(), `"event":"tool_call_start"`) {
+			break
+		}
+	}
+	pid := workerPID(t, p, id)
+	syscall.Kill(pid, syscall.SIGKILL)
+	go func() {
+		for sc.Scan() {
+		}
+	}()
+	err = cmd.Wait()
+	if err == nil || !strings.Contains(stderr.String(), "worker exited: signal 9") {
+		t.Fatalf("run after the worker was killed: %v: %s", err, stderr.String())
+	}
+	// The transcript is intact and says why; the next attach starts a new worker.
+	log := p.mustRun("log", id)
+	if !strings.Contains(log, "failed: worker exited: signal 9") {
+		t.Fatalf("log:\n%s", log)
+	}
+	out, errOut, code := p.run("run", "--session", id, "--approve", "all", "run `echo again`")
+	if code != 0 || !strings.Contains(out, "again") {
+		t.Fatalf("after replacement: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if next := workerPID(t, p, id); next == pid {
+		t.Fatal("the killed worker was not replaced")
+	}
+}
+
+func TestIdleWorkerStopsAfterItsClientDisconnects(t *testing.T) {
+	p := newSessionPlace(t)
+	_, errOut, code := p.run("run", "--cwd", p.workDir(), "hello")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	id := sessionIDFrom(t, errOut)
+	pid := workerPID(t, p, id)
+	waitProcessGone(t, pid)
+	waitGone(t, worker.RegistrationPath(p.home, id))
+}
+
+func TestOneWorkerPerSessionAllStoppedAtShutdown(t *testing.T) {
+	p := newPlace(t) // workers idle for the default grace: they outlive their clients
+	dir := p.workDir()
+	ids := make([]string, 3)
+	var wg sync.WaitGroup
+	for i := range ids {
+		ids[i] = strings.TrimSpace(p.mustRun("new", "--cwd", dir))
+	}
+	for _, id := range ids {
+		wg.Go(func() {
+			if _, errOut, code := p.run("run", "--session", id, "hi"); code != 0 {
+				t.Errorf("run %s: %s", id, errOut)
+			}
+		})
+	}
+	wg.Wait()
+	pids := map[int]bool{}
+	for _, id := range ids {
+		pids[workerPID(t, p, id)] = true
+	}
+	if len(pids) != len(ids) {
+		t.Fatalf("worker pids %v for %d sessions", pids, len(ids))
+	}
+	p.mustRun("shutdown")
+	for pid := range pids {
+		waitProcessGone(t, pid)
+	}
+}
+
+func TestColdHostRetiresAfterItsOnlySessionAttachmentDisconnects(t *testing.T) {
+	p := newSessionPlace(t)
+	p.hostID = "00000000-0000-4000-8000-000000000001"
+	p.extraEnv = append(p.extraEnv, "AGENTD_IDLE_GRACE=200ms")
+	if _, errOut, code := p.run("run", "--cwd", p.workDir(), "hello"); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	waitGone(t, protocol.SocketPath(p.rundir, p.hostID), protocol.RegistrationPath(p.rundir, p.hostID))
+}
+
+func TestSessionCommandsAndSelections(t *testing.T) {
+	p := newSessionPlace(t)
+	dir := p.workDir()
+	a := strings.TrimSpace(p.mustRun("new", "--id", "alpha1", "--cwd", dir, "--title", "first"))
+	b := strings.TrimSpace(p.mustRun("new", "--id", "alpha2", "--cwd", dir, "--title", "second"))
+	if _, errOut, code := p.run("new", "--id", "alpha1", "--cwd", dir); code != 1 || !strings.Contains(errOut, "alpha1") {
+		t.Fatalf("duplicate id: exit %d %s", code, errOut)
+	}
+	var rows []protocol.Session
+	json.Unmarshal([]byte(p.mustRun("ls", "--json")), &rows)
+	if len(rows) != 2 {
+		t.Fatalf("ls: %+v", rows)
+	}
+	p.mustRun("rename", a, "renamed")
+	if out := p.mustRun("ls"); !strings.Contains(out, "renamed") || !strings.Contains(out, "second") {
+		t.Fatalf("ls after rename:\n%s", out)
+	}
+	_, errOut, code := p.run("log", "zzzzzzzz")
+	if code != 1 || !strings.Contains(errOut, "zzzzzzzz") {
+		t.Fatalf("unknown session: exit %d %s", code, errOut)
+	}
+	// A prefix of both is ambiguous, and the error lists the candidates.
+	_, errOut, code = p.run("log", "alpha")
+	if code != 1 || !strings.Contains(errOut, "ambiguous") || !strings.Contains(errOut, a) || !strings.Contains(errOut, b) {
+		t.Fatalf("ambiguous: exit %d %s", code, errOut)
+	}
+	p.mustRun("archive", b)
+	if _, errOut, code := p.run("run", "--session", b, "hi"); code != 1 || !strings.Contains(errOut, "archived") {
+		t.Fatalf("run on an archived session: exit %d %s", code, errOut)
+	}
+	p.mustRun("rm", b)
+	if _, errOut, code := p.run("log", b); code != 1 || !strings.Contains(errOut, b) {
+		t.Fatalf("removed session: exit %d %s", code, errOut)
+	}
+}
+
+func TestModelFlagsAreValidated(t *testing.T) {
+	p := newSessionPlace(t)
+	dir := p.workDir()
+	cases := []struct {
+		args []string
+		code int
+		says string
+	}{
+		{[]string{"run", "--cwd", dir, "--model", "anthropic", "hi"}, 2, "provider requires a model"},
+		{[]string{"run", "--cwd", dir, "--model", "nosuch/model", "hi"}, 1, "nosuch"},
+		{[]string{"run", "--cwd", dir, "--model", "anthropic/claude-sonnet-4-5", "hi"}, 1, "ANTHROPIC_API_KEY"},
+	}
+	p.extraEnv = append(p.extraEnv, "ANTHROPIC_API_KEY=")
+	for _, c := range cases {
+		_, errOut, code := p.run(c.args...)
+		if code != c.code || !strings.Contains(errOut, c.says) {
+			t.Errorf("agentd %v: exit %d %q; want exit %d mentioning %q", c.args, code, errOut, c.code, c.says)
+		}
+	}
+}

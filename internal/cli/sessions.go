@@ -1,0 +1,430 @@
+package cli
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
+
+	"github.com/agentd-dev/agentd/client"
+	"github.com/agentd-dev/agentd/protocol"
+)
+
+// open connects to this home's host, starting it if none runs.
+func open(ctx context.Context) (*client.Conn, error) {
+	c, _, _, err := client.Open(ctx, client.OpenOptions{Options: client.Options{Surface: protocol.SurfaceCLI}})
+	return c, err
+}
+
+// withHost runs fn with a connection to this home's host.
+func withHost(cmd *cobra.Command, fn func(ctx context.Context, c *client.Conn) error) error {
+	ctx, cancel := context.WithTimeout(cmd.Context(), requestTimeout)
+	defer cancel()
+	c, err := open(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return fn(ctx, c)
+}
+
+func isTerminal(f any) bool {
+	file, ok := f.(*os.File)
+	if !ok {
+		return false
+	}
+	_, err := unix.IoctlGetTermios(int(file.Fd()), unix.TCGETS)
+	return err == nil
+}
+
+func newID() string {
+	b := make([]byte, 8)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func exactArgs(n int, names string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) != n {
+			return usagef("%s takes %s", cmd.CommandPath(), names)
+		}
+		return nil
+	}
+}
+
+func newNewCmd(e *env) *cobra.Command {
+	var id, cwd, title, model, approve string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "new",
+		Short: "Create a session and print its id.",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return withHost(cmd, func(ctx context.Context, c *client.Conn) error {
+				s, err := createSession(ctx, c, protocol.SessionCreateInput{SessionID: id, Cwd: cwd, Title: title, Model: model, Approval: approve})
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					return writeJSON(e.stdout, s)
+				}
+				fmt.Fprintln(e.stdout, s.SessionID)
+				return nil
+			})
+		},
+	}
+	cmd.Flags().StringVar(&id, "id", "", "the session's id (default: a new short one)")
+	cmd.Flags().StringVar(&cwd, "cwd", "", "the session's working directory (default: the current directory)")
+	cmd.Flags().StringVar(&title, "title", "", "the session's title (default: the directory's name)")
+	cmd.Flags().StringVar(&model, "model", "", "the session's model, provider/model")
+	cmd.Flags().StringVar(&approve, "approve", "", "which tool calls wait for a person: ask, all or read-only")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the session as JSON")
+	return cmd
+}
+
+func createSession(ctx context.Context, c *client.Conn, in protocol.SessionCreateInput) (protocol.Session, error) {
+	if in.Cwd == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return protocol.Session{}, err
+		}
+		in.Cwd = wd
+	}
+	var err error
+	if in.Cwd, err = filepath.Abs(in.Cwd); err != nil {
+		return protocol.Session{}, err
+	}
+	var s protocol.Session
+	err = c.Request(ctx, protocol.OpSessionCreate, in, &s)
+	return s, err
+}
+
+func newLsCmd(e *env) *cobra.Command {
+	var asJSON, archived bool
+	cmd := &cobra.Command{
+		Use:   "ls",
+		Short: "List sessions of every host in the runtime directory.",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, cancel := context.WithTimeout(cmd.Context(), requestTimeout)
+			defer cancel()
+			// This home's host comes up if it is not running; others are listed as found.
+			own, info, _, err := client.Open(ctx, client.OpenOptions{Options: client.Options{Surface: protocol.SurfaceCLI}})
+			if err != nil {
+				return err
+			}
+			defer own.Close()
+			type row struct {
+				HostID string `json:"hostId"`
+				protocol.Session
+			}
+			var rows []row
+			add := func(hostID string, c *client.Conn) error {
+				var res protocol.SessionListResult
+				if err := c.Request(ctx, protocol.OpSessionList, protocol.SessionListInput{IncludeArchived: archived}, &res); err != nil {
+					return err
+				}
+				for _, s := range res.Sessions {
+					rows = append(rows, row{HostID: hostID, Session: s})
+				}
+				return nil
+			}
+			if err := add(info.HostID, own); err != nil {
+				return err
+			}
+			hosts, _ := client.Discover(ctx, mustRuntimeDir())
+			for _, h := range hosts {
+				if h.HostID == info.HostID {
+					continue
+				}
+				c, err := client.Dial(ctx, h.Endpoint, client.Options{Surface: protocol.SurfaceCLI})
+				if err != nil {
+					fmt.Fprintf(e.stderr, "agentd: host %s: %v\n", h.HostID, err)
+					continue
+				}
+				if err := add(h.HostID, c); err != nil {
+					fmt.Fprintf(e.stderr, "agentd: host %s: %v\n", h.HostID, err)
+				}
+				c.Close()
+			}
+			if asJSON {
+				if rows == nil {
+					rows = []row{}
+				}
+				return writeJSON(e.stdout, rows)
+			}
+			tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
+			multi := len(hosts) > 1
+			if multi {
+				fmt.Fprint(tw, "HOST\t")
+			}
+			fmt.Fprintln(tw, "ID\tTITLE\tSTATUS\tMODEL\tLAST ACTIVITY\tCWD")
+			for _, r := range rows {
+				if multi {
+					fmt.Fprintf(tw, "%s\t", r.HostID)
+				}
+				status := r.Status
+				if r.Damaged {
+					status = "damaged"
+				} else if r.Archived {
+					status = "archived"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.SessionID, r.Title, status, r.Model, ago(r.LastActivityAt), r.Cwd)
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the sessions as JSON")
+	cmd.Flags().BoolVar(&archived, "archived", false, "include archived sessions")
+	return cmd
+}
+
+func mustRuntimeDir() string {
+	act, err := client.ResolveActivation(client.ActivationOptions{})
+	if err != nil {
+		return ""
+	}
+	return act.RuntimeDir
+}
+
+func ago(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	d := time.Since(t).Round(time.Second)
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds ago", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm ago", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh ago", int(d.Hours()))
+	}
+	return t.Local().Format("2006-01-02")
+}
+
+// sessionCmd is a command taking one session selector and answering with
+// the session.
+func sessionCmd(e *env, use, short, op string, build func(id string, args []string) any) *cobra.Command {
+	var asJSON bool
+	n := strings.Count(use, " ")
+	cmd := &cobra.Command{
+		Use:   use,
+		Short: short,
+		Args:  exactArgs(n, strings.SplitN(use, " ", 2)[1]),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return withHost(cmd, func(ctx context.Context, c *client.Conn) error {
+				var s protocol.Session
+				if op == protocol.OpSessionRemove {
+					var ref protocol.SessionRef
+					if err := c.Request(ctx, op, build(args[0], args[1:]), &ref); err != nil {
+						return err
+					}
+					s.SessionID = ref.SessionID
+				} else if err := c.Request(ctx, op, build(args[0], args[1:]), &s); err != nil {
+					return err
+				}
+				if asJSON {
+					return writeJSON(e.stdout, s)
+				}
+				fmt.Fprintln(e.stdout, s.SessionID)
+				return nil
+			})
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
+	return cmd
+}
+
+func newRenameCmd(e *env) *cobra.Command {
+	return sessionCmd(e, "rename SESSION TITLE", "Rename a session.", protocol.OpSessionRename, func(id string, rest []string) any {
+		return protocol.SessionRenameInput{SessionID: id, Title: rest[0]}
+	})
+}
+
+func newArchiveCmd(e *env) *cobra.Command {
+	return sessionCmd(e, "archive SESSION", "Archive a session: it stays on disk but takes no more turns.", protocol.OpSessionArchive, func(id string, _ []string) any {
+		return protocol.SessionRef{SessionID: id}
+	})
+}
+
+func newRmCmd(e *env) *cobra.Command {
+	return sessionCmd(e, "rm SESSION", "Remove a session and its transcript.", protocol.OpSessionRemove, func(id string, _ []string) any {
+		return protocol.SessionRef{SessionID: id}
+	})
+}
+
+// rootTurn returns the session's latest turn, from a subscription snapshot.
+func rootTurn(ctx context.Context, c *client.Conn, id string) (*protocol.TurnSnapshot, error) {
+	var open protocol.SubscriptionOpenResult
+	if err := c.Request(ctx, protocol.OpSubscriptionOpen, protocol.SubscriptionOpenInput{SessionID: id, Transcript: protocol.TranscriptBootstrap{Kind: "none"}}, &open); err != nil {
+		return nil, err
+	}
+	defer c.Request(ctx, protocol.OpSubscriptionClose, protocol.SubscriptionRef{SubscriptionID: open.SubscriptionID}, nil)
+	var snap protocol.SessionProjection
+	if err := decodeJSON(open.Snapshot, &snap); err != nil {
+		return nil, err
+	}
+	return snap.RootTurn, nil
+}
+
+func newStopCmd(e *env) *cobra.Command {
+	var now bool
+	cmd := &cobra.Command{
+		Use:   "stop SESSION",
+		Short: "Stop a session's running turn after its current step (--now: at once).",
+		Args:  exactArgs(1, "SESSION"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return withHost(cmd, func(ctx context.Context, c *client.Conn) error {
+				t, err := rootTurn(ctx, c, args[0])
+				if err != nil {
+					return err
+				}
+				if t == nil || t.Status != protocol.TurnRunning {
+					fmt.Fprintln(e.stdout, "no turn is running")
+					return nil
+				}
+				op := protocol.OpTurnStop
+				if now {
+					op = protocol.OpTurnInterrupt
+				}
+				if err := c.Request(ctx, op, protocol.TurnRef{SessionID: t.SessionID, TurnID: t.TurnID}, nil); err != nil {
+					return err
+				}
+				fmt.Fprintf(e.stdout, "stopping turn %s\n", t.TurnID)
+				return nil
+			})
+		},
+	}
+	cmd.Flags().BoolVar(&now, "now", false, "interrupt at once, killing a running tool")
+	return cmd
+}
+
+func newModelsCmd(e *env) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "models",
+		Short: "List the configured providers' models, or select one.",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return withHost(cmd, func(ctx context.Context, c *client.Conn) error {
+				var res protocol.ModelsListResult
+				if err := c.Request(ctx, protocol.OpModelsList, nil, &res); err != nil {
+					return err
+				}
+				if asJSON {
+					return writeJSON(e.stdout, res)
+				}
+				for _, m := range res.Models {
+					mark := " "
+					if res.Default != nil && *res.Default == m {
+						mark = "*"
+					}
+					fmt.Fprintf(e.stdout, "%s %s/%s\n", mark, m.Provider, m.ModelID)
+				}
+				return nil
+			})
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the models as JSON")
+	var session string
+	sel := &cobra.Command{
+		Use:   "select PROVIDER/MODEL",
+		Short: "Select the model of a session (--session) or of new sessions.",
+		Args:  exactArgs(1, "PROVIDER/MODEL"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return withHost(cmd, func(ctx context.Context, c *client.Conn) error {
+				var res protocol.ModelSelection
+				if err := c.Request(ctx, protocol.OpModelsSelect, protocol.ModelsSelectInput{SessionID: session, Model: args[0]}, &res); err != nil {
+					return err
+				}
+				fmt.Fprintln(e.stdout, res.Model)
+				return nil
+			})
+		},
+	}
+	sel.Flags().StringVar(&session, "session", "", "the session whose model to set")
+	var thinkingSession string
+	thinking := &cobra.Command{
+		Use:   "thinking LEVEL",
+		Short: "Set a session's thinking level: off, low, medium or high.",
+		Args:  exactArgs(1, "LEVEL"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if thinkingSession == "" {
+				return usagef("models thinking needs --session")
+			}
+			return withHost(cmd, func(ctx context.Context, c *client.Conn) error {
+				var res protocol.ModelSelection
+				if err := c.Request(ctx, protocol.OpModelsThinkingSet, protocol.ThinkingSetInput{SessionID: thinkingSession, Level: args[0]}, &res); err != nil {
+					return err
+				}
+				fmt.Fprintln(e.stdout, res.Thinking)
+				return nil
+			})
+		},
+	}
+	thinking.Flags().StringVar(&thinkingSession, "session", "", "the session")
+	cmd.AddCommand(sel, thinking)
+	return cmd
+}
+
+func newAnswerCmd(e *env) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "answer [SESSION INTERACTION allow|deny]",
+		Short: "List pending approvals of every session, or answer one.",
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 0 && len(args) != 3 {
+				return usagef("answer takes no arguments (list) or SESSION INTERACTION allow|deny")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return withHost(cmd, func(ctx context.Context, c *client.Conn) error {
+				if len(args) == 3 {
+					var in protocol.Interaction
+					if err := c.Request(ctx, protocol.OpInteractionAnswer, protocol.InteractionAnswerInput{SessionID: args[0], InteractionID: args[1], Answer: args[2]}, &in); err != nil {
+						return err
+					}
+					fmt.Fprintf(e.stdout, "%s: %s\n", in.InteractionID, in.Answer)
+					return nil
+				}
+				var list protocol.SessionListResult
+				if err := c.Request(ctx, protocol.OpSessionList, protocol.SessionListInput{}, &list); err != nil {
+					return err
+				}
+				pending := []protocol.Interaction{}
+				for _, s := range list.Sessions {
+					if s.Status == protocol.SessionIdle || s.Damaged {
+						continue
+					}
+					var res protocol.InteractionQueryResult
+					if err := c.Request(ctx, protocol.OpInteractionQuery, protocol.SessionRef{SessionID: s.SessionID}, &res); err != nil {
+						return err
+					}
+					pending = append(pending, res.Pending...)
+				}
+				if asJSON {
+					return writeJSON(e.stdout, pending)
+				}
+				if len(pending) == 0 {
+					fmt.Fprintln(e.stdout, "nothing is waiting for an answer")
+				}
+				for _, in := range pending {
+					fmt.Fprintf(e.stdout, "%s %s  %s\n", in.SessionID, in.InteractionID, in.Prompt)
+				}
+				return nil
+			})
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print pending interactions as JSON")
+	return cmd
+}

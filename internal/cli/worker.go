@@ -1,0 +1,77 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agentd-dev/agentd/internal/tools"
+	"github.com/agentd-dev/agentd/internal/version"
+	"github.com/agentd-dev/agentd/internal/worker"
+	"github.com/agentd-dev/agentd/protocol"
+)
+
+// EnvWorkerIdleGrace sets how long an idle session's worker lives on.
+const EnvWorkerIdleGrace = "AGENTD_WORKER_IDLE_GRACE"
+
+func workerIdleGrace() (time.Duration, error) {
+	v := os.Getenv(EnvWorkerIdleGrace)
+	if v == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("%s=%q: want a positive Go duration such as 30s", EnvWorkerIdleGrace, v)
+	}
+	return d, nil
+}
+
+const systemPrompt = `You are a coding agent working in a person's project directory through tools.
+Read before you change; prefer small, exact edits; run commands to check your work.
+When you are done, answer briefly with what you did and what you found.`
+
+func newWorkerCmd(e *env) *cobra.Command {
+	var cfg worker.Config
+	var logFormat string
+	cmd := &cobra.Command{
+		Use:    "worker",
+		Short:  "Run one session's worker; the host starts it, never a person.",
+		Hidden: true,
+		Args:   noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			for flag, v := range map[string]string{"--session": cfg.Session.SessionID, "--socket": cfg.SocketPath, "--home": cfg.Home, "--cwd": cfg.Session.Cwd, "--transcript": cfg.TranscriptPath} {
+				if v == "" {
+					return usagef("worker needs %s", flag)
+				}
+			}
+			logger, err := newLogger(e.stderr, logFormat, "info")
+			if err != nil {
+				return err
+			}
+			reg, err := providers()
+			if err != nil {
+				return err
+			}
+			cfg.Providers = reg
+			cfg.Tools = tools.Builtin()
+			cfg.System = systemPrompt
+			cfg.Logger = logger.With("role", "worker")
+			cfg.Version = version.String()
+			return worker.Run(cmd.Context(), cfg)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&cfg.Session.SessionID, "session", "", "the session")
+	fl.StringVar(&cfg.SocketPath, "socket", "", "where to listen for the host")
+	fl.StringVar(&cfg.Home, "home", "", "the home")
+	fl.StringVar(&cfg.Session.Cwd, "cwd", "", "the session's working directory")
+	fl.StringVar(&cfg.Session.Model, "model", "", "the session's model")
+	fl.StringVar(&cfg.Thinking, "thinking", "off", "the thinking level")
+	fl.StringVar(&cfg.Approval, "approval", protocol.ApprovalAsk, "the approval policy")
+	fl.StringVar(&cfg.TranscriptPath, "transcript", "", "the session's transcript")
+	fl.StringVar(&cfg.PreviousExit, "previous-exit", "", "why the session's previous worker exited")
+	fl.StringVar(&logFormat, "log-format", "text", "log format: text or json")
+	return cmd
+}
