@@ -1,0 +1,254 @@
+package catalog
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// loadWorkers bounds how many headers Open reads at once.
+const loadWorkers = 8
+
+// Catalog is the session catalog of one home.
+//
+// Reads (List, Get, Resolve, Settings) are answered from memory. A change
+// that changes something bumps the header's MetadataRevision, sets its
+// UpdatedAt and is on disk before it returns; one that changes nothing
+// returns the header as it is and writes nothing.
+//
+// A change marks its session (or the settings) busy under mu, writes the
+// file with mu released, then records the result under mu: changes of one
+// session are serialized, changes of different sessions write in parallel,
+// and no reader waits for a disk. Memory holds only what is on disk.
+type Catalog struct {
+	// Constant after Open.
+	home  string
+	dir   string           // <home>/sessions
+	now   func() time.Time // the clock; UTC, no monotonic reading
+	newID func() string
+	// settingsMoved is where Open moved an unreadable settings.json, if
+	// it did.
+	settingsMoved string
+
+	// mu guards the fields below.
+	mu sync.Mutex
+	// idle (on mu) is broadcast whenever an entry or the settings stop
+	// being busy, a removed entry or a failed creation included.
+	idle sync.Cond
+	// entries holds every session folder by id, those being created
+	// included. Guarded by mu.
+	entries map[string]*entry
+	// settings is the content of settings.json. Guarded by mu.
+	settings Settings
+	// settingsBusy is set while settings.json is being written. Guarded
+	// by mu.
+	settingsBusy bool
+}
+
+// entry is one session folder. Its fields are guarded by Catalog.mu.
+type entry struct {
+	// h is the header as on disk. A stored header is never changed (a
+	// change stores a new one), so a reader may use it after letting go
+	// of mu.
+	h *Header
+	// busy is set while the folder is being written or removed.
+	busy bool
+	// creating is set until Create has put the folder in place; such an
+	// entry only reserves its id and is invisible to readers.
+	creating bool
+}
+
+// Open opens the catalog of home, creating <home>/sessions (mode 0700) when
+// it is missing. It reads every session header once, in parallel, and
+// removes what interrupted writes left behind (temp files, half-created and
+// half-removed folders). A folder with an unreadable header is kept as a
+// damaged entry; a settings.json that cannot be read is moved aside to
+// settings.json.damaged-<time> and the settings start empty. Entries of
+// the sessions directory that are not folders named by a valid id are
+// ignored.
+func Open(home string) (*Catalog, error) {
+	if home == "" {
+		return nil, errors.New("open catalog: empty home path")
+	}
+	c := &Catalog{
+		home:    home,
+		dir:     filepath.Join(home, sessionsDir),
+		now:     func() time.Time { return time.Now().UTC().Round(0) },
+		newID:   newID,
+		entries: make(map[string]*entry),
+	}
+	c.idle.L = &c.mu
+	if err := os.MkdirAll(c.dir, 0o700); err != nil {
+		return nil, fmt.Errorf("open catalog: %w", err)
+	}
+	if err := c.loadSettings(); err != nil {
+		return nil, fmt.Errorf("open catalog: %w", err)
+	}
+	if err := c.loadSessions(); err != nil {
+		return nil, fmt.Errorf("open catalog: %w", err)
+	}
+	return c, nil
+}
+
+func (c *Catalog) loadSessions() error {
+	des, err := os.ReadDir(c.dir)
+	if err != nil {
+		return err
+	}
+	var names []string
+	for _, de := range des {
+		name := de.Name()
+		if strings.HasPrefix(name, creatingPrefix) || strings.HasPrefix(name, removingPrefix) {
+			// Interrupted before its rename (a create) or after it (a
+			// remove): in both cases not a session.
+			if err := os.RemoveAll(filepath.Join(c.dir, name)); err != nil {
+				return fmt.Errorf("remove leftover %s: %w", name, err)
+			}
+			continue
+		}
+		if !de.IsDir() || validID(name) != nil {
+			continue
+		}
+		names = append(names, name)
+	}
+	headers := make([]Header, len(names))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(loadWorkers, len(names)) {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= len(names) {
+					return
+				}
+				headers[i] = loadHeader(filepath.Join(c.dir, names[i]), names[i])
+			}
+		})
+	}
+	wg.Wait()
+	for _, h := range headers {
+		c.entries[h.ID] = &entry{h: &h}
+	}
+	return nil
+}
+
+// loadHeader reads the header of the session folder dir, named id. It
+// never fails: a header that cannot be read gives a damaged Header.
+func loadHeader(dir, id string) Header {
+	// A temp file is what remains of a write interrupted before its
+	// rename; header.json is the complete header from before it.
+	_ = removeIfExists(filepath.Join(dir, headerTemp))
+	damaged := func(format string, args ...any) Header {
+		return Header{ID: id, Damaged: true, Damage: fmt.Sprintf(format, args...)}
+	}
+	b, err := readFileLimited(filepath.Join(dir, headerName), maxHeaderBytes)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return damaged("%s is missing", headerName)
+	case err != nil:
+		return damaged("read %s: %v", headerName, err)
+	}
+	h, err := decodeHeader(b)
+	if err != nil {
+		return damaged("%v", err)
+	}
+	if h.ID != id {
+		return damaged("header names session %q but its folder is %q", h.ID, id)
+	}
+	return h
+}
+
+// Dir returns the folder of session id. It does not check that the session
+// exists.
+func (c *Catalog) Dir(id string) string { return filepath.Join(c.dir, id) }
+
+// TranscriptPath returns the path of session id's transcript. The catalog
+// never opens it.
+func (c *Catalog) TranscriptPath(id string) string {
+	return filepath.Join(c.dir, id, transcriptName)
+}
+
+// ListOptions selects what List returns.
+type ListOptions struct {
+	// IncludeArchived lists archived sessions too.
+	IncludeArchived bool
+}
+
+// List returns the sessions, damaged ones included, most recently active
+// first (ties by id). It reads nothing from disk.
+func (c *Catalog) List(opts ListOptions) []Header {
+	c.mu.Lock()
+	hs := make([]*Header, 0, len(c.entries))
+	for _, e := range c.entries {
+		if e.creating || (e.h.Archived && !opts.IncludeArchived) {
+			continue
+		}
+		hs = append(hs, e.h)
+	}
+	c.mu.Unlock()
+	return sorted(hs)
+}
+
+// sorted sorts hs into List order and returns copies of the headers. It
+// sorts pointers, not the headers themselves, which are large to move.
+func sorted(ps []*Header) []Header {
+	slices.SortFunc(ps, func(a, b *Header) int {
+		if c := b.LastActivityAt.Compare(a.LastActivityAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	out := make([]Header, len(ps))
+	for i, p := range ps {
+		out[i] = *p
+	}
+	return out
+}
+
+// Get returns the header of session id (exactly that id). A damaged
+// session's header has Damaged set. A missing session is a *NotFoundError.
+func (c *Catalog) Get(id string) (Header, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.entries[id]
+	if e == nil || e.creating {
+		return Header{}, &NotFoundError{Selector: id}
+	}
+	return *e.h, nil
+}
+
+// Resolve returns the session selector names: the session whose id is
+// selector, else the only session whose id starts with it. No match is a
+// *NotFoundError (ErrNotFound); several are an *AmbiguousError
+// (ErrAmbiguous) listing them. Archived and damaged sessions are selectable.
+func (c *Catalog) Resolve(selector string) (Header, error) {
+	if selector == "" {
+		return Header{}, invalid("selector", "must not be empty")
+	}
+	c.mu.Lock()
+	if e := c.entries[selector]; e != nil && !e.creating {
+		c.mu.Unlock()
+		return *e.h, nil
+	}
+	var matches []*Header
+	for id, e := range c.entries {
+		if !e.creating && strings.HasPrefix(id, selector) {
+			matches = append(matches, e.h)
+		}
+	}
+	c.mu.Unlock()
+	switch len(matches) {
+	case 0:
+		return Header{}, &NotFoundError{Selector: selector}
+	case 1:
+		return *matches[0], nil
+	}
+	return Header{}, &AmbiguousError{Selector: selector, Candidates: sorted(matches)}
+}
