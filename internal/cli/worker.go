@@ -3,6 +3,8 @@ package cli
 import (
 	"fmt"
 	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -59,6 +61,9 @@ func newWorkerCmd(e *env) *cobra.Command {
 			cfg.System = systemPrompt
 			cfg.Logger = logger.With("role", "worker")
 			cfg.Version = version.String()
+			// A file-size limit makes appends fail with EFBIG, reported as
+			// a failed turn, instead of killing the worker.
+			signal.Ignore(syscall.SIGXFSZ)
 			return worker.Run(cmd.Context(), cfg)
 		},
 	}

@@ -166,14 +166,15 @@ func (s *Service) modelOf(h catalog.Header) string {
 	return h.Model
 }
 
+// markBusy restarts a worker's idle grace: it just took a turn. Whether a
+// turn still runs comes from the worker itself (its deltas, or its answer
+// when the grace ends), never from here, so a turn that already ended is
+// not taken for a running one.
 func (s *Service) markBusy(id string) {
 	s.mu.Lock()
 	w := s.workers[id]
 	s.mu.Unlock()
 	if w != nil {
-		w.mu.Lock()
-		w.busy = true
-		w.mu.Unlock()
 		w.disarmIdle()
 		w.armIdle()
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -75,6 +76,13 @@ func (s *Service) ensureWorker(ctx context.Context, h catalog.Header) (*worker, 
 		return nil, protocol.Errorf(protocol.CodeDraining, "the host is draining")
 	}
 	w, ok := s.workers[h.ID]
+	if ok {
+		select {
+		case <-w.exited:
+			ok = false // gone, though not yet forgotten: start its replacement
+		default:
+		}
+	}
 	if !ok {
 		w = &worker{s: s, sessionID: h.ID, ready: make(chan struct{}), exited: make(chan struct{}), relays: map[*relay]bool{}}
 		s.workers[h.ID] = w
@@ -148,18 +156,17 @@ func (s *Service) start(w *worker, h catalog.Header) {
 		w.idle.Stop()
 	}
 	w.mu.Unlock()
-	close(w.exited)
-	if !stopping || werr != nil && !isCleanStop(werr) {
+	if !stopping || werr != nil {
+		// Kept for the replacement to record, before anyone can start it.
 		s.log.Warn("worker exited", "session", h.ID, "pid", w.pid, "cause", w.cause)
 		os.WriteFile(s.previousExitPath(h.ID), []byte(w.cause), 0o600)
-		s.host.Diagnostic(0, fmt.Sprintf("session %s: %s", h.ID, w.cause))
+		s.host.Diagnostic(slog.LevelWarn, fmt.Sprintf("session %s: %s", h.ID, w.cause))
 	}
+	close(w.exited)
 	for r := range relays {
 		r.end(protocol.ClosedWorkerExited)
 	}
 }
-
-func isCleanStop(err error) bool { return err == nil }
 
 // describeExit says how a worker process ended: "worker exited: signal 9".
 func describeExit(err error) string {

@@ -109,7 +109,9 @@ func Run(ctx context.Context, cfg Config) error {
 	h, err := host.Start(host.Config{
 		Listener: ln, HostID: "worker", CompositionID: protocol.CompositionWorker,
 		Version: cfg.Version, Logger: logger,
-		Compose: func(context.Context, *host.Host) (host.Composition, error) {
+		Compose: func(_ context.Context, h *host.Host) (host.Composition, error) {
+			// Handlers run only once the composition is ready, after this.
+			s.epoch = h.Epoch()
 			return &composition{s: s, stop: cancel}, nil
 		},
 	})
@@ -117,7 +119,6 @@ func Run(ctx context.Context, cfg Config) error {
 		ln.Close()
 		return err
 	}
-	s.epoch = h.Epoch()
 	<-h.Ready()
 	regPath := RegistrationPath(cfg.Home, s.id)
 	if err := writeRegistration(regPath, Registration{

@@ -1,0 +1,189 @@
+package openai
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+
+	sdk "github.com/openai/openai-go/v3"
+
+	"github.com/agentd-dev/agentd/internal/llm"
+)
+
+// maxCalls bounds a tool call's index, so that a stream cannot make the
+// accumulator grow without end.
+const maxCalls = 1 << 10
+
+// call is a tool call being streamed; its fragments arrive by index.
+type call struct {
+	index   int64
+	id      string
+	name    string
+	args    strings.Builder
+	started bool
+}
+
+// accumulator assembles a reply from the stream's chunks. Text and
+// reasoning are emitted as they arrive; a tool call is announced once its
+// name is known, its argument fragments are emitted as deltas, and the
+// whole call at the end of the stream.
+type accumulator struct {
+	thinking     strings.Builder
+	text         strings.Builder
+	calls        map[int64]*call
+	finishReason string
+	usage        llm.Usage
+	finished     bool
+}
+
+func (a *accumulator) add(chunk sdk.ChatCompletionChunk, emit func(llm.Event) error) error {
+	if chunk.JSON.Usage.Valid() && (chunk.Usage.PromptTokens > 0 || chunk.Usage.CompletionTokens > 0) {
+		a.usage = llm.Usage{InputTokens: int(chunk.Usage.PromptTokens), OutputTokens: int(chunk.Usage.CompletionTokens)}
+	}
+	for _, choice := range chunk.Choices {
+		if choice.Index != 0 {
+			continue // one reply is asked for
+		}
+		d := choice.Delta
+		if r := reasoning(d); r != "" {
+			a.thinking.WriteString(r)
+			if err := emit(llm.Event{Kind: llm.EventThinking, Text: r}); err != nil {
+				return err
+			}
+		}
+		if d.Content != "" {
+			a.text.WriteString(d.Content)
+			if err := emit(llm.Event{Kind: llm.EventText, Text: d.Content}); err != nil {
+				return err
+			}
+		}
+		for _, tc := range d.ToolCalls {
+			if err := a.addCall(tc, emit); err != nil {
+				return err
+			}
+		}
+		if choice.FinishReason != "" {
+			a.finishReason = choice.FinishReason
+		}
+	}
+	return nil
+}
+
+func (a *accumulator) addCall(tc sdk.ChatCompletionChunkChoiceDeltaToolCall, emit func(llm.Event) error) error {
+	if tc.Index < 0 || tc.Index >= maxCalls {
+		return nil
+	}
+	if a.calls == nil {
+		a.calls = map[int64]*call{}
+	}
+	c := a.calls[tc.Index]
+	if c == nil {
+		c = &call{index: tc.Index}
+		a.calls[tc.Index] = c
+	}
+	if tc.ID != "" && c.id == "" {
+		c.id = tc.ID
+	}
+	if c.name == "" {
+		c.name = tc.Function.Name // later fragments repeat it or leave it out
+	}
+	if !c.started && c.name != "" {
+		c.started = true
+		if c.id == "" {
+			c.id = fmt.Sprintf("call_%d", c.index)
+		}
+		head := llm.ToolCall{ID: c.id, Name: c.name}
+		if err := emit(llm.Event{Kind: llm.EventToolCallStart, ToolCall: &head}); err != nil {
+			return err
+		}
+	}
+	if frag := tc.Function.Arguments; frag != "" {
+		c.args.WriteString(frag)
+		if c.started {
+			head := llm.ToolCall{ID: c.id, Name: c.name}
+			return emit(llm.Event{Kind: llm.EventToolCallDelta, Text: frag, ToolCall: &head})
+		}
+	}
+	return nil
+}
+
+// reasoning returns the reasoning text OpenAI-compatible servers put in a
+// delta's reasoning_content or reasoning field.
+func reasoning(d sdk.ChatCompletionChunkChoiceDelta) string {
+	for _, key := range []string{"reasoning_content", "reasoning"} {
+		f, ok := d.JSON.ExtraFields[key]
+		if !ok || !f.Valid() {
+			continue
+		}
+		var s string
+		if json.Unmarshal([]byte(f.Raw()), &s) == nil && s != "" {
+			return s
+		}
+	}
+	return ""
+}
+
+// ordered returns the tool calls in index order.
+func (a *accumulator) ordered() []*call {
+	calls := make([]*call, 0, len(a.calls))
+	for _, c := range a.calls {
+		calls = append(calls, c)
+	}
+	sort.Slice(calls, func(i, j int) bool { return calls[i].index < calls[j].index })
+	return calls
+}
+
+// finish emits each complete tool call, once the stream has ended well.
+func (a *accumulator) finish(emit func(llm.Event) error) error {
+	a.finished = true
+	for _, c := range a.ordered() {
+		if c.name == "" {
+			continue
+		}
+		whole := c.toolCall()
+		if err := emit(llm.Event{Kind: llm.EventToolCall, ToolCall: &whole}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *call) toolCall() llm.ToolCall {
+	args := c.args.String()
+	if strings.TrimSpace(args) == "" {
+		args = "{}"
+	}
+	return llm.ToolCall{ID: c.id, Name: c.name, Arguments: json.RawMessage(args)}
+}
+
+// reply returns the reply assembled so far; tool calls count only once the
+// stream has ended well.
+func (a *accumulator) reply() llm.Reply {
+	msg := llm.Message{Role: llm.RoleAssistant}
+	if a.thinking.Len() > 0 {
+		msg.Parts = append(msg.Parts, llm.Part{Type: llm.PartThinking, Text: a.thinking.String()})
+	}
+	if a.text.Len() > 0 {
+		msg.Parts = append(msg.Parts, llm.Part{Type: llm.PartText, Text: a.text.String()})
+	}
+	hasCall := false
+	if a.finished {
+		for _, c := range a.ordered() {
+			if c.name == "" {
+				continue
+			}
+			tc := c.toolCall()
+			msg.Parts = append(msg.Parts, llm.Part{Type: llm.PartToolCall, ToolCall: &tc})
+			hasCall = true
+		}
+	}
+	stop := llm.StopEnd
+	switch {
+	case a.finishReason == "tool_calls" || a.finishReason == "function_call" || hasCall:
+		stop = llm.StopToolUse
+	case a.finishReason == "length":
+		stop = llm.StopMaxToken
+	}
+	return llm.Reply{Message: msg, StopReason: stop, Usage: a.usage}
+}
