@@ -25,8 +25,16 @@ type OpenOptions struct {
 	Activation ActivationOptions
 	// NoStart fails with ErrNoHost instead of starting a host.
 	NoStart bool
+	// HostArgs are extra arguments for a host this call starts, such as
+	// its default model. They apply only to a new host: when one already
+	// runs, Open fails with ErrHostRunning rather than ignore them.
+	HostArgs []string
 	Options
 }
+
+// ErrHostRunning is returned by Open when HostArgs were given but a host
+// was already running.
+var ErrHostRunning = errors.New("host options are only valid when this command starts a new host, and one is already running")
 
 // ErrNoHost is returned by Open with NoStart when no host is running.
 var ErrNoHost = errors.New("no agentd host is running")
@@ -72,10 +80,14 @@ func Open(ctx context.Context, opts OpenOptions) (c *Conn, info HostInfo, starte
 	if len(opts.Activation.Command) == 0 {
 		act.Command = append(act.Command, "--log-file", filepath.Join(act.Home, LogFileName))
 	}
+	act.Command = append(act.Command, opts.HostArgs...)
 	for attempt := 0; ; attempt++ {
 		info, started, err = locate(ctx, act, opts.NoStart)
 		if err != nil {
 			return nil, HostInfo{}, false, err
+		}
+		if len(opts.HostArgs) > 0 && !started {
+			return nil, info, false, ErrHostRunning
 		}
 		c, err = Dial(ctx, info.Endpoint, opts.Options)
 		var inc *IncompatibleError

@@ -29,7 +29,10 @@ func providers() (*provider.Registry, error) {
 }
 
 // models adapts the registry to what the host's session service asks.
-type models struct{ reg *provider.Registry }
+type models struct {
+	reg *provider.Registry
+	def string // the host's default model; the registry's when empty
+}
 
 func (m models) Available() []protocol.Model {
 	var out []protocol.Model
@@ -49,4 +52,9 @@ func (m models) Check(spec string) error {
 	return err
 }
 
-func (m models) Default() string { return m.reg.Default() }
+func (m models) Default() string {
+	if m.def != "" {
+		return m.def
+	}
+	return m.reg.Default()
+}

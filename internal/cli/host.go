@@ -23,6 +23,7 @@ func newHostCmd(e *env) *cobra.Command {
 		logFormat string
 		logLevel  string
 		logFile   string
+		defModel  string
 	)
 	cmd := &cobra.Command{
 		Use:   "host",
@@ -53,6 +54,13 @@ func newHostCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			m := models{reg: reg}
+			if defModel != "" {
+				if _, _, err := reg.Lookup(defModel); err != nil {
+					return fmt.Errorf("--default-model: %w", err)
+				}
+				m.def = defModel
+			}
 			workerGrace, err := workerIdleGrace()
 			if err != nil {
 				return err
@@ -62,7 +70,7 @@ func newHostCmd(e *env) *cobra.Command {
 				Version: version.String(), IdleGrace: idleGrace, Logger: logger,
 				Compose: sessions.Compose(sessions.Config{
 					Home: act.Home, RuntimeDir: act.RuntimeDir, HostID: act.HostID,
-					WorkerIdleGrace: workerGrace, Models: models{reg}, Logger: logger,
+					WorkerIdleGrace: workerGrace, Models: m, Logger: logger,
 				}),
 			})
 			if err != nil {
@@ -85,6 +93,7 @@ func newHostCmd(e *env) *cobra.Command {
 	cmd.Flags().StringVar(&logFormat, "log-format", "text", "log format on stderr: text or json")
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	cmd.Flags().StringVar(&logFile, "log-file", "", "append logs to this file instead of stderr")
+	cmd.Flags().StringVar(&defModel, "default-model", "", "the model (provider/model) of new sessions when none was selected")
 	return cmd
 }
 

@@ -296,3 +296,25 @@ func TestModelFlagsAreValidated(t *testing.T) {
 		}
 	}
 }
+
+func TestHostModelOptionIsRejectedWhenDiscoveryFindsARunningHost(t *testing.T) {
+	p := newSessionPlace(t)
+	p.mustRun("status")
+	_, errOut, code := p.run("status", "--host-model", "faux/echo")
+	if code != 1 || !strings.Contains(errOut, "only valid when this command starts a new host") {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+}
+
+func TestHostModelOptionSetsTheDefaultOfTheHostItStarts(t *testing.T) {
+	p := newSessionPlace(t)
+	if _, errOut, code := p.run("status", "--host-model", "anthropic"); code != 1 || !strings.Contains(errOut, "provider requires a model") {
+		t.Fatalf("a provider without a model: exit %d: %s", code, errOut)
+	}
+	p.mustRun("status", "--host-model", "anthropic/claude-sonnet-4-5")
+	var s protocol.Session
+	json.Unmarshal([]byte(p.mustRun("new", "--json", "--cwd", p.workDir())), &s)
+	if s.Model != "anthropic/claude-sonnet-4-5" {
+		t.Fatalf("new session's model %q", s.Model)
+	}
+}

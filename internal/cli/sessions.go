@@ -20,8 +20,20 @@ import (
 
 // open connects to this home's host, starting it if none runs.
 func open(ctx context.Context) (*client.Conn, error) {
-	c, _, _, err := client.Open(ctx, client.OpenOptions{Options: client.Options{Surface: protocol.SurfaceCLI}})
+	c, _, _, err := client.Open(ctx, openOptions())
 	return c, err
+}
+
+// hostModel is the --host-model flag: the default model of a host the
+// command starts.
+var hostModel string
+
+func openOptions() client.OpenOptions {
+	opts := client.OpenOptions{Options: client.Options{Surface: protocol.SurfaceCLI}}
+	if hostModel != "" {
+		opts.HostArgs = []string{"--default-model", hostModel}
+	}
+	return opts
 }
 
 // withHost runs fn with a connection to this home's host.
@@ -117,7 +129,7 @@ func newLsCmd(e *env) *cobra.Command {
 			ctx, cancel := context.WithTimeout(cmd.Context(), requestTimeout)
 			defer cancel()
 			// This home's host comes up if it is not running; others are listed as found.
-			own, info, _, err := client.Open(ctx, client.OpenOptions{Options: client.Options{Surface: protocol.SurfaceCLI}})
+			own, info, _, err := client.Open(ctx, openOptions())
 			if err != nil {
 				return err
 			}

@@ -31,7 +31,7 @@ func newStatusCmd(e *env) *cobra.Command {
 			if all {
 				return statusAll(ctx, e.stdout, asJSON)
 			}
-			c, _, _, err := client.Open(ctx, client.OpenOptions{Options: client.Options{Surface: protocol.SurfaceCLI}})
+			c, _, _, err := client.Open(ctx, openOptions())
 			if err != nil {
 				return err
 			}
