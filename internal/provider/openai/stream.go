@@ -113,7 +113,7 @@ func (a *accumulator) addCall(tc sdk.ChatCompletionChunkChoiceDeltaToolCall, emi
 func reasoning(d sdk.ChatCompletionChunkChoiceDelta) string {
 	for _, key := range []string{"reasoning_content", "reasoning"} {
 		f, ok := d.JSON.ExtraFields[key]
-		if !ok || !f.Valid() {
+		if !ok || f.Raw() == "" {
 			continue
 		}
 		var s string
