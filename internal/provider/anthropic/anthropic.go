@@ -5,9 +5,11 @@
 // The SDK's own retries are off; a caller wraps the provider with
 // provider.WithRetry so that one policy governs every provider.
 //
-// Thinking levels map to extended thinking budgets (see ThinkingBudget);
-// thinking blocks come back as llm.PartThinking parts carrying their
-// signature, and are sent back unchanged on the next request. A redacted
+// Thinking levels map to extended thinking budgets (see ThinkingBudget),
+// except for the models that think adaptively (claude-opus-4-6), where the
+// level becomes the output effort. Thinking blocks come back as
+// llm.PartThinking parts carrying their signature, and are sent back
+// unchanged on the next request. A redacted
 // thinking block is kept as a thinking part with empty text whose Signature
 // is RedactedPrefix followed by the block's data.
 package anthropic
@@ -46,6 +48,17 @@ const RedactedPrefix = "redacted:"
 // models are the models listed, best known first; any other model name is
 // passed to the service as it is.
 var models = []string{"claude-sonnet-4-5", "claude-opus-4-6", "claude-haiku-4-5"}
+
+// adaptiveModels think adaptively: the SDK marks budgeted thinking as
+// deprecated for them (and warns on standard error when it is used), so
+// for them a thinking level is sent as adaptive thinking with that level as
+// the output effort.
+var adaptiveModels = map[string]bool{"claude-opus-4-6": true, "claude-mythos-preview": true}
+
+var (
+	_ llm.Provider          = (*Provider)(nil)
+	_ provider.Configurable = (*Provider)(nil)
+)
 
 // Config configures the provider.
 type Config struct {
@@ -196,7 +209,10 @@ func buildParams(req llm.Request) (sdk.MessageNewParams, error) {
 		maxTokens = DefaultMaxTokens
 	}
 	params := sdk.MessageNewParams{Model: req.Model}
-	if budget := ThinkingBudget(req.Thinking); budget > 0 {
+	if budget := ThinkingBudget(req.Thinking); budget > 0 && adaptiveModels[req.Model] {
+		params.Thinking = sdk.ThinkingConfigParamUnion{OfAdaptive: &sdk.ThinkingConfigAdaptiveParam{}}
+		params.OutputConfig.Effort = sdk.OutputConfigEffort(req.Thinking)
+	} else if budget > 0 {
 		if maxTokens <= budget {
 			maxTokens = budget + DefaultMaxTokens
 		}

@@ -480,3 +480,20 @@ func TestAConnectionCutBeforeAnAnswerIsRetried(t *testing.T) {
 		t.Errorf("requests = %d, waits = %v; want 2 and 1", n, waits.All())
 	}
 }
+
+func TestAnAdaptiveModelGetsTheLevelAsEffort(t *testing.T) {
+	srv := providertest.NewServer(t, providertest.Response{File: "text.sse"})
+	p := newProvider(t, srv)
+	if _, err := p.Stream(context.Background(), llm.Request{
+		Model: "claude-opus-4-6", Messages: []llm.Message{userText("hi")}, Thinking: llm.ThinkingMedium,
+	}, func(llm.Event) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	body := srv.Requests()[0].JSON(t)
+	if th := body["thinking"]; !reflect.DeepEqual(th, map[string]any{"type": "adaptive"}) {
+		t.Errorf("thinking = %v", th)
+	}
+	if oc := body["output_config"]; !reflect.DeepEqual(oc, map[string]any{"effort": "medium"}) {
+		t.Errorf("output_config = %v", oc)
+	}
+}

@@ -246,7 +246,10 @@ func (p *Provider) play(ctx context.Context, emit func(llm.Event) error) (llm.Re
 	for i, st := range p.script.Replies[n].Steps {
 		switch st.Kind {
 		case StepText, StepThinking:
-			for range st.Repeat {
+			for r := range st.Repeat {
+				if r%1024 == 1023 && ctx.Err() != nil {
+					return b.reply(0), ctx.Err()
+				}
 				if err := b.delta(st.Kind, st.Text); err != nil {
 					return b.reply(0), err
 				}

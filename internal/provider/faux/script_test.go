@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -193,5 +195,44 @@ func TestNewNamesTheScriptThatWouldNotLoad(t *testing.T) {
 	_, err := faux.New(faux.Config{ScriptPath: bad})
 	if err == nil || !strings.Contains(err.Error(), bad+`: script: reply 1, step 1: unknown field "txt"`) {
 		t.Errorf("bad script error = %v", err)
+	}
+}
+
+func TestConcurrentCallsEachTakeTheirOwnReply(t *testing.T) {
+	const n = 50
+	raw := `{"replies":[`
+	for i := range n {
+		if i > 0 {
+			raw += ","
+		}
+		raw += fmt.Sprintf(`{"steps":[{"text":"%d"}]}`, i)
+	}
+	s, err := faux.ParseScript([]byte(raw + "]}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := faux.NewScripted(s)
+	var wg sync.WaitGroup
+	got := make(chan string, n)
+	for range n {
+		wg.Go(func() {
+			reply, err := p.Stream(context.Background(), llm.Request{}, func(llm.Event) error { return nil })
+			if err != nil {
+				t.Error(err)
+			}
+			got <- reply.Message.Text()
+		})
+	}
+	wg.Wait()
+	close(got)
+	seen := map[string]bool{}
+	for text := range got {
+		if seen[text] {
+			t.Errorf("reply %s played twice", text)
+		}
+		seen[text] = true
+	}
+	if len(seen) != n {
+		t.Errorf("%d distinct replies, want %d", len(seen), n)
 	}
 }

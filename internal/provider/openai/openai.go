@@ -50,6 +50,11 @@ const DefaultBaseURL = "https://api.openai.com/v1"
 // (a local server's) is passed to the service as it is.
 var models = []string{"gpt-5", "gpt-5-mini", "gpt-4.1", "o4-mini"}
 
+var (
+	_ llm.Provider          = (*Provider)(nil)
+	_ provider.Configurable = (*Provider)(nil)
+)
+
 // Config configures the provider.
 type Config struct {
 	// APIKey is sent as a bearer token when set.
