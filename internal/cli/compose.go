@@ -6,6 +6,7 @@ import (
 	"github.com/agentd-dev/agentd/internal/provider"
 	"github.com/agentd-dev/agentd/internal/provider/anthropic"
 	"github.com/agentd-dev/agentd/internal/provider/faux"
+	"github.com/agentd-dev/agentd/internal/provider/openai"
 	"github.com/agentd-dev/agentd/protocol"
 )
 
@@ -24,6 +25,9 @@ func providers() (*provider.Registry, error) {
 	retry := provider.DefaultRetryPolicy()
 	reg.Register(provider.WithRetry(anthropic.New(anthropic.Config{
 		APIKey: os.Getenv("ANTHROPIC_API_KEY"), BaseURL: os.Getenv("ANTHROPIC_BASE_URL"),
+	}), retry))
+	reg.Register(provider.WithRetry(openai.New(openai.Config{
+		APIKey: os.Getenv("OPENAI_API_KEY"), BaseURL: os.Getenv("OPENAI_BASE_URL"),
 	}), retry))
 	return reg, nil
 }

@@ -71,7 +71,7 @@ func New(h *host.Host, cfg Config) (*Service, error) {
 		cfg.WorkerIdleGrace = 30 * time.Second
 	}
 	if len(cfg.WorkerCommand) == 0 {
-		exe, err := os.Executable()
+		exe, err := selfExecutable()
 		if err != nil {
 			return nil, fmt.Errorf("finding the worker command: %w", err)
 		}
@@ -208,4 +208,14 @@ func forward[Out any](ctx context.Context, s *Service, h catalog.Header, op stri
 		return out, protocol.Errorf(protocol.CodeInternalFailure, "the session's worker stopped answering: %s", w.exitCause())
 	}
 	return out, err
+}
+
+// selfExecutable names this program's own binary in a way that keeps
+// working after the file is replaced or removed (an upgrade, or `go run`
+// cleaning up): /proc/self/exe where there is one.
+func selfExecutable() (string, error) {
+	if _, err := os.Stat("/proc/self/exe"); err == nil {
+		return "/proc/self/exe", nil
+	}
+	return os.Executable()
 }
