@@ -1,0 +1,296 @@
+package worker_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/agentd-dev/agentd/client"
+	"github.com/agentd-dev/agentd/internal/agentdtest"
+	"github.com/agentd-dev/agentd/internal/provider"
+	"github.com/agentd-dev/agentd/internal/provider/faux"
+	"github.com/agentd-dev/agentd/internal/tools"
+	"github.com/agentd-dev/agentd/internal/transcript"
+	"github.com/agentd-dev/agentd/internal/worker"
+	"github.com/agentd-dev/agentd/protocol"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+type running struct {
+	conn       *client.Conn
+	transcript string
+	cancel     context.CancelFunc
+	done       chan error
+}
+
+// start runs a worker in this process on a real socket, with the faux
+// model (scripted when script is set), and connects to it as its host does.
+func start(t *testing.T, approval, script, previousExit string, transcriptPath string) *running {
+	t.Helper()
+	dir := agentdtest.ShortDir(t)
+	reg := provider.NewRegistry()
+	if script != "" {
+		s, err := faux.ParseScript([]byte(script))
+		if err != nil {
+			t.Fatal(err)
+		}
+		reg.Register(faux.NewScripted(s))
+	} else {
+		f, _ := faux.New(faux.Config{})
+		reg.Register(f)
+	}
+	if transcriptPath == "" {
+		transcriptPath = filepath.Join(dir, "transcript.jsonl")
+	}
+	r := &running{transcript: transcriptPath, done: make(chan error, 1)}
+	ctx, cancel := context.WithCancel(context.Background())
+	r.cancel = cancel
+	sock := filepath.Join(dir, "w.sock")
+	go func() {
+		r.done <- worker.Run(ctx, worker.Config{
+			Home:           dir,
+			Session:        protocol.Session{SessionID: "s1", Cwd: dir, Model: "faux/echo"},
+			Approval:       approval,
+			SocketPath:     sock,
+			TranscriptPath: transcriptPath,
+			Providers:      reg,
+			Tools:          tools.Builtin(),
+			PreviousExit:   previousExit,
+		})
+	}()
+	deadline := time.Now().Add(agentdtest.Timeout)
+	for {
+		c, err := client.Dial(agentdtest.Context(t), sock, client.Options{CompositionID: protocol.CompositionWorker})
+		if err == nil {
+			if st, err := c.Status(agentdtest.Context(t)); err == nil && st.State == protocol.StateReady {
+				r.conn = c
+				break
+			}
+			c.Close()
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("worker not ready: %v", err)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	t.Cleanup(func() { r.stop(t) })
+	return r
+}
+
+func (r *running) stop(t *testing.T) {
+	if r.cancel == nil {
+		return
+	}
+	r.conn.Close()
+	r.cancel()
+	r.cancel = nil
+	if err := <-r.done; err != nil {
+		t.Errorf("worker: %v", err)
+	}
+}
+
+// follow subscribes and returns a channel of deltas.
+func follow(t *testing.T, c *client.Conn) <-chan protocol.SessionDelta {
+	t.Helper()
+	ctx := agentdtest.Context(t)
+	var open protocol.SubscriptionOpenResult
+	if err := c.Request(ctx, protocol.OpSubscriptionOpen, protocol.SubscriptionOpenInput{SessionID: "s1", Transcript: protocol.TranscriptBootstrap{Kind: "none"}}, &open); err != nil {
+		t.Fatal(err)
+	}
+	w := c.Watch(open.SubscriptionID)
+	if err := c.Request(ctx, protocol.OpSubscriptionReady, protocol.SubscriptionRef{SubscriptionID: open.SubscriptionID}, nil); err != nil {
+		t.Fatal(err)
+	}
+	out := make(chan protocol.SessionDelta, 4096)
+	go func() {
+		defer close(out)
+		for {
+			f, err := w.Next(context.Background())
+			if err != nil {
+				return
+			}
+			var fr protocol.SessionDeltaFrame
+			var d protocol.SessionDelta
+			if f.Decode(&fr) == nil && json.Unmarshal(fr.Delta, &d) == nil {
+				out <- d
+			}
+		}
+	}()
+	return out
+}
+
+func until(t *testing.T, deltas <-chan protocol.SessionDelta, pred func(protocol.SessionDelta) bool) []protocol.SessionDelta {
+	t.Helper()
+	var seen []protocol.SessionDelta
+	timeout := time.After(agentdtest.Timeout)
+	for {
+		select {
+		case d, ok := <-deltas:
+			if !ok {
+				t.Fatalf("stream ended; saw %d deltas", len(seen))
+			}
+			seen = append(seen, d)
+			if pred(d) {
+				return seen
+			}
+		case <-timeout:
+			t.Fatalf("timed out; saw %+v", seen)
+		}
+	}
+}
+
+func runEnd(id string) func(protocol.SessionDelta) bool {
+	return func(d protocol.SessionDelta) bool {
+		return d.Event == protocol.EventRunEnd && d.Turn != nil && d.Turn.TurnID == id
+	}
+}
+
+func startTurn(t *testing.T, c *client.Conn, id, text string) protocol.TurnStartResult {
+	t.Helper()
+	var res protocol.TurnStartResult
+	if err := c.Request(agentdtest.Context(t), protocol.OpTurnStart, protocol.TurnStartInput{SessionID: "s1", TurnID: id, Content: protocol.Content{Text: text}}, &res); err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+func TestTurnStreamsEventsAndIsRecorded(t *testing.T) {
+	r := start(t, protocol.ApprovalAll, "", "", "")
+	deltas := follow(t, r.conn)
+	startTurn(t, r.conn, "t1", "run `echo worker-test`")
+	seen := until(t, deltas, runEnd("t1"))
+	last := seen[len(seen)-1]
+	if last.Turn.Status != protocol.TurnCompleted {
+		t.Fatalf("turn %+v", last.Turn)
+	}
+	var sawOutput bool
+	for _, d := range seen {
+		if d.Event == protocol.EventToolCallEnd && strings.Contains(d.ToolCall.Output, "worker-test") {
+			sawOutput = true
+		}
+	}
+	if !sawOutput {
+		t.Fatal("no tool output streamed")
+	}
+	// The same turn id again is the same turn.
+	if res := startTurn(t, r.conn, "t1", "run `echo worker-test`"); res.Kind != "existing" {
+		t.Fatalf("second start: %+v", res)
+	}
+	r.stop(t)
+	c, err := transcript.ReadAll(r.transcript)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var types []string
+	for _, rec := range c.Records {
+		types = append(types, rec.Type)
+	}
+	if got := strings.Join(types, " "); got != "turn_start user_message assistant_message tool_results assistant_message turn_end" {
+		t.Fatalf("records %s", got)
+	}
+}
+
+func TestAskPolicyWaitsForAnAnswerAndTheFirstAnswerWins(t *testing.T) {
+	r := start(t, protocol.ApprovalAsk, "", "", "")
+	deltas := follow(t, r.conn)
+	startTurn(t, r.conn, "t1", "run `echo approved`")
+	seen := until(t, deltas, func(d protocol.SessionDelta) bool { return d.Event == protocol.EventInteractionAdded })
+	in := seen[len(seen)-1].Interaction
+	ctx := agentdtest.Context(t)
+	var pending protocol.InteractionQueryResult
+	if err := r.conn.Request(ctx, protocol.OpInteractionQuery, protocol.SessionRef{SessionID: "s1"}, &pending); err != nil || len(pending.Pending) != 1 {
+		t.Fatalf("pending %+v %v", pending, err)
+	}
+	if err := r.conn.Request(ctx, protocol.OpInteractionAnswer, protocol.InteractionAnswerInput{SessionID: "s1", InteractionID: in.InteractionID, Answer: "allow"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	err := r.conn.Request(ctx, protocol.OpInteractionAnswer, protocol.InteractionAnswerInput{SessionID: "s1", InteractionID: in.InteractionID, Answer: "deny"}, nil)
+	if !errors.Is(err, client.ErrNotFound) {
+		t.Fatalf("second answer: %v", err)
+	}
+	seen = until(t, deltas, runEnd("t1"))
+	var ran bool
+	for _, d := range seen {
+		if d.Event == protocol.EventToolCallEnd && strings.Contains(d.ToolCall.Output, "approved") {
+			ran = true
+		}
+	}
+	if !ran {
+		t.Fatal("the approved command did not run")
+	}
+}
+
+func TestStopInterruptAndQueuedFollowUp(t *testing.T) {
+	script := `{"replies":[
+		{"steps":[{"tool":"bash","arguments":{"command":"sleep 30"}}]},
+		{"steps":[{"text":"follow-up answered"}]}
+	]}`
+	r := start(t, protocol.ApprovalAll, script, "", "")
+	deltas := follow(t, r.conn)
+	startTurn(t, r.conn, "t1", "go")
+	until(t, deltas, func(d protocol.SessionDelta) bool { return d.Event == protocol.EventToolCallStart })
+	ctx := agentdtest.Context(t)
+	var entry protocol.QueueEntry
+	if err := r.conn.Request(ctx, protocol.OpTurnMessageSubmit, protocol.MessageSubmitInput{SessionID: "s1", MessageID: "m2", Content: protocol.Content{Text: "then this"}, Placement: protocol.PlacementNextTurn}, &entry); err != nil || entry.State != protocol.QueueQueued {
+		t.Fatalf("submit: %+v %v", entry, err)
+	}
+	var conflict error = r.conn.Request(ctx, protocol.OpTurnStart, protocol.TurnStartInput{SessionID: "s1", TurnID: "t-other", Content: protocol.Content{Text: "x"}}, nil)
+	if !errors.Is(conflict, client.ErrOperationConflict) {
+		t.Fatalf("a second turn while one runs: %v", conflict)
+	}
+	if err := r.conn.Request(ctx, protocol.OpTurnInterrupt, protocol.TurnRef{SessionID: "s1", TurnID: "t1"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	seen := until(t, deltas, runEnd("t1"))
+	if st := seen[len(seen)-1].Turn.Status; st != protocol.TurnInterrupted {
+		t.Fatalf("interrupted turn ended %q", st)
+	}
+	seen = until(t, deltas, runEnd("turn-m2"))
+	if st := seen[len(seen)-1].Turn.Status; st != protocol.TurnCompleted {
+		t.Fatalf("queued turn ended %q", st)
+	}
+}
+
+func TestRunningTurnIsRecordedInterruptedWhenTheWorkerStops(t *testing.T) {
+	script := `{"replies":[{"steps":[{"tool":"bash","arguments":{"command":"sleep 30"}}]}]}`
+	r := start(t, protocol.ApprovalAll, script, "", "")
+	deltas := follow(t, r.conn)
+	startTurn(t, r.conn, "t1", "go")
+	until(t, deltas, func(d protocol.SessionDelta) bool { return d.Event == protocol.EventToolCallStart })
+	r.stop(t)
+	c, err := transcript.ReadAll(r.transcript)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := c.Records[len(c.Records)-1]
+	if last.Type != "turn_end" || !strings.Contains(string(last.Data), protocol.TurnInterrupted) {
+		t.Fatalf("last record %s %s", last.Type, last.Data)
+	}
+}
+
+func TestATurnLeftRunningByADeadWorkerIsRecordedFailed(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "transcript.jsonl")
+	log, err := transcript.Open(path, transcript.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log.Append("turn_start", "t1", map[string]string{"runId": "run-t1", "text": "hi"})
+	log.Append("user_message", "t1", map[string]string{"text": "hi"})
+	log.Close()
+	r := start(t, protocol.ApprovalAll, "", "worker exited: signal 9", path)
+	var snap protocol.TurnSnapshot
+	if err := r.conn.Request(agentdtest.Context(t), protocol.OpTurnQuery, protocol.TurnRef{SessionID: "s1", TurnID: "t1"}, &snap); err != nil {
+		t.Fatal(err)
+	}
+	if snap.Status != protocol.TurnFailed || snap.Error != "worker exited: signal 9" {
+		t.Fatalf("recovered turn %+v", snap)
+	}
+}
