@@ -22,9 +22,11 @@ const Timeout = 30 * time.Second
 type Options struct {
 	// RuntimeDir shares a runtime directory between hosts; a new one when empty.
 	RuntimeDir string
-	HostID     string
-	IdleGrace  time.Duration
-	Compose    host.ComposeFunc
+	// Home is the host's home; a new one when empty.
+	Home      string
+	HostID    string
+	IdleGrace time.Duration
+	Compose   host.ComposeFunc
 	// HandshakeTimeout bounds the wait for a hello (the host's default when 0).
 	HandshakeTimeout time.Duration
 	// NoWait returns before the host is ready.
@@ -63,7 +65,10 @@ func NewHost(t testing.TB, opts Options) *Host {
 	if opts.HostID == "" {
 		opts.HostID = "test"
 	}
-	home := filepath.Join(base, "home")
+	home := opts.Home
+	if home == "" {
+		home = filepath.Join(base, "home")
+	}
 	logger := opts.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)

@@ -18,7 +18,9 @@ var patterns = []struct {
 	repl string
 }{
 	// key=value and key: value pairs whose key names a credential.
-	{regexp.MustCompile(`(?i)((?:api[_-]?key|access[_-]?token|auth[_-]?token|token|secret|password|passwd|credential)s?["']?\s*[=:]\s*["']?)[^\s"'&,;]+`), "${1}" + Marker},
+	{regexp.MustCompile(`(?i)((?:api[_-]?key|access[_-]?token|auth[_-]?token|secret|password|passwd|credential)s?["']?\s*[=:]\s*["']?)[^\s"'&,;]+`), "${1}" + Marker},
+	// A bare "token" key, but not a word ending in it (max_tokens: 8192).
+	{regexp.MustCompile(`(?i)(\btokens?["']?\s*[=:]\s*["']?)[^\s"'&,;]+`), "${1}" + Marker},
 	// Authorization headers and bearer tokens.
 	{regexp.MustCompile(`(?i)(bearer\s+)[A-Za-z0-9._~+/=-]+`), "${1}" + Marker},
 	// Provider key shapes: sk-…, sk-ant-…, xoxb-…, ghp_…, AKIA…

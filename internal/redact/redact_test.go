@@ -31,7 +31,7 @@ func TestStringRemovesPlantedSecrets(t *testing.T) {
 }
 
 func TestStringKeepsOrdinaryText(t *testing.T) {
-	for _, s := range []string{"connection closed", "turn.query failed: not_found", "state=ready pid=42"} {
+	for _, s := range []string{"connection closed", "turn.query failed: not_found", "state=ready pid=42", "max_tokens: 8192 is too large"} {
 		if got := String(s); got != s {
 			t.Errorf("String(%q) = %q", s, got)
 		}

@@ -339,11 +339,10 @@ func (s *Service) open(ctx context.Context, call *host.Call, in *protocol.Subscr
 	if err != nil {
 		return protocol.SubscriptionOpenResult{}, err
 	}
-	w.disarmIdle()
+	defer w.release()
 	in.SessionID = h.ID
 	var res protocol.SubscriptionOpenResult
 	if err := w.conn.Request(ctx, protocol.OpSubscriptionOpen, in, &res); err != nil {
-		w.armIdle()
 		return res, protocol.Errorf(protocol.CodeInternalFailure, "opening the session's stream: %v", err)
 	}
 	rctx, cancel := context.WithCancel(context.Background())

@@ -198,6 +198,7 @@ func forward[Out any](ctx context.Context, s *Service, h catalog.Header, op stri
 	if err != nil {
 		return out, err
 	}
+	defer w.release()
 	err = w.conn.Request(ctx, op, in, &out)
 	var re *client.RemoteError
 	if errors.As(err, &re) {

@@ -35,6 +35,7 @@ type worker struct {
 	cause    string          // guarded by mu: why the process exited
 	stopping bool            // guarded by mu: the host asked it to stop
 	relays   map[*relay]bool // guarded by mu
+	uses     int             // guarded by mu: requests holding the worker
 	idle     *time.Timer     // guarded by mu
 	busy     bool            // guarded by mu: a turn runs, as its deltas say
 }
@@ -68,36 +69,73 @@ func (s *Service) previousExitPath(sessionID string) string {
 	return filepath.Join(s.cat.Dir(sessionID), "worker-exit")
 }
 
-// ensureWorker returns the session's live worker, starting one if none runs.
+// ensureWorker returns the session's live worker, starting one if none
+// runs, held for the caller's request: an idle stop waits until the caller
+// calls release. A worker on its way out is waited for and replaced.
 func (s *Service) ensureWorker(ctx context.Context, h catalog.Header) (*worker, error) {
-	s.mu.Lock()
-	if s.draining {
+	for {
+		s.mu.Lock()
+		if s.draining {
+			s.mu.Unlock()
+			return nil, protocol.Errorf(protocol.CodeDraining, "the host is draining")
+		}
+		w, ok := s.workers[h.ID]
+		if ok {
+			select {
+			case <-w.exited:
+				ok = false // gone, though not yet forgotten: start its replacement
+			default:
+			}
+		}
+		if !ok {
+			w = &worker{s: s, sessionID: h.ID, ready: make(chan struct{}), exited: make(chan struct{}), relays: map[*relay]bool{}}
+			s.workers[h.ID] = w
+			s.wg.Go(func() { s.start(w, h) })
+		}
 		s.mu.Unlock()
-		return nil, protocol.Errorf(protocol.CodeDraining, "the host is draining")
-	}
-	w, ok := s.workers[h.ID]
-	if ok {
+		select {
+		case <-w.ready:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		if w.startErr != nil {
+			return nil, w.startErr
+		}
+		if w.hold() {
+			return w, nil
+		}
+		// Stopping: wait for it to go, then start another.
 		select {
 		case <-w.exited:
-			ok = false // gone, though not yet forgotten: start its replacement
-		default:
+		case <-ctx.Done():
+			return nil, ctx.Err()
 		}
 	}
-	if !ok {
-		w = &worker{s: s, sessionID: h.ID, ready: make(chan struct{}), exited: make(chan struct{}), relays: map[*relay]bool{}}
-		s.workers[h.ID] = w
-		s.wg.Go(func() { s.start(w, h) })
+}
+
+// hold keeps the worker from an idle stop until release; it fails once
+// the worker is stopping.
+func (w *worker) hold() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stopping {
+		return false
 	}
-	s.mu.Unlock()
-	select {
-	case <-w.ready:
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	w.uses++
+	if w.idle != nil {
+		w.idle.Stop()
+		w.idle = nil
 	}
-	if w.startErr != nil {
-		return nil, w.startErr
-	}
-	return w, nil
+	return true
+}
+
+// release ends a hold; the idle grace starts again when nothing holds the
+// worker.
+func (w *worker) release() {
+	w.mu.Lock()
+	w.uses--
+	w.mu.Unlock()
+	w.armIdle()
 }
 
 // start runs the worker process and watches it until it exits.
@@ -247,7 +285,7 @@ func (w *worker) stop() {
 func (w *worker) armIdle() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.idle != nil || len(w.relays) > 0 || w.busy || w.stopping {
+	if w.idle != nil || len(w.relays) > 0 || w.uses > 0 || w.busy || w.stopping {
 		return
 	}
 	w.idle = time.AfterFunc(w.s.cfg.WorkerIdleGrace, w.idleFired)
@@ -267,7 +305,7 @@ func (w *worker) disarmIdle() {
 func (w *worker) idleFired() {
 	w.mu.Lock()
 	w.idle = nil
-	held := len(w.relays) > 0 || w.stopping
+	held := len(w.relays) > 0 || w.uses > 0 || w.stopping
 	w.mu.Unlock()
 	if held {
 		return
@@ -282,6 +320,14 @@ func (w *worker) idleFired() {
 		w.s.wg.Go(w.watchBusy)
 		return
 	}
+	// Claim the stop only if nothing took hold of the worker meanwhile.
+	w.mu.Lock()
+	if len(w.relays) > 0 || w.uses > 0 || w.stopping {
+		w.mu.Unlock()
+		return
+	}
+	w.stopping = true
+	w.mu.Unlock()
 	w.s.log.Info("stopping idle worker", "session", w.sessionID)
 	w.s.wg.Go(w.stop)
 }

@@ -1,0 +1,174 @@
+package sessions_test
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/agentd-dev/agentd/client"
+	"github.com/agentd-dev/agentd/internal/agentdtest"
+	"github.com/agentd-dev/agentd/internal/cli"
+	"github.com/agentd-dev/agentd/internal/sessions"
+	"github.com/agentd-dev/agentd/internal/worker"
+	"github.com/agentd-dev/agentd/protocol"
+)
+
+// The test binary doubles as the worker command.
+func TestMain(m *testing.M) {
+	if os.Getenv("AGENTD_TEST_AS_CLI") == "1" {
+		os.Exit(cli.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	}
+	goleak.VerifyTestMain(m)
+}
+
+type fauxModels struct{}
+
+func (fauxModels) Available() []protocol.Model {
+	return []protocol.Model{{Provider: "faux", ModelID: "echo"}}
+}
+func (fauxModels) Default() string { return "faux/echo" }
+func (fauxModels) Check(spec string) error {
+	if spec != "faux/echo" {
+		return errors.New("unknown model " + spec)
+	}
+	return nil
+}
+
+// newHost runs a host in this process with the session service; its
+// workers are real processes (this test binary).
+func newHost(t *testing.T, grace time.Duration) (*agentdtest.Host, *client.Conn, string) {
+	t.Setenv("AGENTD_TEST_AS_CLI", "1")
+	t.Setenv("GORACE", "atexit_sleep_ms=0")
+	base := agentdtest.ShortDir(t)
+	home, runDir := filepath.Join(base, "home"), filepath.Join(base, "run")
+	h := agentdtest.NewHost(t, agentdtest.Options{Home: home, RuntimeDir: runDir, Compose: sessions.Compose(sessions.Config{
+		Home: home, RuntimeDir: runDir, HostID: "test",
+		WorkerCommand: []string{os.Args[0], "worker"}, WorkerIdleGrace: grace, Models: fauxModels{},
+	})})
+	work := filepath.Join(base, "work")
+	os.MkdirAll(work, 0o755)
+	return h, h.Connect(t), work
+}
+
+func workerPID(t *testing.T, home, id string) int {
+	t.Helper()
+	b, err := os.ReadFile(worker.RegistrationPath(home, id))
+	var reg worker.Registration
+	if err != nil || json.Unmarshal(b, &reg) != nil {
+		t.Fatalf("no worker registered for %s: %v", id, err)
+	}
+	return reg.PID
+}
+
+func workerGone(home, id string) func() bool {
+	return func() bool {
+		_, err := os.Stat(worker.RegistrationPath(home, id))
+		return err != nil
+	}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(agentdtest.Timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out: %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestRemovingASessionStopsItsWorkerAndClosesItsSubscriptions(t *testing.T) {
+	h, c, work := newHost(t, time.Hour)
+	ctx := agentdtest.Context(t)
+	var s protocol.Session
+	if err := c.Request(ctx, protocol.OpSessionCreate, protocol.SessionCreateInput{Cwd: work}, &s); err != nil {
+		t.Fatal(err)
+	}
+	var open protocol.SubscriptionOpenResult
+	if err := c.Request(ctx, protocol.OpSubscriptionOpen, protocol.SubscriptionOpenInput{SessionID: s.SessionID, Transcript: protocol.TranscriptBootstrap{Kind: "none"}}, &open); err != nil {
+		t.Fatal(err)
+	}
+	if open.HostEpoch != h.Epoch() {
+		t.Fatalf("open answered with epoch %q, want the host's", open.HostEpoch)
+	}
+	w := c.Watch(open.SubscriptionID)
+	defer w.Close()
+	if err := c.Request(ctx, protocol.OpSubscriptionReady, protocol.SubscriptionRef{SubscriptionID: open.SubscriptionID}, nil); err != nil {
+		t.Fatal(err)
+	}
+	workerPID(t, h.Home, s.SessionID)
+	if err := c.Request(ctx, protocol.OpSessionRemove, protocol.SessionRef{SessionID: s.SessionID}, nil); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		f, err := w.Next(ctx)
+		if err != nil {
+			t.Fatalf("no closed frame: %v", err)
+		}
+		if f.Kind == protocol.KindSubscriptionClosed {
+			var cl protocol.SubscriptionClosedFrame
+			f.Decode(&cl)
+			if cl.Reason != protocol.ClosedSessionRemoved || cl.HostEpoch != h.Epoch() {
+				t.Fatalf("closed %+v", cl)
+			}
+			break
+		}
+	}
+	waitFor(t, "worker exit", workerGone(h.Home, s.SessionID))
+	if err := c.Request(ctx, protocol.OpSessionGet, protocol.SessionRef{SessionID: s.SessionID}, nil); !errors.Is(err, client.ErrNotFound) {
+		t.Fatalf("get after remove: %v", err)
+	}
+}
+
+func TestArchivedSessionRefusesTurnsButCanBeRead(t *testing.T) {
+	_, c, work := newHost(t, time.Hour)
+	ctx := agentdtest.Context(t)
+	var s protocol.Session
+	c.Request(ctx, protocol.OpSessionCreate, protocol.SessionCreateInput{Cwd: work, Title: "old"}, &s)
+	if err := c.Request(ctx, protocol.OpSessionArchive, protocol.SessionRef{SessionID: s.SessionID}, nil); err != nil {
+		t.Fatal(err)
+	}
+	err := c.Request(ctx, protocol.OpTurnStart, protocol.TurnStartInput{SessionID: s.SessionID, TurnID: "t", Content: protocol.Content{Text: "hi"}}, nil)
+	if !errors.Is(err, client.ErrSessionArchived) {
+		t.Fatalf("turn on an archived session: %v", err)
+	}
+	var got protocol.Session
+	if err := c.Request(ctx, protocol.OpSessionGet, protocol.SessionRef{SessionID: s.SessionID[:4]}, &got); err != nil || !got.Archived {
+		t.Fatalf("get: %+v %v", got, err)
+	}
+	var list protocol.SessionListResult
+	c.Request(ctx, protocol.OpSessionList, protocol.SessionListInput{}, &list)
+	if len(list.Sessions) != 0 {
+		t.Fatalf("list without archived: %+v", list.Sessions)
+	}
+}
+
+func TestIdleWorkerStopsAndTheNextTurnStartsANewOne(t *testing.T) {
+	h, c, work := newHost(t, 100*time.Millisecond)
+	ctx := agentdtest.Context(t)
+	var s protocol.Session
+	c.Request(ctx, protocol.OpSessionCreate, protocol.SessionCreateInput{Cwd: work, Approval: protocol.ApprovalAll}, &s)
+	start := func(turn string) int {
+		if err := c.Request(ctx, protocol.OpTurnStart, protocol.TurnStartInput{SessionID: s.SessionID, TurnID: turn, Content: protocol.Content{Text: "hello"}}, nil); err != nil {
+			t.Fatal(err)
+		}
+		pid := workerPID(t, h.Home, s.SessionID)
+		waitFor(t, "turn end", func() bool {
+			var snap protocol.TurnSnapshot
+			err := c.Request(ctx, protocol.OpTurnQuery, protocol.TurnRef{SessionID: s.SessionID, TurnID: turn}, &snap)
+			return err == nil && snap.Status == protocol.TurnCompleted
+		})
+		return pid
+	}
+	first := start("t1")
+	waitFor(t, "idle worker gone", workerGone(h.Home, s.SessionID))
+	if second := start("t2"); second == first {
+		t.Fatal("the same worker served both turns")
+	}
+}
