@@ -42,13 +42,17 @@ type userMessageData struct {
 	Steering bool   `json:"steering,omitempty"`
 }
 
-// turn is one run of the agent loop.
+// turn is one run of the agent loop. A turn recovered from the transcript
+// has no loop: it ran in an earlier worker.
 type turn struct {
 	snap   protocol.TurnSnapshot // guarded by session.mu
-	loop   *agent.Loop           // constant once started
-	cancel context.CancelFunc    // constant once started
+	loop   *agent.Loop           // constant once started; nil when recovered
+	cancel context.CancelFunc    // constant once started; nil when recovered
 	done   chan struct{}
 }
+
+// runningLocked reports whether t runs in this worker now.
+func (t *turn) runningLocked() bool { return t.loop != nil && t.snap.Status == protocol.TurnRunning }
 
 // interaction is a tool call waiting for a person's answer.
 type interaction struct {
@@ -386,9 +390,6 @@ func (s *session) lookupTurn(in *protocol.TurnRef) (*turn, error) {
 func (s *session) queryTurn(_ context.Context, _ *host.Call, in *protocol.TurnRef) (protocol.TurnSnapshot, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.lastTurn != nil && s.lastTurn.TurnID == in.TurnID && in.SessionID == s.id {
-		return *s.lastTurn, nil
-	}
 	t, err := s.lookupTurn(in)
 	if err != nil {
 		return protocol.TurnSnapshot{}, err
@@ -403,7 +404,9 @@ func (s *session) stopTurn(_ context.Context, _ *host.Call, in *protocol.TurnRef
 	if err != nil {
 		return protocol.TurnSnapshot{}, err
 	}
-	t.loop.Stop()
+	if t.runningLocked() {
+		t.loop.Stop()
+	}
 	return t.snap, nil
 }
 
@@ -414,7 +417,9 @@ func (s *session) interruptTurn(_ context.Context, _ *host.Call, in *protocol.Tu
 	if err != nil {
 		return protocol.TurnSnapshot{}, err
 	}
-	t.cancel()
+	if t.runningLocked() {
+		t.cancel()
+	}
 	return t.snap, nil
 }
 

@@ -192,13 +192,15 @@ func (s *session) recover(previousExit string) error {
 		case recTurnStart:
 			var d turnStartData
 			json.Unmarshal(r.Data, &d)
-			open = &protocol.TurnSnapshot{SessionID: s.id, TurnID: r.TurnID, RunID: d.RunID, Status: protocol.TurnRunning}
+			t := &turn{snap: protocol.TurnSnapshot{SessionID: s.id, TurnID: r.TurnID, RunID: d.RunID, Status: protocol.TurnRunning}}
+			s.turns[r.TurnID] = t
+			open = &t.snap
 			s.lastTurn = open
 		case recTurnEnd:
 			var d turnEndData
 			json.Unmarshal(r.Data, &d)
-			if s.lastTurn != nil && s.lastTurn.TurnID == r.TurnID {
-				s.lastTurn.Status, s.lastTurn.Error = d.Status, d.Error
+			if t, ok := s.turns[r.TurnID]; ok {
+				t.snap.Status, t.snap.Error = d.Status, d.Error
 			}
 			open = nil
 		case recUserMessage:

@@ -294,3 +294,51 @@ func TestATurnLeftRunningByADeadWorkerIsRecordedFailed(t *testing.T) {
 		t.Fatalf("recovered turn %+v", snap)
 	}
 }
+
+func TestQueuedMessageCanBeRetractedBeforeItIsDelivered(t *testing.T) {
+	script := `{"replies":[{"steps":[{"tool":"bash","arguments":{"command":"sleep 30"}}]}]}`
+	r := start(t, protocol.ApprovalAll, script, "", "")
+	deltas := follow(t, r.conn)
+	startTurn(t, r.conn, "t1", "go")
+	until(t, deltas, func(d protocol.SessionDelta) bool { return d.Event == protocol.EventToolCallStart })
+	ctx := agentdtest.Context(t)
+	var entry protocol.QueueEntry
+	if err := r.conn.Request(ctx, protocol.OpTurnMessageSubmit, protocol.MessageSubmitInput{SessionID: "s1", MessageID: "m2", Content: protocol.Content{Text: "later"}, Placement: protocol.PlacementNextTurn}, &entry); err != nil {
+		t.Fatal(err)
+	}
+	var again protocol.QueueEntry
+	if err := r.conn.Request(ctx, protocol.OpTurnMessageSubmit, protocol.MessageSubmitInput{SessionID: "s1", MessageID: "m2", Content: protocol.Content{Text: "later"}, Placement: protocol.PlacementNextTurn}, &again); err != nil || again.EntryID != entry.EntryID {
+		t.Fatalf("resubmitted message: %+v %v", again, err)
+	}
+	var out protocol.QueueEntry
+	if err := r.conn.Request(ctx, protocol.OpQueueRetract, protocol.QueueRetractInput{SessionID: "s1", EntryID: entry.EntryID}, &out); err != nil || out.State != protocol.QueueRetracted {
+		t.Fatalf("retract: %+v %v", out, err)
+	}
+	if err := r.conn.Request(ctx, protocol.OpQueueRetract, protocol.QueueRetractInput{SessionID: "s1", EntryID: entry.EntryID}, nil); !errors.Is(err, client.ErrNotFound) {
+		t.Fatalf("second retract: %v", err)
+	}
+	r.conn.Request(ctx, protocol.OpTurnInterrupt, protocol.TurnRef{SessionID: "s1", TurnID: "t1"}, nil)
+	until(t, deltas, runEnd("t1"))
+}
+
+func TestTurnsOfAnEarlierWorkerAreKnownAfterRestart(t *testing.T) {
+	r := start(t, protocol.ApprovalAll, "", "", "")
+	deltas := follow(t, r.conn)
+	startTurn(t, r.conn, "t1", "hello")
+	until(t, deltas, runEnd("t1"))
+	startTurn(t, r.conn, "t2", "hello again")
+	until(t, deltas, runEnd("t2"))
+	r.stop(t)
+	r2 := start(t, protocol.ApprovalAll, "", "", r.transcript)
+	ctx := agentdtest.Context(t)
+	var snap protocol.TurnSnapshot
+	if err := r2.conn.Request(ctx, protocol.OpTurnQuery, protocol.TurnRef{SessionID: "s1", TurnID: "t1"}, &snap); err != nil || snap.Status != protocol.TurnCompleted {
+		t.Fatalf("earlier turn: %+v %v", snap, err)
+	}
+	if res := startTurn(t, r2.conn, "t2", "hello again"); res.Kind != "existing" {
+		t.Fatalf("retried turn after restart: %+v", res)
+	}
+	if err := r2.conn.Request(ctx, protocol.OpTurnStop, protocol.TurnRef{SessionID: "s1", TurnID: "t1"}, &snap); err != nil {
+		t.Fatalf("stopping a finished turn: %v", err)
+	}
+}
