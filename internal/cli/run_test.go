@@ -318,3 +318,64 @@ func TestHostModelOptionSetsTheDefaultOfTheHostItStarts(t *testing.T) {
 		t.Fatalf("new session's model %q", s.Model)
 	}
 }
+
+func TestApprovalAnsweredFromAnotherCommand(t *testing.T) {
+	p := newSessionPlace(t)
+	id := strings.TrimSpace(p.mustRun("new", "--cwd", p.workDir()))
+	cmd := p.command("run", "--session", id, "--approve", "ask", "run `echo approved-elsewhere`")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var pending []protocol.Interaction
+	deadline := time.Now().Add(agentdtest.Timeout)
+	for len(pending) == 0 {
+		json.Unmarshal([]byte(p.mustRun("answer", "--json")), &pending)
+		if time.Now().After(deadline) {
+			t.Fatal("no pending approval appeared")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if pending[0].SessionID != id || !strings.Contains(pending[0].Prompt, "echo approved-elsewhere") {
+		t.Fatalf("pending %+v", pending[0])
+	}
+	p.mustRun("answer", id, pending[0].InteractionID, "allow")
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("run: %v\n%s", err, stderr.String())
+	}
+	if !strings.Contains(stdout.String(), "approved-elsewhere") || !strings.Contains(stderr.String(), "agentd answer") {
+		t.Fatalf("stdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
+	}
+	if _, errOut, code := p.run("answer", id, pending[0].InteractionID, "deny"); code != 1 || !strings.Contains(errOut, pending[0].InteractionID) {
+		t.Fatalf("a second answer: exit %d %s", code, errOut)
+	}
+}
+
+func TestStopInterruptsARunningTurn(t *testing.T) {
+	p := newSessionPlace(t)
+	id := strings.TrimSpace(p.mustRun("new", "--cwd", p.workDir()))
+	cmd := p.command("run", "--session", id, "--json", "--approve", "all", "run `sleep 20`")
+	stdout, _ := cmd.StdoutPipe()
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() && !strings.Contains(sc.Text(), `"event":"tool_call_start"`) {
+	}
+	go func() {
+		for sc.Scan() {
+		}
+	}()
+	if out := p.mustRun("stop", "--now", id); !strings.Contains(out, "stopping") {
+		t.Fatalf("stop said %q", out)
+	}
+	if err := cmd.Wait(); err == nil || !strings.Contains(stderr.String(), "interrupted") {
+		t.Fatalf("run: %v %s", err, stderr.String())
+	}
+	if out := p.mustRun("stop", id); !strings.Contains(out, "no turn is running") {
+		t.Fatalf("second stop said %q", out)
+	}
+}
