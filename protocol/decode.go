@@ -8,6 +8,7 @@ import (
 	"io"
 	"reflect"
 	"strings"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -251,122 +252,216 @@ func jsonValue(v string) string {
 // returns a *DecodeError for the first key that names no field of its object
 // exactly or appears twice in one object. encoding/json alone matches keys
 // case-insensitively, keeps the last of duplicate keys, and names an unknown
-// key without the path of the object holding it. Syntax errors end the walk
-// quietly: the decoder reports them.
+// key without the path of the object holding it. Malformed JSON ends the
+// walk quietly: the decoder reports it.
+//
+// The walk scans bytes and follows only values whose Go type has keys to
+// check, so it costs little beside the decode and never recurses deeper
+// than the Go type nests.
 func checkKeys(data []byte, t reflect.Type, prefix string) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	if err := walkValue(dec, t, prefix, 0); err != nil && !errors.Is(err, errSyntax) {
-		return err
-	}
-	return nil
+	return walk(data, t, prefix)
 }
-
-// errSyntax ends a walk on malformed JSON.
-var errSyntax = errors.New("malformed JSON")
 
 var (
 	jsonUnmarshalerType = reflect.TypeFor[json.Unmarshaler]()
 	textUnmarshalerType = reflect.TypeFor[interface{ UnmarshalText([]byte) error }]()
 )
 
-// opaque reports whether values of t are not walked: nil (anything goes),
-// interfaces, and types that decode themselves (json.RawMessage, time.Time).
-func opaque(t reflect.Type) bool {
-	if t == nil || t.Kind() == reflect.Interface {
-		return true
-	}
-	p := reflect.PointerTo(t)
-	return t.Implements(jsonUnmarshalerType) || p.Implements(jsonUnmarshalerType) ||
-		t.Implements(textUnmarshalerType) || p.Implements(textUnmarshalerType)
+// typeInfo is what the walk needs of a Go type, computed once per type.
+type typeInfo struct {
+	opaque bool                    // values of the type are not walked
+	fields map[string]reflect.Type // a struct's JSON fields
+	elem   reflect.Type            // a map's, slice's or array's elements
+	kind   reflect.Kind
 }
 
-// maxWalkDepth bounds the nesting walkValue follows, as encoding/json
-// bounds its own; deeper values are left to the decoder to refuse.
-const maxWalkDepth = 10000
+var typeInfos sync.Map // reflect.Type → *typeInfo
 
-// walkValue consumes one JSON value from dec, checking object keys against
-// t (nil to check nothing) and naming them under path. Values it need not
-// check are skipped whole by the decoder, so a deeply nested value costs
-// no deep recursion here.
-func walkValue(dec *json.Decoder, t reflect.Type, path string, depth int) error {
+func infoOf(t reflect.Type) *typeInfo {
+	if v, ok := typeInfos.Load(t); ok {
+		return v.(*typeInfo)
+	}
+	ti := &typeInfo{kind: t.Kind()}
+	p := reflect.PointerTo(t)
+	ti.opaque = t.Kind() == reflect.Interface ||
+		t.Implements(jsonUnmarshalerType) || p.Implements(jsonUnmarshalerType) ||
+		t.Implements(textUnmarshalerType) || p.Implements(textUnmarshalerType)
+	switch t.Kind() {
+	case reflect.Struct:
+		ti.fields = jsonFields(t)
+	case reflect.Map, reflect.Slice, reflect.Array:
+		ti.elem = t.Elem()
+	}
+	typeInfos.Store(t, ti)
+	return ti
+}
+
+// walk checks the keys of the JSON value b against t (nil: check nothing).
+func walk(b []byte, t reflect.Type, path string) error {
 	for t != nil && t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	if opaque(t) || depth > maxWalkDepth {
-		var skip json.RawMessage
-		if err := dec.Decode(&skip); err != nil {
-			return errSyntax
-		}
+	if t == nil {
 		return nil
 	}
-	tok, err := dec.Token()
-	if err != nil {
-		return errSyntax
-	}
-	delim, ok := tok.(json.Delim)
-	if !ok {
+	ti := infoOf(t)
+	if ti.opaque {
 		return nil
 	}
-	switch delim {
-	case '{':
-		var fields map[string]reflect.Type
-		var elem reflect.Type
-		check := false
-		if t != nil {
-			switch t.Kind() {
-			case reflect.Struct:
-				fields, check = jsonFields(t), true
-			case reflect.Map:
-				elem, check = t.Elem(), true
-			}
-		}
-		var seen map[string]bool
-		for dec.More() {
-			tok, err := dec.Token()
-			if err != nil {
-				return errSyntax
-			}
-			key, _ := tok.(string)
-			field := join(path, key)
-			vt := elem
-			if check {
-				if seen[key] {
-					return &DecodeError{Field: field, Reason: "appears more than once"}
-				}
-				if seen == nil {
-					seen = make(map[string]bool)
-				}
-				seen[key] = true
-				if fields != nil {
-					ft, ok := fields[key]
-					if !ok {
-						return &DecodeError{Field: field, Reason: "is not a known field"}
-					}
-					vt = ft
-				}
-			}
-			if err := walkValue(dec, vt, field, depth+1); err != nil {
-				return err
-			}
-		}
-	case '[':
-		var elem reflect.Type
-		if t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
-			elem = t.Elem()
-		}
-		for dec.More() {
-			if err := walkValue(dec, elem, path, depth+1); err != nil {
-				return err
-			}
-		}
-	default:
-		return errSyntax
+	b = bytes.TrimLeft(b, " \t\r\n")
+	if len(b) == 0 {
+		return nil
 	}
-	if _, err := dec.Token(); err != nil { // the closing delimiter
-		return errSyntax
+	switch {
+	case b[0] == '{' && (ti.kind == reflect.Struct || ti.kind == reflect.Map):
+		return walkObject(b, ti, path)
+	case b[0] == '[' && (ti.kind == reflect.Slice || ti.kind == reflect.Array):
+		i := skipSpace(b, 1)
+		if i < len(b) && b[i] == ']' {
+			return nil
+		}
+		for i < len(b) {
+			end := skipValue(b, i)
+			if end < 0 {
+				return nil
+			}
+			if err := walk(b[i:end], ti.elem, path); err != nil {
+				return err
+			}
+			i = skipSpace(b, end)
+			if i >= len(b) || b[i] != ',' {
+				return nil
+			}
+			i = skipSpace(b, i+1)
+		}
 	}
 	return nil
+}
+
+func walkObject(b []byte, ti *typeInfo, path string) error {
+	var seen map[string]bool
+	i := skipSpace(b, 1)
+	if i < len(b) && b[i] == '}' {
+		return nil
+	}
+	for i < len(b) && b[i] == '"' {
+		end := skipString(b, i)
+		if end < 0 {
+			return nil
+		}
+		key, ok := unquote(b[i:end])
+		if !ok {
+			return nil
+		}
+		field := join(path, key)
+		if seen[key] {
+			return &DecodeError{Field: field, Reason: "appears more than once"}
+		}
+		if seen == nil {
+			seen = make(map[string]bool, 8)
+		}
+		seen[key] = true
+		vt := ti.elem
+		if ti.fields != nil {
+			ft, ok := ti.fields[key]
+			if !ok {
+				return &DecodeError{Field: field, Reason: "is not a known field"}
+			}
+			vt = ft
+		}
+		i = skipSpace(b, end)
+		if i >= len(b) || b[i] != ':' {
+			return nil
+		}
+		i = skipSpace(b, i+1)
+		vend := skipValue(b, i)
+		if vend < 0 {
+			return nil
+		}
+		if err := walk(b[i:vend], vt, field); err != nil {
+			return err
+		}
+		i = skipSpace(b, vend)
+		if i >= len(b) || b[i] != ',' {
+			return nil
+		}
+		i = skipSpace(b, i+1)
+	}
+	return nil
+}
+
+// unquote returns the string a JSON string literal holds.
+func unquote(lit []byte) (string, bool) {
+	inner := lit[1 : len(lit)-1]
+	if bytes.IndexByte(inner, '\\') < 0 {
+		return string(inner), true
+	}
+	var s string
+	if json.Unmarshal(lit, &s) != nil {
+		return "", false
+	}
+	return s, true
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipString returns the index after the string literal starting at b[i],
+// or -1 when it does not end.
+func skipString(b []byte, i int) int {
+	for j := i + 1; j < len(b); j++ {
+		switch b[j] {
+		case '\\':
+			j++
+		case '"':
+			return j + 1
+		}
+	}
+	return -1
+}
+
+// skipValue returns the index after the JSON value starting at b[i], or -1
+// when it does not end. Nesting is counted, not recursed into.
+func skipValue(b []byte, i int) int {
+	if i >= len(b) {
+		return -1
+	}
+	switch b[i] {
+	case '"':
+		return skipString(b, i)
+	case '{', '[':
+		depth := 0
+		for j := i; j < len(b); j++ {
+			switch b[j] {
+			case '"':
+				end := skipString(b, j)
+				if end < 0 {
+					return -1
+				}
+				j = end - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return j + 1
+				}
+			}
+		}
+		return -1
+	}
+	j := i
+	for j < len(b) && b[j] != ',' && b[j] != '}' && b[j] != ']' && b[j] != ' ' && b[j] != '\t' && b[j] != '\n' && b[j] != '\r' {
+		j++
+	}
+	if j == i {
+		return -1
+	}
+	return j
 }
 
 // jsonFields maps the JSON names of struct t's fields, the promoted fields
