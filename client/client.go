@@ -148,8 +148,9 @@ type Conn struct {
 	status chan struct{} // semaphore: the reserved status slot
 	nextID atomic.Uint64
 
-	wmu sync.Mutex // serializes writes
-	w   *bufio.Writer
+	wmu     sync.Mutex // serializes writes
+	w       *bufio.Writer
+	writers atomic.Int32 // requests writing or waiting to write
 
 	mu       sync.Mutex
 	pending  map[string]*pending // guarded by mu
@@ -353,9 +354,11 @@ func (c *Conn) roundTrip(ctx context.Context, op protocol.Operation, input []byt
 		c.forget(id)
 		return protocol.Response{}, fmt.Errorf("%s: request of %d bytes exceeds the %d byte limit", op.Name, len(frame)-1, protocol.MaxMessageBytes)
 	}
+	// The last of several concurrent writers flushes for them all.
+	c.writers.Add(1)
 	c.wmu.Lock()
 	_, err := c.w.Write(frame)
-	if err == nil {
+	if c.writers.Add(-1) == 0 && err == nil {
 		err = c.w.Flush()
 	}
 	c.wmu.Unlock()

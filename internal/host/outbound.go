@@ -3,6 +3,7 @@ package host
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 
 	"github.com/agentd-dev/agentd/protocol"
@@ -253,6 +254,9 @@ func (w *OutboundWriter) nextLocked() (outFrame, bool) {
 
 func (w *OutboundWriter) loop() {
 	defer close(w.done)
+	// yielded marks one look away before a flush, so responses finishing
+	// at the same moment share one write.
+	yielded := false
 	for {
 		w.mu.Lock()
 		if w.closed {
@@ -264,6 +268,13 @@ func (w *OutboundWriter) loop() {
 			w.written = append(w.written, f.receipt)
 		}
 		pending := len(w.written) > 0
+		if !ok && pending && !yielded {
+			w.mu.Unlock()
+			yielded = true
+			runtime.Gosched()
+			continue
+		}
+		yielded = false
 		if !ok && !pending && w.closing {
 			w.closed = true
 			w.err = ErrWriterClosed
