@@ -171,16 +171,16 @@ func decodeStrict(data []byte, v any, prefix string) error {
 	if !utf8.Valid(data) {
 		return &DecodeError{Field: prefix, Reason: "is not valid UTF-8"}
 	}
+	if end := skipValue(trimmed, 0); end > 0 && len(bytes.TrimLeft(trimmed[end:], " \t\r\n")) > 0 && json.Valid(trimmed[:end]) {
+		return &DecodeError{Field: prefix, Reason: "has trailing data after the JSON object"}
+	}
+	// checkKeys refuses unknown and duplicate keys, so the decode itself
+	// need not (json.Unmarshal is the faster path).
 	if err := checkKeys(data, reflect.TypeOf(v), prefix); err != nil {
 		return err
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
+	if err := json.Unmarshal(data, v); err != nil {
 		return translate(err, prefix)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return &DecodeError{Field: prefix, Reason: "has trailing data after the JSON object"}
 	}
 	return nil
 }
@@ -201,10 +201,11 @@ func translate(err error, prefix string) error {
 	switch {
 	case errors.As(err, &typeErr):
 		return &DecodeError{Field: join(prefix, typeErr.Field), Reason: fmt.Sprintf("must be %s, not %s", jsonKind(typeErr.Type), jsonValue(typeErr.Value))}
+	case errors.As(err, &syntaxErr) && syntaxErr.Error() == "unexpected end of JSON input",
+		errors.Is(err, io.ErrUnexpectedEOF):
+		return &DecodeError{Field: prefix, Reason: "is truncated JSON"}
 	case errors.As(err, &syntaxErr):
 		return &DecodeError{Field: prefix, Reason: "is not valid JSON: " + syntaxErr.Error()}
-	case errors.Is(err, io.ErrUnexpectedEOF):
-		return &DecodeError{Field: prefix, Reason: "is truncated JSON"}
 	}
 	msg := err.Error()
 	if f, ok := strings.CutPrefix(msg, "json: unknown field "); ok {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"reflect"
 	"sync"
 
 	"github.com/agentd-dev/agentd/internal/redact"
@@ -74,6 +75,8 @@ type connSession struct {
 	inputClosed chan struct{} // closed at clean read EOF
 
 	ops      sync.WaitGroup // one per dispatched request
+	pool     sync.WaitGroup // the goroutines serving requests
+	tasks    chan func()    // hands a request to an idle pool goroutine
 	teardown sync.Once
 	torn     chan struct{} // closed at teardown
 
@@ -105,6 +108,7 @@ func newConnSession(cfg sessionConfig) *connSession {
 		inputClosed: make(chan struct{}),
 		torn:        make(chan struct{}),
 		inflight:    make(map[string]struct{}),
+		tasks:       make(chan func()),
 	}
 	s.ctx, s.cancel = context.WithCancelCause(cfg.base)
 	s.writer = NewOutboundWriter(cfg.transport, s.writerFailed)
@@ -136,6 +140,8 @@ func (s *connSession) run() {
 		s.tearDown(nil)
 	}
 	s.ops.Wait()
+	close(s.tasks)
+	s.pool.Wait()
 	<-s.writer.Done()
 	<-watchDone
 
@@ -220,6 +226,13 @@ func (s *connSession) dispatch(req *protocol.Request) bool {
 			protocol.Errorf(protocol.CodeInvalidRequest, "unknown operation %q", req.Operation))
 		return true
 	}
+	// Decoding here, on the reader's already grown stack, spares each
+	// request's goroutine a stack copy; a bad input is answered at once.
+	input := reflect.New(op.Input).Interface()
+	if err := protocol.DecodeInput(req.Input, input); err != nil {
+		s.respond(req.RequestID, req.Operation, nil, &protocol.Error{Code: protocol.CodeInvalidRequest, Message: err.Error()})
+		return true
+	}
 	s.mu.Lock()
 	if _, dup := s.inflight[req.RequestID]; dup {
 		s.mu.Unlock()
@@ -247,6 +260,7 @@ func (s *connSession) dispatch(req *protocol.Request) bool {
 		Input:       req.Input,
 		Identity:    s.cfg.identity,
 		InputClosed: s.inputClosed,
+		input:       input,
 	}
 	var prev, done chan struct{}
 	if op.Serial {
@@ -254,8 +268,24 @@ func (s *connSession) dispatch(req *protocol.Request) bool {
 		s.lastSerial = done
 	}
 	s.ops.Add(1)
-	go s.serve(call, sl, prev, done)
+	s.spawn(func() { s.serve(call, sl, prev, done) })
 	return true
+}
+
+// spawn runs f on an idle goroutine of the connection, or a new one. The
+// goroutines stay until the connection ends, so their stacks, once grown,
+// serve later requests without growing again.
+func (s *connSession) spawn(f func()) {
+	select {
+	case s.tasks <- f:
+	default:
+		s.pool.Go(func() {
+			f()
+			for f := range s.tasks {
+				f()
+			}
+		})
+	}
 }
 
 // attach returns what the composition attached to this connection,

@@ -34,9 +34,12 @@ func Handle[In, Out any](t Table, name string, fn func(ctx context.Context, call
 		panic(fmt.Sprintf("host: %s returns %v, not %v", name, op.Result, got))
 	}
 	t[name] = func(ctx context.Context, call *Call) (any, error) {
-		in := new(In)
-		if err := protocol.DecodeInput(call.Input, in); err != nil {
-			return nil, &protocol.Error{Code: protocol.CodeInvalidRequest, Message: err.Error()}
+		in, ok := call.input.(*In)
+		if !ok {
+			in = new(In)
+			if err := protocol.DecodeInput(call.Input, in); err != nil {
+				return nil, &protocol.Error{Code: protocol.CodeInvalidRequest, Message: err.Error()}
+			}
 		}
 		out, err := fn(ctx, call, in)
 		if err != nil {
@@ -67,6 +70,7 @@ type Call struct {
 
 	op         Admission
 	attachment Attachment
+	input      any // the decoded input, of the operation's input type
 }
 
 // Attachment returns what the composition attached to the call's
