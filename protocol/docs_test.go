@@ -31,6 +31,7 @@ func TestDocExamplesMatchGoTypes(t *testing.T) {
 	requests := make(map[string]bool)
 	results := make(map[string]bool)
 	kinds := make(map[string]bool)
+	events := make(map[string]bool)
 	registration := false
 	for _, block := range jsonBlock.FindAllSubmatch(doc, -1) {
 		dec := json.NewDecoder(bytes.NewReader(block[1]))
@@ -55,7 +56,11 @@ func TestDocExamplesMatchGoTypes(t *testing.T) {
 			switch {
 			case head.Kind != nil:
 				kinds[*head.Kind] = true
-				checkKindedExample(t, *head.Kind, raw)
+				if checkKindedExample(t, *head.Kind, raw) && *head.Kind == protocol.KindSessionDelta {
+					var f struct{ Delta struct{ Event string } }
+					json.Unmarshal(raw, &f)
+					events[f.Delta.Event] = true
+				}
 			case head.OK != nil:
 				if checkResponseExample(t, raw) && *head.OK {
 					results[head.Operation] = true
@@ -88,6 +93,45 @@ func TestDocExamplesMatchGoTypes(t *testing.T) {
 	if !registration {
 		t.Error("no example of a registration record")
 	}
+	for _, e := range deltaEvents {
+		if !events[e] {
+			t.Errorf("no example of the %s delta event", e)
+		}
+	}
+}
+
+// deltaEvents are the session delta events the description documents.
+var deltaEvents = []string{
+	protocol.EventRunStart, protocol.EventMessageStart, protocol.EventMessageUpdate, protocol.EventMessageEnd,
+	protocol.EventToolCallStart, protocol.EventToolCallUpdate, protocol.EventToolCallEnd, protocol.EventEntryAdded,
+	protocol.EventRunEnd, protocol.EventQueueChanged, protocol.EventInteractionAdded, protocol.EventInteractionResolved,
+	protocol.EventTodoChanged, protocol.EventSessionChanged,
+}
+
+// embedded names the raw JSON fields of frames and results that carry a
+// known Go type: the examples' contents are checked against it too.
+var embedded = map[string]struct {
+	field string
+	typ   reflect.Type
+}{
+	protocol.KindSessionProjection: {"snapshot", reflect.TypeFor[protocol.SessionProjection]()},
+	protocol.KindSessionDelta:      {"delta", reflect.TypeFor[protocol.SessionDelta]()},
+	protocol.OpSubscriptionOpen:    {"snapshot", reflect.TypeFor[protocol.SessionProjection]()},
+}
+
+// checkEmbedded checks the field of raw that embedded names for key, if any.
+func checkEmbedded(t *testing.T, key string, raw json.RawMessage) bool {
+	t.Helper()
+	e, ok := embedded[key]
+	if !ok {
+		return true
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &fields); err != nil {
+		t.Errorf("example %s: %v", raw, err)
+		return false
+	}
+	return checkStrict(t, fields[e.field], e.typ)
 }
 
 var kindTypes = map[string]reflect.Type{
@@ -100,26 +144,26 @@ var kindTypes = map[string]reflect.Type{
 	protocol.KindSubscriptionClosed:     reflect.TypeFor[protocol.SubscriptionClosedFrame](),
 }
 
-func checkKindedExample(t *testing.T, kind string, raw json.RawMessage) {
+func checkKindedExample(t *testing.T, kind string, raw json.RawMessage) bool {
 	t.Helper()
 	if kind == protocol.KindHello {
 		f, err := protocol.DecodeClientFrame(raw)
 		if err != nil || f.Hello == nil {
 			t.Errorf("hello example %s: %v", raw, err)
-			return
+			return false
 		}
-		checkPresent(t, raw, raw, reflect.TypeFor[protocol.Hello]())
-		return
+		return checkPresent(t, raw, raw, reflect.TypeFor[protocol.Hello]())
 	}
 	typ, ok := kindTypes[kind]
 	if !ok {
 		t.Errorf("example %s: unknown kind %q", raw, kind)
-		return
+		return false
 	}
 	if _, err := protocol.DecodeHostFrame(raw); err != nil {
 		t.Errorf("example %s: %v", raw, err)
+		return false
 	}
-	checkStrict(t, raw, typ)
+	return checkStrict(t, raw, typ) && checkEmbedded(t, kind, raw)
 }
 
 func checkRequestExample(t *testing.T, raw json.RawMessage) bool {
@@ -168,7 +212,7 @@ func checkResponseExample(t *testing.T, raw json.RawMessage) bool {
 		t.Errorf("response example %s: ok without a result", raw)
 		return false
 	}
-	return checkStrict(t, r.Result, op.Result)
+	return checkStrict(t, r.Result, op.Result) && checkEmbedded(t, r.Operation, r.Result)
 }
 
 // checkStrict decodes raw strictly into a new typ and checks that every

@@ -86,6 +86,32 @@ func TestSchemasMatchGoTypes(t *testing.T) {
 	}
 }
 
+// embeddedSchemas are properties whose Go field is raw JSON but whose
+// content the host fills with a known Go type: their schemas describe
+// that type.
+var embeddedSchemas = []struct {
+	path string
+	prop string
+	typ  reflect.Type
+}{
+	{"schema/session_projection.json", "snapshot", reflect.TypeFor[protocol.SessionProjection]()},
+	{"schema/operations/subscription.open.result.json", "snapshot", reflect.TypeFor[protocol.SessionProjection]()},
+	{"schema/session_delta.json", "delta", reflect.TypeFor[protocol.SessionDelta]()},
+}
+
+func TestEmbeddedSchemasMatchGoTypes(t *testing.T) {
+	for _, e := range embeddedSchemas {
+		t.Run(strings.TrimPrefix(e.path, "schema/")+"#"+e.prop, func(t *testing.T) {
+			node := property(readSchema(t, e.path), e.prop)
+			if node == nil {
+				t.Fatalf("no property %s", e.prop)
+			}
+			c := &schemaChecker{t: t}
+			c.value(e.prop, node, e.typ, false)
+		})
+	}
+}
+
 func TestSchemaFSHoldsOnlyKnownSchemas(t *testing.T) {
 	want := make(map[string]bool)
 	for _, f := range schemaFiles() {
@@ -112,6 +138,7 @@ func TestSchemaEnumsMatchConstants(t *testing.T) {
 		codes = append(codes, string(c))
 	}
 	states := []string{protocol.StateStarting, protocol.StateRecovering, protocol.StateReady, protocol.StateDraining}
+	approvals := []string{protocol.ApprovalAsk, protocol.ApprovalAll, protocol.ApprovalReadOnly}
 	tests := []struct {
 		path string
 		prop []string
@@ -130,6 +157,8 @@ func TestSchemaEnumsMatchConstants(t *testing.T) {
 		}},
 		{"schema/accepted.json", []string{"principal", "kind"}, []string{protocol.PrincipalLocalOwner, protocol.PrincipalGuest}},
 		{"schema/operations/turn.message.submit.input.json", []string{"placement"}, []string{protocol.PlacementSteering, protocol.PlacementNextTurn}},
+		{"schema/operations/session.create.input.json", []string{"approval"}, approvals},
+		{"schema/operations/turn.start.input.json", []string{"approval"}, approvals},
 	}
 	for _, tt := range tests {
 		t.Run(tt.path+"#"+strings.Join(tt.prop, "."), func(t *testing.T) {
