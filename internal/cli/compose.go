@@ -52,6 +52,11 @@ func (m models) Available() []protocol.Model {
 }
 
 func (m models) Check(spec string) error {
+	_, _, err := m.reg.Lookup(spec)
+	return err
+}
+
+func (m models) Ready(spec string) error {
 	_, _, err := m.reg.Resolve(spec)
 	return err
 }

@@ -119,13 +119,7 @@ func (s *Service) stopWorker(id string) {
 	if w == nil {
 		return
 	}
-	w.mu.Lock()
-	relays := w.relays
-	w.relays = map[*relay]bool{}
-	w.mu.Unlock()
-	for r := range relays {
-		r.end(protocol.ClosedSessionRemoved)
-	}
+	w.endRelays(protocol.ClosedSessionRemoved)
 	w.stop()
 }
 
@@ -142,21 +136,23 @@ func (s *Service) startTurn(ctx context.Context, _ *host.Call, in *protocol.Turn
 	if err != nil {
 		return protocol.TurnStartResult{}, err
 	}
-	if err := s.cfg.Models.Check(s.modelOf(h)); err != nil {
+	if err := s.cfg.Models.Ready(s.modelOf(h)); err != nil {
 		return protocol.TurnStartResult{}, protocol.Errorf(protocol.CodeOperationUnavailable, "%v", err)
-	}
-	if in.Approval != "" && in.Approval != h.Approval {
-		if h, err = s.cat.SetApproval(h.ID, in.Approval); err != nil {
-			return protocol.TurnStartResult{}, catalogError(err)
-		}
 	}
 	in.SessionID = h.ID
 	res, err := forward[protocol.TurnStartResult](ctx, s, h, protocol.OpTurnStart, in)
-	if err == nil {
-		s.cat.Touch(h.ID, time.Now())
-		s.markBusy(h.ID)
+	if err != nil {
+		return res, err
 	}
-	return res, err
+	// The worker took the turn, and with it the approval policy: keep it.
+	if in.Approval != "" && in.Approval != h.Approval && res.Kind == "started" {
+		if _, err := s.cat.SetApproval(h.ID, in.Approval); err != nil {
+			s.log.Warn("recording the approval policy", "session", h.ID, "err", err)
+		}
+	}
+	s.cat.Touch(h.ID, time.Now())
+	s.markBusy(h.ID)
+	return res, nil
 }
 
 func (s *Service) modelOf(h catalog.Header) string {
@@ -287,10 +283,10 @@ func (s *Service) selectModel(ctx context.Context, _ *host.Call, in *protocol.Mo
 	if err := s.cfg.Models.Check(in.Model); err != nil {
 		return protocol.ModelSelection{}, protocol.Errorf(protocol.CodeInvalidRequest, "%v", err)
 	}
-	if _, err := s.cat.RecordSelectedModel(in.Model); err != nil {
-		return protocol.ModelSelection{}, catalogError(err)
-	}
 	if in.SessionID == "" {
+		if _, err := s.cat.RecordSelectedModel(in.Model); err != nil {
+			return protocol.ModelSelection{}, catalogError(err)
+		}
 		return protocol.ModelSelection{Model: in.Model}, nil
 	}
 	h, err := s.resolveLive(in.SessionID)
@@ -298,6 +294,10 @@ func (s *Service) selectModel(ctx context.Context, _ *host.Call, in *protocol.Mo
 		return protocol.ModelSelection{}, err
 	}
 	if h, err = s.cat.SetModel(h.ID, in.Model); err != nil {
+		return protocol.ModelSelection{}, catalogError(err)
+	}
+	// The model a person last chose is the one new sessions start with.
+	if _, err := s.cat.RecordSelectedModel(in.Model); err != nil {
 		return protocol.ModelSelection{}, catalogError(err)
 	}
 	if s.liveWorker(h.ID) != nil {

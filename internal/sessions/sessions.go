@@ -29,8 +29,12 @@ import (
 type Models interface {
 	// Available lists the models of every registered provider.
 	Available() []protocol.Model
-	// Check reports why spec ("provider/model") cannot run, or nil.
+	// Check reports why spec ("provider/model") names no model of a
+	// registered provider, or nil.
 	Check(spec string) error
+	// Ready reports why spec cannot run now (its provider is not
+	// configured: the error names what to set), or nil.
+	Ready(spec string) error
 	// Default is the host's default model.
 	Default() string
 }
@@ -106,7 +110,8 @@ func (s *Service) Busy() bool {
 	return len(s.workers) > 0
 }
 
-// BeginDrain stops every worker: a running turn is recorded as interrupted.
+// BeginDrain closes every subscription as host_draining and stops every
+// worker: a running turn is recorded as interrupted.
 func (s *Service) BeginDrain() {
 	s.mu.Lock()
 	s.draining = true
@@ -116,6 +121,7 @@ func (s *Service) BeginDrain() {
 	}
 	s.mu.Unlock()
 	for _, w := range workers {
+		w.endRelays(protocol.ClosedHostDraining)
 		w.stop()
 	}
 }

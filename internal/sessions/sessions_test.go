@@ -31,7 +31,8 @@ type fauxModels struct{}
 func (fauxModels) Available() []protocol.Model {
 	return []protocol.Model{{Provider: "faux", ModelID: "echo"}}
 }
-func (fauxModels) Default() string { return "faux/echo" }
+func (fauxModels) Default() string           { return "faux/echo" }
+func (m fauxModels) Ready(spec string) error { return m.Check(spec) }
 func (fauxModels) Check(spec string) error {
 	if spec != "faux/echo" {
 		return errors.New("unknown model " + spec)
@@ -171,4 +172,35 @@ func TestIdleWorkerStopsAndTheNextTurnStartsANewOne(t *testing.T) {
 	if second := start("t2"); second == first {
 		t.Fatal("the same worker served both turns")
 	}
+}
+
+func TestDrainingHostClosesSubscriptionsAsHostDraining(t *testing.T) {
+	h, c, work := newHost(t, time.Hour)
+	ctx := agentdtest.Context(t)
+	var s protocol.Session
+	c.Request(ctx, protocol.OpSessionCreate, protocol.SessionCreateInput{Cwd: work}, &s)
+	var open protocol.SubscriptionOpenResult
+	if err := c.Request(ctx, protocol.OpSubscriptionOpen, protocol.SubscriptionOpenInput{SessionID: s.SessionID, Transcript: protocol.TranscriptBootstrap{Kind: "none"}}, &open); err != nil {
+		t.Fatal(err)
+	}
+	w := c.Watch(open.SubscriptionID)
+	defer w.Close()
+	if err := c.Request(ctx, protocol.OpSubscriptionReady, protocol.SubscriptionRef{SubscriptionID: open.SubscriptionID}, nil); err != nil {
+		t.Fatal(err)
+	}
+	stopped := make(chan error, 1)
+	go func() { stopped <- h.Shutdown(ctx) }()
+	f, err := w.Next(ctx)
+	if err != nil || f.Kind != protocol.KindSubscriptionClosed {
+		t.Fatalf("frame %+v %v", f, err)
+	}
+	var cl protocol.SubscriptionClosedFrame
+	f.Decode(&cl)
+	if cl.Reason != protocol.ClosedHostDraining {
+		t.Fatalf("closed as %q", cl.Reason)
+	}
+	if err := <-stopped; err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "worker exit", workerGone(h.Home, s.SessionID))
 }

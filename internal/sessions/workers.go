@@ -281,6 +281,17 @@ func (w *worker) stop() {
 	}
 }
 
+// endRelays closes every client subscription of the worker with reason.
+func (w *worker) endRelays(reason string) {
+	w.mu.Lock()
+	relays := w.relays
+	w.relays = map[*relay]bool{}
+	w.mu.Unlock()
+	for r := range relays {
+		r.end(reason)
+	}
+}
+
 // armIdle starts the idle timer when nothing holds the worker.
 func (w *worker) armIdle() {
 	w.mu.Lock()

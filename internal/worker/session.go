@@ -581,9 +581,8 @@ func (s *session) selectModel(_ context.Context, _ *host.Call, in *protocol.Mode
 	if err := s.checkSession(in.SessionID); err != nil {
 		return protocol.ModelSelection{}, err
 	}
-	if _, _, err := s.providers.Resolve(in.Model); err != nil {
-		return protocol.ModelSelection{}, protocol.Errorf(protocol.CodeInvalidRequest, "%v", err)
-	}
+	// The host checked the model; whether it can run is decided when a
+	// turn starts.
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.header.Model = in.Model
