@@ -89,6 +89,7 @@ type session struct {
 	nextSub  int                                // guarded by mu
 	nextID   int                                // guarded by mu: interaction and entry ids
 	lastTurn *protocol.TurnSnapshot             // guarded by mu: the latest turn, recovered ones included
+	messages map[string]protocol.QueueEntry     // guarded by mu: submitted messages by id, as they stand
 }
 
 // ProviderResolver finds the provider of a "provider/model" spec.
@@ -287,10 +288,16 @@ func (s *session) runTurn(ctx context.Context, t *turn, history []llm.Message) {
 	s.current = nil
 	s.emitLocked(protocol.SessionDelta{Event: protocol.EventRunEnd, TurnID: snap.TurnID, Turn: &snap})
 	s.emitLocked(protocol.SessionDelta{Event: protocol.EventSessionChanged, Session: ptr(s.sessionLocked())})
+	// Steering that came too late for this turn leads the next one.
+	if len(s.queue.Steering) > 0 {
+		s.queue.FollowUp = append(s.queue.Steering, s.queue.FollowUp...)
+		s.queue.Steering = nil
+	}
 	if s.base.Err() == nil && len(s.queue.FollowUp) > 0 {
 		next := s.queue.FollowUp[0]
 		s.queue.FollowUp = s.queue.FollowUp[1:]
 		next.State = protocol.QueueDelivered
+		s.messages[next.MessageID] = next
 		s.emitLocked(protocol.SessionDelta{Event: protocol.EventQueueChanged, Queue: ptr(cloneQueue(s.queue))})
 		if _, err := s.beginTurnLocked("turn-"+next.MessageID, next.Content.Text); err != nil {
 			s.logger.Error("starting a queued turn", "message", next.MessageID, "err", err)
@@ -370,6 +377,8 @@ func (s *session) takeSteering() []llm.Message {
 	for _, e := range s.queue.Steering {
 		msgs = append(msgs, llm.Message{Role: llm.RoleUser, Parts: []llm.Part{{Type: llm.PartText, Text: e.Content.Text}}})
 		s.history = append(s.history, msgs[len(msgs)-1])
+		e.State = protocol.QueueDelivered
+		s.messages[e.MessageID] = e
 	}
 	s.queue.Steering = nil
 	s.emitLocked(protocol.SessionDelta{Event: protocol.EventQueueChanged, Queue: ptr(cloneQueue(s.queue))})
@@ -429,15 +438,12 @@ func (s *session) submitMessage(_ context.Context, _ *host.Call, in *protocol.Me
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, e := range append(append([]protocol.QueueEntry{}, s.queue.Steering...), s.queue.FollowUp...) {
-		if e.MessageID == in.MessageID {
-			return e, nil
-		}
+	// A retried submission answers with what became of the first.
+	if e, ok := s.messages[in.MessageID]; ok {
+		return e, nil
 	}
-	if t, ok := s.turns["turn-"+in.MessageID]; ok {
+	if _, ok := s.turns["turn-"+in.MessageID]; ok {
 		return protocol.QueueEntry{EntryID: "q-" + in.MessageID, MessageID: in.MessageID, Content: in.Content, Placement: in.Placement, State: protocol.QueueDelivered}, nil
-	} else {
-		_ = t
 	}
 	entry := protocol.QueueEntry{EntryID: "q-" + in.MessageID, MessageID: in.MessageID, Content: in.Content, Placement: in.Placement, State: protocol.QueueQueued}
 	if s.current == nil {
@@ -446,8 +452,10 @@ func (s *session) submitMessage(_ context.Context, _ *host.Call, in *protocol.Me
 			return protocol.QueueEntry{}, err
 		}
 		entry.State = protocol.QueueDelivered
+		s.messages[in.MessageID] = entry
 		return entry, nil
 	}
+	s.messages[in.MessageID] = entry
 	if in.Placement == protocol.PlacementSteering {
 		s.queue.Steering = append(s.queue.Steering, entry)
 	} else {
@@ -468,6 +476,7 @@ func (s *session) retract(_ context.Context, _ *host.Call, in *protocol.QueueRet
 			if e.EntryID == in.EntryID {
 				*lane = append((*lane)[:i:i], (*lane)[i+1:]...)
 				e.State = protocol.QueueRetracted
+				s.messages[e.MessageID] = e
 				s.emitLocked(protocol.SessionDelta{Event: protocol.EventQueueChanged, Queue: ptr(cloneQueue(s.queue))})
 				return e, nil
 			}

@@ -101,6 +101,7 @@ func Run(ctx context.Context, cfg Config) error {
 		pending:   map[string]*interaction{},
 		streams:   map[string]*protocol.MessageStream{},
 		subs:      map[string]*subscription{},
+		messages:  map[string]protocol.QueueEntry{},
 	}
 	if err := s.recover(cfg.PreviousExit); err != nil {
 		ln.Close()

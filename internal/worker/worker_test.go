@@ -317,6 +317,9 @@ func TestQueuedMessageCanBeRetractedBeforeItIsDelivered(t *testing.T) {
 	if err := r.conn.Request(ctx, protocol.OpQueueRetract, protocol.QueueRetractInput{SessionID: "s1", EntryID: entry.EntryID}, nil); !errors.Is(err, client.ErrNotFound) {
 		t.Fatalf("second retract: %v", err)
 	}
+	if err := r.conn.Request(ctx, protocol.OpTurnMessageSubmit, protocol.MessageSubmitInput{SessionID: "s1", MessageID: "m2", Content: protocol.Content{Text: "later"}, Placement: protocol.PlacementNextTurn}, &again); err != nil || again.State != protocol.QueueRetracted {
+		t.Fatalf("a retracted message resubmitted: %+v %v", again, err)
+	}
 	r.conn.Request(ctx, protocol.OpTurnInterrupt, protocol.TurnRef{SessionID: "s1", TurnID: "t1"}, nil)
 	until(t, deltas, runEnd("t1"))
 }
