@@ -39,7 +39,7 @@ const (
 	probeTimeout = time.Second
 	// activationPoll is how often EnsureHost looks at the activation lock,
 	// the registration and the started process.
-	activationPoll = 5 * time.Millisecond
+	activationPoll = time.Millisecond
 )
 
 // ActivationLockName is the file in the home that serialises cold

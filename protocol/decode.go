@@ -72,6 +72,9 @@ type clientEnvelope struct {
 // request, whose input is checked later against its operation (see
 // DecodeInput). Any error it returns is a protocol violation.
 func DecodeClientFrame(line []byte) (ClientFrame, error) {
+	if req, ok := fastRequest(line); ok {
+		return ClientFrame{Request: req}, nil
+	}
 	var env clientEnvelope
 	if err := decodeStrict(line, &env, ""); err != nil {
 		return ClientFrame{}, err
@@ -127,6 +130,84 @@ func DecodeClientFrame(line []byte) (ClientFrame, error) {
 		in = json.RawMessage("{}")
 	}
 	return ClientFrame{Request: &Request{RequestID: *env.RequestID, Operation: *env.Operation, Input: in}}, nil
+}
+
+// fastRequest decodes the common request frame — exactly requestId,
+// operation and an object input, the two names plain ASCII — in one scan.
+// Anything else takes the general path, which also names what is wrong.
+func fastRequest(line []byte) (*Request, bool) {
+	b := line
+	if len(b) == 0 || b[0] != '{' {
+		return nil, false
+	}
+	var id, op, input []byte
+	i := skipSpace(b, 1)
+	for {
+		if i >= len(b) || b[i] != '"' {
+			return nil, false
+		}
+		end := skipString(b, i)
+		if end < 0 {
+			return nil, false
+		}
+		key := b[i+1 : end-1]
+		i = skipSpace(b, end)
+		if i >= len(b) || b[i] != ':' {
+			return nil, false
+		}
+		i = skipSpace(b, i+1)
+		vend := skipValue(b, i)
+		if vend < 0 {
+			return nil, false
+		}
+		val := b[i:vend]
+		switch string(key) {
+		case "requestId":
+			if id != nil || !plainString(val) {
+				return nil, false
+			}
+			id = val[1 : len(val)-1]
+		case "operation":
+			if op != nil || !plainString(val) {
+				return nil, false
+			}
+			op = val[1 : len(val)-1]
+		case "input":
+			if input != nil || val[0] != '{' || !utf8.Valid(val) || !json.Valid(val) {
+				return nil, false
+			}
+			input = val
+		default:
+			return nil, false
+		}
+		i = skipSpace(b, vend)
+		if i < len(b) && b[i] == ',' {
+			i = skipSpace(b, i+1)
+			continue
+		}
+		if i >= len(b) || b[i] != '}' || skipSpace(b, i+1) != len(b) {
+			return nil, false
+		}
+		break
+	}
+	if len(id) == 0 || len(id) > MaxRequestIDBytes || len(op) == 0 || input == nil {
+		return nil, false
+	}
+	return &Request{RequestID: string(id), Operation: string(op), Input: append(json.RawMessage(nil), input...)}, true
+}
+
+// plainString reports whether lit is a string literal of printable ASCII
+// without escapes, so its bytes are its value.
+func plainString(lit []byte) bool {
+	if len(lit) < 2 || lit[0] != '"' {
+		return false
+	}
+	for _, c := range lit[1 : len(lit)-1] {
+		if c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
 }
 
 func firstSet(names []string, set ...bool) string {

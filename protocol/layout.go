@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"time"
 )
@@ -46,11 +45,16 @@ func DefaultRuntimeDir() (string, error) {
 	return filepath.Join(os.TempDir(), fmt.Sprintf("agentd-%d", os.Getuid())), nil
 }
 
-var hostIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`)
-
-// ValidHostID reports whether id may name a host's files.
+// ValidHostID reports whether id may name a host's files: 1-64 letters,
+// digits, '-' or '_', starting with a letter or digit.
 func ValidHostID(id string) error {
-	if !hostIDPattern.MatchString(id) {
+	ok := len(id) >= 1 && len(id) <= 64
+	for i := 0; ok && i < len(id); i++ {
+		c := id[i]
+		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+		ok = alnum || i > 0 && (c == '-' || c == '_')
+	}
+	if !ok {
 		return fmt.Errorf("host id %q: must be 1-64 letters, digits, '-' or '_', starting with a letter or digit", id)
 	}
 	return nil

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -173,7 +172,7 @@ func newLsCmd(e *env) *cobra.Command {
 				}
 				return writeJSON(e.stdout, rows)
 			}
-			tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
+			tw := newTable(e.stdout)
 			multi := len(hosts) > 1
 			if multi {
 				fmt.Fprint(tw, "HOST\t")

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -58,7 +59,7 @@ func writeJSON(w io.Writer, v any) error {
 }
 
 func printStatus(w io.Writer, st protocol.HostStatus) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	tw := newTable(w)
 	fmt.Fprintf(tw, "version\t%s\n", st.Version)
 	fmt.Fprintf(tw, "protocol\t%d..%d\n", st.ProtocolMin, st.ProtocolMax)
 	fmt.Fprintf(tw, "host id\t%s\n", st.HostID)
@@ -106,7 +107,7 @@ func statusAll(ctx context.Context, w io.Writer, asJSON bool) error {
 		fmt.Fprintf(w, "no agentd host is running in %s\n", act.RuntimeDir)
 		return nil
 	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	tw := newTable(w)
 	fmt.Fprintln(tw, "HOST ID\tPID\tSTATE\tVERSION\tUPTIME\tCONNECTIONS\tACTIVE\tHOME")
 	for _, r := range rows {
 		state := r.State
@@ -167,4 +168,26 @@ func newVersionCmd(e *env) *cobra.Command {
 			return nil
 		},
 	}
+}
+
+// table aligns columns and writes the whole table at once on Flush.
+type table struct {
+	*tabwriter.Writer
+	buf bytes.Buffer
+	out io.Writer
+}
+
+func newTable(out io.Writer) *table {
+	t := &table{out: out}
+	t.Writer = tabwriter.NewWriter(&t.buf, 0, 0, 2, ' ', 0)
+	return t
+}
+
+// Flush aligns the table and writes it.
+func (t *table) Flush() error {
+	if err := t.Writer.Flush(); err != nil {
+		return err
+	}
+	_, err := t.out.Write(t.buf.Bytes())
+	return err
 }

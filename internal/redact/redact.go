@@ -8,30 +8,37 @@ import (
 	"context"
 	"log/slog"
 	"regexp"
+	"sync"
 )
 
 // Marker replaces every secret.
 const Marker = "[redacted]"
 
-var patterns = []struct {
+type pattern struct {
 	re   *regexp.Regexp
 	repl string
-}{
-	// key=value and key: value pairs whose key names a credential.
-	{regexp.MustCompile(`(?i)((?:api[_-]?key|access[_-]?token|auth[_-]?token|secret|password|passwd|credential)s?["']?\s*[=:]\s*["']?)[^\s"'&,;]+`), "${1}" + Marker},
-	// A bare "token" key, but not a word ending in it (max_tokens: 8192).
-	{regexp.MustCompile(`(?i)(\btokens?["']?\s*[=:]\s*["']?)[^\s"'&,;]+`), "${1}" + Marker},
-	// Authorization headers and bearer tokens.
-	{regexp.MustCompile(`(?i)(bearer\s+)[A-Za-z0-9._~+/=-]+`), "${1}" + Marker},
-	// Provider key shapes: sk-…, sk-ant-…, xoxb-…, ghp_…, AKIA…
-	{regexp.MustCompile(`\b(?:sk|pk|rk)-[A-Za-z0-9_-]{8,}`), Marker},
-	{regexp.MustCompile(`\b(?:xox[abpr]|gh[pousr])[-_][A-Za-z0-9_-]{8,}`), Marker},
-	{regexp.MustCompile(`\bAKIA[0-9A-Z]{16}\b`), Marker},
 }
+
+// patterns are compiled on first use: most agentd processes are short
+// client commands that never redact.
+var patterns = sync.OnceValue(func() []pattern {
+	return []pattern{
+		// key=value and key: value pairs whose key names a credential.
+		{regexp.MustCompile(`(?i)((?:api[_-]?key|access[_-]?token|auth[_-]?token|secret|password|passwd|credential)s?["']?\s*[=:]\s*["']?)[^\s"'&,;]+`), "${1}" + Marker},
+		// A bare "token" key, but not a word ending in it (max_tokens: 8192).
+		{regexp.MustCompile(`(?i)(\btokens?["']?\s*[=:]\s*["']?)[^\s"'&,;]+`), "${1}" + Marker},
+		// Authorization headers and bearer tokens.
+		{regexp.MustCompile(`(?i)(bearer\s+)[A-Za-z0-9._~+/=-]+`), "${1}" + Marker},
+		// Provider key shapes: sk-…, sk-ant-…, xoxb-…, ghp_…, AKIA…
+		{regexp.MustCompile(`\b(?:sk|pk|rk)-[A-Za-z0-9_-]{8,}`), Marker},
+		{regexp.MustCompile(`\b(?:xox[abpr]|gh[pousr])[-_][A-Za-z0-9_-]{8,}`), Marker},
+		{regexp.MustCompile(`\bAKIA[0-9A-Z]{16}\b`), Marker},
+	}
+})
 
 // String returns s with every secret it recognises replaced by Marker.
 func String(s string) string {
-	for _, p := range patterns {
+	for _, p := range patterns() {
 		s = p.re.ReplaceAllString(s, p.repl)
 	}
 	return s
