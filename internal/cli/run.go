@@ -17,8 +17,6 @@ import (
 	"github.com/agentd-dev/agentd/protocol"
 )
 
-func decodeJSON(b []byte, v any) error { return json.Unmarshal(b, v) }
-
 // errTurnFailed is returned when the turn ended in any way but completed.
 type errTurnFailed struct{ turn protocol.TurnSnapshot }
 

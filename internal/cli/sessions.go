@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -281,7 +282,7 @@ func rootTurn(ctx context.Context, c *client.Conn, id string) (*protocol.TurnSna
 	}
 	defer c.Request(ctx, protocol.OpSubscriptionClose, protocol.SubscriptionRef{SubscriptionID: open.SubscriptionID}, nil)
 	var snap protocol.SessionProjection
-	if err := decodeJSON(open.Snapshot, &snap); err != nil {
+	if err := json.Unmarshal(open.Snapshot, &snap); err != nil {
 		return nil, err
 	}
 	return snap.RootTurn, nil

@@ -12,8 +12,6 @@ import (
 	"github.com/agentd-dev/agentd/protocol"
 )
 
-func decodeJSON(b []byte, v any) error { return json.Unmarshal(b, v) }
-
 // clientConn is the service's state for one client connection: the
 // subscriptions it holds.
 type clientConn struct {

@@ -3,6 +3,7 @@ package sessions
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -365,7 +366,7 @@ func (w *worker) watchBusy() {
 		return
 	}
 	var snap protocol.SessionProjection
-	if decodeJSON(open.Snapshot, &snap) == nil && snap.Session.Status == protocol.SessionIdle {
+	if json.Unmarshal(open.Snapshot, &snap) == nil && snap.Session.Status == protocol.SessionIdle {
 		w.settle()
 		return
 	}
