@@ -1,0 +1,251 @@
+// Command sessionbench measures agentd's sessions — a turn end to end, the
+// memory of an idle worker, a streamed turn reaching a client, and listing
+// many sessions — beside anchors measured in the same run: the pi coding
+// agent (`pi --mode rpc`: its time to ready and its idle memory), a raw
+// unix-socket stream of the same frames, the host.status round trip on the
+// same connection, `ls` of the sessions folder and `tmux list-sessions`.
+//
+// Everything under test runs as real processes: the agentd binary (built
+// from ./cmd/agentd unless -agentd names one) with AGENTD_HOME and
+// AGENTD_RUNTIME_DIR in fresh temporary folders, its host started by cold
+// activation and its workers by the host. Machines are shared and noisy:
+// every figure is printed beside its anchor, as a ratio, and the two sides
+// are interleaved so that a burst of noise hits both.
+//
+// Run it from the module root:
+//
+//	go run ./bench/sessionbench            # full run, about two minutes
+//	go run ./bench/sessionbench -quick     # a smaller run
+//	go run ./bench/sessionbench -profile DIR   # CPU profiles of hosts, workers and the client
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// config is the run's shape, set from flags.
+type config struct {
+	quick   bool
+	agentd  string // prebuilt agentd binary; built when empty
+	piBin   string // prebuilt pi; installed with npm when empty
+	piDir   string // where npm installs pi
+	noPi    bool
+	profile string // directory for CPU profiles; none when empty
+	skip    map[string]bool
+
+	coldRuns   int // cold `agentd run "hi"` runs (fresh home each)
+	warmRuns   int // warm `agentd run --session ID "hi"` runs
+	newRuns    int // `agentd run "hi"` on a warm host: a new session, a cold worker
+	piRuns     int // pi starts, each timed to ready
+	deltas     int // text deltas of the streamed turn
+	rounds     int // streaming rounds (a fresh session each)
+	stamps     int // timestamped lines of the latency turn
+	statusRTTs int // host.status round trips per round
+	sessions   int // sessions listed by `agentd ls`
+	lsRuns     int
+	settle     time.Duration // wait before reading an idle process's RSS
+}
+
+func main() {
+	if dir, ok := os.LookupEnv(envProfileAgentd); ok {
+		os.Exit(runAsAgentd(dir, os.Args[1:]))
+	}
+	if len(os.Args) > 1 && os.Args[1] == roleRawStream {
+		os.Exit(runRawStream(os.Args[2:]))
+	}
+	var cfg config
+	var skip string
+	flag.BoolVar(&cfg.quick, "quick", false, "a smaller run (about a quarter of the work)")
+	flag.StringVar(&cfg.agentd, "agentd", "", "use this agentd binary instead of building ./cmd/agentd")
+	flag.StringVar(&cfg.piBin, "pi", "", "use this pi executable instead of installing @mariozechner/pi-coding-agent with npm")
+	flag.StringVar(&cfg.piDir, "pi-dir", "", "where npm installs pi (default: the user cache directory)")
+	flag.BoolVar(&cfg.noPi, "no-pi", false, "do not run pi: its anchors are reported unavailable")
+	flag.StringVar(&cfg.profile, "profile", "", "write CPU profiles of every agentd host and worker, and of this client, into `dir`; agentd then runs inside this binary")
+	flag.StringVar(&skip, "skip", "", "comma-separated parts to skip: run,stream,ls (rss comes with run)")
+	flag.IntVar(&cfg.sessions, "sessions", 0, "sessions listed by `agentd ls` (default 10000, -quick 2000)")
+	flag.IntVar(&cfg.deltas, "deltas", 0, "text deltas of the streamed turn (default 100000)")
+	flag.Parse()
+	if flag.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "sessionbench: unexpected arguments %q\n", flag.Args())
+		os.Exit(2)
+	}
+	cfg.fill(skip)
+
+	b, err := newBench(cfg)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "sessionbench: %v\n", err)
+		os.Exit(1)
+	}
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-sig
+		fmt.Fprintln(os.Stderr, "sessionbench: interrupted; stopping the processes it started")
+		b.cleanup()
+		os.Exit(130)
+	}()
+	err = b.run(context.Background())
+	b.cleanup()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "sessionbench: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func (c *config) fill(skip string) {
+	c.coldRuns, c.warmRuns, c.newRuns, c.piRuns = 15, 20, 10, 10
+	c.rounds, c.stamps, c.statusRTTs = 3, 2000, 2000
+	c.lsRuns = 10
+	c.settle = time.Second
+	sessions := 10000
+	if c.quick {
+		c.coldRuns, c.warmRuns, c.newRuns, c.piRuns = 5, 6, 3, 3
+		c.rounds, c.stamps, c.statusRTTs = 1, 500, 500
+		c.lsRuns = 5
+		sessions = 2000
+	}
+	if c.sessions <= 0 {
+		c.sessions = sessions
+	}
+	if c.deltas <= 0 {
+		c.deltas = 100000
+	}
+	c.skip = map[string]bool{}
+	for s := range strings.SplitSeq(skip, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			c.skip[s] = true
+		}
+	}
+}
+
+// bench holds one run's directories and results.
+type bench struct {
+	cfg    config
+	base   string // short temporary directory: socket paths stay under 108 bytes
+	work   string // the sessions' working directory
+	agentd string // the agentd binary (this binary with -profile)
+	self   string // this binary
+	pi     piSide
+	res    results
+}
+
+func newBench(cfg config) (*bench, error) {
+	base, err := os.MkdirTemp("", "sb")
+	if err != nil {
+		return nil, err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	b := &bench{cfg: cfg, base: base, work: filepath.Join(base, "work"), self: self}
+	if err := os.MkdirAll(b.work, 0o755); err != nil {
+		return nil, err
+	}
+	if cfg.profile != "" {
+		if b.cfg.profile, err = filepath.Abs(cfg.profile); err != nil {
+			return nil, err
+		}
+		if err := os.MkdirAll(b.cfg.profile, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	return b, nil
+}
+
+// cleanup stops every agentd process still registered under the run's
+// directory, and pi, then removes the directory.
+func (b *bench) cleanup() {
+	reapAll()
+	b.pi.stopAll()
+	os.RemoveAll(b.base)
+}
+
+func (b *bench) run(ctx context.Context) error {
+	start := time.Now()
+	if err := b.buildAgentd(ctx); err != nil {
+		return err
+	}
+	fmt.Printf("sessionbench: %s/%s, %d CPUs, GOMAXPROCS %d, %s, load average %s\n", runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.Version(), loadAverage())
+	if b.cfg.profile != "" {
+		fmt.Printf("agentd under test: this binary running agentd's command line, with CPU profiles into %s (-profile)\n", b.cfg.profile)
+	} else {
+		fmt.Println("agentd under test: the agentd binary; hosts by cold activation, workers by their host, each its own process")
+	}
+	if !b.cfg.skip["run"] {
+		b.preparePi(ctx)
+		fmt.Println()
+	}
+
+	parts := []struct {
+		name string
+		fn   func(context.Context) error
+	}{
+		{"run", b.runPart},
+		{"stream", b.streamPart},
+		{"ls", b.lsPart},
+	}
+	for _, p := range parts {
+		if b.cfg.skip[p.name] {
+			continue
+		}
+		t0 := time.Now()
+		if err := p.fn(ctx); err != nil {
+			return fmt.Errorf("%s: %w", p.name, err)
+		}
+		fmt.Printf("  (%s part: %s)\n\n", p.name, time.Since(t0).Round(100*time.Millisecond))
+	}
+	b.printResults(os.Stdout)
+	fmt.Printf("\ntotal run time %s (pi's install, when it ran, included); load average at the end %s\n", time.Since(start).Round(100*time.Millisecond), loadAverage())
+	if b.cfg.profile != "" {
+		fmt.Printf("\nprofiles in %s: host-<pid>.cpu.pprof, worker-<pid>.cpu.pprof, client.cpu.pprof\n", b.cfg.profile)
+		fmt.Printf("  go tool pprof -top %s/worker-*.cpu.pprof\n", b.cfg.profile)
+	}
+	return nil
+}
+
+// buildAgentd builds ./cmd/agentd into the run's directory unless -agentd
+// names a binary. With -profile, agentd is this binary instead.
+func (b *bench) buildAgentd(ctx context.Context) error {
+	if b.cfg.profile != "" {
+		b.agentd = b.self
+		return nil
+	}
+	if b.cfg.agentd != "" {
+		abs, err := filepath.Abs(b.cfg.agentd)
+		if err != nil {
+			return err
+		}
+		b.agentd = abs
+		return nil
+	}
+	b.agentd = filepath.Join(b.base, "agentd")
+	t0 := time.Now()
+	out, err := command(ctx, os.Environ(), "go", "build", "-o", b.agentd, agentdPackage).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("building agentd (run from inside the module, or pass -agentd): %v\n%s", err, out)
+	}
+	fmt.Printf("built agentd in %s\n", time.Since(t0).Round(10*time.Millisecond))
+	return nil
+}
+
+// loadAverage returns the 1, 5 and 15 minute load averages: on a shared
+// machine, how much else was running.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) >= 3 {
+		return strings.Join(f[:3], " ")
+	}
+	return "unknown"
+}
+
+const agentdPackage = "github.com/agentd-dev/agentd/cmd/agentd"
