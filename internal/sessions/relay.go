@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"sync"
 	"time"
 
@@ -57,6 +58,16 @@ func (r *relay) run(ctx context.Context, workerEpoch string) {
 	for {
 		f, err := r.watch.Next(ctx)
 		if err != nil {
+			if ctx.Err() == nil {
+				// The worker's stream ended under the relay (it fell
+				// behind, or the connection went): the client must not
+				// wait for frames that will not come.
+				reason := protocol.ClosedWorkerExited
+				if errors.Is(err, client.ErrWatcherSlow) {
+					reason = protocol.ClosedSlowConsumer
+				}
+				r.c.s.wg.Go(func() { r.end(reason) })
+			}
 			return
 		}
 		r.seq = f.Sequence
@@ -131,13 +142,21 @@ func (r *relay) close() {
 	})
 }
 
-// end closes the client's subscription with reason because the worker is
-// gone.
+// end closes the client's subscription with reason: the worker is gone,
+// or its stream could not be followed.
 func (r *relay) end(reason string) {
 	r.once.Do(func() {
 		r.cancel()
 		<-r.done
 		r.watch.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		r.w.conn.Request(ctx, protocol.OpSubscriptionClose, protocol.SubscriptionRef{SubscriptionID: r.id}, nil)
+		cancel()
+		r.w.mu.Lock()
+		delete(r.w.relays, r)
+		r.w.busy = false // its deltas no longer say; the idle check asks the worker
+		r.w.mu.Unlock()
+		r.w.armIdle()
 		b, _ := json.Marshal(protocol.SubscriptionClosedFrame{
 			Pushed: protocol.Pushed{Kind: protocol.KindSubscriptionClosed, HostEpoch: r.c.s.host.Epoch(), SubscriptionID: r.id, Sequence: r.seq + 1},
 			Reason: reason,

@@ -54,6 +54,13 @@ type turn struct {
 // runningLocked reports whether t runs in this worker now.
 func (t *turn) runningLocked() bool { return t.loop != nil && t.snap.Status == protocol.TurnRunning }
 
+// stream is an assistant message still streaming; its text grows in
+// builders so many small deltas cost linear time.
+type stream struct {
+	turnID         string
+	text, thinking strings.Builder
+}
+
 // interaction is a tool call waiting for a person's answer.
 type interaction struct {
 	info   protocol.Interaction // guarded by session.mu
@@ -73,23 +80,24 @@ type session struct {
 	logger    *slog.Logger     // constant
 	todo      *tools.Todo      // constant; safe for concurrent use
 	runs      sync.WaitGroup   // turn goroutines
+	pumps     sync.WaitGroup   // subscription deliveries waiting for their batch
 	base      context.Context  // cancelled when the worker stops
 	header    protocol.Session // guarded by mu
 	approval  string           // guarded by mu
 	thinking  string           // guarded by mu
 
 	mu       sync.Mutex
-	history  []llm.Message                      // guarded by mu
-	turns    map[string]*turn                   // guarded by mu: every turn of this worker's life
-	current  *turn                              // guarded by mu: the running turn
-	queue    protocol.Queue                     // guarded by mu
-	pending  map[string]*interaction            // guarded by mu
-	streams  map[string]*protocol.MessageStream // guarded by mu
-	subs     map[string]*subscription           // guarded by mu
-	nextSub  int                                // guarded by mu
-	nextID   int                                // guarded by mu: interaction and entry ids
-	lastTurn *protocol.TurnSnapshot             // guarded by mu: the latest turn, recovered ones included
-	messages map[string]protocol.QueueEntry     // guarded by mu: submitted messages by id, as they stand
+	history  []llm.Message                  // guarded by mu
+	turns    map[string]*turn               // guarded by mu: every turn of this worker's life
+	current  *turn                          // guarded by mu: the running turn
+	queue    protocol.Queue                 // guarded by mu
+	pending  map[string]*interaction        // guarded by mu
+	streams  map[string]*stream             // guarded by mu: assistant messages still streaming
+	subs     map[string]*subscription       // guarded by mu
+	nextSub  int                            // guarded by mu
+	nextID   int                            // guarded by mu: interaction and entry ids
+	lastTurn *protocol.TurnSnapshot         // guarded by mu: the latest turn, recovered ones included
+	messages map[string]protocol.QueueEntry // guarded by mu: submitted messages by id, as they stand
 }
 
 // ProviderResolver finds the provider of a "provider/model" spec.
@@ -141,8 +149,8 @@ func (s *session) projectionLocked() protocol.SessionProjection {
 	for _, in := range s.pending {
 		p.Interactions = append(p.Interactions, in.info)
 	}
-	for _, st := range s.streams {
-		p.Streams = append(p.Streams, *st)
+	for id, st := range s.streams {
+		p.Streams = append(p.Streams, protocol.MessageStream{TurnID: st.turnID, MessageID: id, Text: st.text.String(), Thinking: st.thinking.String()})
 	}
 	return p
 }
@@ -268,7 +276,7 @@ func (s *session) runTurn(ctx context.Context, t *turn, history []llm.Message) {
 	defer s.mu.Unlock()
 	s.cancelInteractionsLocked(t)
 	for id, st := range s.streams {
-		if st.TurnID == t.snap.TurnID {
+		if st.turnID == t.snap.TurnID {
 			delete(s.streams, id)
 		}
 	}
@@ -311,12 +319,12 @@ func (s *session) onAgentEvent(t *turn, e agent.Event) {
 	d := protocol.SessionDelta{TurnID: t.snap.TurnID, MessageID: e.MessageID}
 	switch e.Kind {
 	case agent.MessageStart:
-		s.streams[e.MessageID] = &protocol.MessageStream{TurnID: t.snap.TurnID, MessageID: e.MessageID}
+		s.streams[e.MessageID] = &stream{turnID: t.snap.TurnID}
 		d.Event, d.Role = protocol.EventMessageStart, llm.RoleAssistant
 	case agent.MessageUpdate:
 		if st := s.streams[e.MessageID]; st != nil {
-			st.Text += e.Text
-			st.Thinking += e.Thinking
+			st.text.WriteString(e.Text)
+			st.thinking.WriteString(e.Thinking)
 		}
 		d.Event, d.Text, d.Thinking = protocol.EventMessageUpdate, e.Text, e.Thinking
 	case agent.MessageEnd:

@@ -99,7 +99,7 @@ func Run(ctx context.Context, cfg Config) error {
 		thinking:  cfg.Thinking,
 		turns:     map[string]*turn{},
 		pending:   map[string]*interaction{},
-		streams:   map[string]*protocol.MessageStream{},
+		streams:   map[string]*stream{},
 		subs:      map[string]*subscription{},
 		messages:  map[string]protocol.QueueEntry{},
 	}
@@ -167,6 +167,8 @@ func (c *composition) BeginDrain() { c.stop() }
 func (c *composition) Close(context.Context) error {
 	c.stop()
 	c.s.runs.Wait()
+	// The connections are closed: every batch's receipt has settled.
+	c.s.pumps.Wait()
 	return c.s.log.Sync()
 }
 

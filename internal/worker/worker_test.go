@@ -345,3 +345,25 @@ func TestTurnsOfAnEarlierWorkerAreKnownAfterRestart(t *testing.T) {
 		t.Fatalf("stopping a finished turn: %v", err)
 	}
 }
+
+func TestManySmallDeltasArriveWholeAndInOrder(t *testing.T) {
+	script := `{"replies":[{"steps":[{"text":"<"},{"repeat":50000,"text":"x"},{"text":">"}]}]}`
+	r := start(t, protocol.ApprovalAll, script, "", "")
+	deltas := follow(t, r.conn)
+	startTurn(t, r.conn, "t1", "go")
+	seen := until(t, deltas, runEnd("t1"))
+	var text strings.Builder
+	updates := 0
+	for _, d := range seen {
+		if d.Event == protocol.EventMessageUpdate {
+			text.WriteString(d.Text)
+			updates++
+		}
+	}
+	if want := "<" + strings.Repeat("x", 50000) + ">"; text.String() != want {
+		t.Fatalf("streamed %d bytes in %d updates; want %d bytes in order", text.Len(), updates, len(want))
+	}
+	if seen[len(seen)-1].Turn.Status != protocol.TurnCompleted {
+		t.Fatalf("turn %+v", seen[len(seen)-1].Turn)
+	}
+}
