@@ -101,9 +101,28 @@ type SessionRef struct {
 // Validate checks the input.
 func (in *SessionRef) Validate() error { return requireString("input.sessionId", in.SessionID) }
 
-// SessionListInput is the input of session.list.
+// Session listing page sizes.
+const (
+	DefaultSessionPage = 500
+	MaxSessionPage     = 2000
+)
+
+// SessionListInput is the input of session.list: one page of sessions,
+// most recently active first.
 type SessionListInput struct {
 	IncludeArchived bool `json:"includeArchived,omitempty"`
+	// Limit bounds the page; 0 means DefaultSessionPage.
+	Limit int `json:"limit,omitempty"`
+	// Cursor continues after the previous page (its NextCursor).
+	Cursor string `json:"cursor,omitempty"`
+}
+
+// Validate checks the input.
+func (in *SessionListInput) Validate() error {
+	if in.Limit < 0 || in.Limit > MaxSessionPage {
+		return FieldError("input.limit", "must be between 0 and %d", MaxSessionPage)
+	}
+	return nil
 }
 
 // Session is a session's header.
@@ -123,6 +142,8 @@ type Session struct {
 // SessionListResult is the result of session.list.
 type SessionListResult struct {
 	Sessions []Session `json:"sessions"`
+	// NextCursor continues the listing; empty on the last page.
+	NextCursor string `json:"nextCursor,omitempty"`
 }
 
 // SessionCreateInput is the input of session.create.

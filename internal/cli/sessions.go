@@ -140,14 +140,20 @@ func newLsCmd(e *env) *cobra.Command {
 			}
 			var rows []row
 			add := func(hostID string, c *client.Conn) error {
-				var res protocol.SessionListResult
-				if err := c.Request(ctx, protocol.OpSessionList, protocol.SessionListInput{IncludeArchived: archived}, &res); err != nil {
-					return err
+				in := protocol.SessionListInput{IncludeArchived: archived, Limit: protocol.MaxSessionPage}
+				for {
+					var res protocol.SessionListResult
+					if err := c.Request(ctx, protocol.OpSessionList, in, &res); err != nil {
+						return err
+					}
+					for _, s := range res.Sessions {
+						rows = append(rows, row{HostID: hostID, Session: s})
+					}
+					if res.NextCursor == "" {
+						return nil
+					}
+					in.Cursor = res.NextCursor
 				}
-				for _, s := range res.Sessions {
-					rows = append(rows, row{HostID: hostID, Session: s})
-				}
-				return nil
 			}
 			if err := add(info.HostID, own); err != nil {
 				return err

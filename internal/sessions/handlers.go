@@ -2,7 +2,12 @@ package sessions
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
+	"errors"
+	"sort"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/agentd-dev/agentd/internal/catalog"
@@ -42,11 +47,49 @@ func (s *Service) session(h catalog.Header) protocol.Session {
 
 func (s *Service) list(_ context.Context, _ *host.Call, in *protocol.SessionListInput) (protocol.SessionListResult, error) {
 	hs := s.cat.List(catalog.ListOptions{IncludeArchived: in.IncludeArchived})
-	out := protocol.SessionListResult{Sessions: make([]protocol.Session, len(hs))}
-	for i, h := range hs {
-		out.Sessions[i] = s.session(h)
+	start := 0
+	if in.Cursor != "" {
+		at, id, err := decodeListCursor(in.Cursor)
+		if err != nil {
+			return protocol.SessionListResult{}, protocol.Errorf(protocol.CodeInvalidRequest, `field "input.cursor": %v`, err)
+		}
+		// The listing runs newest first, then by id: start after the
+		// cursor's place in that order, wherever sessions moved since.
+		start = sort.Search(len(hs), func(i int) bool {
+			t := hs[i].LastActivityAt.UnixNano()
+			return t < at || t == at && hs[i].ID > id
+		})
+	}
+	limit := in.Limit
+	if limit == 0 {
+		limit = protocol.DefaultSessionPage
+	}
+	end := min(start+limit, len(hs))
+	out := protocol.SessionListResult{Sessions: make([]protocol.Session, 0, end-start)}
+	for _, h := range hs[start:end] {
+		out.Sessions = append(out.Sessions, s.session(h))
+	}
+	if end < len(hs) {
+		last := hs[end-1]
+		out.NextCursor = encodeListCursor(last.LastActivityAt.UnixNano(), last.ID)
 	}
 	return out, nil
+}
+
+func encodeListCursor(at int64, id string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(at, 10) + ":" + id))
+}
+
+func decodeListCursor(c string) (int64, string, error) {
+	b, err := base64.RawURLEncoding.DecodeString(c)
+	if err == nil {
+		if at, id, ok := strings.Cut(string(b), ":"); ok {
+			if n, err := strconv.ParseInt(at, 10, 64); err == nil && id != "" {
+				return n, id, nil
+			}
+		}
+	}
+	return 0, "", errors.New("is not a cursor this host gave")
 }
 
 func (s *Service) create(_ context.Context, _ *host.Call, in *protocol.SessionCreateInput) (protocol.Session, error) {

@@ -204,3 +204,43 @@ func TestDrainingHostClosesSubscriptionsAsHostDraining(t *testing.T) {
 	}
 	waitFor(t, "worker exit", workerGone(h.Home, s.SessionID))
 }
+
+func TestSessionListPagesCoverEverySessionOnce(t *testing.T) {
+	_, c, work := newHost(t, time.Hour)
+	ctx := agentdtest.Context(t)
+	want := map[string]bool{}
+	for range 7 {
+		var s protocol.Session
+		if err := c.Request(ctx, protocol.OpSessionCreate, protocol.SessionCreateInput{Cwd: work}, &s); err != nil {
+			t.Fatal(err)
+		}
+		want[s.SessionID] = true
+	}
+	got := map[string]bool{}
+	in := protocol.SessionListInput{Limit: 3}
+	pages := 0
+	for {
+		var res protocol.SessionListResult
+		if err := c.Request(ctx, protocol.OpSessionList, in, &res); err != nil {
+			t.Fatal(err)
+		}
+		pages++
+		for _, s := range res.Sessions {
+			if got[s.SessionID] {
+				t.Fatalf("%s listed twice", s.SessionID)
+			}
+			got[s.SessionID] = true
+		}
+		if res.NextCursor == "" {
+			break
+		}
+		in.Cursor = res.NextCursor
+	}
+	if pages != 3 || len(got) != len(want) {
+		t.Fatalf("%d pages, %d sessions; want 3 pages, %d sessions", pages, len(got), len(want))
+	}
+	err := c.Request(ctx, protocol.OpSessionList, protocol.SessionListInput{Cursor: "not-a-cursor"}, nil)
+	if !errors.Is(err, client.ErrInvalidRequest) {
+		t.Fatalf("bad cursor: %v", err)
+	}
+}
