@@ -206,7 +206,10 @@ func (b *bench) streamPart(ctx context.Context) error {
 			r.hostCPU += procCPU(info.PID) - h0
 			r.clientCPU += selfCPU() - c0
 			r.cpuDeltas += tr.text
-			rate := float64(tr.frames) / tr.last.Sub(tr.first).Seconds()
+			// The model's deltas that reached the client (each carries one
+			// byte of text; merged updates carry several), from turn.start
+			// to the last of them: frames count less when updates merge.
+			rate := float64(tr.text) / tr.last.Sub(tr.start).Seconds()
 			r.rates = append(r.rates, rate)
 			r.turnTimes = append(r.turnTimes, tr.end.Sub(tr.start))
 			r.frames = tr.frames
