@@ -222,8 +222,12 @@ func firstSet(names []string, set ...bool) string {
 // DecodeInput strictly decodes a request's input into v (a pointer) and
 // validates it. Errors are *DecodeError naming the field under "input".
 func DecodeInput(raw json.RawMessage, v any) error {
-	if len(raw) == 0 {
-		raw = json.RawMessage("{}")
+	// An empty input leaves v as it is: nothing to decode.
+	if len(raw) == 0 || string(raw) == "{}" {
+		if val, ok := v.(Validator); ok {
+			return val.Validate()
+		}
+		return nil
 	}
 	if err := decodeStrict(raw, v, "input"); err != nil {
 		var de *DecodeError

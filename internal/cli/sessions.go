@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -134,20 +136,26 @@ func newLsCmd(e *env) *cobra.Command {
 				return err
 			}
 			defer own.Close()
+			// Rows stay as the host sent them: --json passes them through
+			// with the host's id added, and the table reads only the few
+			// fields it shows, so thousands of sessions list quickly.
 			type row struct {
-				HostID string `json:"hostId"`
-				protocol.Session
+				hostID string
+				raw    json.RawMessage
 			}
 			var rows []row
 			add := func(hostID string, c *client.Conn) error {
 				in := protocol.SessionListInput{IncludeArchived: archived, Limit: protocol.MaxSessionPage}
 				for {
-					var res protocol.SessionListResult
+					var res struct {
+						Sessions   []json.RawMessage `json:"sessions"`
+						NextCursor string            `json:"nextCursor"`
+					}
 					if err := c.Request(ctx, protocol.OpSessionList, in, &res); err != nil {
 						return err
 					}
-					for _, s := range res.Sessions {
-						rows = append(rows, row{HostID: hostID, Session: s})
+					for _, raw := range res.Sessions {
+						rows = append(rows, row{hostID: hostID, raw: raw})
 					}
 					if res.NextCursor == "" {
 						return nil
@@ -174,10 +182,18 @@ func newLsCmd(e *env) *cobra.Command {
 				c.Close()
 			}
 			if asJSON {
-				if rows == nil {
-					rows = []row{}
+				out := bufio.NewWriterSize(e.stdout, 64<<10)
+				out.WriteByte('[')
+				for i, r := range rows {
+					if i > 0 {
+						out.WriteByte(',')
+					}
+					id, _ := json.Marshal(r.hostID)
+					fmt.Fprintf(out, `{"hostId":%s,`, id)
+					out.Write(bytes.TrimPrefix(bytes.TrimSpace(r.raw), []byte("{")))
 				}
-				return writeJSON(e.stdout, rows)
+				out.WriteString("]\n")
+				return out.Flush()
 			}
 			tw := newTable(e.stdout)
 			multi := len(hosts) > 1
@@ -186,16 +202,22 @@ func newLsCmd(e *env) *cobra.Command {
 			}
 			fmt.Fprintln(tw, "ID\tTITLE\tSTATUS\tMODEL\tLAST ACTIVITY\tCWD")
 			for _, r := range rows {
-				if multi {
-					fmt.Fprintf(tw, "%s\t", r.HostID)
+				var s struct {
+					SessionID, Title, Cwd, Model, Status string
+					LastActivityAt                       time.Time
+					Archived, Damaged                    bool
 				}
-				status := r.Status
-				if r.Damaged {
+				json.Unmarshal(r.raw, &s)
+				if multi {
+					fmt.Fprintf(tw, "%s\t", r.hostID)
+				}
+				status := s.Status
+				if s.Damaged {
 					status = "damaged"
-				} else if r.Archived {
+				} else if s.Archived {
 					status = "archived"
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.SessionID, r.Title, status, r.Model, ago(r.LastActivityAt), r.Cwd)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.SessionID, s.Title, status, s.Model, ago(s.LastActivityAt), s.Cwd)
 			}
 			return tw.Flush()
 		},
