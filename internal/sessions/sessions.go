@@ -197,24 +197,36 @@ func catalogError(err error) error {
 	return err
 }
 
-// forward runs op on the session's worker, starting it when needed.
+// forward runs op on the session's worker, starting it when needed. A
+// request the worker could not answer because it went away is asked again
+// of its replacement when that is safe: a query, or a command never sent.
 func forward[Out any](ctx context.Context, s *Service, h catalog.Header, op string, in any) (Out, error) {
-	var out Out
-	w, err := s.ensureWorker(ctx, h)
-	if err != nil {
+	for attempt := 0; ; attempt++ {
+		var out Out
+		w, err := s.ensureWorker(ctx, h)
+		if err != nil {
+			return out, err
+		}
+		err = w.conn.Request(ctx, op, in, &out)
+		w.release()
+		var re *client.RemoteError
+		if errors.As(err, &re) {
+			return out, &protocol.Error{Code: re.Code, Message: re.Message}
+		}
+		var ie *client.InterruptedError
+		if errors.As(err, &ie) {
+			if ie.Reason != client.ReasonTimeout && ie.Retryable && attempt == 0 {
+				select {
+				case <-w.exited:
+					continue
+				case <-ctx.Done():
+					return out, ctx.Err()
+				}
+			}
+			return out, protocol.Errorf(protocol.CodeInternalFailure, "the session's worker stopped answering: %s", w.exitCause())
+		}
 		return out, err
 	}
-	defer w.release()
-	err = w.conn.Request(ctx, op, in, &out)
-	var re *client.RemoteError
-	if errors.As(err, &re) {
-		return out, &protocol.Error{Code: re.Code, Message: re.Message}
-	}
-	var ie *client.InterruptedError
-	if errors.As(err, &ie) {
-		return out, protocol.Errorf(protocol.CodeInternalFailure, "the session's worker stopped answering: %s", w.exitCause())
-	}
-	return out, err
 }
 
 // selfExecutable names this program's own binary in a way that keeps
