@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
 	"time"
 
@@ -85,7 +86,8 @@ func NewHost(t testing.TB, opts Options) *Host {
 		ctx, cancel := context.WithTimeout(context.Background(), Timeout)
 		defer cancel()
 		if err := h.Shutdown(ctx); err != nil {
-			t.Errorf("host shutdown: %v", err)
+			buf := make([]byte, 1<<20)
+			t.Errorf("host shutdown: %v; goroutines:\n%s", err, buf[:runtime.Stack(buf, true)])
 		}
 	})
 	if !opts.NoWait {
