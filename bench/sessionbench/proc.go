@@ -5,7 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"math"
+	"github.com/agentd-dev/agentd/bench/internal/procstat"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,10 +18,6 @@ import (
 
 	"github.com/agentd-dev/agentd/protocol"
 )
-
-// clockTick is the unit of utime and stime in /proc/<pid>/stat (USER_HZ,
-// 100 on every Linux the bench runs on).
-const clockTick = 10 * time.Millisecond
 
 // rssBytes returns VmRSS of pid from /proc/<pid>/status, or 0.
 func rssBytes(pid int) int64 { return statusBytes(pid, "VmRSS") }
@@ -36,24 +32,6 @@ func pssBytes(pid int) int64 {
 	}
 	for line := range bytes.SplitSeq(b, []byte("\n")) {
 		if v, ok := bytes.CutPrefix(line, []byte("Pss:")); ok {
-			if f := bytes.Fields(v); len(f) >= 1 {
-				kb, _ := strconv.ParseInt(string(f[0]), 10, 64)
-				return kb << 10
-			}
-		}
-	}
-	return 0
-}
-
-// statusBytes returns a memory field (VmRSS, RssAnon, RssFile) of pid from
-// /proc/<pid>/status, or 0.
-func statusBytes(pid int, field string) int64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0
-	}
-	for line := range bytes.SplitSeq(b, []byte("\n")) {
-		if v, ok := bytes.CutPrefix(line, []byte(field+":")); ok {
 			if f := bytes.Fields(v); len(f) >= 1 {
 				kb, _ := strconv.ParseInt(string(f[0]), 10, 64)
 				return kb << 10
@@ -95,35 +73,6 @@ func treeMemory(pid int) memory {
 	return total
 }
 
-// procCPU returns the user plus system CPU time of pid, all its threads.
-func procCPU(pid int) time.Duration {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0
-	}
-	f := bytes.Fields(b[i+1:])
-	// f[0] is field 3 (state); utime and stime are fields 14 and 15.
-	if len(f) < 13 {
-		return 0
-	}
-	ut, _ := strconv.ParseInt(string(f[11]), 10, 64)
-	st, _ := strconv.ParseInt(string(f[12]), 10, 64)
-	return time.Duration(ut+st) * clockTick
-}
-
-// selfCPU returns this process's user plus system CPU time.
-func selfCPU() time.Duration {
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
 // summary is a sample's size and quantiles.
 type summary struct {
 	n                  int
@@ -137,27 +86,6 @@ func summarize(d []time.Duration) summary {
 		return summary{}
 	}
 	return summary{n: len(s), p50: percentile(s, 50), p90: percentile(s, 90), p99: percentile(s, 99), max: s[len(s)-1]}
-}
-
-// percentile returns the nearest-rank p-th percentile of sorted.
-func percentile(sorted []time.Duration, p float64) time.Duration {
-	if len(sorted) == 0 {
-		return 0
-	}
-	k := int(math.Ceil(p/100*float64(len(sorted)))) - 1
-	return sorted[min(max(k, 0), len(sorted)-1)]
-}
-
-func median(v []float64) float64 {
-	if len(v) == 0 {
-		return 0
-	}
-	s := slices.Clone(v)
-	slices.Sort(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 func medianInt(v []int64) int64 {
@@ -177,13 +105,6 @@ func dur(d time.Duration) string {
 		return fmt.Sprintf("%.1fms", float64(d)/float64(time.Millisecond))
 	}
 	return fmt.Sprintf("%.2fs", d.Seconds())
-}
-
-func mib(n int64) string {
-	if n == 0 {
-		return "n/a"
-	}
-	return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
 }
 
 // agentdEnv is the environment of an agentd process placed in home and
@@ -365,3 +286,13 @@ func (b *bench) shutdown(ctx context.Context, home, runDir string) {
 		fmt.Fprintf(os.Stderr, "sessionbench: %d agentd process(es) outlived their host's shutdown; killed\n", n)
 	}
 }
+
+// The measurements shared with the other benchmarks.
+var (
+	statusBytes = procstat.StatusBytes
+	procCPU     = procstat.CPU
+	selfCPU     = procstat.SelfCPU
+	percentile  = procstat.Percentile
+	median      = procstat.Median
+	mib         = procstat.MiB
+)
