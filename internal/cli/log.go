@@ -3,16 +3,16 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
 
-	"github.com/agentd-dev/agentd/client"
 	"github.com/agentd-dev/agentd/internal/llm"
 	"github.com/agentd-dev/agentd/internal/transcript"
-	"github.com/agentd-dev/agentd/protocol"
 )
 
 func newLogCmd(e *env) *cobra.Command {
@@ -22,16 +22,11 @@ func newLogCmd(e *env) *cobra.Command {
 		Short: "Print a session's transcript.",
 		Args:  exactArgs(1, "SESSION"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return withHost(cmd, func(ctx context.Context, c *client.Conn) error {
-				var s protocol.Session
-				if err := c.Request(ctx, protocol.OpSessionGet, protocol.SessionRef{SessionID: args[0]}, &s); err != nil {
-					return err
+			return withSession(cmd, args[0], func(ctx context.Context, l located) error {
+				contents, err := transcript.ReadAll(filepath.Join(l.home, "sessions", l.session.SessionID, "transcript.jsonl"))
+				if errors.Is(err, fs.ErrNotExist) {
+					return nil // no turn has run yet
 				}
-				act, err := client.ResolveActivation(client.ActivationOptions{})
-				if err != nil {
-					return err
-				}
-				contents, err := transcript.ReadAll(filepath.Join(act.Home, "sessions", s.SessionID, "transcript.jsonl"))
 				if err != nil {
 					return err
 				}

@@ -81,21 +81,24 @@ func runTurn(ctx context.Context, e *env, f runFlags, prompt string) error {
 	}
 	setup, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
-	c, err := open(setup)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-
+	var c *client.Conn
 	var sess protocol.Session
 	if f.session == "" {
+		var err error
+		if c, err = open(setup); err != nil {
+			return err
+		}
+		defer c.Close()
 		if sess, err = createSession(setup, c, protocol.SessionCreateInput{Cwd: f.cwd, Title: f.title, Model: f.model, Approval: f.approve}); err != nil {
 			return err
 		}
 	} else {
-		if err := c.Request(setup, protocol.OpSessionGet, protocol.SessionRef{SessionID: f.session}, &sess); err != nil {
+		l, err := locateSession(setup, f.session)
+		if err != nil {
 			return err
 		}
+		c, sess = l.conn, l.session
+		defer c.Close()
 		if f.model != "" {
 			if err := c.Request(setup, protocol.OpModelsSelect, protocol.ModelsSelectInput{SessionID: sess.SessionID, Model: f.model}, nil); err != nil {
 				return err

@@ -379,3 +379,33 @@ func TestStopInterruptsARunningTurn(t *testing.T) {
 		t.Fatalf("second stop said %q", out)
 	}
 }
+
+func TestSessionSelectionSpansEveryHostOfTheRuntimeDirectory(t *testing.T) {
+	first := newSessionPlace(t)
+	first.hostID = "first"
+	second := newSessionPlace(t)
+	second.rundir = first.rundir
+	second.hostID = "second"
+	first.mustRun("new", "--id", "alpha1", "--cwd", first.workDir(), "--title", "on the first host")
+	second.mustRun("new", "--id", "alpha2", "--cwd", second.workDir(), "--title", "on the second host")
+	second.mustRun("new", "--id", "beta", "--cwd", second.workDir())
+
+	// A session of another host is found from this one, and its log read.
+	if out, errOut, code := first.run("rename", "beta", "renamed from afar"); code != 0 || !strings.Contains(out, "beta") {
+		t.Fatalf("rename across hosts: exit %d %s", code, errOut)
+	}
+	if out := second.mustRun("ls"); !strings.Contains(out, "renamed from afar") {
+		t.Fatalf("the rename did not reach the second host:\n%s", out)
+	}
+	if _, errOut, code := first.run("log", "beta"); code != 0 {
+		t.Fatalf("log across hosts: exit %d %s", code, errOut)
+	}
+	// A prefix matching on two hosts is ambiguous, naming both.
+	_, errOut, code := first.run("log", "alpha")
+	if code != 1 || !strings.Contains(errOut, "ambiguous") || !strings.Contains(errOut, "alpha1 on host first") || !strings.Contains(errOut, "alpha2 on host second") {
+		t.Fatalf("ambiguous across hosts: exit %d %s", code, errOut)
+	}
+	if _, errOut, code := first.run("log", "gamma"); code != 1 || !strings.Contains(errOut, `no session "gamma" on any host`) {
+		t.Fatalf("missing: exit %d %s", code, errOut)
+	}
+}

@@ -261,15 +261,16 @@ func sessionCmd(e *env, use, short, op string, build func(id string, args []stri
 		Short: short,
 		Args:  exactArgs(n, strings.SplitN(use, " ", 2)[1]),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return withHost(cmd, func(ctx context.Context, c *client.Conn) error {
+			return withSession(cmd, args[0], func(ctx context.Context, l located) error {
+				c, id := l.conn, l.session.SessionID
 				var s protocol.Session
 				if op == protocol.OpSessionRemove {
 					var ref protocol.SessionRef
-					if err := c.Request(ctx, op, build(args[0], args[1:]), &ref); err != nil {
+					if err := c.Request(ctx, op, build(id, args[1:]), &ref); err != nil {
 						return err
 					}
 					s.SessionID = ref.SessionID
-				} else if err := c.Request(ctx, op, build(args[0], args[1:]), &s); err != nil {
+				} else if err := c.Request(ctx, op, build(id, args[1:]), &s); err != nil {
 					return err
 				}
 				if asJSON {
@@ -323,8 +324,9 @@ func newStopCmd(e *env) *cobra.Command {
 		Short: "Stop a session's running turn after its current step (--now: at once).",
 		Args:  exactArgs(1, "SESSION"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return withHost(cmd, func(ctx context.Context, c *client.Conn) error {
-				t, err := rootTurn(ctx, c, args[0])
+			return withSession(cmd, args[0], func(ctx context.Context, l located) error {
+				c := l.conn
+				t, err := rootTurn(ctx, c, l.session.SessionID)
 				if err != nil {
 					return err
 				}
@@ -430,8 +432,13 @@ func newAnswerCmd(e *env) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return withHost(cmd, func(ctx context.Context, c *client.Conn) error {
 				if len(args) == 3 {
+					l, err := locateSession(ctx, args[0])
+					if err != nil {
+						return err
+					}
+					defer l.conn.Close()
 					var in protocol.Interaction
-					if err := c.Request(ctx, protocol.OpInteractionAnswer, protocol.InteractionAnswerInput{SessionID: args[0], InteractionID: args[1], Answer: args[2]}, &in); err != nil {
+					if err := l.conn.Request(ctx, protocol.OpInteractionAnswer, protocol.InteractionAnswerInput{SessionID: l.session.SessionID, InteractionID: args[1], Answer: args[2]}, &in); err != nil {
 						return err
 					}
 					fmt.Fprintf(e.stdout, "%s: %s\n", in.InteractionID, in.Answer)

@@ -1,0 +1,91 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agentd-dev/agentd/client"
+	"github.com/agentd-dev/agentd/protocol"
+)
+
+// located is a session found on one of the hosts of the runtime directory.
+type located struct {
+	conn    *client.Conn
+	session protocol.Session
+	hostID  string
+	home    string
+}
+
+// locateSession finds the one session selector names among every host of
+// the runtime directory, this home's host first (started if none runs).
+// A selector matching on no host is not found; on several, ambiguous,
+// and the error lists where.
+func locateSession(ctx context.Context, selector string) (located, error) {
+	own, info, _, err := client.Open(ctx, openOptions())
+	if err != nil {
+		return located{}, err
+	}
+	var found []located
+	var lastErr error
+	try := func(c *client.Conn, hostID, home string) bool {
+		var s protocol.Session
+		err := c.Request(ctx, protocol.OpSessionGet, protocol.SessionRef{SessionID: selector}, &s)
+		switch {
+		case err == nil:
+			found = append(found, located{conn: c, session: s, hostID: hostID, home: home})
+			return true
+		case errors.Is(err, client.ErrNotFound):
+		default:
+			lastErr = err
+		}
+		return false
+	}
+	if !try(own, info.HostID, info.Home) {
+		defer own.Close()
+	}
+	hosts, _ := client.Discover(ctx, mustRuntimeDir())
+	for _, h := range hosts {
+		if h.HostID == info.HostID {
+			continue
+		}
+		c, err := client.Dial(ctx, h.Endpoint, client.Options{Surface: protocol.SurfaceCLI})
+		if err != nil {
+			continue
+		}
+		if !try(c, h.HostID, h.Home) {
+			c.Close()
+		}
+	}
+	switch len(found) {
+	case 1:
+		return found[0], nil
+	case 0:
+		if lastErr != nil {
+			return located{}, lastErr
+		}
+		return located{}, fmt.Errorf("no session %q on any host", selector)
+	}
+	names := make([]string, len(found))
+	for i, f := range found {
+		names[i] = fmt.Sprintf("%s on host %s", f.session.SessionID, f.hostID)
+		f.conn.Close()
+	}
+	return located{}, fmt.Errorf("session %q is ambiguous across hosts: %s", selector, strings.Join(names, ", "))
+}
+
+// withSession runs fn with the session selector names and a connection to
+// its host.
+func withSession(cmd *cobra.Command, selector string, fn func(ctx context.Context, l located) error) error {
+	ctx, cancel := context.WithTimeout(cmd.Context(), requestTimeout)
+	defer cancel()
+	l, err := locateSession(ctx, selector)
+	if err != nil {
+		return err
+	}
+	defer l.conn.Close()
+	return fn(ctx, l)
+}
