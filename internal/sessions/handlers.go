@@ -205,15 +205,17 @@ func (s *Service) modelOf(h catalog.Header) string {
 	return h.Model
 }
 
-// markBusy restarts a worker's idle grace: it just took a turn. Whether a
-// turn still runs comes from the worker itself (its deltas, or its answer
-// when the grace ends), never from here, so a turn that already ended is
-// not taken for a running one.
+// markBusy notes that a worker just took a turn. If the turn already
+// ended, the worker's own answer corrects it: with subscribers, their
+// deltas; without, watchBusy's snapshot.
 func (s *Service) markBusy(id string) {
 	s.mu.Lock()
 	w := s.workers[id]
 	s.mu.Unlock()
 	if w != nil {
+		w.mu.Lock()
+		w.busy = true
+		w.mu.Unlock()
 		w.disarmIdle()
 		w.armIdle()
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -242,5 +243,44 @@ func TestSessionListPagesCoverEverySessionOnce(t *testing.T) {
 	err := c.Request(ctx, protocol.OpSessionList, protocol.SessionListInput{Cursor: "not-a-cursor"}, nil)
 	if !errors.Is(err, client.ErrInvalidRequest) {
 		t.Fatalf("bad cursor: %v", err)
+	}
+}
+
+func TestADetachedTurnRunsOnAndItsWorkerIdlesAfterIt(t *testing.T) {
+	h, c, work := newHost(t, 100*time.Millisecond)
+	ctx := agentdtest.Context(t)
+	var s protocol.Session
+	c.Request(ctx, protocol.OpSessionCreate, protocol.SessionCreateInput{Cwd: work, Approval: protocol.ApprovalAll}, &s)
+	var open protocol.SubscriptionOpenResult
+	if err := c.Request(ctx, protocol.OpSubscriptionOpen, protocol.SubscriptionOpenInput{SessionID: s.SessionID, Transcript: protocol.TranscriptBootstrap{Kind: "none"}}, &open); err != nil {
+		t.Fatal(err)
+	}
+	w := c.Watch(open.SubscriptionID)
+	c.Request(ctx, protocol.OpSubscriptionReady, protocol.SubscriptionRef{SubscriptionID: open.SubscriptionID}, nil)
+	if err := c.Request(ctx, protocol.OpTurnStart, protocol.TurnStartInput{SessionID: s.SessionID, TurnID: "t1", Content: protocol.Content{Text: "run `sleep 1`"}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		f, err := w.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.Kind == protocol.KindSessionDelta && strings.Contains(string(f.Raw), `"event":"tool_call_start"`) {
+			break
+		}
+	}
+	// The client lets go mid-turn; the turn goes on and the host knows it runs.
+	if err := c.Request(ctx, protocol.OpSubscriptionClose, protocol.SubscriptionRef{SubscriptionID: open.SubscriptionID}, nil); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	var got protocol.Session
+	if err := c.Request(ctx, protocol.OpSessionGet, protocol.SessionRef{SessionID: s.SessionID}, &got); err != nil || got.Status != protocol.SessionRunning {
+		t.Fatalf("detached session: %+v %v", got, err)
+	}
+	waitFor(t, "the worker idles out after the turn", workerGone(h.Home, s.SessionID))
+	var snap protocol.TurnSnapshot
+	if err := c.Request(ctx, protocol.OpTurnQuery, protocol.TurnRef{SessionID: s.SessionID, TurnID: "t1"}, &snap); err != nil || snap.Status != protocol.TurnCompleted {
+		t.Fatalf("the detached turn: %+v %v", snap, err)
 	}
 }

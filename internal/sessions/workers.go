@@ -39,6 +39,7 @@ type worker struct {
 	uses     int             // guarded by mu: requests holding the worker
 	idle     *time.Timer     // guarded by mu
 	busy     bool            // guarded by mu: a turn runs, as its deltas say
+	watching bool            // guarded by mu: watchBusy follows the running turn
 }
 
 func (w *worker) running() bool {
@@ -293,14 +294,25 @@ func (w *worker) endRelays(reason string) {
 	}
 }
 
-// armIdle starts the idle timer when nothing holds the worker.
+// armIdle starts the idle timer when nothing holds the worker. A worker
+// busy with no subscriber whose deltas would tell when its turn ends is
+// followed until it does.
 func (w *worker) armIdle() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.idle != nil || len(w.relays) > 0 || w.uses > 0 || w.busy || w.stopping {
+	if w.stopping || len(w.relays) > 0 || w.uses > 0 {
 		return
 	}
-	w.idle = time.AfterFunc(w.s.cfg.WorkerIdleGrace, w.idleFired)
+	if w.busy {
+		if !w.watching {
+			w.watching = true
+			w.s.wg.Go(w.watchBusy)
+		}
+		return
+	}
+	if w.idle == nil {
+		w.idle = time.AfterFunc(w.s.cfg.WorkerIdleGrace, w.idleFired)
+	}
 }
 
 func (w *worker) disarmIdle() {
@@ -329,7 +341,7 @@ func (w *worker) idleFired() {
 		w.mu.Lock()
 		w.busy = true
 		w.mu.Unlock()
-		w.s.wg.Go(w.watchBusy)
+		w.armIdle()
 		return
 	}
 	// Claim the stop only if nothing took hold of the worker meanwhile.
@@ -347,6 +359,11 @@ func (w *worker) idleFired() {
 // watchBusy follows a worker that is busy without subscribers until its
 // turn ends, then lets it idle.
 func (w *worker) watchBusy() {
+	defer func() {
+		w.mu.Lock()
+		w.watching = false
+		w.mu.Unlock()
+	}()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
@@ -386,6 +403,7 @@ func (w *worker) watchBusy() {
 func (w *worker) settle() {
 	w.mu.Lock()
 	w.busy = false
+	w.watching = false
 	w.mu.Unlock()
 	w.armIdle()
 }
