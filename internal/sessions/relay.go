@@ -73,6 +73,9 @@ func (r *relay) run(ctx context.Context, workerEpoch string) {
 		r.seq = f.Sequence
 		frame := bytes.Replace(f.Raw, from, to, 1)
 		r.noteTurn(frame)
+		if bytes.Contains(frame, sessionChanged) {
+			frame = r.withHeader(frame)
+		}
 		class := host.Control
 		switch f.Kind {
 		case protocol.KindSubscriptionClosed:
@@ -91,9 +94,39 @@ func (r *relay) run(ctx context.Context, workerEpoch string) {
 }
 
 var (
-	runStart = []byte(`"delta":{"event":"run_start"`)
-	runEnd   = []byte(`"delta":{"event":"run_end"`)
+	runStart       = []byte(`"delta":{"event":"run_start"`)
+	runEnd         = []byte(`"delta":{"event":"run_end"`)
+	sessionChanged = []byte(`"delta":{"event":"session_changed"`)
 )
+
+// withHeader fills a session_changed delta's session from the catalog:
+// the worker knows the session's runtime status, the host its header
+// (title, dates, revision).
+func (r *relay) withHeader(frame []byte) []byte {
+	var f protocol.SessionDeltaFrame
+	var d protocol.SessionDelta
+	if json.Unmarshal(frame, &f) != nil || json.Unmarshal(f.Delta, &d) != nil || d.Session == nil {
+		return frame
+	}
+	h, err := r.c.s.cat.Get(d.Session.SessionID)
+	if err != nil {
+		return frame
+	}
+	status := d.Session.Status
+	d.Session = ptr(h.Session(status))
+	delta, err := json.Marshal(d)
+	if err != nil {
+		return frame
+	}
+	f.Delta = delta
+	out, err := json.Marshal(f)
+	if err != nil {
+		return frame
+	}
+	return out
+}
+
+func ptr[T any](v T) *T { return &v }
 
 // noteTurn follows whether the worker runs a turn, from its deltas.
 func (r *relay) noteTurn(frame []byte) {

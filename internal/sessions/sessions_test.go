@@ -284,3 +284,32 @@ func TestADetachedTurnRunsOnAndItsWorkerIdlesAfterIt(t *testing.T) {
 		t.Fatalf("the detached turn: %+v %v", snap, err)
 	}
 }
+
+func TestSessionChangesCarryTheCatalogsHeader(t *testing.T) {
+	_, c, work := newHost(t, time.Hour)
+	ctx := agentdtest.Context(t)
+	var s protocol.Session
+	c.Request(ctx, protocol.OpSessionCreate, protocol.SessionCreateInput{Cwd: work, Title: "named", Approval: protocol.ApprovalAll}, &s)
+	var open protocol.SubscriptionOpenResult
+	c.Request(ctx, protocol.OpSubscriptionOpen, protocol.SubscriptionOpenInput{SessionID: s.SessionID, Transcript: protocol.TranscriptBootstrap{Kind: "none"}}, &open)
+	w := c.Watch(open.SubscriptionID)
+	defer w.Close()
+	c.Request(ctx, protocol.OpSubscriptionReady, protocol.SubscriptionRef{SubscriptionID: open.SubscriptionID}, nil)
+	c.Request(ctx, protocol.OpTurnStart, protocol.TurnStartInput{SessionID: s.SessionID, TurnID: "t1", Content: protocol.Content{Text: "hello"}}, nil)
+	for {
+		f, err := w.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var fr protocol.SessionDeltaFrame
+		var d protocol.SessionDelta
+		f.Decode(&fr)
+		json.Unmarshal(fr.Delta, &d)
+		if d.Event == protocol.EventSessionChanged {
+			if d.Session.Title != "named" || d.Session.CreatedAt.IsZero() || d.Session.MetadataRevision == 0 || d.Session.Status != protocol.SessionRunning {
+				t.Fatalf("session_changed carries %+v", d.Session)
+			}
+			return
+		}
+	}
+}
