@@ -64,6 +64,7 @@ type stream struct {
 // interaction is a tool call waiting for a person's answer.
 type interaction struct {
 	info   protocol.Interaction // guarded by session.mu
+	turnID string               // constant
 	answer chan string          // buffered 1; the first answer wins
 }
 
@@ -138,7 +139,7 @@ func (s *session) projectionLocked() protocol.SessionProjection {
 		Session:            s.sessionLocked(),
 		Queue:              cloneQueue(s.queue),
 		Interactions:       []protocol.Interaction{},
-		Todo:               s.todo.Items(),
+		Todo:               append([]protocol.TodoItem{}, s.todo.Items()...),
 		Streams:            []protocol.MessageStream{},
 		TranscriptSequence: s.log.Last(),
 	}
@@ -512,6 +513,7 @@ func (s *session) approve(ctx context.Context, t *turn, call llm.ToolCall, tool 
 			Kind: protocol.InteractionPermission, Prompt: describeCall(call), Detail: toolDetail(call),
 			State: protocol.InteractionPending,
 		},
+		turnID: t.snap.TurnID,
 		answer: make(chan string, 1),
 	}
 	s.pending[in.info.InteractionID] = in
@@ -582,7 +584,7 @@ func (s *session) answerInteraction(_ context.Context, _ *host.Call, in *protoco
 	delete(s.pending, in.InteractionID)
 	it.info.State, it.info.Answer = protocol.InteractionAnswered, answer
 	it.answer <- answer
-	s.emitLocked(protocol.SessionDelta{Event: protocol.EventInteractionResolved, Interaction: ptr(it.info)})
+	s.emitLocked(protocol.SessionDelta{Event: protocol.EventInteractionResolved, TurnID: it.turnID, Interaction: ptr(it.info)})
 	s.emitLocked(protocol.SessionDelta{Event: protocol.EventSessionChanged, Session: ptr(s.sessionLocked())})
 	return it.info, nil
 }
