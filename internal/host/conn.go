@@ -49,7 +49,10 @@ type sessionConfig struct {
 	// attacher returns the composition's attacher once it is ready, or nil.
 	attacher func() ConnectionAttacher
 	// begin admits an operation into the host's accounting.
-	begin      func(ctx context.Context, call *Call) (Admission, error)
+	begin func(ctx context.Context, call *Call) (Admission, error)
+	// inline reports operations whose handlers never block, served on
+	// the reader goroutine; nil serves every operation on its own.
+	inline     func(op protocol.Operation) bool
 	diagnostic func(msg string)
 	onTeardown func()
 	logger     *slog.Logger
@@ -268,6 +271,11 @@ func (s *connSession) dispatch(req *protocol.Request) bool {
 		s.lastSerial = done
 	}
 	s.ops.Add(1)
+	if s.cfg.inline != nil && s.cfg.inline(op) {
+		// Quick and never blocking: answered on the reader, no hand-over.
+		s.serve(call, sl, prev, done)
+		return true
+	}
 	s.spawn(func() { s.serve(call, sl, prev, done) })
 	return true
 }
@@ -393,7 +401,7 @@ func (s *connSession) respond(requestID, operation string, result []byte, perr *
 		msg = encodeResponse(requestID, operation, nil,
 			protocol.Errorf(protocol.CodeInternalFailure, "%s result exceeds %d bytes", operation, protocol.MaxMessageBytes))
 	}
-	s.writer.Enqueue(Control, msg)
+	s.writer.Respond(msg)
 }
 
 // encodeResponse writes a response frame without re-encoding its result.

@@ -427,7 +427,11 @@ func (h *Host) serveConn(c *net.UnixConn) {
 		base:      h.base,
 		resolve:   h.resolve,
 		attacher:  h.attacher,
-		begin:     h.begin,
+		inline: func(op protocol.Operation) bool {
+			_, ok := h.hostTable[op.Name]
+			return ok
+		},
+		begin: h.begin,
 		diagnostic: func(msg string) {
 			h.diag.record(slog.LevelWarn, msg)
 		},

@@ -83,6 +83,8 @@ type OutboundWriter struct {
 	mu      sync.Mutex
 	epochs  []*epoch   // guarded by mu; never empty while open
 	written []*Receipt // guarded by mu: handed to the transport, not yet flushed
+	busy    bool       // guarded by mu: the writer goroutine holds the transport
+	direct  bool       // guarded by mu: a responder writes on its own goroutine
 	bytes   int        // guarded by mu: queued and in-flight bytes
 	frames  int        // guarded by mu
 	passed  int        // guarded by mu: controls written while data waited
@@ -109,7 +111,21 @@ func NewOutboundWriter(out FrameWriter, onFailure func(error)) *OutboundWriter {
 
 // Enqueue queues msg (one encoded frame) in class. It fails at once when the
 // writer is closed or the queue is full; otherwise the receipt settles later.
+// It never blocks on the transport.
 func (w *OutboundWriter) Enqueue(class Class, msg []byte) (*Receipt, error) {
+	return w.enqueue(class, msg, false)
+}
+
+// Respond queues a response like Enqueue, but when nothing is queued and the
+// writer goroutine is idle it writes the frame on the caller's goroutine,
+// sparing a hand-over. It may then block on the transport: only the
+// goroutine serving a request calls it, never one holding a lock that
+// others wait on.
+func (w *OutboundWriter) Respond(msg []byte) (*Receipt, error) {
+	return w.enqueue(Control, msg, true)
+}
+
+func (w *OutboundWriter) enqueue(class Class, msg []byte, direct bool) (*Receipt, error) {
 	w.mu.Lock()
 	if w.closed || w.closing {
 		w.mu.Unlock()
@@ -130,6 +146,9 @@ func (w *OutboundWriter) Enqueue(class Class, msg []byte) (*Receipt, error) {
 		return nil, qerr
 	}
 	f := outFrame{msg: msg, receipt: &Receipt{done: make(chan struct{})}}
+	if direct && !w.busy && !w.direct && w.frames == 0 {
+		return w.writeDirect(f)
+	}
 	last := w.epochs[len(w.epochs)-1]
 	switch class {
 	case Data:
@@ -144,6 +163,33 @@ func (w *OutboundWriter) Enqueue(class Class, msg []byte) (*Receipt, error) {
 	w.frames++
 	w.mu.Unlock()
 	w.signal()
+	return f.receipt, nil
+}
+
+// writeDirect writes f on the caller's goroutine. Called with mu held;
+// returns with it released.
+func (w *OutboundWriter) writeDirect(f outFrame) (*Receipt, error) {
+	w.direct = true
+	w.bytes += len(f.msg)
+	w.mu.Unlock()
+	err := w.out.Write(f.msg)
+	if err == nil {
+		err = w.out.Flush()
+	}
+	w.mu.Lock()
+	w.direct = false
+	w.bytes -= len(f.msg)
+	more := w.frames > 0 || w.closing
+	w.mu.Unlock()
+	if err != nil {
+		w.fail(err)
+		settle(f.receipt, fmt.Errorf("outbound write failed: %w", err))
+		return f.receipt, nil
+	}
+	settle(f.receipt, nil)
+	if more {
+		w.signal()
+	}
 	return f.receipt, nil
 }
 
@@ -263,8 +309,15 @@ func (w *OutboundWriter) loop() {
 			w.mu.Unlock()
 			return
 		}
+		if w.direct {
+			// A responder holds the transport; it wakes us when done.
+			w.mu.Unlock()
+			<-w.wake
+			continue
+		}
 		f, ok := w.nextLocked()
 		if ok {
+			w.busy = true
 			w.written = append(w.written, f.receipt)
 		}
 		pending := len(w.written) > 0
@@ -275,16 +328,21 @@ func (w *OutboundWriter) loop() {
 			continue
 		}
 		yielded = false
-		if !ok && !pending && w.closing {
-			w.closed = true
-			w.err = ErrWriterClosed
+		if !ok && !pending {
+			w.busy = false
+			if w.closing {
+				w.closed = true
+				w.err = ErrWriterClosed
+				w.mu.Unlock()
+				return
+			}
 			w.mu.Unlock()
-			return
+			<-w.wake
+			continue
 		}
 		w.mu.Unlock()
 
-		switch {
-		case ok:
+		if ok {
 			if err := w.out.Write(f.msg); err != nil {
 				w.fail(err)
 				return
@@ -293,20 +351,18 @@ func (w *OutboundWriter) loop() {
 			w.bytes -= len(f.msg)
 			w.frames--
 			w.mu.Unlock()
-		case pending:
-			if err := w.out.Flush(); err != nil {
-				w.fail(err)
-				return
-			}
-			w.mu.Lock()
-			written := w.written
-			w.written = nil
-			w.mu.Unlock()
-			for _, r := range written {
-				settle(r, nil)
-			}
-		default:
-			<-w.wake
+			continue
+		}
+		if err := w.out.Flush(); err != nil {
+			w.fail(err)
+			return
+		}
+		w.mu.Lock()
+		written := w.written
+		w.written = nil
+		w.mu.Unlock()
+		for _, r := range written {
+			settle(r, nil)
 		}
 	}
 }
