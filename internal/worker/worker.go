@@ -190,6 +190,7 @@ func (s *session) recover(previousExit string) error {
 		return fmt.Errorf("reading the transcript: %w", err)
 	}
 	var open *protocol.TurnSnapshot
+	var plan planReplay
 	for _, r := range records {
 		switch r.Type {
 		case recTurnStart:
@@ -214,8 +215,12 @@ func (s *session) recover(previousExit string) error {
 			var m llm.Message
 			if err := json.Unmarshal(r.Data, &m); err == nil {
 				s.history = append(s.history, m)
+				plan.follow(m)
 			}
 		}
+	}
+	if plan.ok {
+		s.todo.Set(plan.items)
 	}
 	if open != nil {
 		cause := previousExit
@@ -231,4 +236,34 @@ func (s *session) recover(previousExit string) error {
 		open.Status, open.Error = protocol.TurnFailed, cause
 	}
 	return nil
+}
+
+// planReplay finds the agent's plan in a conversation: the items of the
+// last todo call that succeeded.
+type planReplay struct {
+	calls map[string][]protocol.TodoItem // todo calls awaiting their result
+	items []protocol.TodoItem
+	ok    bool
+}
+
+func (p *planReplay) follow(m llm.Message) {
+	for _, part := range m.Parts {
+		switch {
+		case part.ToolCall != nil && part.ToolCall.Name == "todo":
+			var args struct {
+				Items []protocol.TodoItem `json:"items"`
+			}
+			if json.Unmarshal(part.ToolCall.Arguments, &args) == nil {
+				if p.calls == nil {
+					p.calls = map[string][]protocol.TodoItem{}
+				}
+				p.calls[part.ToolCall.ID] = args.Items
+			}
+		case part.ToolResult != nil:
+			if items, ok := p.calls[part.ToolResult.CallID]; ok && !part.ToolResult.IsError {
+				p.items, p.ok = items, true
+			}
+			delete(p.calls, part.ToolResult.CallID)
+		}
+	}
 }

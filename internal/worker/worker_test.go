@@ -367,3 +367,23 @@ func TestManySmallDeltasArriveWholeAndInOrder(t *testing.T) {
 		t.Fatalf("turn %+v", seen[len(seen)-1].Turn)
 	}
 }
+
+func TestThePlanSurvivesARestart(t *testing.T) {
+	script := `{"replies":[
+		{"steps":[{"tool":"todo","arguments":{"items":[{"text":"read the code","status":"done"},{"text":"fix the bug","status":"in_progress"}]}}]},
+		{"steps":[{"text":"planned"}]}
+	]}`
+	r := start(t, protocol.ApprovalAll, script, "", "")
+	deltas := follow(t, r.conn)
+	startTurn(t, r.conn, "t1", "plan it")
+	until(t, deltas, runEnd("t1"))
+	r.stop(t)
+	r2 := start(t, protocol.ApprovalAll, "", "", r.transcript)
+	var plan protocol.TodoQueryResult
+	if err := r2.conn.Request(agentdtest.Context(t), protocol.OpSessionTodoQuery, protocol.SessionRef{SessionID: "s1"}, &plan); err != nil {
+		t.Fatal(err)
+	}
+	if len(plan.Items) != 2 || plan.Items[1].Text != "fix the bug" || plan.Items[1].Status != "in_progress" {
+		t.Fatalf("plan after restart: %+v", plan.Items)
+	}
+}
