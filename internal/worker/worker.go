@@ -107,12 +107,20 @@ func Run(ctx context.Context, cfg Config) error {
 		ln.Close()
 		return err
 	}
+	regPath := RegistrationPath(cfg.Home, s.id)
+	defer os.Remove(regPath)
 	h, err := host.Start(host.Config{
 		Listener: ln, HostID: "worker", CompositionID: protocol.CompositionWorker,
 		Version: cfg.Version, Logger: logger,
 		Compose: func(_ context.Context, h *host.Host) (host.Composition, error) {
-			// Handlers run only once the composition is ready, after this.
+			// Handlers run only once the composition is ready, after this:
+			// a worker that answers is registered.
 			s.epoch = h.Epoch()
+			if err := writeRegistration(regPath, Registration{
+				SessionID: s.id, PID: os.Getpid(), Endpoint: cfg.SocketPath, Epoch: s.epoch, StartedAt: time.Now().UTC(),
+			}); err != nil {
+				logger.Warn("registering the worker", "err", err)
+			}
 			return &composition{s: s, stop: cancel}, nil
 		},
 	})
@@ -120,14 +128,6 @@ func Run(ctx context.Context, cfg Config) error {
 		ln.Close()
 		return err
 	}
-	<-h.Ready()
-	regPath := RegistrationPath(cfg.Home, s.id)
-	if err := writeRegistration(regPath, Registration{
-		SessionID: s.id, PID: os.Getpid(), Endpoint: cfg.SocketPath, Epoch: s.epoch, StartedAt: time.Now().UTC(),
-	}); err != nil {
-		logger.Warn("registering the worker", "err", err)
-	}
-	defer os.Remove(regPath)
 	select {
 	case <-ctx.Done():
 		stopCtx, stop := context.WithTimeout(context.Background(), 30*time.Second)
