@@ -345,13 +345,8 @@ func (s *Service) selectModel(ctx context.Context, _ *host.Call, in *protocol.Mo
 	if _, err := s.cat.RecordSelectedModel(in.Model); err != nil {
 		return protocol.ModelSelection{}, catalogError(err)
 	}
-	if s.liveWorker(h.ID) != nil {
-		in.SessionID = h.ID
-		if _, err := forward[protocol.ModelSelection](ctx, s, h, protocol.OpModelsSelect, in); err != nil {
-			return protocol.ModelSelection{}, err
-		}
-	}
-	return protocol.ModelSelection{SessionID: h.ID, Model: h.Model, Thinking: h.Thinking}, nil
+	in.SessionID = h.ID
+	return s.tellWorker(ctx, h, protocol.OpModelsSelect, in)
 }
 
 func (s *Service) setThinking(ctx context.Context, _ *host.Call, in *protocol.ThinkingSetInput) (protocol.ModelSelection, error) {
@@ -362,9 +357,16 @@ func (s *Service) setThinking(ctx context.Context, _ *host.Call, in *protocol.Th
 	if h, err = s.cat.SetThinking(h.ID, in.Level); err != nil {
 		return protocol.ModelSelection{}, catalogError(err)
 	}
+	in.SessionID = h.ID
+	return s.tellWorker(ctx, h, protocol.OpModelsThinkingSet, in)
+}
+
+// tellWorker passes a model setting the catalog now holds to the session's
+// worker, if one runs (a new one reads it from the catalog), and answers
+// with the session's settings.
+func (s *Service) tellWorker(ctx context.Context, h catalog.Header, op string, in any) (protocol.ModelSelection, error) {
 	if s.liveWorker(h.ID) != nil {
-		in.SessionID = h.ID
-		if _, err := forward[protocol.ModelSelection](ctx, s, h, protocol.OpModelsThinkingSet, in); err != nil {
+		if _, err := forward[protocol.ModelSelection](ctx, s, h, op, in); err != nil {
 			return protocol.ModelSelection{}, err
 		}
 	}

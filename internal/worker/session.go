@@ -406,37 +406,28 @@ func (s *session) lookupTurn(in *protocol.TurnRef) (*turn, error) {
 }
 
 func (s *session) queryTurn(_ context.Context, _ *host.Call, in *protocol.TurnRef) (protocol.TurnSnapshot, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	t, err := s.lookupTurn(in)
-	if err != nil {
-		return protocol.TurnSnapshot{}, err
-	}
-	return t.snap, nil
+	return s.onTurn(in, nil)
 }
 
 func (s *session) stopTurn(_ context.Context, _ *host.Call, in *protocol.TurnRef) (protocol.TurnSnapshot, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	t, err := s.lookupTurn(in)
-	if err != nil {
-		return protocol.TurnSnapshot{}, err
-	}
-	if t.runningLocked() {
-		t.loop.Stop()
-	}
-	return t.snap, nil
+	return s.onTurn(in, func(t *turn) { t.loop.Stop() })
 }
 
 func (s *session) interruptTurn(_ context.Context, _ *host.Call, in *protocol.TurnRef) (protocol.TurnSnapshot, error) {
+	return s.onTurn(in, func(t *turn) { t.cancel() })
+}
+
+// onTurn applies act to the turn in names, if it runs here now, and
+// answers with the turn's state.
+func (s *session) onTurn(in *protocol.TurnRef, act func(*turn)) (protocol.TurnSnapshot, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	t, err := s.lookupTurn(in)
 	if err != nil {
 		return protocol.TurnSnapshot{}, err
 	}
-	if t.runningLocked() {
-		t.cancel()
+	if act != nil && t.runningLocked() {
+		act(t)
 	}
 	return t.snap, nil
 }
