@@ -76,6 +76,54 @@ func TestOpenRechecksAnAutoDiscoveredHostAfterAVersionMismatch(t *testing.T) {
 	}
 }
 
+// TestOpenDialsAReadyHostOnce shows that opening a registered, ready host
+// costs it one connection: the handshake, with no liveness probe before it.
+func TestOpenDialsAReadyHostOnce(t *testing.T) {
+	dir := agentdtest.ShortDir(t)
+	if err := home.PrepareRuntimeDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := home.Listen(dir, "h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := protocol.Registration{SchemaVersion: 1, HostID: "h", PID: os.Getpid(), Endpoint: protocol.SocketPath(dir, "h"),
+		State: protocol.StateReady, ProtocolMin: protocol.ProtocolVersion, ProtocolMax: protocol.ProtocolVersion}
+	if err := home.WriteRegistration(dir, reg); err != nil {
+		t.Fatal(err)
+	}
+	accepts := make(chan int, 1)
+	go func() {
+		n := 0
+		defer func() { accepts <- n }()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			n++
+			r := bufio.NewReader(c)
+			if _, err := r.ReadBytes('\n'); err == nil {
+				b, _ := json.Marshal(protocol.Accepted{Kind: protocol.KindAccepted, HostEpoch: "e1", ConnectionID: "c1", Protocol: protocol.ProtocolVersion})
+				c.Write(append(b, '\n'))
+			}
+			defer c.Close()
+		}
+	}()
+	c, info, started, err := client.Open(agentdtest.Context(t), client.OpenOptions{
+		NoStart:    true,
+		Activation: client.ActivationOptions{Home: dir, RuntimeDir: dir, HostID: "h"},
+	})
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	c.Close()
+	ln.Close()
+	if n := <-accepts; n != 1 || started || info.Endpoint != reg.Endpoint {
+		t.Fatalf("open of %+v (started %v) made %d connections, want 1", info, started, n)
+	}
+}
+
 func TestOpenFailsClearlyWhenTheHostStaysIncompatible(t *testing.T) {
 	dir := agentdtest.ShortDir(t)
 	stale := protocol.Registration{SchemaVersion: 1, PID: os.Getpid(), Endpoint: protocol.SocketPath(dir, "shared"), State: protocol.StateReady}

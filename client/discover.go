@@ -99,47 +99,64 @@ const (
 // inspectHost reads host id's registration in dir and decides whether the
 // host lives, cleaning up after a dead one. Its only error is ctx's.
 func inspectHost(ctx context.Context, dir, id string) (HostInfo, hostHealth, error) {
-	path := protocol.RegistrationPath(dir, id)
-	info := HostInfo{RegistrationPath: path}
-	before, err := os.Lstat(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return info, hostAbsent, nil
-	}
-	if err != nil || !before.Mode().IsRegular() {
-		return info, hostUnknown, nil
-	}
-	b, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return info, hostAbsent, nil
-	}
-	if err != nil {
-		return info, hostUnknown, nil
-	}
-	// The writer renames a whole record into place, so a record that does
-	// not decode is truly corrupt; still, it is not ours to delete.
-	if err := json.Unmarshal(b, &info.Registration); err != nil || info.HostID != id || info.Endpoint == "" {
-		return info, hostUnknown, nil
-	}
-
-	alive := processExists(info.PID)
-	dialErr := probeSocket(ctx, info.Endpoint)
-	if err := ctx.Err(); err != nil {
-		return info, hostUnknown, err
-	}
-	switch {
-	case alive && dialErr == nil:
-		return info, hostLive, nil
-	case alive && !refusedOrMissing(dialErr):
-		return info, hostUnknown, nil
+	info, before, h := readRegistration(dir, id)
+	switch h {
+	case hostAbsent, hostUnknown:
+		return info, h, nil
+	case hostLive:
+		dialErr := probeSocket(ctx, info.Endpoint)
+		if err := ctx.Err(); err != nil {
+			return info, hostUnknown, err
+		}
+		if dialErr == nil {
+			return info, hostLive, nil
+		}
+		if !refusedOrMissing(dialErr) {
+			return info, hostUnknown, nil
+		}
 	}
 
 	// Stale. Remove the record only if it is still the one read: a new host
 	// renames a fresh file (a new inode) into place.
-	if now, err := os.Lstat(path); err == nil && os.SameFile(before, now) {
-		os.Remove(path)
+	if now, err := os.Lstat(info.RegistrationPath); err == nil && os.SameFile(before, now) {
+		os.Remove(info.RegistrationPath)
 	}
 	removeDeadSocket(ctx, protocol.SocketPath(dir, id))
 	return info, hostStale, nil
+}
+
+// readRegistration reads host id's registration in dir. It reports
+// hostLive for a well-formed record whose process exists (its socket
+// unchecked), hostStale for one whose process is gone, and hostAbsent or
+// hostUnknown for no record or one it cannot read or decode. The file's
+// identity comes with it, so that a stale record is removed only while it
+// is still the one read.
+func readRegistration(dir, id string) (HostInfo, os.FileInfo, hostHealth) {
+	path := protocol.RegistrationPath(dir, id)
+	info := HostInfo{RegistrationPath: path}
+	before, err := os.Lstat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return info, nil, hostAbsent
+	}
+	if err != nil || !before.Mode().IsRegular() {
+		return info, nil, hostUnknown
+	}
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return info, nil, hostAbsent
+	}
+	if err != nil {
+		return info, nil, hostUnknown
+	}
+	// The writer renames a whole record into place, so a record that does
+	// not decode is truly corrupt; still, it is not ours to delete.
+	if err := json.Unmarshal(b, &info.Registration); err != nil || info.HostID != id || info.Endpoint == "" {
+		return info, nil, hostUnknown
+	}
+	if !processExists(info.PID) {
+		return info, before, hostStale
+	}
+	return info, before, hostLive
 }
 
 // removeDeadSocket removes the socket file at path when it is a socket that

@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/agentd-dev/agentd/protocol"
 )
 
 // DefaultIdleGrace is how long a host started by cold activation stays with
@@ -82,14 +84,20 @@ func Open(ctx context.Context, opts OpenOptions) (c *Conn, info HostInfo, starte
 	}
 	act.Command = append(act.Command, opts.HostArgs...)
 	for attempt := 0; ; attempt++ {
-		info, started, err = locate(ctx, act, opts.NoStart)
-		if err != nil {
-			return nil, HostInfo{}, false, err
+		c, err = nil, nil
+		if attempt == 0 && len(opts.HostArgs) == 0 {
+			c, info, err = dialRegistered(ctx, act, opts.Options)
 		}
-		if len(opts.HostArgs) > 0 && !started {
-			return nil, info, false, ErrHostRunning
+		if c == nil && err == nil {
+			info, started, err = locate(ctx, act, opts.NoStart)
+			if err != nil {
+				return nil, HostInfo{}, false, err
+			}
+			if len(opts.HostArgs) > 0 && !started {
+				return nil, info, false, ErrHostRunning
+			}
+			c, err = Dial(ctx, info.Endpoint, opts.Options)
 		}
-		c, err = Dial(ctx, info.Endpoint, opts.Options)
 		var inc *IncompatibleError
 		if errors.As(err, &inc) && attempt == 0 {
 			continue
@@ -99,6 +107,24 @@ func Open(ctx context.Context, opts OpenOptions) (c *Conn, info HostInfo, starte
 		}
 		return c, info, started, nil
 	}
+}
+
+// dialRegistered dials the host registered for act when its record says
+// ready and its process exists, without the liveness probe of discovery:
+// the handshake proves the host alive. It returns no connection and no
+// error when there is no such record or nothing answers at its endpoint;
+// discovery, which cleans up after dead hosts, decides then.
+func dialRegistered(ctx context.Context, act ActivationOptions, opts Options) (*Conn, HostInfo, error) {
+	info, _, h := readRegistration(act.RuntimeDir, act.HostID)
+	if h != hostLive || info.State != protocol.StateReady {
+		return nil, HostInfo{}, nil
+	}
+	c, err := Dial(ctx, info.Endpoint, opts)
+	var inc *IncompatibleError
+	if err != nil && !errors.As(err, &inc) {
+		return nil, HostInfo{}, ctx.Err()
+	}
+	return c, info, err
 }
 
 func locate(ctx context.Context, act ActivationOptions, noStart bool) (HostInfo, bool, error) {
