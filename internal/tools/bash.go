@@ -57,7 +57,7 @@ var bashSpec = makeSpec("bash", fmt.Sprintf(
 
 type bashTool struct{}
 
-func (bashTool) Spec() llm.ToolSpec { return cloneSpec(bashSpec) }
+func (bashTool) Spec() llm.ToolSpec { return bashSpec() }
 
 // ReadOnly is false: a command can change anything.
 func (bashTool) ReadOnly() bool { return false }

@@ -33,7 +33,7 @@ var editSpec = makeSpec("edit",
 
 type editTool struct{}
 
-func (editTool) Spec() llm.ToolSpec { return cloneSpec(editSpec) }
+func (editTool) Spec() llm.ToolSpec { return editSpec() }
 
 // ReadOnly is false: it changes files.
 func (editTool) ReadOnly() bool { return false }

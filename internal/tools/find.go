@@ -35,7 +35,7 @@ var findSpec = makeSpec("find", fmt.Sprintf(
 
 type findTool struct{}
 
-func (findTool) Spec() llm.ToolSpec { return cloneSpec(findSpec) }
+func (findTool) Spec() llm.ToolSpec { return findSpec() }
 
 // ReadOnly is true: searching changes nothing.
 func (findTool) ReadOnly() bool { return true }

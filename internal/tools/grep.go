@@ -48,7 +48,7 @@ var grepSpec = makeSpec("grep", fmt.Sprintf(
 
 type grepTool struct{}
 
-func (grepTool) Spec() llm.ToolSpec { return cloneSpec(grepSpec) }
+func (grepTool) Spec() llm.ToolSpec { return grepSpec() }
 
 // ReadOnly is true: searching changes nothing.
 func (grepTool) ReadOnly() bool { return true }

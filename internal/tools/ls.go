@@ -27,7 +27,7 @@ var lsSpec = makeSpec("ls", fmt.Sprintf(
 
 type lsTool struct{}
 
-func (lsTool) Spec() llm.ToolSpec { return cloneSpec(lsSpec) }
+func (lsTool) Spec() llm.ToolSpec { return lsSpec() }
 
 // ReadOnly is true: listing changes nothing.
 func (lsTool) ReadOnly() bool { return true }

@@ -43,7 +43,7 @@ var readSpec = makeSpec("read", fmt.Sprintf(
 
 type readTool struct{}
 
-func (readTool) Spec() llm.ToolSpec { return cloneSpec(readSpec) }
+func (readTool) Spec() llm.ToolSpec { return readSpec() }
 
 // ReadOnly is true: reading changes nothing.
 func (readTool) ReadOnly() bool { return true }

@@ -72,7 +72,7 @@ var todoSpec = makeSpec("todo", fmt.Sprintf(
 
 type todoTool struct{}
 
-func (todoTool) Spec() llm.ToolSpec { return cloneSpec(todoSpec) }
+func (todoTool) Spec() llm.ToolSpec { return todoSpec() }
 
 // ReadOnly is true although the tool changes the session's plan: the
 // approval policy guards the user's files and shell, which the plan is

@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/agentd-dev/agentd/internal/llm"
 )
@@ -158,16 +159,20 @@ func failf(tool, format string, args ...any) Result {
 	return Result{Content: tool + ": " + fmt.Sprintf(format, args...), IsError: true}
 }
 
-// makeSpec builds a tool's specification once, at package initialisation.
-func makeSpec(name, description string, args *schema) llm.ToolSpec {
-	params, err := json.Marshal(args)
-	if err != nil {
-		panic(fmt.Sprintf("tools: schema of %s: %v", name, err))
-	}
-	return llm.ToolSpec{Name: name, Description: description, Parameters: params}
+// makeSpec returns a tool's specification, built on first use: only a
+// worker ever asks for one, so other processes skip encoding the schemas.
+// Each call returns a copy the caller may keep.
+func makeSpec(name, description string, args *schema) func() llm.ToolSpec {
+	spec := sync.OnceValue(func() llm.ToolSpec {
+		params, err := json.Marshal(args)
+		if err != nil {
+			panic(fmt.Sprintf("tools: schema of %s: %v", name, err))
+		}
+		return llm.ToolSpec{Name: name, Description: description, Parameters: params}
+	})
+	return func() llm.ToolSpec { return cloneSpec(spec()) }
 }
 
-// cloneSpec returns a copy of a spec that its receiver may change.
 func cloneSpec(s llm.ToolSpec) llm.ToolSpec {
 	s.Parameters = append(json.RawMessage(nil), s.Parameters...)
 	return s

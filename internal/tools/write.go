@@ -26,7 +26,7 @@ var writeSpec = makeSpec("write",
 
 type writeTool struct{}
 
-func (writeTool) Spec() llm.ToolSpec { return cloneSpec(writeSpec) }
+func (writeTool) Spec() llm.ToolSpec { return writeSpec() }
 
 // ReadOnly is false: it changes files.
 func (writeTool) ReadOnly() bool { return false }
