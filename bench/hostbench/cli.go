@@ -100,8 +100,8 @@ func (b *bench) cliPart(ctx context.Context) error {
 		}
 		defer tmuxCmd("kill-server").Run()
 	}
-	fmt.Printf("cli: %d warm `agentd status` runs, interleaved with `tmux list-sessions`, `agentd version` and the CGO_ENABLED=0 build's status\n", b.cfg.warmRuns)
-	var warm, static, list, version []time.Duration
+	fmt.Printf("cli: %d warm `agentd status` runs, interleaved with `tmux list-sessions`, `agentd version` and the plain go build's status\n", b.cfg.warmRuns)
+	var warm, cgo, list, version []time.Duration
 	for i := range b.cfg.warmRuns {
 		steps := []func() error{
 			func() error {
@@ -115,10 +115,10 @@ func (b *bench) cliPart(ctx context.Context) error {
 				return err
 			},
 		}
-		if b.agentdStatic != "" {
+		if b.agentdCgo != "" {
 			steps = append(steps, func() error {
-				d, err := timeRun(command(ctx, env, b.agentdStatic, "status"))
-				static = append(static, d)
+				d, err := timeRun(command(ctx, env, b.agentdCgo, "status"))
+				cgo = append(cgo, d)
 				return err
 			})
 		}
@@ -136,8 +136,8 @@ func (b *bench) cliPart(ctx context.Context) error {
 		}
 	}
 	b.res.warm, b.res.version = summarize(warm), summarize(version)
-	if len(static) > 0 {
-		b.res.warmStatic = summarize(static)
+	if len(cgo) > 0 {
+		b.res.warmCgo = summarize(cgo)
 	}
 	if tmux != "" {
 		b.res.tmuxList = summarize(list)
@@ -146,8 +146,8 @@ func (b *bench) cliPart(ctx context.Context) error {
 	fmt.Printf("  agentd host → ready p50 %s p90 %s\n", ms(b.res.hostStart.p50), ms(b.res.hostStart.p90))
 	fmt.Printf("  warm agentd status  p50 %s p90 %s\n", ms(b.res.warm.p50), ms(b.res.warm.p90))
 	fmt.Printf("  agentd version      p50 %s p90 %s\n", ms(b.res.version.p50), ms(b.res.version.p90))
-	if len(static) > 0 {
-		fmt.Printf("  warm status, static p50 %s p90 %s\n", ms(b.res.warmStatic.p50), ms(b.res.warmStatic.p90))
+	if len(cgo) > 0 {
+		fmt.Printf("  warm status, plain p50 %s p90 %s\n", ms(b.res.warmCgo.p50), ms(b.res.warmCgo.p90))
 	}
 	if tmux != "" {
 		fmt.Printf("  tmux list-sessions  p50 %s p90 %s\n", ms(b.res.tmuxList.p50), ms(b.res.tmuxList.p90))

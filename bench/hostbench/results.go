@@ -31,7 +31,7 @@ type results struct {
 
 	tmux                bool
 	cold, warm, version cliResult
-	warmStatic          cliResult // the CGO_ENABLED=0 build
+	warmCgo             cliResult // the plain go build (cgo where a C toolchain is)
 	hostStart           cliResult // `agentd host` until its registration says ready
 	tmuxList, tmuxCold  cliResult
 }
@@ -118,8 +118,8 @@ func (r *results) rows() []row {
 			row{"warm `agentd status` p90", ms(r.warm.p90), anchor(r.tmuxList.p90), rq(r.warm.p90, r.tmuxList.p90), "-", "info"},
 			row{"  `agentd version` p50 (no host contact)", ms(r.version.p50), anchor(r.tmuxList.p50), rq(r.version.p50, r.tmuxList.p50), "-", "info"},
 		)
-		if r.warmStatic.runs > 0 {
-			rows = append(rows, row{"  warm status p50, CGO_ENABLED=0 build", ms(r.warmStatic.p50), anchor(r.tmuxList.p50), rq(r.warmStatic.p50, r.tmuxList.p50), "-", "info"})
+		if r.warmCgo.runs > 0 {
+			rows = append(rows, row{"  warm status p50, plain go build", ms(r.warmCgo.p50), anchor(r.tmuxList.p50), rq(r.warmCgo.p50, r.tmuxList.p50), "-", "info"})
 		}
 	}
 	return rows

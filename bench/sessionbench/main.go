@@ -230,7 +230,8 @@ func (b *bench) buildAgentd(ctx context.Context) error {
 	}
 	b.agentd = filepath.Join(b.base, "agentd")
 	t0 := time.Now()
-	out, err := command(ctx, os.Environ(), "go", "build", "-o", b.agentd, agentdPackage).CombinedOutput()
+	// Built as it is installed: CGO_ENABLED=0, a static binary.
+	out, err := command(ctx, append(os.Environ(), "CGO_ENABLED=0"), "go", "build", "-o", b.agentd, agentdPackage).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("building agentd (run from inside the module, or pass -agentd): %v\n%s", err, out)
 	}
