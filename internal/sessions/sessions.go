@@ -233,8 +233,10 @@ func forward[Out any](ctx context.Context, s *Service, h catalog.Header, op stri
 // working after the file is replaced or removed (an upgrade, or `go run`
 // cleaning up): /proc/self/exe where there is one.
 func selfExecutable() (string, error) {
-	if _, err := os.Stat("/proc/self/exe"); err == nil {
-		return "/proc/self/exe", nil
+	if _, err := os.Stat(selfExe); err == nil {
+		return selfExe, nil
 	}
 	return os.Executable()
 }
+
+const selfExe = "/proc/self/exe"

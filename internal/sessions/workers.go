@@ -157,6 +157,10 @@ func (s *Service) start(w *worker, h catalog.Header) {
 		args = append(args, "--previous-exit", string(prev))
 	}
 	cmd := exec.Command(s.cfg.WorkerCommand[0], args...)
+	if cmd.Path == selfExe {
+		// ps shows the program's name, not the path it was started by.
+		cmd.Args[0] = os.Args[0]
+	}
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	cmd.Dir = "/"
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
