@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"strings"
 	"sync"
 
@@ -263,6 +264,7 @@ func (s *session) transcriptFailure(err error) error {
 // runTurn runs the loop and records how the turn ended; a queued
 // follow-up then starts the next turn.
 func (s *session) runTurn(ctx context.Context, t *turn, history []llm.Message) {
+	defer s.releaseMemoryIfIdle() // last, once the turn is done
 	defer close(t.done)
 	defer t.cancel()
 	outcome, err := t.loop.Run(ctx, history)
@@ -311,6 +313,19 @@ func (s *session) runTurn(ctx context.Context, t *turn, history []llm.Message) {
 		if _, err := s.beginTurnLocked("turn-"+next.MessageID, next.Content.Text); err != nil {
 			s.logger.Error("starting a queued turn", "message", next.MessageID, "err", err)
 		}
+	}
+}
+
+// releaseMemoryIfIdle hands the memory the turns used back to the system
+// when no turn runs any more: an idle worker waits, perhaps for hours, and
+// the runtime would otherwise keep the pages of a turn's garbage for
+// itself. It costs one collection of a small heap per idle transition.
+func (s *session) releaseMemoryIfIdle() {
+	s.mu.Lock()
+	idle := s.current == nil
+	s.mu.Unlock()
+	if idle {
+		debug.FreeOSMemory()
 	}
 }
 
