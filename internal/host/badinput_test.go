@@ -285,6 +285,30 @@ func TestDrainAnswersNewDomainRequestsDrainingAndFinishesInFlightOnes(t *testing
 	}
 }
 
+// TestDrainClosesAConnectionWhoseHandshakeEndsLate: a connection the host
+// accepted before it began to drain, whose hello comes only after the host
+// has closed the connections it was serving, is closed too, and the host
+// stops rather than wait for it.
+func TestDrainClosesAConnectionWhoseHandshakeEndsLate(t *testing.T) {
+	h := agentdtest.NewHost(t, agentdtest.Options{})
+	early := handshake(t, h.Endpoint())
+	late := dialRaw(t, h.Endpoint())
+	// The accept loop takes late while early's status is answered; should
+	// it not have, the listener's close resets late, which ends the same.
+	early.send(req("s", protocol.OpHostStatus, map[string]any{}))
+	early.response()
+	stopped := make(chan error, 1)
+	go func() { stopped <- h.Shutdown(agentdtest.Context(t)) }()
+	early.closed()
+	hello, _ := json.Marshal(protocol.Hello{Kind: protocol.KindHello, ClientInstanceID: "late", ProtocolMin: 1, ProtocolMax: 1,
+		CompatibilityEpoch: protocol.CompatibilityEpoch, CompositionID: protocol.CompositionInteractive})
+	late.nc.Write(append(hello, '\n'))
+	late.closed()
+	if err := <-stopped; err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestDrainCancelsOperationsPastTheDrainTimeout(t *testing.T) {
 	table := turnQuery(host.Table{}, func(ctx context.Context, _ *host.Call, in *protocol.TurnRef) error {
 		<-ctx.Done()

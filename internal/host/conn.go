@@ -197,8 +197,11 @@ func (s *connSession) readLoop() (clean bool) {
 		line, err := s.cfg.transport.Read()
 		if err != nil {
 			switch {
+			case errors.Is(err, io.EOF) && s.ctx.Err() == nil:
+				return true
 			case errors.Is(err, io.EOF):
-				return s.ctx.Err() == nil
+				// The host stopped while the client was leaving.
+				s.tearDown(context.Cause(s.ctx))
 			case errors.Is(err, transport.ErrTooLarge):
 				s.violation("%v", err)
 			default:

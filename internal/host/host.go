@@ -503,11 +503,14 @@ func incompatibility(hello *protocol.Hello, composition string) string {
 	return ""
 }
 
+// addSession registers s unless the host has begun to drain: stop closes
+// the sessions it finds registered, so one whose handshake ends after that
+// is refused rather than left open with nobody to close it.
 func (h *Host) addSession(s *connSession) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	select {
-	case <-h.done:
+	case <-h.draining:
 		return false
 	default:
 	}
