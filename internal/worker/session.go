@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 
@@ -25,12 +26,16 @@ const (
 	recToolResults      = "tool_results"
 	recTurnStart        = "turn_start"
 	recTurnEnd          = "turn_end"
+	recQueueAdd         = "queue_add"
+	recQueueRetract     = "queue_retract"
 )
 
 type turnStartData struct {
 	RunID string `json:"runId"`
 	Text  string `json:"text"`
 	Model string `json:"model"`
+	// MessageID is the submitted message the turn answers, if any.
+	MessageID string `json:"messageId,omitempty"`
 }
 
 type turnEndData struct {
@@ -41,6 +46,19 @@ type turnEndData struct {
 type userMessageData struct {
 	Text     string `json:"text"`
 	Steering bool   `json:"steering,omitempty"`
+	// MessageID is the submitted message a steering message delivers.
+	MessageID string `json:"messageId,omitempty"`
+}
+
+// queueData is a message queued while a turn ran (queue_add), or the
+// retraction of one (queue_retract, without Text and Placement). A queued
+// message is delivered by a turn_start (next turn) or a steering
+// user_message with its MessageID; until then it survives the worker.
+type queueData struct {
+	EntryID   string `json:"entryId"`
+	MessageID string `json:"messageId"`
+	Placement string `json:"placement,omitempty"`
+	Text      string `json:"text,omitempty"`
 }
 
 // turn is one run of the agent loop. A turn recovered from the transcript
@@ -93,6 +111,7 @@ type session struct {
 	turns    map[string]*turn               // guarded by mu: every turn of this worker's life
 	current  *turn                          // guarded by mu: the running turn
 	queue    protocol.Queue                 // guarded by mu
+	taken    []protocol.QueueEntry          // guarded by mu: steering handed to the loop, not yet recorded
 	pending  map[string]*interaction        // guarded by mu
 	streams  map[string]*stream             // guarded by mu: assistant messages still streaming
 	subs     map[string]*subscription       // guarded by mu
@@ -202,21 +221,22 @@ func (s *session) startTurn(_ context.Context, _ *host.Call, in *protocol.TurnSt
 	if in.Approval != "" {
 		s.approval = in.Approval
 	}
-	t, err := s.beginTurnLocked(in.TurnID, in.Content.Text)
+	t, err := s.beginTurnLocked(in.TurnID, "", in.Content.Text)
 	if err != nil {
 		return protocol.TurnStartResult{}, err
 	}
 	return protocol.TurnStartResult{Kind: "started", Turn: t.snap}, nil
 }
 
-// beginTurnLocked records and starts a turn for text.
-func (s *session) beginTurnLocked(turnID, text string) (*turn, error) {
+// beginTurnLocked records and starts a turn for text, the content of the
+// submitted message messageID when there is one.
+func (s *session) beginTurnLocked(turnID, messageID, text string) (*turn, error) {
 	prov, model, err := s.providers.Resolve(s.header.Model)
 	if err != nil {
 		return nil, protocol.Errorf(protocol.CodeOperationUnavailable, "%v", err)
 	}
 	runID := "run-" + turnID
-	if _, err := s.log.Append(recTurnStart, turnID, turnStartData{RunID: runID, Text: text, Model: s.header.Model}); err != nil {
+	if _, err := s.log.Append(recTurnStart, turnID, turnStartData{RunID: runID, Text: text, Model: s.header.Model, MessageID: messageID}); err != nil {
 		return nil, s.transcriptFailure(err)
 	}
 	if _, err := s.log.Append(recUserMessage, turnID, userMessageData{Text: text}); err != nil {
@@ -299,20 +319,32 @@ func (s *session) runTurn(ctx context.Context, t *turn, history []llm.Message) {
 	s.current = nil
 	s.emitLocked(protocol.SessionDelta{Event: protocol.EventRunEnd, TurnID: snap.TurnID, Turn: &snap})
 	s.emitLocked(protocol.SessionDelta{Event: protocol.EventSessionChanged, Session: ptr(s.sessionLocked())})
-	// Steering that came too late for this turn leads the next one.
+	s.leadWithSteeringLocked()
+	s.startQueuedLocked()
+}
+
+// startQueuedLocked starts the turn of the oldest message queued for the
+// next turn, unless none is or the worker is stopping.
+func (s *session) startQueuedLocked() {
+	if s.base.Err() != nil || len(s.queue.FollowUp) == 0 {
+		return
+	}
+	next := s.queue.FollowUp[0]
+	s.queue.FollowUp = s.queue.FollowUp[1:]
+	next.State = protocol.QueueDelivered
+	s.messages[next.MessageID] = next
+	s.emitLocked(protocol.SessionDelta{Event: protocol.EventQueueChanged, Queue: ptr(cloneQueue(s.queue))})
+	if _, err := s.beginTurnLocked("turn-"+next.MessageID, next.MessageID, next.Content.Text); err != nil {
+		s.logger.Error("starting a queued turn", "message", next.MessageID, "err", err)
+	}
+}
+
+// leadWithSteeringLocked puts steering that came too late for a turn at the
+// head of the next-turn queue: it leads the next turn.
+func (s *session) leadWithSteeringLocked() {
 	if len(s.queue.Steering) > 0 {
 		s.queue.FollowUp = append(s.queue.Steering, s.queue.FollowUp...)
 		s.queue.Steering = nil
-	}
-	if s.base.Err() == nil && len(s.queue.FollowUp) > 0 {
-		next := s.queue.FollowUp[0]
-		s.queue.FollowUp = s.queue.FollowUp[1:]
-		next.State = protocol.QueueDelivered
-		s.messages[next.MessageID] = next
-		s.emitLocked(protocol.SessionDelta{Event: protocol.EventQueueChanged, Queue: ptr(cloneQueue(s.queue))})
-		if _, err := s.beginTurnLocked("turn-"+next.MessageID, next.Content.Text); err != nil {
-			s.logger.Error("starting a queued turn", "message", next.MessageID, "err", err)
-		}
 	}
 }
 
@@ -373,11 +405,18 @@ func (s *session) commit(t *turn, m llm.Message) error {
 	switch m.Role {
 	case llm.RoleTool:
 		typ = recToolResults
-	case llm.RoleUser:
-		typ, data = recUserMessage, userMessageData{Text: m.Text(), Steering: true}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if m.Role == llm.RoleUser {
+		// A steering message, committed in the order takeSteering gave.
+		d := userMessageData{Text: m.Text(), Steering: true}
+		if len(s.taken) > 0 {
+			d.MessageID = s.taken[0].MessageID
+			s.taken = s.taken[1:]
+		}
+		typ, data = recUserMessage, d
+	}
 	rec, err := s.log.Append(typ, t.snap.TurnID, data)
 	if err != nil {
 		return fmt.Errorf("recording the turn: %w", err)
@@ -403,6 +442,7 @@ func (s *session) takeSteering() []llm.Message {
 		s.history = append(s.history, msgs[len(msgs)-1])
 		e.State = protocol.QueueDelivered
 		s.messages[e.MessageID] = e
+		s.taken = append(s.taken, e)
 	}
 	s.queue.Steering = nil
 	s.emitLocked(protocol.SessionDelta{Event: protocol.EventQueueChanged, Queue: ptr(cloneQueue(s.queue))})
@@ -461,23 +501,62 @@ func (s *session) submitMessage(_ context.Context, _ *host.Call, in *protocol.Me
 		return protocol.QueueEntry{EntryID: "q-" + in.MessageID, MessageID: in.MessageID, Content: in.Content, Placement: in.Placement, State: protocol.QueueDelivered}, nil
 	}
 	entry := protocol.QueueEntry{EntryID: "q-" + in.MessageID, MessageID: in.MessageID, Content: in.Content, Placement: in.Placement, State: protocol.QueueQueued}
-	if s.current == nil {
+	if s.current == nil && len(s.queue.FollowUp) == 0 {
 		// Nothing runs: the message starts a turn now, whatever its placement.
-		if _, err := s.beginTurnLocked("turn-"+in.MessageID, in.Content.Text); err != nil {
+		if _, err := s.beginTurnLocked("turn-"+in.MessageID, in.MessageID, in.Content.Text); err != nil {
 			return protocol.QueueEntry{}, err
 		}
 		entry.State = protocol.QueueDelivered
 		s.messages[in.MessageID] = entry
 		return entry, nil
 	}
-	s.messages[in.MessageID] = entry
-	if in.Placement == protocol.PlacementSteering {
+	// Recorded before it is acknowledged: a queued message outlives the
+	// worker.
+	turnID := ""
+	if s.current != nil {
+		turnID = s.current.snap.TurnID
+	}
+	if _, err := s.log.Append(recQueueAdd, turnID, queueData{
+		EntryID: entry.EntryID, MessageID: entry.MessageID, Placement: entry.Placement, Text: entry.Content.Text,
+	}); err != nil {
+		return protocol.QueueEntry{}, s.transcriptFailure(err)
+	}
+	if err := s.log.Sync(); err != nil {
+		return protocol.QueueEntry{}, s.transcriptFailure(err)
+	}
+	s.enqueueLocked(entry)
+	s.emitLocked(protocol.SessionDelta{Event: protocol.EventQueueChanged, Queue: ptr(cloneQueue(s.queue))})
+	if s.current == nil {
+		// Messages a previous worker queued go first.
+		s.startQueuedLocked()
+	}
+	return entry, nil
+}
+
+// enqueueLocked adds a queued entry to its lane.
+func (s *session) enqueueLocked(entry protocol.QueueEntry) {
+	s.messages[entry.MessageID] = entry
+	if entry.Placement == protocol.PlacementSteering {
 		s.queue.Steering = append(s.queue.Steering, entry)
 	} else {
 		s.queue.FollowUp = append(s.queue.FollowUp, entry)
 	}
-	s.emitLocked(protocol.SessionDelta{Event: protocol.EventQueueChanged, Queue: ptr(cloneQueue(s.queue))})
-	return entry, nil
+}
+
+// dequeueLocked takes the entry of messageID out of its lane and records
+// its new state; it reports whether the entry was queued.
+func (s *session) dequeueLocked(messageID, state string) (protocol.QueueEntry, bool) {
+	for _, lane := range []*[]protocol.QueueEntry{&s.queue.Steering, &s.queue.FollowUp} {
+		for i, e := range *lane {
+			if e.MessageID == messageID {
+				*lane = append((*lane)[:i:i], (*lane)[i+1:]...)
+				e.State = state
+				s.messages[messageID] = e
+				return e, true
+			}
+		}
+	}
+	return protocol.QueueEntry{}, false
 }
 
 func (s *session) retract(_ context.Context, _ *host.Call, in *protocol.QueueRetractInput) (protocol.QueueEntry, error) {
@@ -486,16 +565,19 @@ func (s *session) retract(_ context.Context, _ *host.Call, in *protocol.QueueRet
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, lane := range []*[]protocol.QueueEntry{&s.queue.Steering, &s.queue.FollowUp} {
-		for i, e := range *lane {
-			if e.EntryID == in.EntryID {
-				*lane = append((*lane)[:i:i], (*lane)[i+1:]...)
-				e.State = protocol.QueueRetracted
-				s.messages[e.MessageID] = e
-				s.emitLocked(protocol.SessionDelta{Event: protocol.EventQueueChanged, Queue: ptr(cloneQueue(s.queue))})
-				return e, nil
-			}
+	for _, e := range slices.Concat(s.queue.Steering, s.queue.FollowUp) {
+		if e.EntryID != in.EntryID {
+			continue
 		}
+		if _, err := s.log.Append(recQueueRetract, "", queueData{EntryID: e.EntryID, MessageID: e.MessageID}); err != nil {
+			return protocol.QueueEntry{}, s.transcriptFailure(err)
+		}
+		if err := s.log.Sync(); err != nil {
+			return protocol.QueueEntry{}, s.transcriptFailure(err)
+		}
+		e, _ = s.dequeueLocked(e.MessageID, protocol.QueueRetracted)
+		s.emitLocked(protocol.SessionDelta{Event: protocol.EventQueueChanged, Queue: ptr(cloneQueue(s.queue))})
+		return e, nil
 	}
 	return protocol.QueueEntry{}, protocol.Errorf(protocol.CodeNotFound, "no queued entry %q: it was delivered or never queued", in.EntryID)
 }

@@ -178,8 +178,9 @@ func (c *composition) AttachConnection(id host.Identity, out *host.OutboundWrite
 
 func (c *composition) Busy() bool { return c.s.Busy() }
 
-// recover rebuilds the conversation from the transcript and closes a turn
-// the previous worker left running.
+// recover rebuilds the conversation, the plan and the queue of waiting
+// messages from the transcript, and closes a turn the previous worker left
+// running.
 func (s *session) recover(previousExit string) error {
 	last := s.log.Last()
 	if last == 0 {
@@ -200,6 +201,9 @@ func (s *session) recover(previousExit string) error {
 			s.turns[r.TurnID] = t
 			open = &t.snap
 			s.lastTurn = open
+			if d.MessageID != "" {
+				s.dequeueLocked(d.MessageID, protocol.QueueDelivered)
+			}
 		case recTurnEnd:
 			var d turnEndData
 			json.Unmarshal(r.Data, &d)
@@ -211,6 +215,19 @@ func (s *session) recover(previousExit string) error {
 			var d userMessageData
 			json.Unmarshal(r.Data, &d)
 			s.history = append(s.history, llm.Message{Role: llm.RoleUser, Parts: []llm.Part{{Type: llm.PartText, Text: d.Text}}})
+			if d.MessageID != "" {
+				s.dequeueLocked(d.MessageID, protocol.QueueDelivered)
+			}
+		case recQueueAdd:
+			var d queueData
+			if json.Unmarshal(r.Data, &d) == nil && d.MessageID != "" {
+				s.enqueueLocked(protocol.QueueEntry{EntryID: d.EntryID, MessageID: d.MessageID,
+					Content: protocol.Content{Text: d.Text}, Placement: d.Placement, State: protocol.QueueQueued})
+			}
+		case recQueueRetract:
+			var d queueData
+			json.Unmarshal(r.Data, &d)
+			s.dequeueLocked(d.MessageID, protocol.QueueRetracted)
 		case recAssistantMessage, recToolResults:
 			var m llm.Message
 			if err := json.Unmarshal(r.Data, &m); err == nil {
@@ -222,6 +239,8 @@ func (s *session) recover(previousExit string) error {
 	if plan.ok {
 		s.todo.Set(plan.items)
 	}
+	// No turn runs in a new worker: steering that waited leads the next.
+	s.leadWithSteeringLocked()
 	if open != nil {
 		cause := previousExit
 		if cause == "" {

@@ -387,3 +387,114 @@ func TestThePlanSurvivesARestart(t *testing.T) {
 		t.Fatalf("plan after restart: %+v", plan.Items)
 	}
 }
+
+// TestQueuedMessagesOutliveTheWorker: messages queued while a turn ran are
+// recorded before they are acknowledged, so the next worker of the session
+// knows them: retracted ones stay retracted, steering that missed its turn
+// leads the next, and they run in order once a turn ends.
+func TestQueuedMessagesOutliveTheWorker(t *testing.T) {
+	r := start(t, protocol.ApprovalAll, `{"replies":[{"steps":[{"tool":"bash","arguments":{"command":"sleep 30"}}]}]}`, "", "")
+	deltas := follow(t, r.conn)
+	startTurn(t, r.conn, "t1", "go")
+	until(t, deltas, func(d protocol.SessionDelta) bool { return d.Event == protocol.EventToolCallStart })
+	ctx := agentdtest.Context(t)
+	submit := func(c *client.Conn, id, placement string) protocol.QueueEntry {
+		t.Helper()
+		var e protocol.QueueEntry
+		in := protocol.MessageSubmitInput{SessionID: "s1", MessageID: id, Content: protocol.Content{Text: "message " + id}, Placement: placement}
+		if err := c.Request(ctx, protocol.OpTurnMessageSubmit, in, &e); err != nil {
+			t.Fatalf("submit %s: %v", id, err)
+		}
+		return e
+	}
+	m2 := submit(r.conn, "m2", protocol.PlacementNextTurn)
+	m3 := submit(r.conn, "m3", protocol.PlacementNextTurn)
+	submit(r.conn, "m4", protocol.PlacementSteering)
+	if err := r.conn.Request(ctx, protocol.OpQueueRetract, protocol.QueueRetractInput{SessionID: "s1", EntryID: m3.EntryID}, nil); err != nil {
+		t.Fatal(err)
+	}
+	r.stop(t)
+
+	r2 := start(t, protocol.ApprovalAll, `{"replies":[{"steps":[{"text":"a"}]},{"steps":[{"text":"b"}]},{"steps":[{"text":"c"}]}]}`, "", r.transcript)
+	var open protocol.SubscriptionOpenResult
+	if err := r2.conn.Request(ctx, protocol.OpSubscriptionOpen, protocol.SubscriptionOpenInput{SessionID: "s1", Transcript: protocol.TranscriptBootstrap{Kind: "none"}}, &open); err != nil {
+		t.Fatal(err)
+	}
+	var p protocol.SessionProjection
+	if err := json.Unmarshal(open.Snapshot, &p); err != nil {
+		t.Fatal(err)
+	}
+	var queued []string
+	for _, e := range append(p.Queue.Steering, p.Queue.FollowUp...) {
+		queued = append(queued, e.MessageID+"/"+e.State)
+	}
+	if got := strings.Join(queued, " "); got != "m4/queued m2/queued" {
+		t.Fatalf("queue after restart: %s", got)
+	}
+	if e := submit(r2.conn, "m2", protocol.PlacementNextTurn); e.EntryID != m2.EntryID || e.State != protocol.QueueQueued {
+		t.Fatalf("m2 resubmitted after restart: %+v", e)
+	}
+	if e := submit(r2.conn, "m3", protocol.PlacementNextTurn); e.State != protocol.QueueRetracted {
+		t.Fatalf("m3 resubmitted after restart: %+v", e)
+	}
+
+	// Nothing runs in the new worker: a new message queues behind the
+	// waiting ones, which start at once, in order.
+	deltas2 := follow(t, r2.conn)
+	if e := submit(r2.conn, "m5", protocol.PlacementNextTurn); e.State != protocol.QueueQueued {
+		t.Fatalf("m5 submitted behind a waiting queue: %+v", e)
+	}
+	var ended []string
+	for len(ended) < 3 {
+		seen := until(t, deltas2, func(d protocol.SessionDelta) bool { return d.Event == protocol.EventRunEnd })
+		end := seen[len(seen)-1].Turn
+		if end.Status != protocol.TurnCompleted {
+			t.Fatalf("turn %s ended %s: %s", end.TurnID, end.Status, end.Error)
+		}
+		ended = append(ended, end.TurnID)
+	}
+	if got := strings.Join(ended, " "); got != "turn-m4 turn-m2 turn-m5" {
+		t.Fatalf("turns after restart: %s", got)
+	}
+}
+
+// TestDeliveredSteeringIsNotQueuedAgainAfterRestart: the steering message a
+// turn took is recorded as delivered, so a later worker does not run it
+// again.
+func TestDeliveredSteeringIsNotQueuedAgainAfterRestart(t *testing.T) {
+	r := start(t, protocol.ApprovalAsk, `{"replies":[{"steps":[{"tool":"bash","arguments":{"command":"true"}}]},{"steps":[{"text":"steered"}]}]}`, "", "")
+	deltas := follow(t, r.conn)
+	startTurn(t, r.conn, "t1", "go")
+	seen := until(t, deltas, func(d protocol.SessionDelta) bool { return d.Event == protocol.EventInteractionAdded })
+	in := seen[len(seen)-1].Interaction
+	ctx := agentdtest.Context(t)
+	steer := protocol.MessageSubmitInput{SessionID: "s1", MessageID: "m2", Content: protocol.Content{Text: "steer"}, Placement: protocol.PlacementSteering}
+	if err := r.conn.Request(ctx, protocol.OpTurnMessageSubmit, steer, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.conn.Request(ctx, protocol.OpInteractionAnswer, protocol.InteractionAnswerInput{SessionID: "s1", InteractionID: in.InteractionID, Answer: "allow"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	until(t, deltas, runEnd("t1"))
+	r.stop(t)
+
+	r2 := start(t, protocol.ApprovalAsk, "", "", r.transcript)
+	var e protocol.QueueEntry
+	if err := r2.conn.Request(ctx, protocol.OpTurnMessageSubmit, steer, &e); err != nil || e.State != protocol.QueueDelivered {
+		t.Fatalf("the delivered steering message resubmitted: %+v %v", e, err)
+	}
+	if err := r2.conn.Request(ctx, protocol.OpTurnQuery, protocol.TurnRef{SessionID: "s1", TurnID: "turn-m2"}, nil); !errors.Is(err, client.ErrNotFound) {
+		t.Fatalf("the delivered steering message started a turn of its own: %v", err)
+	}
+	c, err := transcript.ReadAll(r.transcript)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var steered bool
+	for _, rec := range c.Records {
+		steered = steered || rec.Type == "user_message" && strings.Contains(string(rec.Data), `"messageId":"m2"`)
+	}
+	if !steered {
+		t.Fatal("no user_message record delivers m2")
+	}
+}
