@@ -189,6 +189,40 @@ func TestWorkerKilledMidTurnFailsTheTurnAndIsReplaced(t *testing.T) {
 	}
 }
 
+// TestAQueuedFollowUpOutlivesAKilledWorker: a follow-up queued while a turn
+// ran is still queued when the worker is killed and replaced, and runs
+// once the next turn ends.
+func TestAQueuedFollowUpOutlivesAKilledWorker(t *testing.T) {
+	p := newSessionPlace(t)
+	id := strings.TrimSpace(p.mustRun("new", "--cwd", p.workDir()))
+	c := p.open(t)
+	ctx := agentdtest.Context(t)
+	if err := c.Request(ctx, protocol.OpTurnStart, protocol.TurnStartInput{SessionID: id, TurnID: "t1",
+		Content: protocol.Content{Text: "run `sleep 20`"}, Approval: protocol.ApprovalAll}, nil); err != nil {
+		t.Fatal(err)
+	}
+	var entry protocol.QueueEntry
+	if err := c.Request(ctx, protocol.OpTurnMessageSubmit, protocol.MessageSubmitInput{SessionID: id, MessageID: "m2",
+		Content: protocol.Content{Text: "run `echo queued-before-the-kill`"}, Placement: protocol.PlacementNextTurn}, &entry); err != nil || entry.State != protocol.QueueQueued {
+		t.Fatalf("submit: %+v %v", entry, err)
+	}
+	pid := workerPID(t, p, id)
+	syscall.Kill(pid, syscall.SIGKILL)
+	waitProcessGone(t, pid)
+
+	w, snap := subscribe(t, c, id)
+	if len(snap.Queue.FollowUp) != 1 || snap.Queue.FollowUp[0].MessageID != "m2" {
+		t.Fatalf("queue after the worker was replaced: %+v", snap.Queue)
+	}
+	if err := c.Request(ctx, protocol.OpTurnStart, protocol.TurnStartInput{SessionID: id, TurnID: "t3", Content: protocol.Content{Text: "hello"}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	w.waitEnd(t, "turn-m2")
+	if log := p.mustRun("log", id); !strings.Contains(log, "queued-before-the-kill") {
+		t.Fatalf("log:\n%s", log)
+	}
+}
+
 func TestIdleWorkerStopsAfterItsClientDisconnects(t *testing.T) {
 	p := newSessionPlace(t)
 	_, errOut, code := p.run("run", "--cwd", p.workDir(), "hello")
