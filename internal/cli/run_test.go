@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -149,7 +150,7 @@ func TestWorkerKilledMidTurnFailsTheTurnAndIsReplaced(t *testing.T) {
 	p := newSessionPlace(t)
 	dir := p.workDir()
 	id := strings.TrimSpace(p.mustRun("new", "--cwd", dir))
-	cmd := p.command("run", "--session", id, "--json", "--approve", "all", "run `sleep 20`")
+	cmd := p.command("run", "--session", id, "--json", "--approve", "all", "run `echo $$ > tool.pid; exec sleep 100`")
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -165,6 +166,14 @@ func TestWorkerKilledMidTurnFailsTheTurnAndIsReplaced(t *testing.T) {
 			break
 		}
 	}
+	tool := 0
+	for deadline := time.Now().Add(agentdtest.Timeout); tool == 0; time.Sleep(5 * time.Millisecond) {
+		b, _ := os.ReadFile(filepath.Join(dir, "tool.pid"))
+		tool, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		if time.Now().After(deadline) {
+			t.Fatal("the tool's command did not start")
+		}
+	}
 	pid := workerPID(t, p, id)
 	syscall.Kill(pid, syscall.SIGKILL)
 	go func() {
@@ -175,6 +184,9 @@ func TestWorkerKilledMidTurnFailsTheTurnAndIsReplaced(t *testing.T) {
 	if err == nil || !strings.Contains(stderr.String(), "worker exited: signal 9") {
 		t.Fatalf("run after the worker was killed: %v: %s", err, stderr.String())
 	}
+	// What the killed worker was running does not outlive it.
+	waitProcessGone(t, tool)
+	waitGone(t, worker.RegistrationPath(p.home, id))
 	// The transcript is intact and says why; the next attach starts a new worker.
 	log := p.mustRun("log", id)
 	if !strings.Contains(log, "failed: worker exited: signal 9") {

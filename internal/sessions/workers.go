@@ -16,6 +16,7 @@ import (
 
 	"github.com/agentd-dev/agentd/client"
 	"github.com/agentd-dev/agentd/internal/catalog"
+	workerproc "github.com/agentd-dev/agentd/internal/worker"
 	"github.com/agentd-dev/agentd/protocol"
 )
 
@@ -163,7 +164,9 @@ func (s *Service) start(w *worker, h catalog.Header) {
 	}
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	cmd.Dir = "/"
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// A session of its own: what the worker starts stays in it, so what a
+	// killed worker leaves behind can be found and ended.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
 		w.startErr = protocol.Errorf(protocol.CodeInternalFailure, "starting the session's worker: %v", err)
 		close(w.ready)
@@ -178,6 +181,7 @@ func (s *Service) start(w *worker, h catalog.Header) {
 	if err != nil {
 		cmd.Process.Kill()
 		werr := <-waited
+		s.cleanUpAfter(h.ID, w.pid)
 		w.startErr = protocol.Errorf(protocol.CodeInternalFailure, "the session's worker did not start: %v (%s)", err, describeExit(werr))
 		close(w.ready)
 		close(w.exited)
@@ -191,6 +195,7 @@ func (s *Service) start(w *worker, h catalog.Header) {
 
 	werr := <-waited
 	conn.Close()
+	s.cleanUpAfter(h.ID, w.pid)
 	w.mu.Lock()
 	w.cause = describeExit(werr)
 	stopping := w.stopping
@@ -209,6 +214,22 @@ func (s *Service) start(w *worker, h catalog.Header) {
 	close(w.exited)
 	for r := range relays {
 		r.end(protocol.ClosedWorkerExited)
+	}
+}
+
+// cleanUpAfter ends the processes an exited worker left in its session and
+// removes its registration when it still names that worker: a worker that
+// was killed could do neither.
+func (s *Service) cleanUpAfter(session string, pid int) {
+	if n := killSession(pid); n > 0 {
+		s.log.Warn("killed processes left by an exited worker", "session", session, "pid", pid, "processes", n)
+	}
+	path := workerproc.RegistrationPath(s.cfg.Home, session)
+	if b, err := os.ReadFile(path); err == nil {
+		var reg workerproc.Registration
+		if json.Unmarshal(b, &reg) == nil && reg.PID == pid {
+			os.Remove(path)
+		}
 	}
 }
 
