@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentd-dev/agentd/client"
 	"github.com/agentd-dev/agentd/internal/catalog"
 	"github.com/agentd-dev/agentd/internal/host"
 	"github.com/agentd-dev/agentd/protocol"
@@ -382,16 +383,27 @@ func (s *Service) open(ctx context.Context, call *host.Call, in *protocol.Subscr
 	if err != nil {
 		return protocol.SubscriptionOpenResult{}, err
 	}
-	w, err := s.ensureWorker(ctx, h)
-	if err != nil {
-		return protocol.SubscriptionOpenResult{}, err
-	}
-	defer w.release()
 	in.SessionID = h.ID
 	var res protocol.SubscriptionOpenResult
-	if err := w.conn.Request(ctx, protocol.OpSubscriptionOpen, in, &res); err != nil {
+	var w *worker
+	for attempt := 0; ; attempt++ {
+		if w, err = s.ensureWorker(ctx, h); err != nil {
+			return protocol.SubscriptionOpenResult{}, err
+		}
+		err = w.conn.Request(ctx, protocol.OpSubscriptionOpen, in, &res)
+		if err == nil {
+			break
+		}
+		w.release()
+		// A worker found just as it died: a stream it opened died with it,
+		// so its replacement opens one.
+		var ie *client.InterruptedError
+		if errors.As(err, &ie) && attempt == 0 && lostWith(ctx, w, ie) {
+			continue
+		}
 		return res, protocol.Errorf(protocol.CodeInternalFailure, "opening the session's stream: %v", err)
 	}
+	defer w.release()
 	rctx, cancel := context.WithCancel(context.Background())
 	r := &relay{c: c, w: w, id: res.SubscriptionID, watch: w.conn.Watch(res.SubscriptionID), cancel: cancel, done: make(chan struct{})}
 	c.mu.Lock()

@@ -215,17 +215,36 @@ func forward[Out any](ctx context.Context, s *Service, h catalog.Header, op stri
 		}
 		var ie *client.InterruptedError
 		if errors.As(err, &ie) {
-			if ie.Reason != client.ReasonTimeout && ie.Retryable && attempt == 0 {
-				select {
-				case <-w.exited:
-					continue
-				case <-ctx.Done():
-					return out, ctx.Err()
-				}
+			if attempt == 0 && askAgain(ctx, w, ie) {
+				continue
+			}
+			if err := ctx.Err(); err != nil {
+				return out, err
 			}
 			return out, protocol.Errorf(protocol.CodeInternalFailure, "the session's worker stopped answering: %s", w.exitCause())
 		}
 		return out, err
+	}
+}
+
+// askAgain reports whether a request w could not answer may be asked of
+// its replacement: it is safe to repeat (a query, or a command never sent)
+// and w has exited, which it waits for.
+func askAgain(ctx context.Context, w *worker, ie *client.InterruptedError) bool {
+	return ie.Retryable && lostWith(ctx, w, ie)
+}
+
+// lostWith reports whether a request was cut off because w exited, which
+// it waits for: whatever the request did in w ended with it.
+func lostWith(ctx context.Context, w *worker, ie *client.InterruptedError) bool {
+	if ie.Reason == client.ReasonTimeout {
+		return false
+	}
+	select {
+	case <-w.exited:
+		return true
+	case <-ctx.Done():
+		return false
 	}
 }
 
