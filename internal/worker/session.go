@@ -298,6 +298,7 @@ func (s *session) runTurn(ctx context.Context, t *turn, history []llm.Message) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.cancelInteractionsLocked(t)
+	s.taken = nil // a turn that failed may not have recorded all it took
 	for id, st := range s.streams {
 		if st.turnID == t.snap.TurnID {
 			delete(s.streams, id)
