@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -312,4 +313,79 @@ func TestSessionChangesCarryTheCatalogsHeader(t *testing.T) {
 			return
 		}
 	}
+}
+
+// TestTwoClientsSeeOneSessionDirectory: what one client creates or removes,
+// the other lists at once; when a session both watch is removed, both
+// subscriptions close with session_removed.
+func TestTwoClientsSeeOneSessionDirectory(t *testing.T) {
+	h, first, work := newHost(t, time.Hour)
+	second := h.Connect(t)
+	ctx := agentdtest.Context(t)
+	create := func(c *client.Conn, id string) {
+		t.Helper()
+		if err := c.Request(ctx, protocol.OpSessionCreate, protocol.SessionCreateInput{SessionID: id, Cwd: work}, nil); err != nil {
+			t.Fatalf("create %s: %v", id, err)
+		}
+	}
+	list := func(c *client.Conn) string {
+		t.Helper()
+		var res protocol.SessionListResult
+		if err := c.Request(ctx, protocol.OpSessionList, protocol.SessionListInput{}, &res); err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, s := range res.Sessions {
+			ids = append(ids, s.SessionID)
+		}
+		sort.Strings(ids)
+		return strings.Join(ids, " ")
+	}
+	bothList := func(want string) {
+		t.Helper()
+		if a, b := list(first), list(second); a != want || b != want {
+			t.Fatalf("the clients list %q and %q, want %q", a, b, want)
+		}
+	}
+	create(first, "demo-1")
+	create(second, "demo-2")
+	bothList("demo-1 demo-2")
+	create(first, "demo-3")
+	bothList("demo-1 demo-2 demo-3")
+
+	watch := func(c *client.Conn) *client.Watcher {
+		t.Helper()
+		var open protocol.SubscriptionOpenResult
+		if err := c.Request(ctx, protocol.OpSubscriptionOpen, protocol.SubscriptionOpenInput{SessionID: "demo-1", Transcript: protocol.TranscriptBootstrap{Kind: "none"}}, &open); err != nil {
+			t.Fatal(err)
+		}
+		w := c.Watch(open.SubscriptionID)
+		t.Cleanup(func() { w.Close() })
+		if err := c.Request(ctx, protocol.OpSubscriptionReady, protocol.SubscriptionRef{SubscriptionID: open.SubscriptionID}, nil); err != nil {
+			t.Fatal(err)
+		}
+		return w
+	}
+	watchers := []*client.Watcher{watch(first), watch(second)}
+	if err := first.Request(ctx, protocol.OpSessionRemove, protocol.SessionRef{SessionID: "demo-1"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	for i, w := range watchers {
+		for {
+			f, err := w.Next(ctx)
+			if err != nil {
+				t.Fatalf("client %d: no closed frame: %v", i+1, err)
+			}
+			if f.Kind != protocol.KindSubscriptionClosed {
+				continue
+			}
+			var cl protocol.SubscriptionClosedFrame
+			f.Decode(&cl)
+			if cl.Reason != protocol.ClosedSessionRemoved {
+				t.Fatalf("client %d: closed %+v", i+1, cl)
+			}
+			break
+		}
+	}
+	bothList("demo-2 demo-3")
 }
