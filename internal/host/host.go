@@ -535,34 +535,46 @@ func (h *Host) CheckIdle() { h.checkIdle() }
 
 // checkIdle arms the idle timer when nothing needs the host.
 func (h *Host) checkIdle() {
-	if h.cfg.IdleGrace <= 0 {
+	if h.cfg.IdleGrace <= 0 || !h.isIdle() {
 		return
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if !h.idleLocked() || h.idle != nil {
+	if h.idle != nil {
 		return
 	}
+	// Whatever changed since is looked at again when the timer fires.
 	h.idle = time.AfterFunc(h.cfg.IdleGrace, func() {
 		h.mu.Lock()
 		h.idle = nil
-		idle := h.idleLocked()
 		h.mu.Unlock()
-		if idle {
+		if h.isIdle() {
 			h.logger.Info("retiring after idle grace", "grace", h.cfg.IdleGrace)
 			go h.stop(nil)
 		}
 	})
 }
 
-func (h *Host) idleLocked() bool {
-	if h.state != protocol.StateReady || len(h.sessions) > 0 || h.residencies.Load() > 0 {
+// isIdle reports whether nothing needs the host: no connection, no
+// residency, and a composition that is not busy. The composition is asked
+// without h.mu held: it may take locks of its own, under which it calls
+// into the host.
+func (h *Host) isIdle() bool {
+	h.mu.Lock()
+	quiet := h.quietLocked()
+	comp := h.comp
+	h.mu.Unlock()
+	if !quiet {
 		return false
 	}
-	if b, ok := h.comp.(Busy); ok && b.Busy() {
-		return false
-	}
-	return true
+	b, ok := comp.(Busy)
+	return !ok || !b.Busy()
+}
+
+// quietLocked reports whether the host is ready with no connection and no
+// residency.
+func (h *Host) quietLocked() bool {
+	return h.state == protocol.StateReady && len(h.sessions) == 0 && h.residencies.Load() == 0
 }
 
 // Shutdown drains the host and waits until it has stopped or ctx ends.
