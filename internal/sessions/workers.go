@@ -403,7 +403,12 @@ func (w *worker) watchBusy() {
 		return
 	}
 	watch := w.conn.Watch(open.SubscriptionID)
-	defer watch.Close()
+	defer func() {
+		// The worker keeps a subscription, and sends it every delta, until
+		// it is closed.
+		watch.Close()
+		w.conn.Request(ctx, protocol.OpSubscriptionClose, protocol.SubscriptionRef{SubscriptionID: open.SubscriptionID}, nil)
+	}()
 	if err := w.conn.Request(ctx, protocol.OpSubscriptionReady, protocol.SubscriptionRef{SubscriptionID: open.SubscriptionID}, nil); err != nil {
 		return
 	}
@@ -418,7 +423,6 @@ func (w *worker) watchBusy() {
 			return
 		}
 		if f.Kind == protocol.KindSessionDelta && bytes.Contains(f.Raw, []byte(`"event":"run_end"`)) {
-			w.conn.Request(ctx, protocol.OpSubscriptionClose, protocol.SubscriptionRef{SubscriptionID: open.SubscriptionID}, nil)
 			w.settle()
 			return
 		}

@@ -28,6 +28,9 @@ type subscription struct {
 	pending  []*pendingDelta
 	inflight bool // a batch is on its way
 	closed   bool
+	// release ends the residency the subscription holds in the worker's
+	// host: its status counts the subscriptions open.
+	release func()
 }
 
 // pendingDelta is a delta not yet encoded; text updates grow in builders so
@@ -91,6 +94,7 @@ func (c *connection) Close(context.Context) error {
 	for id, sub := range c.s.subs {
 		if sub.conn == c {
 			delete(c.s.subs, id)
+			sub.release()
 		}
 	}
 	return nil
@@ -114,13 +118,13 @@ func (s *session) openSubscription(_ context.Context, call *host.Call, in *proto
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.nextSub++
-	sub := &subscription{id: s.id + "." + s.epoch[:6] + "." + strconv.Itoa(s.nextSub), conn: conn}
-	s.subs[sub.id] = sub
 	snap, err := json.Marshal(s.projectionLocked())
 	if err != nil {
 		return protocol.SubscriptionOpenResult{}, err
 	}
+	s.nextSub++
+	sub := &subscription{id: s.id + "." + s.epoch[:6] + "." + strconv.Itoa(s.nextSub), conn: conn, release: call.AcquireResidency()}
+	s.subs[sub.id] = sub
 	return protocol.SubscriptionOpenResult{HostEpoch: s.epoch, SubscriptionID: sub.id, NextSequence: 1, Snapshot: snap}, nil
 }
 
@@ -152,6 +156,7 @@ func (s *session) closeSubscription(_ context.Context, call *host.Call, in *prot
 // closeSubLocked ends sub with a closed frame, fenced after its deltas.
 func (s *session) closeSubLocked(sub *subscription, reason string) {
 	delete(s.subs, sub.id)
+	sub.release()
 	sub.closed = true
 	if sub.ready && !sub.inflight {
 		s.deliverLocked(sub) // what is pending goes before the closing frame
