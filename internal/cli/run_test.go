@@ -455,3 +455,73 @@ func TestSessionSelectionSpansEveryHostOfTheRuntimeDirectory(t *testing.T) {
 		t.Fatalf("missing: exit %d %s", code, errOut)
 	}
 }
+
+// killHost kills the place's host with SIGKILL, as a crash would, and
+// returns its pid.
+func killHost(t *testing.T, p *place) int {
+	t.Helper()
+	id, _ := protocol.DefaultHostID(p.home)
+	b, err := os.ReadFile(protocol.RegistrationPath(p.rundir, id))
+	var reg protocol.Registration
+	if err != nil || json.Unmarshal(b, &reg) != nil || reg.PID <= 0 {
+		t.Fatalf("no host registered: %v", err)
+	}
+	syscall.Kill(reg.PID, syscall.SIGKILL)
+	waitProcessGone(t, reg.PID)
+	return reg.PID
+}
+
+// TestAWorkerWhoseHostWasKilledFinishesItsTurnAndRetires: an orphaned
+// worker runs its turn to the end, records it, and exits once it has been
+// idle for its grace with no host to claim it.
+func TestAWorkerWhoseHostWasKilledFinishesItsTurnAndRetires(t *testing.T) {
+	p := newSessionPlace(t)
+	dir := p.workDir()
+	id := strings.TrimSpace(p.mustRun("new", "--cwd", dir))
+	cmd := p.command("run", "--session", id, "--json", "--approve", "all", "run `sleep 1; echo orphan-finished`")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() && !strings.Contains(sc.Text(), `"event":"tool_call_start"`) {
+	}
+	go func() {
+		for sc.Scan() {
+		}
+	}()
+	pid := workerPID(t, p, id)
+	killHost(t, p)
+	cmd.Wait()
+	waitProcessGone(t, pid)
+	if log := p.mustRun("log", id); !strings.Contains(log, "orphan-finished") || !strings.Contains(log, "── completed") {
+		t.Fatalf("log after the orphan retired:\n%s", log)
+	}
+}
+
+// TestANewHostStopsAWorkerItsKilledPredecessorLeft: the next host to need
+// the session stops the worker a killed host left behind, so the session
+// is usable at once and its transcript keeps one writer.
+func TestANewHostStopsAWorkerItsKilledPredecessorLeft(t *testing.T) {
+	p := newPlace(t) // workers idle for the default grace: the orphan stays
+	id := strings.TrimSpace(p.mustRun("new", "--cwd", p.workDir()))
+	if _, errOut, code := p.run("run", "--session", id, "hello"); code != 0 {
+		t.Fatalf("first run: exit %d: %s", code, errOut)
+	}
+	orphan := workerPID(t, p, id)
+	killHost(t, p)
+	if processGone(orphan) {
+		t.Fatal("the worker died with its host")
+	}
+	out, errOut, code := p.run("run", "--session", id, "hello again")
+	if code != 0 || !strings.Contains(out, "hello again") {
+		t.Fatalf("run on a new host: exit %d\n%s\n%s", code, out, errOut)
+	}
+	waitProcessGone(t, orphan)
+	if next := workerPID(t, p, id); next == orphan {
+		t.Fatal("the session is still served by the orphan")
+	}
+}

@@ -77,6 +77,7 @@ func newWorkerCmd(e *env) *cobra.Command {
 	fl.StringVar(&cfg.Approval, "approval", protocol.ApprovalAsk, "the approval policy")
 	fl.StringVar(&cfg.TranscriptPath, "transcript", "", "the session's transcript")
 	fl.StringVar(&cfg.PreviousExit, "previous-exit", "", "why the session's previous worker exited")
+	fl.DurationVar(&cfg.OrphanGrace, "orphan-grace", 0, "how long to live on with no host connected and no turn running (0: forever)")
 	fl.StringVar(&logFormat, "log-format", "text", "log format: text or json")
 	return cmd
 }

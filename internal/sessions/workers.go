@@ -148,11 +148,12 @@ func (s *Service) start(w *worker, h catalog.Header) {
 	if model == "" {
 		model = s.cfg.Models.Default()
 	}
+	s.stopOrphan(h.ID)
 	sock := s.socketPath(h.ID)
 	args := append(append([]string(nil), s.cfg.WorkerCommand[1:]...),
 		"--session", h.ID, "--socket", sock, "--home", s.cfg.Home,
 		"--cwd", h.Cwd, "--model", model, "--thinking", h.Thinking, "--approval", h.Approval,
-		"--transcript", s.cat.TranscriptPath(h.ID))
+		"--transcript", s.cat.TranscriptPath(h.ID), "--orphan-grace", s.cfg.WorkerIdleGrace.String())
 	prev, _ := os.ReadFile(s.previousExitPath(h.ID))
 	if len(prev) > 0 {
 		args = append(args, "--previous-exit", string(prev))
@@ -177,7 +178,7 @@ func (s *Service) start(w *worker, h catalog.Header) {
 	waited := make(chan error, 1)
 	go func() { waited <- cmd.Wait() }()
 
-	conn, err := s.dialWorker(sock, waited)
+	conn, err := s.dialWorker(sock, w.pid, waited)
 	if err != nil {
 		cmd.Process.Kill()
 		werr := <-waited
@@ -217,6 +218,38 @@ func (s *Service) start(w *worker, h catalog.Header) {
 	}
 }
 
+// stopOrphan asks a worker of the session that an earlier host left
+// running (that host was killed, say) to stop, and waits until it has
+// exited: a session's transcript has one writer. A turn it was running is
+// recorded as interrupted. A record whose worker does not answer is a dead
+// one's, and is left to the worker about to start.
+func (s *Service) stopOrphan(session string) {
+	b, err := os.ReadFile(workerproc.RegistrationPath(s.cfg.Home, session))
+	var reg workerproc.Registration
+	if err != nil || json.Unmarshal(b, &reg) != nil || reg.Endpoint == "" || !processRunning(reg.PID) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), workerStartTimeout)
+	defer cancel()
+	c, err := client.Dial(ctx, reg.Endpoint, client.Options{CompositionID: protocol.CompositionWorker, Surface: "host"})
+	if err != nil {
+		return
+	}
+	s.log.Warn("stopping a worker an earlier host left running", "session", session, "pid", reg.PID)
+	err = c.Request(ctx, protocol.OpHostShutdown, protocol.ShutdownInput{}, nil)
+	c.Close()
+	for err == nil && processRunning(reg.PID) {
+		select {
+		case <-ctx.Done():
+			err = ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	if err != nil {
+		s.log.Warn("stopping a worker an earlier host left running", "session", session, "pid", reg.PID, "err", err)
+	}
+}
+
 // cleanUpAfter ends the processes an exited worker left in its session and
 // removes its registration when it still names that worker: a worker that
 // was killed could do neither.
@@ -250,15 +283,17 @@ func describeExit(err error) string {
 	return "worker exited"
 }
 
-// dialWorker connects to a starting worker's socket.
-func (s *Service) dialWorker(sock string, waited chan error) (*client.Conn, error) {
+// dialWorker connects to a starting worker's socket, and to the worker of
+// process pid alone: another process answering there (one an earlier host
+// left) is not taken for it.
+func (s *Service) dialWorker(sock string, pid int, waited chan error) (*client.Conn, error) {
 	deadline := time.Now().Add(workerStartTimeout)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		c, err := client.Dial(ctx, sock, client.Options{CompositionID: protocol.CompositionWorker, Surface: "host"})
 		if err == nil {
 			var st protocol.HostStatus
-			if st, err = c.Status(ctx); err == nil && st.State == protocol.StateReady {
+			if st, err = c.Status(ctx); err == nil && st.State == protocol.StateReady && st.PID == pid {
 				cancel()
 				return c, nil
 			}

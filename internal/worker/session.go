@@ -102,6 +102,7 @@ type session struct {
 	runs      sync.WaitGroup   // turn goroutines
 	pumps     sync.WaitGroup   // subscription deliveries waiting for their batch
 	base      context.Context  // cancelled when the worker stops
+	checkIdle func()           // constant once serving: the host's CheckIdle
 	header    protocol.Session // guarded by mu
 	approval  string           // guarded by mu
 	thinking  string           // guarded by mu
@@ -284,7 +285,7 @@ func (s *session) transcriptFailure(err error) error {
 // runTurn runs the loop and records how the turn ended; a queued
 // follow-up then starts the next turn.
 func (s *session) runTurn(ctx context.Context, t *turn, history []llm.Message) {
-	defer s.releaseMemoryIfIdle() // last, once the turn is done
+	defer s.fellIdle() // last, once the turn is done
 	defer close(t.done)
 	defer t.cancel()
 	outcome, err := t.loop.Run(ctx, history)
@@ -349,16 +350,19 @@ func (s *session) leadWithSteeringLocked() {
 	}
 }
 
-// releaseMemoryIfIdle hands the memory the turns used back to the system
-// when no turn runs any more: an idle worker waits, perhaps for hours, and
-// the runtime would otherwise keep the pages of a turn's garbage for
-// itself. It costs one collection of a small heap per idle transition.
-func (s *session) releaseMemoryIfIdle() {
+// fellIdle runs when a turn has ended. If no other turn runs, the worker
+// hands the memory its turns used back to the system — an idle worker
+// waits, perhaps for hours, and the runtime would otherwise keep the pages
+// of a turn's garbage for itself, at the cost of one collection of a small
+// heap — and its host looks at whether it is idle: an orphan, with no host
+// connected, retires after its grace.
+func (s *session) fellIdle() {
 	s.mu.Lock()
 	idle := s.current == nil
 	s.mu.Unlock()
 	if idle {
 		debug.FreeOSMemory()
+		s.checkIdle()
 	}
 }
 

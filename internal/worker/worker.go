@@ -44,6 +44,10 @@ type Config struct {
 	// PreviousExit, when set, is why the session's previous worker ended:
 	// a turn it left running is recorded as failed with this cause.
 	PreviousExit string
+	// OrphanGrace is how long the worker lives on with no host connected
+	// and no turn running: once its host is gone (killed, say) and no
+	// other claims it, it exits. Zero means it waits for a host forever.
+	OrphanGrace time.Duration
 }
 
 // Registration is what a worker publishes in the home so a host can find it.
@@ -111,11 +115,12 @@ func Run(ctx context.Context, cfg Config) error {
 	defer os.Remove(regPath)
 	h, err := host.Start(host.Config{
 		Listener: ln, HostID: "worker", CompositionID: protocol.CompositionWorker,
-		Version: cfg.Version, Logger: logger,
+		Version: cfg.Version, Logger: logger, IdleGrace: cfg.OrphanGrace,
 		Compose: func(_ context.Context, h *host.Host) (host.Composition, error) {
 			// Handlers run only once the composition is ready, after this:
 			// a worker that answers is registered.
 			s.epoch = h.Epoch()
+			s.checkIdle = h.CheckIdle
 			if err := writeRegistration(regPath, Registration{
 				SessionID: s.id, PID: os.Getpid(), Endpoint: cfg.SocketPath, Epoch: s.epoch, StartedAt: time.Now().UTC(),
 			}); err != nil {
