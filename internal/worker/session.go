@@ -326,12 +326,18 @@ func (s *session) runTurn(ctx context.Context, t *turn, history []llm.Message) {
 }
 
 // startQueuedLocked starts the turn of the oldest message queued for the
-// next turn, unless none is or the worker is stopping.
+// next turn, unless none is or the worker is stopping. While the session's
+// model cannot run (its provider is not configured), the messages stay
+// queued: the end of the next turn tries again.
 func (s *session) startQueuedLocked() {
 	if s.base.Err() != nil || len(s.queue.FollowUp) == 0 {
 		return
 	}
 	next := s.queue.FollowUp[0]
+	if _, _, err := s.providers.Resolve(s.header.Model); err != nil {
+		s.logger.Warn("a queued message waits: the session's model cannot run", "message", next.MessageID, "err", err)
+		return
+	}
 	s.queue.FollowUp = s.queue.FollowUp[1:]
 	next.State = protocol.QueueDelivered
 	s.messages[next.MessageID] = next

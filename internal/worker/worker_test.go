@@ -498,3 +498,40 @@ func TestDeliveredSteeringIsNotQueuedAgainAfterRestart(t *testing.T) {
 		t.Fatal("no user_message record delivers m2")
 	}
 }
+
+// TestAQueuedMessageWaitsWhileTheModelCannotRun: a follow-up whose turn
+// cannot start (the session's model was switched to a provider that is not
+// configured) stays queued, and runs after the next turn once it can.
+func TestAQueuedMessageWaitsWhileTheModelCannotRun(t *testing.T) {
+	r := start(t, protocol.ApprovalAll, `{"replies":[{"steps":[{"tool":"bash","arguments":{"command":"sleep 30"}}]},{"steps":[{"text":"t3"}]},{"steps":[{"text":"m2"}]}]}`, "", "")
+	deltas := follow(t, r.conn)
+	startTurn(t, r.conn, "t1", "go")
+	until(t, deltas, func(d protocol.SessionDelta) bool { return d.Event == protocol.EventToolCallStart })
+	ctx := agentdtest.Context(t)
+	m2 := protocol.MessageSubmitInput{SessionID: "s1", MessageID: "m2", Content: protocol.Content{Text: "then this"}, Placement: protocol.PlacementNextTurn}
+	if err := r.conn.Request(ctx, protocol.OpTurnMessageSubmit, m2, nil); err != nil {
+		t.Fatal(err)
+	}
+	selectModel := func(model string) {
+		t.Helper()
+		if err := r.conn.Request(ctx, protocol.OpModelsSelect, protocol.ModelsSelectInput{SessionID: "s1", Model: model}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	selectModel("anthropic/claude-sonnet-4-5")
+	if err := r.conn.Request(ctx, protocol.OpTurnInterrupt, protocol.TurnRef{SessionID: "s1", TurnID: "t1"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	until(t, deltas, runEnd("t1"))
+	var e protocol.QueueEntry
+	if err := r.conn.Request(ctx, protocol.OpTurnMessageSubmit, m2, &e); err != nil || e.State != protocol.QueueQueued {
+		t.Fatalf("m2 after its turn could not start: %+v %v", e, err)
+	}
+	selectModel("faux/echo")
+	startTurn(t, r.conn, "t3", "now")
+	until(t, deltas, runEnd("t3"))
+	seen := until(t, deltas, runEnd("turn-m2"))
+	if st := seen[len(seen)-1].Turn.Status; st != protocol.TurnCompleted {
+		t.Fatalf("the waiting message's turn ended %q", st)
+	}
+}
