@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -146,26 +147,36 @@ func waitProcessGone(t *testing.T, pid int) {
 	}
 }
 
-func TestWorkerKilledMidTurnFailsTheTurnAndIsReplaced(t *testing.T) {
-	p := newSessionPlace(t)
-	dir := p.workDir()
-	id := strings.TrimSpace(p.mustRun("new", "--cwd", dir))
-	cmd := p.command("run", "--session", id, "--json", "--approve", "all", "run `echo $$ > tool.pid; exec sleep 100`")
+// runUntilTool starts `agentd run --json` on session id with prompt and
+// returns once its first tool call has started; the command's stdout is
+// drained from then on.
+func runUntilTool(t *testing.T, p *place, id, prompt string) (cmd *exec.Cmd, stderr *bytes.Buffer) {
+	t.Helper()
+	cmd = p.command("run", "--session", id, "--json", "--approve", "all", prompt)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
+	stderr = &bytes.Buffer{}
+	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	sc := bufio.NewScanner(stdout)
-	for sc.Scan() {
-		if strings.Contains(sc.Text(), `"event":"tool_call_start"`) {
-			break
-		}
+	for sc.Scan() && !strings.Contains(sc.Text(), `"event":"tool_call_start"`) {
 	}
+	go func() {
+		for sc.Scan() {
+		}
+	}()
+	return cmd, stderr
+}
+
+func TestWorkerKilledMidTurnFailsTheTurnAndIsReplaced(t *testing.T) {
+	p := newSessionPlace(t)
+	dir := p.workDir()
+	id := strings.TrimSpace(p.mustRun("new", "--cwd", dir))
+	cmd, stderr := runUntilTool(t, p, id, "run `echo $$ > tool.pid; exec sleep 100`")
 	tool := 0
 	for deadline := time.Now().Add(agentdtest.Timeout); tool == 0; time.Sleep(5 * time.Millisecond) {
 		b, _ := os.ReadFile(filepath.Join(dir, "tool.pid"))
@@ -176,11 +187,7 @@ func TestWorkerKilledMidTurnFailsTheTurnAndIsReplaced(t *testing.T) {
 	}
 	pid := workerPID(t, p, id)
 	syscall.Kill(pid, syscall.SIGKILL)
-	go func() {
-		for sc.Scan() {
-		}
-	}()
-	err = cmd.Wait()
+	err := cmd.Wait()
 	if err == nil || !strings.Contains(stderr.String(), "worker exited: signal 9") {
 		t.Fatalf("run after the worker was killed: %v: %s", err, stderr.String())
 	}
@@ -478,21 +485,7 @@ func TestAWorkerWhoseHostWasKilledFinishesItsTurnAndRetires(t *testing.T) {
 	p := newSessionPlace(t)
 	dir := p.workDir()
 	id := strings.TrimSpace(p.mustRun("new", "--cwd", dir))
-	cmd := p.command("run", "--session", id, "--json", "--approve", "all", "run `sleep 1; echo orphan-finished`")
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	sc := bufio.NewScanner(stdout)
-	for sc.Scan() && !strings.Contains(sc.Text(), `"event":"tool_call_start"`) {
-	}
-	go func() {
-		for sc.Scan() {
-		}
-	}()
+	cmd, _ := runUntilTool(t, p, id, "run `sleep 1; echo orphan-finished`")
 	pid := workerPID(t, p, id)
 	killHost(t, p)
 	cmd.Wait()

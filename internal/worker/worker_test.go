@@ -161,6 +161,19 @@ func startTurn(t *testing.T, c *client.Conn, id, text string) protocol.TurnStart
 	return res
 }
 
+// startBusy starts a worker whose model first runs `sleep 30` with bash,
+// then gives replies, starts turn t1 and returns once the sleep runs: t1
+// runs until it is stopped.
+func startBusy(t *testing.T, replies ...string) (*running, <-chan protocol.SessionDelta) {
+	t.Helper()
+	busy := `{"steps":[{"tool":"bash","arguments":{"command":"sleep 30"}}]}`
+	r := start(t, protocol.ApprovalAll, `{"replies":[`+strings.Join(append([]string{busy}, replies...), ",")+`]}`, "", "")
+	deltas := follow(t, r.conn)
+	startTurn(t, r.conn, "t1", "go")
+	until(t, deltas, func(d protocol.SessionDelta) bool { return d.Event == protocol.EventToolCallStart })
+	return r, deltas
+}
+
 func TestTurnStreamsEventsAndIsRecorded(t *testing.T) {
 	r := start(t, protocol.ApprovalAll, "", "", "")
 	deltas := follow(t, r.conn)
@@ -228,14 +241,7 @@ func TestAskPolicyWaitsForAnAnswerAndTheFirstAnswerWins(t *testing.T) {
 }
 
 func TestStopInterruptAndQueuedFollowUp(t *testing.T) {
-	script := `{"replies":[
-		{"steps":[{"tool":"bash","arguments":{"command":"sleep 30"}}]},
-		{"steps":[{"text":"follow-up answered"}]}
-	]}`
-	r := start(t, protocol.ApprovalAll, script, "", "")
-	deltas := follow(t, r.conn)
-	startTurn(t, r.conn, "t1", "go")
-	until(t, deltas, func(d protocol.SessionDelta) bool { return d.Event == protocol.EventToolCallStart })
+	r, deltas := startBusy(t, `{"steps":[{"text":"follow-up answered"}]}`)
 	ctx := agentdtest.Context(t)
 	var entry protocol.QueueEntry
 	if err := r.conn.Request(ctx, protocol.OpTurnMessageSubmit, protocol.MessageSubmitInput{SessionID: "s1", MessageID: "m2", Content: protocol.Content{Text: "then this"}, Placement: protocol.PlacementNextTurn}, &entry); err != nil || entry.State != protocol.QueueQueued {
@@ -259,11 +265,7 @@ func TestStopInterruptAndQueuedFollowUp(t *testing.T) {
 }
 
 func TestRunningTurnIsRecordedInterruptedWhenTheWorkerStops(t *testing.T) {
-	script := `{"replies":[{"steps":[{"tool":"bash","arguments":{"command":"sleep 30"}}]}]}`
-	r := start(t, protocol.ApprovalAll, script, "", "")
-	deltas := follow(t, r.conn)
-	startTurn(t, r.conn, "t1", "go")
-	until(t, deltas, func(d protocol.SessionDelta) bool { return d.Event == protocol.EventToolCallStart })
+	r, _ := startBusy(t)
 	r.stop(t)
 	c, err := transcript.ReadAll(r.transcript)
 	if err != nil {
@@ -296,11 +298,7 @@ func TestATurnLeftRunningByADeadWorkerIsRecordedFailed(t *testing.T) {
 }
 
 func TestQueuedMessageCanBeRetractedBeforeItIsDelivered(t *testing.T) {
-	script := `{"replies":[{"steps":[{"tool":"bash","arguments":{"command":"sleep 30"}}]}]}`
-	r := start(t, protocol.ApprovalAll, script, "", "")
-	deltas := follow(t, r.conn)
-	startTurn(t, r.conn, "t1", "go")
-	until(t, deltas, func(d protocol.SessionDelta) bool { return d.Event == protocol.EventToolCallStart })
+	r, deltas := startBusy(t)
 	ctx := agentdtest.Context(t)
 	var entry protocol.QueueEntry
 	if err := r.conn.Request(ctx, protocol.OpTurnMessageSubmit, protocol.MessageSubmitInput{SessionID: "s1", MessageID: "m2", Content: protocol.Content{Text: "later"}, Placement: protocol.PlacementNextTurn}, &entry); err != nil {
@@ -393,10 +391,7 @@ func TestThePlanSurvivesARestart(t *testing.T) {
 // knows them: retracted ones stay retracted, steering that missed its turn
 // leads the next, and they run in order once a turn ends.
 func TestQueuedMessagesOutliveTheWorker(t *testing.T) {
-	r := start(t, protocol.ApprovalAll, `{"replies":[{"steps":[{"tool":"bash","arguments":{"command":"sleep 30"}}]}]}`, "", "")
-	deltas := follow(t, r.conn)
-	startTurn(t, r.conn, "t1", "go")
-	until(t, deltas, func(d protocol.SessionDelta) bool { return d.Event == protocol.EventToolCallStart })
+	r, _ := startBusy(t)
 	ctx := agentdtest.Context(t)
 	submit := func(c *client.Conn, id, placement string) protocol.QueueEntry {
 		t.Helper()
@@ -503,10 +498,7 @@ func TestDeliveredSteeringIsNotQueuedAgainAfterRestart(t *testing.T) {
 // cannot start (the session's model was switched to a provider that is not
 // configured) stays queued, and runs after the next turn once it can.
 func TestAQueuedMessageWaitsWhileTheModelCannotRun(t *testing.T) {
-	r := start(t, protocol.ApprovalAll, `{"replies":[{"steps":[{"tool":"bash","arguments":{"command":"sleep 30"}}]},{"steps":[{"text":"t3"}]},{"steps":[{"text":"m2"}]}]}`, "", "")
-	deltas := follow(t, r.conn)
-	startTurn(t, r.conn, "t1", "go")
-	until(t, deltas, func(d protocol.SessionDelta) bool { return d.Event == protocol.EventToolCallStart })
+	r, deltas := startBusy(t, `{"steps":[{"text":"t3"}]}`, `{"steps":[{"text":"m2"}]}`)
 	ctx := agentdtest.Context(t)
 	m2 := protocol.MessageSubmitInput{SessionID: "s1", MessageID: "m2", Content: protocol.Content{Text: "then this"}, Placement: protocol.PlacementNextTurn}
 	if err := r.conn.Request(ctx, protocol.OpTurnMessageSubmit, m2, nil); err != nil {
