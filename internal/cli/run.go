@@ -316,7 +316,7 @@ func (p *printer) lost(cause error) error {
 	defer cancel()
 	var t protocol.TurnSnapshot
 	if err := p.c.Request(ctx, protocol.OpTurnQuery, protocol.TurnRef{SessionID: p.session, TurnID: p.turnID}, &t); err != nil {
-		return fmt.Errorf("%v; the turn's outcome is unknown: %w", cause, err)
+		return fmt.Errorf("%v; the turn's outcome is unknown, and its worker may still finish it (`agentd log %s` shows how it ended): %w", cause, p.session, err)
 	}
 	if t.Status == protocol.TurnCompleted {
 		return nil

@@ -485,10 +485,12 @@ func TestAWorkerWhoseHostWasKilledFinishesItsTurnAndRetires(t *testing.T) {
 	p := newSessionPlace(t)
 	dir := p.workDir()
 	id := strings.TrimSpace(p.mustRun("new", "--cwd", dir))
-	cmd, _ := runUntilTool(t, p, id, "run `sleep 1; echo orphan-finished`")
+	cmd, stderr := runUntilTool(t, p, id, "run `sleep 1; echo orphan-finished`")
 	pid := workerPID(t, p, id)
 	killHost(t, p)
-	cmd.Wait()
+	if err := cmd.Wait(); err == nil || !strings.Contains(stderr.String(), "agentd log "+id) {
+		t.Fatalf("run whose host was killed: %v: %s", err, stderr)
+	}
 	waitProcessGone(t, pid)
 	if log := p.mustRun("log", id); !strings.Contains(log, "orphan-finished") || !strings.Contains(log, "── completed") {
 		t.Fatalf("log after the orphan retired:\n%s", log)
