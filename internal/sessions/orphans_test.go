@@ -24,8 +24,7 @@ func TestSessionOfReadsTheKernelsAnswer(t *testing.T) {
 }
 
 // TestKillSessionEndsWhatItsLeaderLeft: the members of a session are
-// killed, its leader (a worker, dead by then) is not looked for, and a
-// process outside the session is left alone.
+// killed; its leader (a worker, dead by then) is not looked for.
 func TestKillSessionEndsWhatItsLeaderLeft(t *testing.T) {
 	leader := exec.Command("sh", "-c", "sleep 100 & echo started; wait")
 	leader.SysProcAttr = &syscall.SysProcAttr{Setsid: true}

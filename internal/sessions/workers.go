@@ -246,7 +246,7 @@ func (s *Service) stopOrphan(session string) {
 		}
 	}
 	if err != nil {
-		s.log.Warn("stopping a worker an earlier host left running", "session", session, "pid", reg.PID, "err", err)
+		s.log.Warn("a worker an earlier host left running did not stop", "session", session, "pid", reg.PID, "err", err)
 	}
 }
 
