@@ -108,6 +108,7 @@ type Host struct {
 	comp     Composition               // guarded by mu: nil until ready
 	table    Table                     // guarded by mu: comp.Handlers()
 	sessions map[*connSession]struct{} // guarded by mu
+	closing  bool                      // guarded by mu: stop has taken the sessions to close
 	idle     *time.Timer               // guarded by mu
 	err      error                     // guarded by mu: why the host stopped
 }
@@ -503,16 +504,16 @@ func incompatibility(hello *protocol.Hello, composition string) string {
 	return ""
 }
 
-// addSession registers s unless the host has begun to drain: stop closes
-// the sessions it finds registered, so one whose handshake ends after that
-// is refused rather than left open with nobody to close it.
+// addSession registers s unless the host is closing its connections: stop
+// closes the sessions registered when it comes to them, so one whose
+// handshake ends after that is refused rather than left open with nobody
+// to close it. One that ends during the drain before then is served, and
+// closed with the others.
 func (h *Host) addSession(s *connSession) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	select {
-	case <-h.draining:
+	if h.closing {
 		return false
-	default:
 	}
 	h.sessions[s] = struct{}{}
 	if h.idle != nil {
@@ -614,6 +615,7 @@ func (h *Host) stop(cause error) {
 		h.awaitOperations()
 
 		h.mu.Lock()
+		h.closing = true
 		sessions := make([]*connSession, 0, len(h.sessions))
 		for s := range h.sessions {
 			sessions = append(sessions, s)
