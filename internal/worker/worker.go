@@ -225,7 +225,10 @@ func (s *session) recover(previousExit string) error {
 			}
 		case recQueueAdd:
 			var d queueData
-			if json.Unmarshal(r.Data, &d) == nil && d.MessageID != "" {
+			if json.Unmarshal(r.Data, &d) != nil || d.MessageID == "" {
+				break
+			}
+			if _, known := s.messages[d.MessageID]; !known { // a message is queued once
 				s.enqueueLocked(protocol.QueueEntry{EntryID: d.EntryID, MessageID: d.MessageID,
 					Content: protocol.Content{Text: d.Text}, Placement: d.Placement, State: protocol.QueueQueued})
 			}

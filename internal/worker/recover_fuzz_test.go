@@ -1,0 +1,57 @@
+package worker
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"testing"
+
+	"github.com/agentd-dev/agentd/internal/tools"
+	"github.com/agentd-dev/agentd/internal/transcript"
+	"github.com/agentd-dev/agentd/protocol"
+)
+
+// FuzzRecover feeds a new worker transcripts of well-formed records with
+// arbitrary contents, as an edited or damaged file could hold: recovery
+// never panics, and the queue it rebuilds holds only queued entries, each
+// known by its message, each message once.
+func FuzzRecover(f *testing.F) {
+	types := []string{recTurnStart, recTurnEnd, recUserMessage, recAssistantMessage, recToolResults, recQueueAdd, recQueueRetract, "other"}
+	f.Add([]byte{0, 1, 5, 2, 6}, []byte(`{"messageId":"m1","entryId":"q-m1","placement":"next_turn","text":"x","runId":"r","status":"completed"}`))
+	f.Add([]byte{5, 5, 6, 0, 3}, []byte(`{"messageId":"m1","placement":"steering","steering":true}`))
+	f.Add([]byte{4, 4}, []byte(`{"role":"assistant","parts":[{"type":"tool_call","toolCall":{"id":"c","name":"todo","arguments":{"items":[]}}}]}`))
+	f.Add([]byte{2}, []byte(`"not an object"`))
+	f.Fuzz(func(t *testing.T, kinds, data []byte) {
+		if len(kinds) > 64 || !json.Valid(data) {
+			return
+		}
+		log, err := transcript.Open(filepath.Join(t.TempDir(), "transcript.jsonl"), transcript.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer log.Close()
+		for i, k := range kinds {
+			turn := "t" + string(rune('a'+i%3))
+			if _, err := log.Append(types[int(k)%len(types)], turn, json.RawMessage(data)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		s := &session{
+			id: "s1", log: log, todo: &tools.Todo{},
+			turns: map[string]*turn{}, pending: map[string]*interaction{}, streams: map[string]*stream{},
+			subs: map[string]*subscription{}, messages: map[string]protocol.QueueEntry{},
+		}
+		if err := s.recover("worker exited: signal 9"); err != nil {
+			t.Fatalf("recover: %v", err)
+		}
+		if len(s.queue.Steering) > 0 {
+			t.Fatalf("steering left waiting with no turn to take it: %+v", s.queue.Steering)
+		}
+		seen := map[string]bool{}
+		for _, e := range s.queue.FollowUp {
+			if e.State != protocol.QueueQueued || s.messages[e.MessageID].State != protocol.QueueQueued || seen[e.MessageID] {
+				t.Fatalf("queue entry %+v, known as %+v", e, s.messages[e.MessageID])
+			}
+			seen[e.MessageID] = true
+		}
+	})
+}
