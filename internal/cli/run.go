@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 
 	"github.com/spf13/cobra"
 
@@ -30,6 +31,21 @@ func (e errTurnFailed) Error() string {
 type runFlags struct {
 	session, cwd, title, model, thinking, approve string
 	asJSON                                        bool
+	// queue and steer send the prompt to a session whose turn runs: to
+	// run after it, or into it at its next model call.
+	queue, steer bool
+}
+
+// placement is where the prompt goes when a turn runs; empty for a turn of
+// its own, refused while another runs.
+func (f runFlags) placement() string {
+	switch {
+	case f.queue:
+		return protocol.PlacementNextTurn
+	case f.steer:
+		return protocol.PlacementSteering
+	}
+	return ""
 }
 
 func newRunCmd(e *env) *cobra.Command {
@@ -54,6 +70,14 @@ func newRunCmd(e *env) *cobra.Command {
 			if f.model != "" && !strings.Contains(strings.Trim(f.model, "/"), "/") {
 				return usagef("--model %q: provider requires a model (provider/model)", f.model)
 			}
+			switch {
+			case f.queue && f.steer:
+				return usagef("--queue and --steer: choose one")
+			case (f.queue || f.steer) && f.session == "":
+				return usagef("--queue and --steer need --session")
+			case (f.queue || f.steer) && f.approve != "":
+				return usagef("--approve starts a turn of its own; with --queue or --steer the session's policy applies")
+			}
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -68,6 +92,8 @@ func newRunCmd(e *env) *cobra.Command {
 	fl.StringVar(&f.thinking, "thinking", "", "thinking level: off, low, medium or high")
 	fl.StringVar(&f.approve, "approve", "", "which tool calls wait for you: ask (default on a terminal), all or read-only (default otherwise)")
 	fl.BoolVar(&f.asJSON, "json", false, "print the event stream as JSON lines")
+	fl.BoolVar(&f.queue, "queue", false, "if a turn runs, run the prompt after it (and stream that turn)")
+	fl.BoolVar(&f.steer, "steer", false, "if a turn runs, send the prompt into it before its next model call (and stream that turn)")
 	return cmd
 }
 
@@ -119,18 +145,19 @@ func runTurn(ctx context.Context, e *env, f runFlags, prompt string) error {
 	if err := c.Request(setup, protocol.OpSubscriptionReady, protocol.SubscriptionRef{SubscriptionID: open.SubscriptionID}, nil); err != nil {
 		return err
 	}
-	turnID := "t" + newID()
-	var started protocol.TurnStartResult
-	if err := c.Request(setup, protocol.OpTurnStart, protocol.TurnStartInput{
-		SessionID: sess.SessionID, TurnID: turnID, Content: protocol.Content{Text: prompt}, Approval: f.approve,
-	}, &started); err != nil {
+	p := &printer{e: e, asJSON: f.asJSON, interactive: interactive, c: c, session: sess.SessionID, in: bufio.NewReader(e.stdin)}
+	if err := p.begin(setup, f, prompt); err != nil {
 		return err
 	}
 	if !f.asJSON {
 		fmt.Fprintf(e.stderr, "session %s · %s\n", sess.SessionID, sess.Model)
+		if p.queued {
+			fmt.Fprintf(e.stderr, "queued: the session is running a turn\n")
+		}
 	}
 
-	// A first interrupt stops the turn at once; a second leaves.
+	// A first interrupt takes a queued prompt back, or stops the turn at
+	// once; a second leaves.
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, os.Interrupt)
 	defer signal.Stop(sigs)
@@ -140,8 +167,12 @@ func runTurn(ctx context.Context, e *env, f runFlags, prompt string) error {
 		select {
 		case <-sigs:
 			ictx, cancel := context.WithTimeout(context.Background(), requestTimeout)
-			c.Request(ictx, protocol.OpTurnInterrupt, protocol.TurnRef{SessionID: sess.SessionID, TurnID: turnID}, nil)
+			retracted := p.interrupt(ictx)
 			cancel()
+			if retracted {
+				stopStream() // nothing of the prompt's will run
+				return
+			}
 		case <-streamCtx.Done():
 			return
 		}
@@ -152,7 +183,6 @@ func runTurn(ctx context.Context, e *env, f runFlags, prompt string) error {
 		}
 	}()
 
-	p := &printer{e: e, asJSON: f.asJSON, interactive: interactive, c: c, session: sess.SessionID, turnID: turnID, in: bufio.NewReader(e.stdin)}
 	for {
 		fr, err := watch.Next(streamCtx)
 		if err != nil {
@@ -189,9 +219,88 @@ type printer struct {
 	interactive bool
 	c           *client.Conn
 	session     string
-	turnID      string
 	in          *bufio.Reader
 	midLine     bool
+	// message is the prompt's message id when it was submitted to a
+	// session whose turn ran rather than starting a turn of its own;
+	// queued, whether it waited in the queue then.
+	message string
+	queued  bool
+
+	mu     sync.Mutex
+	turnID string // guarded by mu: the turn streamed; empty until known
+}
+
+// begin starts the prompt's turn, or submits the prompt to the turn that
+// runs, and notes which turn to stream.
+func (p *printer) begin(ctx context.Context, f runFlags, prompt string) error {
+	placement := f.placement()
+	if placement == "" {
+		turnID := "t" + newID()
+		err := p.c.Request(ctx, protocol.OpTurnStart, protocol.TurnStartInput{
+			SessionID: p.session, TurnID: turnID, Content: protocol.Content{Text: prompt}, Approval: f.approve,
+		}, nil)
+		if errors.Is(err, client.ErrOperationConflict) {
+			return fmt.Errorf("session %s is running a turn: add --queue to run this prompt after it, or --steer to send it into that turn", p.session)
+		}
+		p.setTurn(turnID)
+		return err
+	}
+	p.message = "m" + newID()
+	var entry protocol.QueueEntry
+	if err := p.c.Request(ctx, protocol.OpTurnMessageSubmit, protocol.MessageSubmitInput{
+		SessionID: p.session, MessageID: p.message, Content: protocol.Content{Text: prompt}, Placement: placement,
+	}, &entry); err != nil {
+		return err
+	}
+	p.queued = entry.State == protocol.QueueQueued
+	// A follow-up, or a prompt that started a turn because none ran, has a
+	// turn of its own; steering goes into a turn the stream names.
+	if entry.State == protocol.QueueDelivered || placement == protocol.PlacementNextTurn {
+		p.setTurn("turn-" + p.message)
+	}
+	return nil
+}
+
+func (p *printer) setTurn(id string) {
+	p.mu.Lock()
+	p.turnID = id
+	p.mu.Unlock()
+}
+
+func (p *printer) turn() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.turnID
+}
+
+// interrupt takes the prompt back while it waits in the queue, and
+// reports whether it did; otherwise it stops the streamed turn at once.
+func (p *printer) interrupt(ctx context.Context) (retracted bool) {
+	if p.message != "" && p.c.Request(ctx, protocol.OpQueueRetract, protocol.QueueRetractInput{SessionID: p.session, EntryID: "q-" + p.message}, nil) == nil {
+		return true
+	}
+	if t := p.turn(); t != "" {
+		p.c.Request(ctx, protocol.OpTurnInterrupt, protocol.TurnRef{SessionID: p.session, TurnID: t}, nil)
+	}
+	return false
+}
+
+// steered notes the turn a steering prompt went into, from the record of
+// its delivery.
+func (p *printer) steered(d protocol.SessionDelta) {
+	if p.message == "" || d.Event != protocol.EventEntryAdded || p.turn() != "" {
+		return
+	}
+	var rec struct {
+		Type string `json:"type"`
+		Data struct {
+			MessageID string `json:"messageId"`
+		} `json:"data"`
+	}
+	if json.Unmarshal(d.Entry, &rec) == nil && rec.Type == "user_message" && rec.Data.MessageID == p.message {
+		p.setTurn(d.TurnID)
+	}
 }
 
 func (p *printer) out() io.Writer { return p.e.stdout }
@@ -216,7 +325,12 @@ func (p *printer) delta(ctx context.Context, raw json.RawMessage, d protocol.Ses
 	if p.asJSON {
 		fmt.Fprintf(p.out(), "%s\n", raw)
 	}
-	if d.TurnID != "" && d.TurnID != p.turnID && d.Event != protocol.EventInteractionAdded {
+	p.steered(d)
+	if d.Event == protocol.EventRunStart && d.TurnID == "turn-"+p.message && p.turn() == "" {
+		p.setTurn(d.TurnID) // steering that missed its turn leads the next
+	}
+	turnID := p.turn()
+	if d.TurnID != "" && d.TurnID != turnID && d.Event != protocol.EventInteractionAdded {
 		return false, nil
 	}
 	switch d.Event {
@@ -250,7 +364,7 @@ func (p *printer) delta(ctx context.Context, raw json.RawMessage, d protocol.Ses
 			return false, p.ask(ctx, *d.Interaction)
 		}
 	case protocol.EventRunEnd:
-		if d.Turn == nil || d.Turn.TurnID != p.turnID {
+		if d.Turn == nil || d.Turn.TurnID != turnID {
 			return false, nil
 		}
 		if !p.asJSON {
@@ -315,7 +429,7 @@ func (p *printer) lost(cause error) error {
 	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
 	defer cancel()
 	var t protocol.TurnSnapshot
-	if err := p.c.Request(ctx, protocol.OpTurnQuery, protocol.TurnRef{SessionID: p.session, TurnID: p.turnID}, &t); err != nil {
+	if err := p.c.Request(ctx, protocol.OpTurnQuery, protocol.TurnRef{SessionID: p.session, TurnID: p.turn()}, &t); err != nil {
 		return fmt.Errorf("%v; the turn's outcome is unknown, and its worker may still finish it (`agentd log %s` shows how it ended): %w", cause, p.session, err)
 	}
 	if t.Status == protocol.TurnCompleted {

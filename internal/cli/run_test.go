@@ -152,7 +152,16 @@ func waitProcessGone(t *testing.T, pid int) {
 // drained from then on.
 func runUntilTool(t *testing.T, p *place, id, prompt string) (cmd *exec.Cmd, stderr *bytes.Buffer) {
 	t.Helper()
-	cmd = p.command("run", "--session", id, "--json", "--approve", "all", prompt)
+	cmd, stderr, _ = runUntil(t, p, protocol.EventToolCallStart, "run", "--session", id, "--json", "--approve", "all", prompt)
+	return cmd, stderr
+}
+
+// runUntil starts agentd with args (a run with --json) and returns once a
+// delta of event has come, with that delta's line; the command's stdout is
+// drained from then on.
+func runUntil(t *testing.T, p *place, event string, args ...string) (cmd *exec.Cmd, stderr *bytes.Buffer, line string) {
+	t.Helper()
+	cmd = p.command(args...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -163,13 +172,14 @@ func runUntilTool(t *testing.T, p *place, id, prompt string) (cmd *exec.Cmd, std
 		t.Fatal(err)
 	}
 	sc := bufio.NewScanner(stdout)
-	for sc.Scan() && !strings.Contains(sc.Text(), `"event":"tool_call_start"`) {
+	for sc.Scan() && !strings.Contains(sc.Text(), `"event":"`+event+`"`) {
 	}
+	line = sc.Text()
 	go func() {
 		for sc.Scan() {
 		}
 	}()
-	return cmd, stderr
+	return cmd, stderr, line
 }
 
 func TestWorkerKilledMidTurnFailsTheTurnAndIsReplaced(t *testing.T) {
@@ -518,5 +528,73 @@ func TestANewHostStopsAWorkerItsKilledPredecessorLeft(t *testing.T) {
 	waitProcessGone(t, orphan)
 	if next := workerPID(t, p, id); next == orphan {
 		t.Fatal("the session is still served by the orphan")
+	}
+}
+
+// TestRunQueuesOrSteersIntoABusySession: a prompt for a session whose turn
+// runs is refused with the way out; --queue runs it after that turn and
+// streams it, --steer sends it into that turn and streams the rest. The
+// busy turn is held by a tool call waiting for approval.
+func TestRunQueuesOrSteersIntoABusySession(t *testing.T) {
+	p := newSessionPlace(t)
+	id := strings.TrimSpace(p.mustRun("new", "--cwd", p.workDir()))
+	hold := func() (*exec.Cmd, func()) {
+		t.Helper()
+		busy, _, line := runUntil(t, p, protocol.EventInteractionAdded, "run", "--session", id, "--json", "--approve", "ask", "run `echo held`")
+		var d struct{ Interaction protocol.Interaction }
+		if err := json.Unmarshal([]byte(line), &d); err != nil || d.Interaction.InteractionID == "" {
+			t.Fatalf("no interaction in %q: %v", line, err)
+		}
+		return busy, func() { p.mustRun("answer", id, d.Interaction.InteractionID, "allow") }
+	}
+	started := func(args ...string) (*exec.Cmd, *bytes.Buffer, *bytes.Buffer) {
+		t.Helper()
+		cmd := p.command(args...)
+		var out, errOut bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errOut
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		return cmd, &out, &errOut
+	}
+
+	busy, release := hold()
+	if _, errOut, code := p.run("run", "--session", id, "another"); code != 1 || !strings.Contains(errOut, "--queue") {
+		t.Fatalf("run on a busy session: exit %d: %s", code, errOut)
+	}
+	queued, out, errOut := started("run", "--session", id, "--queue", "queued prompt")
+	waitFor(t, "the prompt queued", func() bool { return strings.Contains(p.mustRun("log", id, "--json"), "queued prompt") })
+	release()
+	if err := busy.Wait(); err != nil {
+		t.Fatalf("the busy turn: %v", err)
+	}
+	if err := queued.Wait(); err != nil || !strings.Contains(out.String(), `You said: "queued prompt"`) || !strings.Contains(errOut.String(), "queued:") {
+		t.Fatalf("run --queue: %v\n%s\n%s", err, out, errOut)
+	}
+
+	busy, release = hold()
+	steered, out, errOut := started("run", "--session", id, "--steer", "steer this")
+	waitFor(t, "the prompt queued", func() bool { return strings.Contains(p.mustRun("log", id, "--json"), "steer this") })
+	release()
+	if err := busy.Wait(); err != nil {
+		t.Fatalf("the steered turn: %v", err)
+	}
+	if err := steered.Wait(); err != nil || !strings.Contains(out.String(), `You said: "steer this"`) {
+		t.Fatalf("run --steer: %v\n%s\n%s", err, out, errOut)
+	}
+	log := p.mustRun("log", id)
+	turn, steer := strings.LastIndex(log, "> run `echo held`"), strings.Index(log, "> steer this")
+	if turn < 0 || steer < turn || strings.Contains(log[turn:steer], "── turn ") {
+		t.Fatalf("the steering did not go into the running turn:\n%s", log)
+	}
+}
+
+// waitFor polls cond until it holds.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(agentdtest.Timeout); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out: %s", what)
+		}
 	}
 }
