@@ -119,6 +119,7 @@ type session struct {
 	nextSub  int                            // guarded by mu
 	nextID   int                            // guarded by mu: interaction and entry ids
 	lastTurn *protocol.TurnSnapshot         // guarded by mu: the latest turn, recovered ones included
+	claimed  bool                           // guarded by mu: a host has attached
 	messages map[string]protocol.QueueEntry // guarded by mu: submitted messages by id, as they stand
 }
 
@@ -718,9 +719,10 @@ func (s *session) setThinking(_ context.Context, _ *host.Call, in *protocol.Thin
 	return protocol.ModelSelection{SessionID: s.id, Model: s.header.Model, Thinking: in.Level}, nil
 }
 
-// busy reports whether a turn runs.
+// Busy reports whether a turn runs, or no host has claimed the worker yet:
+// a worker is an orphan only once the host that started it has gone.
 func (s *session) Busy() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.current != nil
+	return s.current != nil || !s.claimed
 }

@@ -84,6 +84,9 @@ type connection struct {
 
 // AttachConnection implements host.ConnectionAttacher.
 func (s *session) AttachConnection(id host.Identity, out *host.OutboundWriter) host.Attachment {
+	s.mu.Lock()
+	s.claimed = true
+	s.mu.Unlock()
 	return &connection{s: s, id: id, out: out}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -525,5 +526,51 @@ func TestAQueuedMessageWaitsWhileTheModelCannotRun(t *testing.T) {
 	seen := until(t, deltas, runEnd("turn-m2"))
 	if st := seen[len(seen)-1].Turn.Status; st != protocol.TurnCompleted {
 		t.Fatalf("the waiting message's turn ended %q", st)
+	}
+}
+
+// TestAWorkerIsNoOrphanBeforeItsHostClaimsIt: the orphan grace runs only
+// once a host has attached; a worker its host is slow to reach waits.
+func TestAWorkerIsNoOrphanBeforeItsHostClaimsIt(t *testing.T) {
+	dir := agentdtest.ShortDir(t)
+	f, _ := faux.New(faux.Config{})
+	reg := provider.NewRegistry()
+	reg.Register(f)
+	sock := filepath.Join(dir, "w.sock")
+	ctx, cancel := context.WithCancel(context.Background())
+	exited := make(chan struct{})
+	go func() {
+		defer close(exited)
+		worker.Run(ctx, worker.Config{
+			Home: dir, Session: protocol.Session{SessionID: "s1", Cwd: dir, Model: "faux/echo"},
+			SocketPath: sock, TranscriptPath: filepath.Join(dir, "transcript.jsonl"),
+			Providers: reg, Tools: tools.Builtin(), OrphanGrace: time.Millisecond,
+		})
+	}()
+	defer func() {
+		cancel()
+		<-exited
+	}()
+	// The worker registers as its composition becomes ready.
+	for deadline := time.Now().Add(agentdtest.Timeout); ; time.Sleep(2 * time.Millisecond) {
+		if _, err := os.Stat(worker.RegistrationPath(dir, "s1")); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the worker did not register")
+		}
+	}
+	select {
+	case <-exited:
+		t.Fatal("the worker retired before a host reached it")
+	case <-time.After(100 * time.Millisecond): // a hundred orphan graces
+	}
+	c, err := client.Dial(agentdtest.Context(t), sock, client.Options{CompositionID: protocol.CompositionWorker})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Request(agentdtest.Context(t), protocol.OpSessionGet, protocol.SessionRef{SessionID: "s1"}, nil); err != nil {
+		t.Fatal(err)
 	}
 }
