@@ -443,6 +443,7 @@ func (s *Service) ready(ctx context.Context, call *host.Call, in *protocol.Subsc
 	if err != nil {
 		return protocol.SubscriptionRef{}, err
 	}
+	r.readied.Store(true)
 	if err := r.w.conn.Request(ctx, protocol.OpSubscriptionReady, in, nil); err != nil {
 		return protocol.SubscriptionRef{}, protocol.Errorf(protocol.CodeInternalFailure, "starting the session's stream: %v", err)
 	}

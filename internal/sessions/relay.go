@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentd-dev/agentd/client"
@@ -49,6 +50,9 @@ type relay struct {
 	once   sync.Once
 	done   chan struct{}
 	seq    uint64 // the last sequence relayed; read after done
+	// readied is set as the client's subscription.ready goes to the
+	// worker: only a readied subscription gets a closed frame to wait for.
+	readied atomic.Bool
 }
 
 func (r *relay) run(ctx context.Context, workerEpoch string) {
@@ -160,7 +164,7 @@ func (r *relay) close() {
 	r.once.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		if r.w.conn.Request(ctx, protocol.OpSubscriptionClose, protocol.SubscriptionRef{SubscriptionID: r.id}, nil) == nil {
+		if r.w.conn.Request(ctx, protocol.OpSubscriptionClose, protocol.SubscriptionRef{SubscriptionID: r.id}, nil) == nil && r.readied.Load() {
 			// The worker's closed frame follows its deltas; let the relay
 			// carry it to the client.
 			select {
