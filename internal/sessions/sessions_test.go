@@ -158,15 +158,23 @@ func TestIdleWorkerStopsAndTheNextTurnStartsANewOne(t *testing.T) {
 	var s protocol.Session
 	c.Request(ctx, protocol.OpSessionCreate, protocol.SessionCreateInput{Cwd: work, Approval: protocol.ApprovalAll}, &s)
 	start := func(turn string) int {
-		if err := c.Request(ctx, protocol.OpTurnStart, protocol.TurnStartInput{SessionID: s.SessionID, TurnID: turn, Content: protocol.Content{Text: "hello"}}, nil); err != nil {
+		// A subscription holds the worker while its pid is read.
+		var open protocol.SubscriptionOpenResult
+		if err := c.Request(ctx, protocol.OpSubscriptionOpen, protocol.SubscriptionOpenInput{SessionID: s.SessionID, Transcript: protocol.TranscriptBootstrap{Kind: "none"}}, &open); err != nil {
 			t.Fatal(err)
 		}
 		pid := workerPID(t, h.Home, s.SessionID)
+		if err := c.Request(ctx, protocol.OpTurnStart, protocol.TurnStartInput{SessionID: s.SessionID, TurnID: turn, Content: protocol.Content{Text: "hello"}}, nil); err != nil {
+			t.Fatal(err)
+		}
 		waitFor(t, "turn end", func() bool {
 			var snap protocol.TurnSnapshot
 			err := c.Request(ctx, protocol.OpTurnQuery, protocol.TurnRef{SessionID: s.SessionID, TurnID: turn}, &snap)
 			return err == nil && snap.Status == protocol.TurnCompleted
 		})
+		if err := c.Request(ctx, protocol.OpSubscriptionClose, protocol.SubscriptionRef{SubscriptionID: open.SubscriptionID}, nil); err != nil {
+			t.Fatal(err)
+		}
 		return pid
 	}
 	first := start("t1")
