@@ -70,7 +70,8 @@ func newHostCmd(e *env) *cobra.Command {
 				Version: version.String(), IdleGrace: idleGrace, Logger: logger,
 				Compose: sessions.Compose(sessions.Config{
 					Home: act.Home, RuntimeDir: act.RuntimeDir, HostID: act.HostID,
-					WorkerIdleGrace: workerGrace, Models: m, Logger: logger,
+					WorkerIdleGrace: workerGrace, WorkerLog: out, WorkerLogFormat: logFormat,
+					Models: m, Logger: logger,
 				}),
 			})
 			if err != nil {

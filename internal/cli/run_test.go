@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentd-dev/agentd/client"
 	"github.com/agentd-dev/agentd/internal/agentdtest"
 	"github.com/agentd-dev/agentd/internal/worker"
 	"github.com/agentd-dev/agentd/protocol"
@@ -597,4 +598,17 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("timed out: %s", what)
 		}
 	}
+}
+
+// TestWorkersLogToTheHostsLog: a host started on demand logs to the home's
+// host.log, and so do its workers, with whatever else they print.
+func TestWorkersLogToTheHostsLog(t *testing.T) {
+	p := newSessionPlace(t)
+	if _, errOut, code := p.run("run", "--cwd", p.workDir(), "hello"); code != 0 {
+		t.Fatalf("run: exit %d: %s", code, errOut)
+	}
+	waitFor(t, "a worker's lines in host.log", func() bool {
+		b, _ := os.ReadFile(filepath.Join(p.home, client.LogFileName))
+		return strings.Contains(string(b), "role=worker")
+	})
 }

@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"strings"
@@ -50,6 +51,11 @@ type Config struct {
 	// WorkerIdleGrace is how long a worker with no subscriber and no
 	// running turn lives on (default 30s).
 	WorkerIdleGrace time.Duration
+	// WorkerLog is where workers write their logs, and whatever else they
+	// print (a crash's trace): the host's own log. Default: stderr.
+	WorkerLog io.Writer
+	// WorkerLogFormat is the workers' log format: text (default) or json.
+	WorkerLogFormat string
 	Models          Models
 	Logger          *slog.Logger
 }
@@ -83,6 +89,12 @@ func New(h *host.Host, cfg Config) (*Service, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.WorkerLog == nil {
+		cfg.WorkerLog = os.Stderr
+	}
+	if cfg.WorkerLogFormat == "" {
+		cfg.WorkerLogFormat = "text"
 	}
 	cat, err := catalog.Open(cfg.Home)
 	if err != nil {

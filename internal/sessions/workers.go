@@ -153,7 +153,8 @@ func (s *Service) start(w *worker, h catalog.Header) {
 	args := append(append([]string(nil), s.cfg.WorkerCommand[1:]...),
 		"--session", h.ID, "--socket", sock, "--home", s.cfg.Home,
 		"--cwd", h.Cwd, "--model", model, "--thinking", h.Thinking, "--approval", h.Approval,
-		"--transcript", s.cat.TranscriptPath(h.ID), "--orphan-grace", s.cfg.WorkerIdleGrace.String())
+		"--transcript", s.cat.TranscriptPath(h.ID), "--orphan-grace", s.cfg.WorkerIdleGrace.String(),
+		"--log-format", s.cfg.WorkerLogFormat)
 	prev, _ := os.ReadFile(s.previousExitPath(h.ID))
 	if len(prev) > 0 {
 		args = append(args, "--previous-exit", string(prev))
@@ -163,7 +164,7 @@ func (s *Service) start(w *worker, h catalog.Header) {
 		// ps shows the program's name, not the path it was started by.
 		cmd.Args[0] = os.Args[0]
 	}
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	cmd.Stdout, cmd.Stderr = s.cfg.WorkerLog, s.cfg.WorkerLog
 	cmd.Dir = "/"
 	// A session of its own: what the worker starts stays in it, so what a
 	// killed worker leaves behind can be found and ended.
