@@ -28,20 +28,6 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-type fauxModels struct{}
-
-func (fauxModels) Available() []protocol.Model {
-	return []protocol.Model{{Provider: "faux", ModelID: "echo"}}
-}
-func (fauxModels) Default() string           { return "faux/echo" }
-func (m fauxModels) Ready(spec string) error { return m.Check(spec) }
-func (fauxModels) Check(spec string) error {
-	if spec != "faux/echo" {
-		return errors.New("unknown model " + spec)
-	}
-	return nil
-}
-
 // newHost runs a host in this process with the session service; its
 // workers are real processes (this test binary).
 func newHost(t *testing.T, grace time.Duration) (*agentdtest.Host, *client.Conn, string) {
@@ -51,7 +37,7 @@ func newHost(t *testing.T, grace time.Duration) (*agentdtest.Host, *client.Conn,
 	home, runDir := filepath.Join(base, "home"), filepath.Join(base, "run")
 	h := agentdtest.NewHost(t, agentdtest.Options{Home: home, RuntimeDir: runDir, Compose: sessions.Compose(sessions.Config{
 		Home: home, RuntimeDir: runDir, HostID: "test",
-		WorkerCommand: []string{os.Args[0], "worker"}, WorkerIdleGrace: grace, Models: fauxModels{},
+		WorkerCommand: []string{os.Args[0], "worker"}, WorkerIdleGrace: grace, Models: sessions.EchoModels{},
 	})})
 	work := filepath.Join(base, "work")
 	os.MkdirAll(work, 0o755)

@@ -13,6 +13,7 @@ import (
 	"github.com/agentd-dev/agentd/protocol"
 )
 
+// echoModels offers the offline model alone: faux/echo.
 type echoModels struct{}
 
 func (echoModels) Available() []protocol.Model {
