@@ -77,7 +77,7 @@ func WithRetry(p llm.Provider, policy RetryPolicy) llm.Provider {
 		policy.Attempts = 1
 	}
 	if policy.Wait == nil {
-		policy.Wait = sleep
+		policy.Wait = Sleep
 	}
 	return &retrying{inner: p, policy: policy}
 }
@@ -163,7 +163,8 @@ func wrapAttempts(err error, attempts int, wait time.Duration) error {
 	return &RetryError{Attempts: attempts, Err: err, Wait: wait}
 }
 
-func sleep(ctx context.Context, d time.Duration) error {
+// Sleep waits for d, or until ctx ends, returning ctx's error then.
+func Sleep(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
 		return ctx.Err()
 	}

@@ -70,7 +70,6 @@ import (
 	"os"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/agentd-dev/agentd/internal/llm"
 	"github.com/agentd-dev/agentd/internal/provider"
@@ -255,7 +254,7 @@ func (p *Provider) play(ctx context.Context, emit func(llm.Event) error) (llm.Re
 				}
 			}
 		case StepDelay:
-			if err := sleep(ctx, st.Delay); err != nil {
+			if err := provider.Sleep(ctx, st.Delay); err != nil {
 				return b.reply(0), err
 			}
 		case StepTool:
@@ -275,18 +274,4 @@ func (p *Provider) play(ctx context.Context, emit func(llm.Event) error) (llm.Re
 		}
 	}
 	return b.reply(0), nil
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
