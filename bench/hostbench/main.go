@@ -23,11 +23,11 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"runtime"
-	"syscall"
 	"time"
+
+	"github.com/agentd-dev/agentd/bench/internal/harness"
 )
 
 // config is the run's shape, set from flags.
@@ -74,20 +74,7 @@ func main() {
 		fmt.Fprintf(os.Stderr, "hostbench: %v\n", err)
 		os.Exit(1)
 	}
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
-	go func() {
-		<-sig
-		fmt.Fprintln(os.Stderr, "hostbench: interrupted; stopping the processes it started")
-		b.cleanup()
-		os.Exit(130)
-	}()
-	err = b.run(context.Background())
-	b.cleanup()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "hostbench: %v\n", err)
-		os.Exit(1)
-	}
+	harness.Run("hostbench", b.run, b.cleanup)
 }
 
 func (c *config) fill(skip string) {

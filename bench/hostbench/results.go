@@ -4,8 +4,9 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"text/tabwriter"
 	"time"
+
+	"github.com/agentd-dev/agentd/bench/internal/table"
 )
 
 type latencyResult struct {
@@ -45,45 +46,32 @@ const (
 	goalWarmVsTmux = 1.0 // warm `agentd status` median ≤ tmux list-sessions median
 )
 
-type row struct {
-	metric, agentd, anchor string
-	ratio                  float64 // NaN: none
-	goal, verdict          string
-}
-
-func verdict(ok bool) string {
-	if ok {
-		return "PASS"
-	}
-	return "FAIL"
-}
-
 func (r *results) rows() []row {
 	var rows []row
 	nan := math.NaN()
 	if a, ok := r.latency[tAgentd]; ok {
 		j, raw := r.latency[tJSONEcho], r.latency[tRawEcho]
-		p50 := ratio(a.q.p50, j.q.p50)
-		p99 := ratio(a.q.p99, j.q.p99)
+		p50 := table.Ratio(a.q.p50, j.q.p50)
+		p99 := table.Ratio(a.q.p99, j.q.p99)
 		rows = append(rows,
-			row{"host.status p50, 1 conn sequential", us(a.q.p50), us(j.q.p50) + " json echo", p50, fmt.Sprintf("≤ %.1f×", goalP50), verdict(p50 <= goalP50)},
-			row{"host.status p99, 1 conn sequential", us(a.q.p99), us(j.q.p99) + " json echo", p99, fmt.Sprintf("≤ %.1f×", goalP99), verdict(p99 <= goalP99)},
-			row{"host.status p50 vs raw line echo", us(a.q.p50), us(raw.q.p50) + " raw echo", ratio(a.q.p50, raw.q.p50), "-", "info"},
-			row{"host.status p99 vs raw line echo", us(a.q.p99), us(raw.q.p99) + " raw echo", ratio(a.q.p99, raw.q.p99), "-", "info"},
-			row{"server CPU per host.status", us(a.serverCPU), us(j.serverCPU) + " json echo", ratio(a.serverCPU, j.serverCPU), "-", "info"},
-			row{"client CPU per host.status", us(a.clientCPU), us(j.clientCPU) + " json client", ratio(a.clientCPU, j.clientCPU), "-", "info"},
+			row{"host.status p50, 1 conn sequential", us(a.q.p50), us(j.q.p50) + " json echo", p50, fmt.Sprintf("≤ %.1f×", goalP50), table.Verdict(p50 <= goalP50)},
+			row{"host.status p99, 1 conn sequential", us(a.q.p99), us(j.q.p99) + " json echo", p99, fmt.Sprintf("≤ %.1f×", goalP99), table.Verdict(p99 <= goalP99)},
+			row{"host.status p50 vs raw line echo", us(a.q.p50), us(raw.q.p50) + " raw echo", table.Ratio(a.q.p50, raw.q.p50), "-", "info"},
+			row{"host.status p99 vs raw line echo", us(a.q.p99), us(raw.q.p99) + " raw echo", table.Ratio(a.q.p99, raw.q.p99), "-", "info"},
+			row{"server CPU per host.status", us(a.serverCPU), us(j.serverCPU) + " json echo", table.Ratio(a.serverCPU, j.serverCPU), "-", "info"},
+			row{"client CPU per host.status", us(a.clientCPU), us(j.clientCPU) + " json client", table.Ratio(a.clientCPU, j.clientCPU), "-", "info"},
 		)
 	}
 	for _, p := range r.pipelines {
 		q := p.ratio
 		rows = append(rows,
-			row{fmt.Sprintf("pipelined req/s, %d conn × 64", p.conns), fmt.Sprintf("%.0f", p.agentd), fmt.Sprintf("%.0f json echo", p.json), q, fmt.Sprintf("≥ %.2f×", goalThroughput), verdict(q >= goalThroughput)},
-			row{fmt.Sprintf("  server CPU per request, %d × 64", p.conns), us(p.agentdServerCPU), us(p.jsonServerCPU) + " json echo", ratio(p.agentdServerCPU, p.jsonServerCPU), "-", "info"},
-			row{fmt.Sprintf("  client CPU per request, %d × 64", p.conns), us(p.agentdClientCPU), us(p.jsonClientCPU) + " json client", ratio(p.agentdClientCPU, p.jsonClientCPU), "-", "info"},
+			row{fmt.Sprintf("pipelined req/s, %d conn × 64", p.conns), fmt.Sprintf("%.0f", p.agentd), fmt.Sprintf("%.0f json echo", p.json), q, fmt.Sprintf("≥ %.2f×", goalThroughput), table.Verdict(q >= goalThroughput)},
+			row{fmt.Sprintf("  server CPU per request, %d × 64", p.conns), us(p.agentdServerCPU), us(p.jsonServerCPU) + " json echo", table.Ratio(p.agentdServerCPU, p.jsonServerCPU), "-", "info"},
+			row{fmt.Sprintf("  client CPU per request, %d × 64", p.conns), us(p.agentdClientCPU), us(p.jsonClientCPU) + " json client", table.Ratio(p.agentdClientCPU, p.jsonClientCPU), "-", "info"},
 		)
 	}
 	if r.rssAgentd > 0 {
-		rows = append(rows, row{"idle host RSS after start", mib(r.rssAgentd), mib(r.rssJSON) + " json echo", float64(r.rssAgentd) / float64(r.rssJSON), "≤ 20 MiB", verdict(r.rssAgentd <= goalRSS)})
+		rows = append(rows, row{"idle host RSS after start", mib(r.rssAgentd), mib(r.rssJSON) + " json echo", float64(r.rssAgentd) / float64(r.rssJSON), "≤ 20 MiB", table.Verdict(r.rssAgentd <= goalRSS)})
 		if r.rssAgentdLoaded > 0 {
 			rows = append(rows, row{"host RSS after the pipelined runs", mib(r.rssAgentdLoaded), "-", nan, "-", "info"})
 		}
@@ -99,11 +87,11 @@ func (r *results) rows() []row {
 			if !r.tmux {
 				return nan
 			}
-			return ratio(a, t)
+			return table.Ratio(a, t)
 		}
 		warmGoal, warmVerdict := "≤ 1.0× tmux", "skipped"
 		if r.tmux {
-			warmVerdict = verdict(ratio(r.warm.p50, r.tmuxList.p50) <= goalWarmVsTmux)
+			warmVerdict = table.Verdict(table.Ratio(r.warm.p50, r.tmuxList.p50) <= goalWarmVsTmux)
 		}
 		rows = append(rows,
 			row{fmt.Sprintf("cold `agentd status` p50 (%d runs)", r.cold.runs), ms(r.cold.p50), anchor(r.tmuxList.p50), rq(r.cold.p50, r.tmuxList.p50), "-", "info"},
@@ -111,7 +99,7 @@ func (r *results) rows() []row {
 		)
 		rows = append(rows, row{"  of which `agentd host` start → ready p50", ms(r.hostStart.p50), anchor(r.tmuxList.p50), rq(r.hostStart.p50, r.tmuxList.p50), "-", "info"})
 		if r.tmux {
-			rows = append(rows, row{"  beside tmux cold `new-session -d` p50", ms(r.cold.p50), ms(r.tmuxCold.p50) + " tmux new", ratio(r.cold.p50, r.tmuxCold.p50), "-", "info"})
+			rows = append(rows, row{"  beside tmux cold `new-session -d` p50", ms(r.cold.p50), ms(r.tmuxCold.p50) + " tmux new", table.Ratio(r.cold.p50, r.tmuxCold.p50), "-", "info"})
 		}
 		rows = append(rows,
 			row{fmt.Sprintf("warm `agentd status` p50 (%d runs)", r.warm.runs), ms(r.warm.p50), anchor(r.tmuxList.p50), rq(r.warm.p50, r.tmuxList.p50), warmGoal, warmVerdict},
@@ -125,22 +113,7 @@ func (r *results) rows() []row {
 	return rows
 }
 
-func ratio(a, b time.Duration) float64 {
-	if b == 0 {
-		return math.NaN()
-	}
-	return float64(a) / float64(b)
-}
+func (r *results) print(w io.Writer) { table.Print(w, r.rows(), 2) }
 
-func (r *results) print(w io.Writer) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "metric\tagentd\tanchor\tratio\tgoal\tresult")
-	for _, x := range r.rows() {
-		q := "-"
-		if !math.IsNaN(x.ratio) && !math.IsInf(x.ratio, 0) {
-			q = fmt.Sprintf("%.2f×", x.ratio)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", x.metric, x.agentd, x.anchor, q, x.goal, x.verdict)
-	}
-	tw.Flush()
-}
+// row is one line of the results table.
+type row table.Row

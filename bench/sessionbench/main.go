@@ -24,12 +24,12 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"runtime"
 	"strings"
-	"syscall"
 	"time"
+
+	"github.com/agentd-dev/agentd/bench/internal/harness"
 )
 
 // config is the run's shape, set from flags.
@@ -85,20 +85,7 @@ func main() {
 		fmt.Fprintf(os.Stderr, "sessionbench: %v\n", err)
 		os.Exit(1)
 	}
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
-	go func() {
-		<-sig
-		fmt.Fprintln(os.Stderr, "sessionbench: interrupted; stopping the processes it started")
-		b.cleanup()
-		os.Exit(130)
-	}()
-	err = b.run(context.Background())
-	b.cleanup()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "sessionbench: %v\n", err)
-		os.Exit(1)
-	}
+	harness.Run("sessionbench", b.run, b.cleanup)
 }
 
 func (c *config) fill(skip string) {

@@ -6,10 +6,11 @@ import (
 	"math"
 	"slices"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/agentd-dev/agentd/protocol"
+
+	"github.com/agentd-dev/agentd/bench/internal/table"
 )
 
 // results is everything one run measured.
@@ -28,26 +29,6 @@ const (
 	goalLs         = 100 * time.Millisecond
 )
 
-type row struct {
-	metric, agentd, anchor string
-	ratio                  float64 // NaN: none
-	goal, verdict          string
-}
-
-func verdict(ok bool) string {
-	if ok {
-		return "PASS"
-	}
-	return "FAIL"
-}
-
-func ratio(a, b time.Duration) float64 {
-	if b == 0 {
-		return math.NaN()
-	}
-	return float64(a) / float64(b)
-}
-
 func (b *bench) rows() []row {
 	var rows []row
 	nan := math.NaN()
@@ -64,12 +45,12 @@ func (b *bench) rows() []row {
 			if !pi {
 				return nan
 			}
-			return ratio(a, p)
+			return table.Ratio(a, p)
 		}
 		coldQ := q(r.run.cold.p50, r.run.piReady.p50)
 		coldVerdict := "n/a (no anchor)"
 		if pi {
-			coldVerdict = verdict(coldQ <= goalColdVsPi)
+			coldVerdict = table.Verdict(coldQ <= goalColdVsPi)
 		}
 		rows = append(rows,
 			row{fmt.Sprintf("cold `agentd run \"hi\"` p50 (n=%d)", r.run.cold.n), dur(r.run.cold.p50), piAnchor(dur(r.run.piReady.p50)), coldQ, "≤ 0.10×", coldVerdict},
@@ -92,7 +73,7 @@ func (b *bench) rows() []row {
 		}
 		rssVerdict := "n/a (no anchor)"
 		if pi {
-			rssVerdict = verdict(rq(r.run.workerRSS) <= goalRSSVsPi)
+			rssVerdict = table.Verdict(rq(r.run.workerRSS) <= goalRSSVsPi)
 		}
 		rows = append(rows,
 			row{fmt.Sprintf("idle worker RSS (after %d turns)", r.run.warmTurns), mib(r.run.workerRSS), rssAnchor(), rq(r.run.workerRSS), "≤ 0.143× (1/7)", rssVerdict},
@@ -109,12 +90,12 @@ func (b *bench) rows() []row {
 			rows = append(rows, row{label, fmt.Sprintf("stalled: %d of %d arrived", s.delivered, s.deltas), fmt.Sprintf("%.0f/s raw socket", anchor), nan, "≥ 50000/s", "FAIL"})
 			if len(s.rates) > 0 {
 				rate := median(s.rates)
-				rows = append(rows, row{fmt.Sprintf("  rounds that did not stall (%d of %d)", len(s.rates), len(s.anchor)), fmt.Sprintf("%.0f/s", rate), fmt.Sprintf("%.0f/s raw socket", anchor), rate / anchor, "≥ 50000/s", verdict(rate >= goalDeltaRate)})
+				rows = append(rows, row{fmt.Sprintf("  rounds that did not stall (%d of %d)", len(s.rates), len(s.anchor)), fmt.Sprintf("%.0f/s", rate), fmt.Sprintf("%.0f/s raw socket", anchor), rate / anchor, "≥ 50000/s", table.Verdict(rate >= goalDeltaRate)})
 			}
 		} else {
 			rate := median(s.rates)
 			rows = append(rows,
-				row{label + fmt.Sprintf(", median of %d", len(s.rates)), fmt.Sprintf("%.0f/s", rate), fmt.Sprintf("%.0f/s raw socket", anchor), rate / anchor, "≥ 50000/s", verdict(rate >= goalDeltaRate && s.lossless)},
+				row{label + fmt.Sprintf(", median of %d", len(s.rates)), fmt.Sprintf("%.0f/s", rate), fmt.Sprintf("%.0f/s raw socket", anchor), rate / anchor, "≥ 50000/s", table.Verdict(rate >= goalDeltaRate && s.lossless)},
 				row{"  turn.start → run_end (median)", dur(medianDur(s.turnTimes)), "-", nan, "-", "info"},
 			)
 		}
@@ -136,9 +117,9 @@ func (b *bench) rows() []row {
 		}
 		if s.latency.n > 0 {
 			rows = append(rows,
-				row{fmt.Sprintf("worker → client latency p50 (n=%d)", s.latency.n), dur(s.latency.p50), dur(s.status.p50) + " host.status RTT", ratio(s.latency.p50, s.status.p50), "-", "info"},
-				row{"worker → client latency p99", dur(s.latency.p99), dur(s.status.p99) + " host.status RTT", ratio(s.latency.p99, s.status.p99), "≤ 5 ms", verdict(s.latency.p99 <= goalLatencyP99)},
-				row{"worker → client latency max", dur(s.latency.max), dur(s.status.max) + " host.status RTT", ratio(s.latency.max, s.status.max), "-", "info"},
+				row{fmt.Sprintf("worker → client latency p50 (n=%d)", s.latency.n), dur(s.latency.p50), dur(s.status.p50) + " host.status RTT", table.Ratio(s.latency.p50, s.status.p50), "-", "info"},
+				row{"worker → client latency p99", dur(s.latency.p99), dur(s.status.p99) + " host.status RTT", table.Ratio(s.latency.p99, s.status.p99), "≤ 5 ms", table.Verdict(s.latency.p99 <= goalLatencyP99)},
+				row{"worker → client latency max", dur(s.latency.max), dur(s.status.max) + " host.status RTT", table.Ratio(s.latency.max, s.status.max), "-", "info"},
 			)
 		} else {
 			rows = append(rows, row{"worker → client latency", "not measured", s.latencyErr, nan, "≤ 5 ms", "n/a"})
@@ -148,22 +129,22 @@ func (b *bench) rows() []row {
 		for i, m := range l.at {
 			goal, judge := "-", "info"
 			if i == len(l.at)-1 {
-				goal, judge = "≤ 100 ms", verdict(m.lsJSON.p50 <= goalLs && m.err == "" && m.lsJSON.n > 0)
+				goal, judge = "≤ 100 ms", table.Verdict(m.lsJSON.p50 <= goalLs && m.err == "" && m.lsJSON.n > 0)
 			}
 			label := fmt.Sprintf("`agentd ls --json`, %d sessions, p50", m.sessions)
 			if m.lsJSON.n == 0 {
 				rows = append(rows, row{label, "error", dur(m.dirLs.p50) + " ls of folder", nan, goal, judge})
 			} else {
 				rows = append(rows,
-					row{label + fmt.Sprintf(" (n=%d)", m.lsJSON.n), dur(m.lsJSON.p50), dur(m.dirLs.p50) + " ls of folder", ratio(m.lsJSON.p50, m.dirLs.p50), goal, judge},
-					row{"  p90", dur(m.lsJSON.p90), dur(m.dirLs.p90) + " ls of folder", ratio(m.lsJSON.p90, m.dirLs.p90), "-", "info"},
+					row{label + fmt.Sprintf(" (n=%d)", m.lsJSON.n), dur(m.lsJSON.p50), dur(m.dirLs.p50) + " ls of folder", table.Ratio(m.lsJSON.p50, m.dirLs.p50), goal, judge},
+					row{"  p90", dur(m.lsJSON.p90), dur(m.dirLs.p90) + " ls of folder", table.Ratio(m.lsJSON.p90, m.dirLs.p90), "-", "info"},
 				)
 				if l.tmux {
-					rows = append(rows, row{"  p50 beside tmux", dur(m.lsJSON.p50), dur(m.tmuxList.p50) + " tmux ls (1)", ratio(m.lsJSON.p50, m.tmuxList.p50), "-", "info"})
+					rows = append(rows, row{"  p50 beside tmux", dur(m.lsJSON.p50), dur(m.tmuxList.p50) + " tmux ls (1)", table.Ratio(m.lsJSON.p50, m.tmuxList.p50), "-", "info"})
 				}
 			}
 			if m.lsTable.n > 0 {
-				rows = append(rows, row{"  `agentd ls` (table) p50", dur(m.lsTable.p50), dur(m.dirLs.p50) + " ls of folder", ratio(m.lsTable.p50, m.dirLs.p50), "-", "info"})
+				rows = append(rows, row{"  `agentd ls` (table) p50", dur(m.lsTable.p50), dur(m.dirLs.p50) + " ls of folder", table.Ratio(m.lsTable.p50, m.dirLs.p50), "-", "info"})
 			} else if m.tableErr != "" {
 				rows = append(rows, row{"  `agentd ls` (table)", "error", "-", nan, "-", "info"})
 			}
@@ -226,16 +207,7 @@ func cpuPer(total time.Duration, n int) string {
 }
 
 func (b *bench) printResults(w io.Writer) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "metric\tagentd\tanchor\tratio\tgoal\tresult")
-	for _, x := range b.rows() {
-		q := "-"
-		if !math.IsNaN(x.ratio) && !math.IsInf(x.ratio, 0) {
-			q = fmt.Sprintf("%.3f×", x.ratio)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", x.metric, x.agentd, x.anchor, q, x.goal, x.verdict)
-	}
-	tw.Flush()
+	table.Print(w, b.rows(), 3)
 	if b.pi.unavailable != "" && !b.cfg.skip["run"] {
 		fmt.Fprintf(w, "\npi %s: the rows measured against it have no ratio and no verdict.\n", b.pi.unavailable)
 	}
@@ -254,3 +226,6 @@ func (b *bench) printResults(w io.Writer) {
 		}
 	}
 }
+
+// row is one line of the results table.
+type row table.Row
