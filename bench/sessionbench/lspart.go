@@ -48,19 +48,9 @@ func (b *bench) lsPart(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	env := []string{"ANTHROPIC_API_KEY=", "OPENAI_API_KEY="}
-	if b.cfg.profile != "" {
-		env = append(env, envProfileAgentd+"="+b.cfg.profile)
-	}
-	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	c, _, _, err := client.Open(octx, client.OpenOptions{Activation: client.ActivationOptions{
-		Home: home, RuntimeDir: runDir,
-		Command:   []string{b.agentd, "host", "--log-file", filepath.Join(home, "host.log")},
-		IdleGrace: 10 * time.Minute, Env: env,
-	}})
-	cancel()
+	c, _, err := b.openHost(ctx, home, runDir)
 	if err != nil {
-		return fmt.Errorf("starting the host: %w", err)
+		return err
 	}
 	defer b.shutdown(ctx, home, runDir)
 	defer c.Close()

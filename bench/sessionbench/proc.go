@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/agentd-dev/agentd/bench/internal/procstat"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +15,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/agentd-dev/agentd/bench/internal/procstat"
+	"github.com/agentd-dev/agentd/client"
 	"github.com/agentd-dev/agentd/protocol"
 )
 
@@ -118,6 +119,26 @@ func (b *bench) agentdEnv(home, runDir string, extra ...string) []string {
 		env = append(env, envProfileAgentd+"="+b.cfg.profile)
 	}
 	return append(env, extra...)
+}
+
+// openHost starts an agentd host for home (without model keys, with extra
+// in its environment, logging to home's host.log) and connects to it.
+func (b *bench) openHost(ctx context.Context, home, runDir string, extra ...string) (*client.Conn, client.HostInfo, error) {
+	env := append([]string{"ANTHROPIC_API_KEY=", "OPENAI_API_KEY="}, extra...)
+	if b.cfg.profile != "" {
+		env = append(env, envProfileAgentd+"="+b.cfg.profile)
+	}
+	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	c, info, _, err := client.Open(octx, client.OpenOptions{Activation: client.ActivationOptions{
+		Home: home, RuntimeDir: runDir,
+		Command:   []string{b.agentd, "host", "--log-file", filepath.Join(home, "host.log")},
+		IdleGrace: 10 * time.Minute, Env: env,
+	}})
+	if err != nil {
+		return nil, client.HostInfo{}, fmt.Errorf("starting the host: %w", err)
+	}
+	return c, info, nil
 }
 
 func cleanEnv() []string {

@@ -137,19 +137,9 @@ func (b *bench) streamPart(ctx context.Context) error {
 		r.latencyErr = "bash without $EPOCHREALTIME (bash 5 or later is needed)"
 	}
 
-	env := []string{"AGENTD_FAUX_SCRIPT=" + scriptPath, "AGENTD_WORKER_IDLE_GRACE=10m", "ANTHROPIC_API_KEY=", "OPENAI_API_KEY="}
-	if b.cfg.profile != "" {
-		env = append(env, envProfileAgentd+"="+b.cfg.profile)
-	}
-	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	c, info, _, err := client.Open(octx, client.OpenOptions{Activation: client.ActivationOptions{
-		Home: home, RuntimeDir: runDir,
-		Command:   []string{b.agentd, "host", "--log-file", filepath.Join(home, "host.log")},
-		IdleGrace: 10 * time.Minute, Env: env,
-	}})
-	cancel()
+	c, info, err := b.openHost(ctx, home, runDir, "AGENTD_FAUX_SCRIPT="+scriptPath, "AGENTD_WORKER_IDLE_GRACE=10m")
 	if err != nil {
-		return fmt.Errorf("starting the host: %w", err)
+		return err
 	}
 	defer b.shutdown(ctx, home, runDir)
 	defer c.Close()
