@@ -63,6 +63,27 @@ type DiagnosticsQueryResult struct {
 	Diagnostics []Diagnostic `json:"diagnostics"`
 	// Dropped counts diagnostics no longer kept.
 	Dropped uint64 `json:"dropped"`
+	// Fanout counts what the host's session fan-out has done since it
+	// started.
+	Fanout FanoutCounters `json:"fanout"`
+}
+
+// FanoutCounters count the work of the host's session fan-out: each
+// worker's one event stream, decoded once, its deltas encoded once and
+// wrapped for every subscriber.
+type FanoutCounters struct {
+	// Deltas counts the deltas received from workers.
+	Deltas uint64 `json:"deltas"`
+	// Encodes counts delta bodies the host encoded: at most one for each
+	// delta, whatever the number of subscribers.
+	Encodes uint64 `json:"encodes"`
+	// Frames counts the delta frames handed to subscribers' connections.
+	Frames uint64 `json:"frames"`
+	// Coalesced counts deltas merged into the one before them because a
+	// subscriber lagged.
+	Coalesced uint64 `json:"coalesced"`
+	// SlowConsumers counts subscriptions closed with slow_consumer.
+	SlowConsumers uint64 `json:"slowConsumers"`
 }
 
 // HostResourcesQueryInput is the (empty) input of host.resources.query.
@@ -185,9 +206,11 @@ func (in *SessionRenameInput) Validate() error {
 	return requireString("input.title", in.Title)
 }
 
-// TranscriptPageInput is the input of session.transcript.page.
+// TranscriptPageInput is the input of session.transcript.page: a page of
+// the transcript of a subscription's session, or of a session named by id.
 type TranscriptPageInput struct {
-	SubscriptionID  string  `json:"subscriptionId"`
+	SubscriptionID  string  `json:"subscriptionId,omitempty"`
+	SessionID       string  `json:"sessionId,omitempty"`
 	Direction       string  `json:"direction"`
 	ThroughSequence *uint64 `json:"throughSequence"`
 	Cursor          *string `json:"cursor"`
@@ -197,8 +220,8 @@ type TranscriptPageInput struct {
 
 // Validate checks the input.
 func (in *TranscriptPageInput) Validate() error {
-	if err := requireString("input.subscriptionId", in.SubscriptionID); err != nil {
-		return err
+	if (in.SubscriptionID == "") == (in.SessionID == "") {
+		return FieldError("input.subscriptionId", "name a subscription or, in input.sessionId, a session: one of the two")
 	}
 	if in.Direction != "older" && in.Direction != "newer" {
 		return FieldError("input.direction", `must be "older" or "newer"`)
@@ -421,9 +444,24 @@ type ModelSelection struct {
 	Thinking  string `json:"thinking,omitempty"`
 }
 
+// Transcript bootstrap kinds (TranscriptBootstrap.Kind).
+const (
+	// TranscriptNone starts a subscription with the projection alone.
+	TranscriptNone = "none"
+	// TranscriptTail is TranscriptNone: a client pages the tail itself.
+	TranscriptTail = "tail"
+	// TranscriptAfter first delivers every transcript record after
+	// Sequence, as entry_added deltas, then the live deltas: a client that
+	// followed the session up to record Sequence resumes with nothing
+	// missing or repeated.
+	TranscriptAfter = "after"
+)
+
 // TranscriptBootstrap says which transcript a subscription starts with.
 type TranscriptBootstrap struct {
 	Kind string `json:"kind"`
+	// Sequence is the last record the client has (kind "after").
+	Sequence uint64 `json:"sequence,omitempty"`
 }
 
 // SubscriptionOpenInput is the input of subscription.open.
@@ -438,10 +476,15 @@ func (in *SubscriptionOpenInput) Validate() error {
 		return err
 	}
 	switch in.Transcript.Kind {
-	case "none", "tail":
+	case TranscriptNone, TranscriptTail:
+		if in.Transcript.Sequence != 0 {
+			return FieldError("input.transcript.sequence", `is set only with kind "after"`)
+		}
+		return nil
+	case TranscriptAfter:
 		return nil
 	}
-	return FieldError("input.transcript.kind", `must be "none" or "tail"`)
+	return FieldError("input.transcript.kind", `must be "none", "tail" or "after"`)
 }
 
 // SubscriptionOpenResult is the result of subscription.open.

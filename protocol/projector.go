@@ -1,0 +1,138 @@
+package protocol
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+	"time"
+)
+
+// TranscriptRecord is one line of a session's transcript, as entry_added
+// deltas and transcript pages carry it. Data's shape depends on Type.
+type TranscriptRecord struct {
+	Seq    uint64          `json:"seq"`
+	Time   time.Time       `json:"time"`
+	Type   string          `json:"type"`
+	TurnID string          `json:"turnId,omitempty"`
+	Data   json.RawMessage `json:"data"`
+}
+
+// Projector follows a session as a subscriber does: it starts from a
+// snapshot and applies deltas in order. Streaming text grows in builders,
+// so a long message of many small deltas costs linear time. It is not safe
+// for concurrent use.
+type Projector struct {
+	p       SessionProjection
+	streams []*streamText // in the order they started
+}
+
+type streamText struct {
+	turnID, messageID string
+	text, thinking    strings.Builder
+}
+
+// NewProjector starts from snap.
+func NewProjector(snap SessionProjection) *Projector {
+	pr := &Projector{p: snap}
+	pr.p.Streams = nil
+	for _, s := range snap.Streams {
+		st := &streamText{turnID: s.TurnID, messageID: s.MessageID}
+		st.text.WriteString(s.Text)
+		st.thinking.WriteString(s.Thinking)
+		pr.streams = append(pr.streams, st)
+	}
+	return pr
+}
+
+// Apply changes the projection by d. A delta that names what the
+// projection does not hold (a message that never started, say) changes
+// nothing.
+func (pr *Projector) Apply(d SessionDelta) {
+	p := &pr.p
+	switch d.Event {
+	case EventRunStart:
+		if d.Turn != nil {
+			p.RootTurn = new(*d.Turn)
+		}
+	case EventRunEnd:
+		if d.Turn != nil {
+			p.RootTurn = new(*d.Turn)
+		}
+		pr.streams = slices.DeleteFunc(pr.streams, func(s *streamText) bool { return s.turnID == d.TurnID })
+	case EventMessageStart:
+		if pr.stream(d.MessageID) == nil {
+			pr.streams = append(pr.streams, &streamText{turnID: d.TurnID, messageID: d.MessageID})
+		}
+	case EventMessageUpdate:
+		if s := pr.stream(d.MessageID); s != nil {
+			s.text.WriteString(d.Text)
+			s.thinking.WriteString(d.Thinking)
+		}
+	case EventMessageEnd:
+		pr.streams = slices.DeleteFunc(pr.streams, func(s *streamText) bool { return s.messageID == d.MessageID })
+	case EventEntryAdded:
+		var head struct {
+			Seq uint64 `json:"seq"`
+		}
+		if json.Unmarshal(d.Entry, &head) == nil && head.Seq > p.TranscriptSequence {
+			p.TranscriptSequence = head.Seq
+		}
+	case EventQueueChanged:
+		if d.Queue != nil {
+			p.Queue = Queue{Steering: slices.Clone(d.Queue.Steering), FollowUp: slices.Clone(d.Queue.FollowUp)}
+		}
+	case EventInteractionAdded:
+		if d.Interaction != nil {
+			p.Interactions = append(slices.DeleteFunc(p.Interactions, func(in Interaction) bool {
+				return in.InteractionID == d.Interaction.InteractionID
+			}), *d.Interaction)
+		}
+	case EventInteractionResolved:
+		if d.Interaction != nil {
+			p.Interactions = slices.DeleteFunc(p.Interactions, func(in Interaction) bool {
+				return in.InteractionID == d.Interaction.InteractionID
+			})
+		}
+	case EventTodoChanged:
+		p.Todo = slices.Clone(d.Todo)
+	case EventSessionChanged:
+		if d.Session != nil {
+			p.Session = *d.Session
+		}
+	}
+}
+
+func (pr *Projector) stream(messageID string) *streamText {
+	for _, s := range pr.streams {
+		if s.messageID == messageID {
+			return s
+		}
+	}
+	return nil
+}
+
+// Projection returns the projection as it stands, sharing nothing with
+// the projector.
+func (pr *Projector) Projection() SessionProjection {
+	p := pr.p
+	if p.RootTurn != nil {
+		p.RootTurn = new(*p.RootTurn)
+	}
+	p.Queue = Queue{Steering: nonNil(p.Queue.Steering), FollowUp: nonNil(p.Queue.FollowUp)}
+	p.Interactions = nonNil(p.Interactions)
+	p.Todo = nonNil(p.Todo)
+	p.Streams = make([]MessageStream, 0, len(pr.streams))
+	for _, s := range pr.streams {
+		p.Streams = append(p.Streams, MessageStream{TurnID: s.turnID, MessageID: s.messageID, Text: s.text.String(), Thinking: s.thinking.String()})
+	}
+	return p
+}
+
+// Session returns the session as the projection has it.
+func (pr *Projector) Session() Session { return pr.p.Session }
+
+// nonNil clones s, as an empty slice when s is empty: the wire has [] for
+// an empty list, never null.
+func nonNil[T any](s []T) []T {
+	return append(make([]T, 0, len(s)), s...)
+}
