@@ -11,7 +11,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
+	"strings"
 	"sync/atomic"
 
 	"github.com/agentd-dev/agentd/internal/llm"
@@ -62,6 +64,9 @@ type Loop struct {
 	Tools    []tools.Tool
 	Env      *tools.Env
 	MaxSteps int
+	// Logger records what the model is not told, such as the stack of a
+	// tool that panicked; nil discards.
+	Logger *slog.Logger
 
 	// Approve decides whether a tool call may run; nil allows every call.
 	Approve func(ctx context.Context, call llm.ToolCall, tool tools.Tool) (Decision, error)
@@ -98,12 +103,11 @@ func (l *Loop) Run(ctx context.Context, history []llm.Message) (string, error) {
 	if maxSteps <= 0 {
 		maxSteps = DefaultMaxSteps
 	}
-	specs := make([]llm.ToolSpec, len(l.Tools))
-	byName := make(map[string]tools.Tool, len(l.Tools))
-	for i, t := range l.Tools {
-		specs[i] = t.Spec()
-		byName[t.Spec().Name] = t
+	set, err := tools.NewSet(l.Tools...)
+	if err != nil {
+		return "", err
 	}
+	specs := set.Specs()
 	messages := Repair(history)
 	for step := 0; ; step++ {
 		if l.Steering != nil {
@@ -139,7 +143,7 @@ func (l *Loop) Run(ctx context.Context, history []llm.Message) (string, error) {
 		}
 		results := llm.Message{Role: llm.RoleTool}
 		for _, call := range calls {
-			res := l.runTool(ctx, byName, call)
+			res := l.runTool(ctx, set, call)
 			results.Parts = append(results.Parts, llm.Part{Type: llm.PartToolResult, ToolResult: &res})
 		}
 		if err := l.commit(results); err != nil {
@@ -190,9 +194,10 @@ func (l *Loop) callModel(ctx context.Context, req llm.Request) (llm.Reply, error
 	return reply, nil
 }
 
-// runTool runs one tool call after its approval; every failure becomes an
-// error result for the model, so the turn goes on.
-func (l *Loop) runTool(ctx context.Context, byName map[string]tools.Tool, call llm.ToolCall) llm.ToolResult {
+// runTool runs one tool call after its approval; every failure, a panic of
+// the tool included, becomes an error result for the model, so the turn
+// goes on.
+func (l *Loop) runTool(ctx context.Context, set *tools.Set, call llm.ToolCall) llm.ToolResult {
 	l.emit(Event{Kind: ToolCallStart, ToolCall: &call})
 	res := llm.ToolResult{CallID: call.ID, Name: call.Name}
 	finish := func(content string, isError bool) llm.ToolResult {
@@ -200,9 +205,9 @@ func (l *Loop) runTool(ctx context.Context, byName map[string]tools.Tool, call l
 		l.emit(Event{Kind: ToolCallEnd, ToolCall: &call, Output: content, IsError: isError})
 		return res
 	}
-	tool, ok := byName[call.Name]
+	tool, ok := set.Lookup(call.Name)
 	if !ok {
-		return finish(fmt.Sprintf("there is no tool named %q", call.Name), true)
+		return finish(fmt.Sprintf("there is no tool named %q; the tools are: %s", call.Name, strings.Join(set.Names(), ", ")), true)
 	}
 	if len(call.Arguments) == 0 || !json.Valid(call.Arguments) {
 		return finish(fmt.Sprintf("%s: arguments are not valid JSON", call.Name), true)
@@ -224,7 +229,7 @@ func (l *Loop) runTool(ctx context.Context, byName map[string]tools.Tool, call l
 	env.Progress = func(chunk string) {
 		l.emit(Event{Kind: ToolCallUpdate, ToolCall: &call, Output: chunk})
 	}
-	out := tool.Run(ctx, &env, call.Arguments)
+	out := tools.Call(ctx, l.Logger, tool, &env, call.Arguments)
 	return finish(out.Content, out.IsError)
 }
 

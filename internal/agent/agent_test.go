@@ -1,9 +1,11 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -214,5 +216,66 @@ func TestProviderFailureFailsTheRun(t *testing.T) {
 	l, _ := newLoop(t, m)
 	if _, err := l.Run(context.Background(), user("go")); err == nil || !strings.Contains(err.Error(), "exhausted") {
 		t.Fatalf("run: %v", err)
+	}
+}
+
+// panicky is a tool that panics whenever it runs.
+type panicky struct{}
+
+func (panicky) Spec() llm.ToolSpec {
+	return llm.ToolSpec{Name: "panicky", Description: "panics", Parameters: json.RawMessage(`{"type":"object"}`)}
+}
+func (panicky) ReadOnly() bool { return true }
+func (panicky) Run(context.Context, *tools.Env, json.RawMessage) tools.Result {
+	var m map[string]int
+	m["boom"]++ // a nil map: the kind of bug that panics
+	return tools.Result{}
+}
+
+func TestAPanickingToolGivesTheModelAnErrorResultAndTheTurnGoesOn(t *testing.T) {
+	m := &model{replies: []llm.Message{
+		call("c1", "panicky", `{}`),
+		call("c2", "ls", `{}`),
+		text("carried on"),
+	}}
+	l, events := newLoop(t, m)
+	l.Tools = append(l.Tools, panicky{})
+	var logged bytes.Buffer
+	l.Logger = slog.New(slog.NewTextHandler(&logged, nil))
+	outcome, err := l.Run(context.Background(), user("go"))
+	if err != nil || outcome != OutcomeCompleted {
+		t.Fatalf("run: %q %v", outcome, err)
+	}
+	res := toolResults(m.requests[1])
+	if len(res) != 1 || !res[0].IsError || res[0].CallID != "c1" ||
+		!strings.Contains(res[0].Content, "panicky: failed unexpectedly") || !strings.Contains(res[0].Content, "nil map") {
+		t.Fatalf("result of the panicking call: %+v", res)
+	}
+	if res := toolResults(m.requests[2]); len(res) != 1 || res[0].IsError {
+		t.Fatalf("the next tool call after the panic: %+v", res)
+	}
+	if !strings.Contains(logged.String(), "tool panicked") || !strings.Contains(logged.String(), "panicky.Run") {
+		t.Errorf("log lacks the panic and its stack: %s", logged.String())
+	}
+	var ended bool
+	for _, e := range *events {
+		if e.Kind == ToolCallEnd && e.ToolCall.ID == "c1" && e.IsError {
+			ended = true
+		}
+	}
+	if !ended {
+		t.Error("no tool_call_end event reports the panicking call as failed")
+	}
+}
+
+func TestTwoToolsOfOneNameFailTheRun(t *testing.T) {
+	m := &model{replies: []llm.Message{text("never")}}
+	l, _ := newLoop(t, m)
+	l.Tools = append(l.Tools, tools.Builtin()[0])
+	if _, err := l.Run(context.Background(), user("go")); err == nil || !strings.Contains(err.Error(), `"bash"`) {
+		t.Fatalf("run: %v", err)
+	}
+	if len(m.requests) != 0 {
+		t.Errorf("the model was called %d times", len(m.requests))
 	}
 }

@@ -25,6 +25,10 @@ const todoMax = 100
 // Todo is a session's plan: the steps the agent means to take and how far
 // it got. It is safe for concurrent use.
 type Todo struct {
+	// OnChange, when set, is called with the new plan after each Set, in
+	// the order of the Sets: the session shows its subscribers the change.
+	OnChange func(items []protocol.TodoItem)
+
 	mu    sync.Mutex
 	items []protocol.TodoItem // guarded by mu
 }
@@ -42,6 +46,9 @@ func (t *Todo) Set(items []protocol.TodoItem) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.items = items
+	if t.OnChange != nil {
+		t.OnChange(slices.Clone(items))
+	}
 }
 
 type todoArgs struct {

@@ -17,8 +17,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
+	"runtime/debug"
 	"slices"
-	"strings"
 	"sync"
 
 	"github.com/agentd-dev/agentd/internal/llm"
@@ -128,30 +129,25 @@ func (s *Set) Specs() []llm.ToolSpec {
 	return specs
 }
 
-// Call runs the tool the model named and answers in the model's terms. A
-// call of a tool the set does not hold is an error result naming the tools
-// it does hold. A panicking tool is reported as an error result rather than
-// taking the caller down.
-func (s *Set) Call(ctx context.Context, env *Env, call llm.ToolCall) (res llm.ToolResult) {
-	res = llm.ToolResult{CallID: call.ID, Name: call.Name}
-	t, ok := s.byName[call.Name]
-	if !ok {
-		res.Content = fmt.Sprintf("unknown tool %q; the tools are: %s", call.Name, strings.Join(s.Names(), ", "))
-		res.IsError = true
-		return res
-	}
-	if env == nil {
-		env = &Env{}
-	}
+// Call runs t with args, as the agent loop runs every tool. A tool that
+// panics does not take its caller down: the panic becomes an error result
+// naming the tool and the panic value, so the model can read what happened
+// and the turn goes on, and log (nil discards) records the panic value and
+// the stack at error level.
+//
+// Only a panic on the goroutine running t.Run is recovered; a tool must
+// not panic on goroutines of its own.
+func Call(ctx context.Context, log *slog.Logger, t Tool, env *Env, args json.RawMessage) (res Result) {
+	name := t.Spec().Name
 	defer func() {
 		if p := recover(); p != nil {
-			res.Content = fmt.Sprintf("%s: failed unexpectedly: %v", call.Name, p)
-			res.IsError = true
+			if log != nil {
+				log.Error("tool panicked", "tool", name, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			}
+			res = failf(name, "failed unexpectedly: %v", p)
 		}
 	}()
-	r := t.Run(ctx, env, call.Arguments)
-	res.Content, res.IsError = r.Content, r.IsError
-	return res
+	return t.Run(ctx, env, args)
 }
 
 // failf returns an error result whose message starts with the tool's name.

@@ -1,8 +1,10 @@
 package tools
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"log/slog"
 	"slices"
 	"strings"
 	"testing"
@@ -205,26 +207,25 @@ func (panickyTool) Run(context.Context, *Env, json.RawMessage) Result {
 	panic("kaboom")
 }
 
-func TestSetCallAnswersTheModelEvenForUnknownOrPanickingTools(t *testing.T) {
+func TestCallTurnsAPanicIntoAnErrorResultAndLogsItsStack(t *testing.T) {
+	var logged bytes.Buffer
+	log := slog.New(slog.NewJSONHandler(&logged, nil))
+	r := Call(context.Background(), log, panickyTool{}, &Env{}, json.RawMessage(`{}`))
+	mustFail(t, r, "boom: failed unexpectedly: kaboom")
+	var rec struct {
+		Msg, Tool, Panic, Stack string
+	}
+	if err := json.Unmarshal(logged.Bytes(), &rec); err != nil {
+		t.Fatalf("log %q: %v", logged.String(), err)
+	}
+	if rec.Tool != "boom" || rec.Panic != "kaboom" || !strings.Contains(rec.Stack, "panickyTool.Run") {
+		t.Errorf("logged %+v", rec)
+	}
+
 	dir := t.TempDir()
 	writeFiles(t, dir, map[string]string{"x.txt": "one\n"})
-	set, err := NewSet(readTool{}, panickyTool{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	env := &Env{Cwd: dir}
-
-	res := set.Call(ctx, env, llm.ToolCall{ID: "c1", Name: "read", Arguments: json.RawMessage(`{"path":"x.txt"}`)})
-	if res.CallID != "c1" || res.Name != "read" || res.IsError || !strings.Contains(res.Content, "one") {
-		t.Errorf("read call = %+v", res)
-	}
-	res = set.Call(ctx, env, llm.ToolCall{ID: "c2", Name: "delete", Arguments: json.RawMessage(`{}`)})
-	if !res.IsError || res.CallID != "c2" || !strings.Contains(res.Content, `unknown tool "delete"; the tools are: read, boom`) {
-		t.Errorf("unknown tool call = %+v", res)
-	}
-	res = set.Call(ctx, env, llm.ToolCall{ID: "c3", Name: "boom"})
-	if !res.IsError || !strings.Contains(res.Content, "kaboom") {
-		t.Errorf("panicking tool call = %+v", res)
+	r = Call(context.Background(), nil, readTool{}, &Env{Cwd: dir}, json.RawMessage(`{"path":"x.txt"}`))
+	if got := mustOK(t, r); !strings.Contains(got, "one") {
+		t.Errorf("read through Call = %q", got)
 	}
 }
