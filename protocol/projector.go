@@ -15,6 +15,10 @@ type TranscriptRecord struct {
 	Type   string          `json:"type"`
 	TurnID string          `json:"turnId,omitempty"`
 	Data   json.RawMessage `json:"data"`
+	// OmittedBytes, when set, says Data was left out of an entry_added
+	// delta because it would not fit the wire limit: it is this many
+	// bytes, and session.transcript.page reads the record whole.
+	OmittedBytes int `json:"omittedBytes,omitempty"`
 }
 
 // Projector follows a session as a subscriber does: it starts from a

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"encoding/json"
+	"log/slog"
 	"path/filepath"
 	"testing"
 
@@ -15,7 +16,7 @@ import (
 // never panics, and the queue it rebuilds holds only queued entries, each
 // known by its message, each message once.
 func FuzzRecover(f *testing.F) {
-	types := []string{recTurnStart, recTurnEnd, recUserMessage, recAssistantMessage, recToolResults, recQueueAdd, recQueueRetract, "other"}
+	types := []string{protocol.RecordTurnStart, protocol.RecordTurnEnd, protocol.RecordUserMessage, protocol.RecordAssistantMessage, protocol.RecordToolResults, protocol.RecordQueueAdd, protocol.RecordQueueRetract, "other"}
 	f.Add([]byte{0, 1, 5, 2, 6}, []byte(`{"messageId":"m1","entryId":"q-m1","placement":"next_turn","text":"x","runId":"r","status":"completed"}`))
 	f.Add([]byte{5, 5, 6, 0, 3}, []byte(`{"messageId":"m1","placement":"steering","steering":true}`))
 	f.Add([]byte{4, 4}, []byte(`{"role":"assistant","parts":[{"type":"tool_call","toolCall":{"id":"c","name":"todo","arguments":{"items":[]}}}]}`))
@@ -36,7 +37,7 @@ func FuzzRecover(f *testing.F) {
 			}
 		}
 		s := &session{
-			id: "s1", log: log, todo: &tools.Todo{},
+			id: "s1", log: log, todo: &tools.Todo{}, logger: slog.New(slog.DiscardHandler),
 			turns: map[string]*turn{}, pending: map[string]*interaction{}, streams: map[string]*stream{},
 			subs: map[string]*subscription{}, messages: map[string]protocol.QueueEntry{},
 		}

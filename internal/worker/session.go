@@ -19,48 +19,6 @@ import (
 	"github.com/agentd-dev/agentd/protocol"
 )
 
-// Transcript record types the worker writes.
-const (
-	recUserMessage      = "user_message"
-	recAssistantMessage = "assistant_message"
-	recToolResults      = "tool_results"
-	recTurnStart        = "turn_start"
-	recTurnEnd          = "turn_end"
-	recQueueAdd         = "queue_add"
-	recQueueRetract     = "queue_retract"
-)
-
-type turnStartData struct {
-	RunID string `json:"runId"`
-	Text  string `json:"text"`
-	Model string `json:"model"`
-	// MessageID is the submitted message the turn answers, if any.
-	MessageID string `json:"messageId,omitempty"`
-}
-
-type turnEndData struct {
-	Status string `json:"status"`
-	Error  string `json:"error,omitempty"`
-}
-
-type userMessageData struct {
-	Text     string `json:"text"`
-	Steering bool   `json:"steering,omitempty"`
-	// MessageID is the submitted message a steering message delivers.
-	MessageID string `json:"messageId,omitempty"`
-}
-
-// queueData is a message queued while a turn ran (queue_add), or the
-// retraction of one (queue_retract, without Text and Placement). A queued
-// message is delivered by a turn_start (next turn) or a steering
-// user_message with its MessageID; until then it survives the worker.
-type queueData struct {
-	EntryID   string `json:"entryId"`
-	MessageID string `json:"messageId"`
-	Placement string `json:"placement,omitempty"`
-	Text      string `json:"text,omitempty"`
-}
-
 // turn is one run of the agent loop. A turn recovered from the transcript
 // has no loop: it ran in an earlier worker.
 type turn struct {
@@ -139,6 +97,7 @@ func (s *session) handlers() host.Table {
 	host.Handle(t, protocol.OpInteractionQuery, s.queryInteractions)
 	host.Handle(t, protocol.OpInteractionAnswer, s.answerInteraction)
 	host.Handle(t, protocol.OpSessionTodoQuery, s.queryTodo)
+	host.Handle(t, protocol.OpSessionTranscriptPage, s.pageTranscript)
 	host.Handle(t, protocol.OpModelsSelect, s.selectModel)
 	host.Handle(t, protocol.OpModelsThinkingSet, s.setThinking)
 	host.Handle(t, protocol.OpSessionGet, s.getSession)
@@ -238,10 +197,10 @@ func (s *session) beginTurnLocked(turnID, messageID, text string) (*turn, error)
 		return nil, protocol.Errorf(protocol.CodeOperationUnavailable, "%v", err)
 	}
 	runID := "run-" + turnID
-	if _, err := s.log.Append(recTurnStart, turnID, turnStartData{RunID: runID, Text: text, Model: s.header.Model, MessageID: messageID}); err != nil {
+	if _, err := s.appendLocked(protocol.RecordTurnStart, turnID, protocol.TurnStartData{RunID: runID, Text: text, Model: s.header.Model, MessageID: messageID}); err != nil {
 		return nil, s.transcriptFailure(err)
 	}
-	if _, err := s.log.Append(recUserMessage, turnID, userMessageData{Text: text}); err != nil {
+	if _, err := s.appendLocked(protocol.RecordUserMessage, turnID, protocol.UserMessageData{Text: text}); err != nil {
 		return nil, s.transcriptFailure(err)
 	}
 	if err := s.log.Sync(); err != nil {
@@ -278,6 +237,21 @@ func (s *session) beginTurnLocked(turnID, messageID, text string) (*turn, error)
 
 func ptr[T any](v T) *T { return &v }
 
+// appendLocked appends a record to the transcript and tells subscribers:
+// the entry_added deltas are the transcript, record for record.
+func (s *session) appendLocked(typ, turnID string, data any) (transcript.Record, error) {
+	rec, err := s.log.Append(typ, turnID, data)
+	if err != nil {
+		return rec, err
+	}
+	entry, err := json.Marshal(rec)
+	if err != nil {
+		return rec, err
+	}
+	s.emitLocked(protocol.SessionDelta{Event: protocol.EventEntryAdded, TurnID: turnID, Entry: entry})
+	return rec, nil
+}
+
 func (s *session) transcriptFailure(err error) error {
 	s.logger.Error("transcript write failed", "err", err)
 	return protocol.Errorf(protocol.CodeInternalFailure, "the session's transcript cannot be written: %v", err)
@@ -306,7 +280,7 @@ func (s *session) runTurn(ctx context.Context, t *turn, history []llm.Message) {
 			delete(s.streams, id)
 		}
 	}
-	_, werr := s.log.Append(recTurnEnd, t.snap.TurnID, turnEndData{Status: status, Error: cause})
+	_, werr := s.appendLocked(protocol.RecordTurnEnd, t.snap.TurnID, protocol.TurnEndData{Status: status, Error: cause})
 	if werr == nil {
 		werr = s.log.Sync()
 	}
@@ -401,9 +375,6 @@ func (s *session) onAgentEvent(t *turn, e agent.Event) {
 		if e.Kind == agent.ToolCallStart {
 			d.ToolCall.Arguments = e.ToolCall.Arguments
 		}
-		if e.ToolCall.Name == "todo" && e.Kind == agent.ToolCallEnd {
-			defer s.emitLocked(protocol.SessionDelta{Event: protocol.EventTodoChanged, Todo: s.todo.Items()})
-		}
 	default:
 		return
 	}
@@ -412,32 +383,28 @@ func (s *session) onAgentEvent(t *turn, e agent.Event) {
 
 // commit records a finished message in the transcript and the history.
 func (s *session) commit(t *turn, m llm.Message) error {
-	typ := recAssistantMessage
-	var data any = m
-	switch m.Role {
-	case llm.RoleTool:
-		typ = recToolResults
+	typ := protocol.RecordAssistantMessage
+	var data any = messageData(m)
+	if m.Role == llm.RoleTool {
+		typ = protocol.RecordToolResults
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if m.Role == llm.RoleUser {
 		// A steering message, committed in the order takeSteering gave.
-		d := userMessageData{Text: m.Text(), Steering: true}
+		d := protocol.UserMessageData{Text: m.Text(), Steering: true}
 		if len(s.taken) > 0 {
 			d.MessageID = s.taken[0].MessageID
 			s.taken = s.taken[1:]
 		}
-		typ, data = recUserMessage, d
+		typ, data = protocol.RecordUserMessage, d
 	}
-	rec, err := s.log.Append(typ, t.snap.TurnID, data)
-	if err != nil {
+	if _, err := s.appendLocked(typ, t.snap.TurnID, data); err != nil {
 		return fmt.Errorf("recording the turn: %w", err)
 	}
 	if m.Role != llm.RoleUser {
 		s.history = append(s.history, m)
 	}
-	entry, _ := json.Marshal(rec)
-	s.emitLocked(protocol.SessionDelta{Event: protocol.EventEntryAdded, TurnID: t.snap.TurnID, Entry: entry})
 	return nil
 }
 
@@ -528,7 +495,7 @@ func (s *session) submitMessage(_ context.Context, _ *host.Call, in *protocol.Me
 	if s.current != nil {
 		turnID = s.current.snap.TurnID
 	}
-	if _, err := s.log.Append(recQueueAdd, turnID, queueData{
+	if _, err := s.appendLocked(protocol.RecordQueueAdd, turnID, protocol.QueueData{
 		EntryID: entry.EntryID, MessageID: entry.MessageID, Placement: entry.Placement, Text: entry.Content.Text,
 	}); err != nil {
 		return protocol.QueueEntry{}, s.transcriptFailure(err)
@@ -581,7 +548,7 @@ func (s *session) retract(_ context.Context, _ *host.Call, in *protocol.QueueRet
 		if e.EntryID != in.EntryID {
 			continue
 		}
-		if _, err := s.log.Append(recQueueRetract, "", queueData{EntryID: e.EntryID, MessageID: e.MessageID}); err != nil {
+		if _, err := s.appendLocked(protocol.RecordQueueRetract, "", protocol.QueueData{EntryID: e.EntryID, MessageID: e.MessageID}); err != nil {
 			return protocol.QueueEntry{}, s.transcriptFailure(err)
 		}
 		if err := s.log.Sync(); err != nil {
@@ -687,6 +654,41 @@ func (s *session) answerInteraction(_ context.Context, _ *host.Call, in *protoco
 	s.emitLocked(protocol.SessionDelta{Event: protocol.EventInteractionResolved, TurnID: it.turnID, Interaction: ptr(it.info)})
 	s.emitLocked(protocol.SessionDelta{Event: protocol.EventSessionChanged, Session: ptr(s.sessionLocked())})
 	return it.info, nil
+}
+
+func (s *session) pageTranscript(_ context.Context, _ *host.Call, in *protocol.TranscriptPageInput) (protocol.TranscriptPage, error) {
+	if err := s.checkSession(in.SessionID); err != nil {
+		return protocol.TranscriptPage{}, err
+	}
+	req := transcript.PageRequest{Direction: in.Direction, MaxBytes: in.MaxBytes}
+	if in.Cursor != nil {
+		req.Cursor = *in.Cursor
+	}
+	if in.AnchorSequence != nil {
+		req.AnchorSequence = *in.AnchorSequence
+	}
+	if in.ThroughSequence != nil {
+		req.ThroughSequence = *in.ThroughSequence
+	}
+	p, err := s.log.Page(req)
+	switch {
+	case errors.Is(err, transcript.ErrBadCursor):
+		return protocol.TranscriptPage{}, protocol.Errorf(protocol.CodeInvalidRequest, `field "input.cursor": is not a cursor of this transcript`)
+	case err != nil:
+		s.logger.Error("paging the transcript", "err", err)
+		return protocol.TranscriptPage{}, protocol.Errorf(protocol.CodeInternalFailure, "the session's transcript cannot be read")
+	}
+	out := protocol.TranscriptPage{
+		SessionID: s.id, Direction: in.Direction, ThroughSequence: &p.ThroughSeq, RawBytes: p.RawBytes,
+		Records: p.Records, EndsAtTurnBoundary: p.EndsAtTurnBoundary,
+	}
+	if out.Records == nil {
+		out.Records = []json.RawMessage{}
+	}
+	if p.NextCursor != "" {
+		out.NextCursor = &p.NextCursor
+	}
+	return out, nil
 }
 
 func (s *session) queryTodo(_ context.Context, _ *host.Call, in *protocol.SessionRef) (protocol.TodoQueryResult, error) {

@@ -3,34 +3,55 @@ package worker
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"strconv"
 	"strings"
+	"sync"
+	"unicode/utf8"
 
 	"github.com/agentd-dev/agentd/internal/host"
 	"github.com/agentd-dev/agentd/protocol"
 )
 
-// maxBacklog bounds the deltas a subscription holds undelivered; past it
-// the subscription is closed as a slow consumer.
-const maxBacklog = 4096
+// Bounds of a subscription's deltas.
+const (
+	// maxChunk bounds the text (or tool output) one update delta carries:
+	// a longer one is split, and consecutive ones merge only up to it.
+	maxChunk = 64 << 10
+	// maxDeltaBytes bounds one encoded delta, leaving room for the frame
+	// the host wraps around it inside the wire limit.
+	maxDeltaBytes = protocol.MaxMessageBytes - 16<<10
+	// maxBacklog bounds the deltas a subscription holds undelivered; past
+	// it the subscription is closed as a slow consumer. The worker's host
+	// reads its one stream as fast as it arrives, so this is a last
+	// resort, not flow control: flow control is the merging of updates
+	// while a batch is on its way.
+	maxBacklog = 1 << 14
+)
 
 // subscription delivers a session's deltas to one connection, in order,
-// with its own sequence. Delivery is lossless and paced: one batch of
-// frames is on its way at a time, and while it is, new deltas wait —
-// consecutive text (or tool output) updates of one message merging into
-// one — so a subscriber that reads slowly gets fewer, larger deltas
-// rather than an ever longer queue. Guarded by session.mu.
+// with its own sequence. The worker's host opens exactly one, whatever the
+// number of its own subscribers, and fans it out.
+//
+// Delivery is lossless and paced: the subscription's pump writes one batch
+// at a time, encoding it outside the session's lock, and while a batch is
+// on its way new deltas wait, consecutive text (or tool output) updates of
+// one message merging up to maxChunk, so a subscriber that reads slowly
+// gets fewer, larger deltas rather than an ever longer queue.
 type subscription struct {
-	id       string
-	conn     *connection
-	ready    bool
-	seq      uint64
-	pending  []*pendingDelta
-	inflight bool // a batch is on its way
-	closed   bool
-	// release ends the residency the subscription holds in the worker's
-	// host: its status counts the subscriptions open.
-	release func()
+	id      string        // constant
+	conn    *connection   // constant
+	epoch   string        // constant
+	release func()        // constant: ends the residency the subscription holds
+	wake    chan struct{} // buffered 1: there is work for the pump
+	logger  *slog.Logger  // constant
+
+	// Lock order: session.mu before mu.
+	mu      sync.Mutex
+	ready   bool            // guarded by mu
+	pending []*pendingDelta // guarded by mu
+	closing string          // guarded by mu: the reason to close with, once set
+	seq     uint64          // pump only
 }
 
 // pendingDelta is a delta not yet encoded; text updates grow in builders so
@@ -41,18 +62,30 @@ type pendingDelta struct {
 	output         strings.Builder
 }
 
+func (p *pendingDelta) size() int { return p.text.Len() + p.thinking.Len() + p.output.Len() }
+
 // mergeable reports whether next can be folded into p: both update the
-// same message's text, or the same tool call's output.
+// same message's text, or the same tool call's output, and the sum stays
+// within maxChunk.
 func (p *pendingDelta) mergeable(next protocol.SessionDelta) bool {
-	switch {
-	case p.d.Event != next.Event || p.d.TurnID != next.TurnID:
+	if p.d.Event != next.Event || p.d.TurnID != next.TurnID || p.size()+updateSize(next) > maxChunk {
 		return false
-	case next.Event == protocol.EventMessageUpdate:
+	}
+	switch next.Event {
+	case protocol.EventMessageUpdate:
 		return p.d.MessageID == next.MessageID
-	case next.Event == protocol.EventToolCallUpdate:
+	case protocol.EventToolCallUpdate:
 		return p.d.ToolCall != nil && next.ToolCall != nil && p.d.ToolCall.ID == next.ToolCall.ID
 	}
 	return false
+}
+
+func updateSize(d protocol.SessionDelta) int {
+	n := len(d.Text) + len(d.Thinking)
+	if d.ToolCall != nil {
+		n += len(d.ToolCall.Output)
+	}
+	return n
 }
 
 func (p *pendingDelta) add(d protocol.SessionDelta) {
@@ -72,6 +105,102 @@ func (p *pendingDelta) delta() protocol.SessionDelta {
 		d.ToolCall = &tc
 	}
 	return d
+}
+
+// splitUpdate cuts an update carrying more than maxChunk of text or output
+// into updates of at most maxChunk each, on rune boundaries; any other
+// delta is returned as it is.
+func splitUpdate(d protocol.SessionDelta) []protocol.SessionDelta {
+	if (d.Event != protocol.EventMessageUpdate && d.Event != protocol.EventToolCallUpdate) || updateSize(d) <= maxChunk {
+		return []protocol.SessionDelta{d}
+	}
+	var out []protocol.SessionDelta
+	piece := func(set func(*protocol.SessionDelta, string), s string) {
+		for len(s) > 0 {
+			n := cut(s, maxChunk)
+			p := d
+			p.Text, p.Thinking = "", ""
+			if d.ToolCall != nil {
+				tc := *d.ToolCall
+				tc.Output = ""
+				p.ToolCall = &tc
+			}
+			set(&p, s[:n])
+			out = append(out, p)
+			s = s[n:]
+		}
+	}
+	piece(func(p *protocol.SessionDelta, s string) { p.Thinking = s }, d.Thinking)
+	piece(func(p *protocol.SessionDelta, s string) { p.Text = s }, d.Text)
+	if d.ToolCall != nil {
+		piece(func(p *protocol.SessionDelta, s string) { p.ToolCall.Output = s }, d.ToolCall.Output)
+	}
+	return out
+}
+
+// cut returns the length of the longest prefix of s of at most n bytes
+// that ends on a rune boundary (at least one rune).
+func cut(s string, n int) int {
+	if len(s) <= n {
+		return len(s)
+	}
+	i := n
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	if i == 0 {
+		_, i = utf8.DecodeRuneInString(s)
+	}
+	return i
+}
+
+// encodeDelta encodes d within maxDeltaBytes. What cannot fit is left out,
+// and the delta says so: a whole message's text at its end (its record
+// follows in entry_added), a tool call's arguments or result (the
+// transcript has them), a record's data (session.transcript.page reads
+// it). It reports false for a delta that still does not fit.
+func encodeDelta(d protocol.SessionDelta) ([]byte, bool) {
+	b, err := json.Marshal(d)
+	if err != nil {
+		return nil, false
+	}
+	if len(b) <= maxDeltaBytes {
+		return b, true
+	}
+	switch {
+	case d.Event == protocol.EventMessageEnd:
+		d.Text = ""
+	case d.ToolCall != nil:
+		tc := *d.ToolCall
+		tc.Arguments = nil
+		if len(tc.Output) > maxChunk {
+			tc.Output = "… (" + strconv.Itoa(len(tc.Output)) + " bytes: the whole output is in the transcript)\n" + tail(tc.Output, maxChunk)
+		}
+		d.ToolCall = &tc
+	case d.Entry != nil:
+		var rec protocol.TranscriptRecord
+		if json.Unmarshal(d.Entry, &rec) != nil {
+			return nil, false
+		}
+		rec.OmittedBytes = len(rec.Data)
+		rec.Data = nil
+		d.Entry, _ = json.Marshal(rec)
+	}
+	b, err = json.Marshal(d)
+	return b, err == nil && len(b) <= maxDeltaBytes
+}
+
+// tail returns the longest suffix of s of at most n bytes that starts on
+// a rune boundary.
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	i := len(s) - n
+	for i < len(s) && !utf8.RuneStart(s[i]) {
+		i++
+	}
+	return s[i:]
 }
 
 // connection is the worker's state for one attached connection (normally
@@ -97,7 +226,7 @@ func (c *connection) Close(context.Context) error {
 	for id, sub := range c.s.subs {
 		if sub.conn == c {
 			delete(c.s.subs, id)
-			sub.release()
+			sub.close("")
 		}
 	}
 	return nil
@@ -126,110 +255,153 @@ func (s *session) openSubscription(_ context.Context, call *host.Call, in *proto
 		return protocol.SubscriptionOpenResult{}, err
 	}
 	s.nextSub++
-	sub := &subscription{id: s.id + "." + s.epoch[:6] + "." + strconv.Itoa(s.nextSub), conn: conn, release: call.AcquireResidency()}
+	sub := &subscription{
+		id: s.id + "." + s.epoch[:6] + "." + strconv.Itoa(s.nextSub), conn: conn, epoch: s.epoch,
+		release: call.AcquireResidency(), wake: make(chan struct{}, 1), logger: s.logger,
+	}
 	s.subs[sub.id] = sub
+	s.pumps.Go(sub.pump)
 	return protocol.SubscriptionOpenResult{HostEpoch: s.epoch, SubscriptionID: sub.id, NextSequence: 1, Snapshot: snap}, nil
 }
 
-func (s *session) readySubscription(_ context.Context, call *host.Call, in *protocol.SubscriptionRef) (protocol.SubscriptionRef, error) {
+func (s *session) readySubscription(_ context.Context, _ *host.Call, in *protocol.SubscriptionRef) (protocol.SubscriptionRef, error) {
+	s.mu.Lock()
+	sub, ok := s.subs[in.SubscriptionID]
+	s.mu.Unlock()
+	if !ok {
+		return protocol.SubscriptionRef{}, protocol.Errorf(protocol.CodeNotFound, "no subscription %q", in.SubscriptionID)
+	}
+	sub.mu.Lock()
+	sub.ready = true
+	sub.mu.Unlock()
+	sub.signal()
+	return *in, nil
+}
+
+func (s *session) closeSubscription(_ context.Context, _ *host.Call, in *protocol.SubscriptionRef) (protocol.SubscriptionRef, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sub, ok := s.subs[in.SubscriptionID]
 	if !ok {
 		return protocol.SubscriptionRef{}, protocol.Errorf(protocol.CodeNotFound, "no subscription %q", in.SubscriptionID)
 	}
-	if !sub.ready {
-		sub.ready = true
-		s.deliverLocked(sub)
-	}
-	return *in, nil
-}
-
-func (s *session) closeSubscription(_ context.Context, call *host.Call, in *protocol.SubscriptionRef) (protocol.SubscriptionRef, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	sub, ok := s.subs[in.SubscriptionID]
-	if !ok {
-		return protocol.SubscriptionRef{}, protocol.Errorf(protocol.CodeNotFound, "no subscription %q", in.SubscriptionID)
-	}
-	s.closeSubLocked(sub, protocol.ClosedClientClosed)
-	return *in, nil
-}
-
-// closeSubLocked ends sub with a closed frame, fenced after its deltas.
-func (s *session) closeSubLocked(sub *subscription, reason string) {
 	delete(s.subs, sub.id)
-	sub.release()
-	sub.closed = true
-	if sub.ready && !sub.inflight {
-		s.deliverLocked(sub) // what is pending goes before the closing frame
-	}
-	sub.seq++
-	b, _ := json.Marshal(protocol.SubscriptionClosedFrame{
-		Pushed: protocol.Pushed{Kind: protocol.KindSubscriptionClosed, HostEpoch: s.epoch, SubscriptionID: sub.id, Sequence: sub.seq},
-		Reason: reason,
-	})
-	if sub.ready {
-		sub.conn.out.Enqueue(host.Fence, b)
+	sub.close(protocol.ClosedClientClosed)
+	return *in, nil
+}
+
+// emitLocked queues d for every subscriber. Callers change the projection
+// under mu, then emit the delta that describes the change, so every
+// subscriber sees changes in the order they happened; encoding and writing
+// happen later, outside mu, on each subscription's pump.
+func (s *session) emitLocked(d protocol.SessionDelta) {
+	for id, sub := range s.subs {
+		if !sub.add(d) {
+			s.logger.Error("a subscription fell too far behind and is closed", "subscription", id, "backlog", maxBacklog)
+			delete(s.subs, id)
+			sub.close(protocol.ClosedSlowConsumer)
+		}
 	}
 }
 
-// emitLocked applies nothing itself: callers change the projection under
-// mu, then emit the delta that describes the change, so every subscriber
-// sees changes in the order they happened.
-func (s *session) emitLocked(d protocol.SessionDelta) {
-	for _, sub := range s.subs {
+// add queues d; it reports false when the backlog is full.
+func (sub *subscription) add(d protocol.SessionDelta) bool {
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
+	if sub.closing != "" {
+		return true
+	}
+	for _, d := range splitUpdate(d) {
 		if n := len(sub.pending); n > 0 && sub.pending[n-1].mergeable(d) {
 			sub.pending[n-1].add(d)
-		} else {
-			if n >= maxBacklog {
-				s.closeSubLocked(sub, protocol.ClosedSlowConsumer)
-				continue
-			}
-			p := &pendingDelta{d: d}
-			p.add(d)
-			sub.pending = append(sub.pending, p)
+			continue
 		}
-		if sub.ready && !sub.inflight {
-			s.deliverLocked(sub)
+		if len(sub.pending) >= maxBacklog {
+			return false
+		}
+		p := &pendingDelta{d: d}
+		p.add(d)
+		sub.pending = append(sub.pending, p)
+	}
+	if sub.ready {
+		sub.signal()
+	}
+	return true
+}
+
+func (sub *subscription) signal() {
+	select {
+	case sub.wake <- struct{}{}:
+	default:
+	}
+}
+
+// close ends the subscription: with reason, a closed frame follows what is
+// pending (all of it, but for a slow consumer, whose backlog is dropped);
+// with no reason the connection has gone and nothing more is written.
+func (sub *subscription) close(reason string) {
+	sub.mu.Lock()
+	if sub.closing == "" {
+		sub.closing = reason
+		if reason == "" {
+			sub.closing = "gone"
+		}
+		if reason == protocol.ClosedSlowConsumer || reason == "" {
+			sub.pending = nil
+		}
+	}
+	sub.mu.Unlock()
+	sub.signal()
+}
+
+// pump writes the subscription's batches, one at a time, until it closes.
+func (sub *subscription) pump() {
+	defer sub.release()
+	for range sub.wake {
+		sub.mu.Lock()
+		batch := sub.pending
+		if !sub.ready {
+			batch = nil
+		} else {
+			sub.pending = nil
+		}
+		closing, ready := sub.closing, sub.ready
+		sub.mu.Unlock()
+		if !sub.write(batch) {
+			closing = "gone"
+		}
+		if closing != "" {
+			if closing != "gone" && ready {
+				sub.seq++
+				b, _ := json.Marshal(protocol.SubscriptionClosedFrame{
+					Pushed: protocol.Pushed{Kind: protocol.KindSubscriptionClosed, HostEpoch: sub.epoch, SubscriptionID: sub.id, Sequence: sub.seq},
+					Reason: closing,
+				})
+				sub.conn.out.Enqueue(host.Fence, b)
+			}
+			return
 		}
 	}
 }
 
-// deliverLocked hands sub's pending deltas to its connection as one batch
-// and, while the batch is on its way, lets the next one gather.
-func (s *session) deliverLocked(sub *subscription) {
-	if len(sub.pending) == 0 {
-		return
-	}
+// write encodes and writes batch, and waits until it has been flushed; it
+// reports false when the connection is going away.
+func (sub *subscription) write(batch []*pendingDelta) bool {
 	var last *host.Receipt
-	for _, p := range sub.pending {
-		raw, err := json.Marshal(p.delta())
-		if err != nil {
-			s.logger.Error("encoding a delta", "event", p.d.Event, "err", err)
+	for _, p := range batch {
+		raw, ok := encodeDelta(p.delta())
+		if !ok {
+			sub.logger.Error("a delta does not fit the wire limit and is left out", "subscription", sub.id, "event", p.d.Event)
 			continue
 		}
 		sub.seq++
-		r, err := sub.conn.out.Enqueue(host.Control, deltaFrame(s.epoch, sub.id, sub.seq, raw))
+		r, err := sub.conn.out.Enqueue(host.Control, deltaFrame(sub.epoch, sub.id, sub.seq, raw))
 		if err != nil {
-			break // the connection is going away
+			return false
 		}
 		last = r
 	}
-	sub.pending = sub.pending[:0]
-	if last == nil {
-		return
-	}
-	sub.inflight = true
-	s.pumps.Go(func() {
-		<-last.Done()
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		sub.inflight = false
-		if last.Err() == nil && !sub.closed {
-			s.deliverLocked(sub)
-		}
-	})
+	return last == nil || last.Err() == nil
 }
 
 // deltaFrame encodes a session delta frame around an encoded delta.

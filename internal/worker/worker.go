@@ -107,6 +107,11 @@ func Run(ctx context.Context, cfg Config) error {
 		subs:      map[string]*subscription{},
 		messages:  map[string]protocol.QueueEntry{},
 	}
+	s.todo.OnChange = func(items []protocol.TodoItem) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.emitLocked(protocol.SessionDelta{Event: protocol.EventTodoChanged, Todo: items})
+	}
 	if err := s.recover(cfg.PreviousExit); err != nil {
 		ln.Close()
 		return err
@@ -197,11 +202,20 @@ func (s *session) recover(previousExit string) error {
 	}
 	var open *protocol.TurnSnapshot
 	var plan planReplay
+	// A record that cannot be read is left out of what is rebuilt, and
+	// said so in the log; the records around it still count.
+	read := func(r transcript.Record, v any) bool {
+		if err := json.Unmarshal(r.Data, v); err != nil {
+			s.logger.Warn("a transcript record cannot be read; recovery goes on without it", "seq", r.Seq, "type", r.Type, "err", err)
+			return false
+		}
+		return true
+	}
 	for _, r := range records {
 		switch r.Type {
-		case recTurnStart:
-			var d turnStartData
-			json.Unmarshal(r.Data, &d)
+		case protocol.RecordTurnStart:
+			var d protocol.TurnStartData
+			read(r, &d)
 			t := &turn{snap: protocol.TurnSnapshot{SessionID: s.id, TurnID: r.TurnID, RunID: d.RunID, Status: protocol.TurnRunning}}
 			s.turns[r.TurnID] = t
 			open = &t.snap
@@ -209,39 +223,45 @@ func (s *session) recover(previousExit string) error {
 			if d.MessageID != "" {
 				s.dequeueLocked(d.MessageID, protocol.QueueDelivered)
 			}
-		case recTurnEnd:
-			var d turnEndData
-			json.Unmarshal(r.Data, &d)
+		case protocol.RecordTurnEnd:
+			var d protocol.TurnEndData
+			read(r, &d)
 			if t, ok := s.turns[r.TurnID]; ok {
 				t.snap.Status, t.snap.Error = d.Status, d.Error
 			}
 			open = nil
-		case recUserMessage:
-			var d userMessageData
-			json.Unmarshal(r.Data, &d)
+		case protocol.RecordUserMessage:
+			var d protocol.UserMessageData
+			if !read(r, &d) {
+				break
+			}
 			s.history = append(s.history, llm.Message{Role: llm.RoleUser, Parts: []llm.Part{{Type: llm.PartText, Text: d.Text}}})
 			if d.MessageID != "" {
 				s.dequeueLocked(d.MessageID, protocol.QueueDelivered)
 			}
-		case recQueueAdd:
-			var d queueData
-			if json.Unmarshal(r.Data, &d) != nil || d.MessageID == "" {
+		case protocol.RecordQueueAdd:
+			var d protocol.QueueData
+			if !read(r, &d) || d.MessageID == "" {
 				break
 			}
 			if _, known := s.messages[d.MessageID]; !known { // a message is queued once
 				s.enqueueLocked(protocol.QueueEntry{EntryID: d.EntryID, MessageID: d.MessageID,
 					Content: protocol.Content{Text: d.Text}, Placement: d.Placement, State: protocol.QueueQueued})
 			}
-		case recQueueRetract:
-			var d queueData
-			json.Unmarshal(r.Data, &d)
-			s.dequeueLocked(d.MessageID, protocol.QueueRetracted)
-		case recAssistantMessage, recToolResults:
-			var m llm.Message
-			if err := json.Unmarshal(r.Data, &m); err == nil {
-				s.history = append(s.history, m)
-				plan.follow(m)
+		case protocol.RecordQueueRetract:
+			var d protocol.QueueData
+			if !read(r, &d) {
+				break
 			}
+			s.dequeueLocked(d.MessageID, protocol.QueueRetracted)
+		case protocol.RecordAssistantMessage, protocol.RecordToolResults:
+			var d protocol.MessageData
+			if !read(r, &d) {
+				break
+			}
+			m := message(d)
+			s.history = append(s.history, m)
+			plan.follow(m)
 		}
 	}
 	if plan.ok {
@@ -254,7 +274,7 @@ func (s *session) recover(previousExit string) error {
 		if cause == "" {
 			cause = "the worker running it exited"
 		}
-		if _, err := s.log.Append(recTurnEnd, open.TurnID, turnEndData{Status: protocol.TurnFailed, Error: cause}); err != nil {
+		if _, err := s.log.Append(protocol.RecordTurnEnd, open.TurnID, protocol.TurnEndData{Status: protocol.TurnFailed, Error: cause}); err != nil {
 			return fmt.Errorf("closing the interrupted turn: %w", err)
 		}
 		if err := s.log.Sync(); err != nil {

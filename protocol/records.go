@@ -1,0 +1,98 @@
+package protocol
+
+import "encoding/json"
+
+// Transcript record types (TranscriptRecord.Type).
+const (
+	// RecordTurnStart opens a turn: TurnStartData.
+	RecordTurnStart = "turn_start"
+	// RecordTurnEnd closes a turn: TurnEndData.
+	RecordTurnEnd = "turn_end"
+	// RecordUserMessage is a turn's prompt or a steering message:
+	// UserMessageData.
+	RecordUserMessage = "user_message"
+	// RecordAssistantMessage is a model's reply: MessageData.
+	RecordAssistantMessage = "assistant_message"
+	// RecordToolResults answers a reply's tool calls: MessageData.
+	RecordToolResults = "tool_results"
+	// RecordQueueAdd is a message queued while a turn ran: QueueData.
+	RecordQueueAdd = "queue_add"
+	// RecordQueueRetract takes a queued message back: QueueData without
+	// Text and Placement.
+	RecordQueueRetract = "queue_retract"
+)
+
+// TurnStartData is the data of a turn_start record.
+type TurnStartData struct {
+	RunID string `json:"runId"`
+	Text  string `json:"text"`
+	Model string `json:"model"`
+	// MessageID is the submitted message the turn answers, if any.
+	MessageID string `json:"messageId,omitempty"`
+}
+
+// TurnEndData is the data of a turn_end record.
+type TurnEndData struct {
+	Status string `json:"status"`
+	Error  string `json:"error,omitempty"`
+}
+
+// UserMessageData is the data of a user_message record.
+type UserMessageData struct {
+	Text     string `json:"text"`
+	Steering bool   `json:"steering,omitempty"`
+	// MessageID is the submitted message a steering message delivers.
+	MessageID string `json:"messageId,omitempty"`
+}
+
+// QueueData is the data of a queue_add or queue_retract record. A queued
+// message is delivered by a turn_start (next turn) or a steering
+// user_message with its MessageID; until then it survives the worker.
+type QueueData struct {
+	EntryID   string `json:"entryId"`
+	MessageID string `json:"messageId"`
+	Placement string `json:"placement,omitempty"`
+	Text      string `json:"text,omitempty"`
+}
+
+// Message part types (MessagePart.Type).
+const (
+	PartText       = "text"
+	PartThinking   = "thinking"
+	PartToolCall   = "tool_call"
+	PartToolResult = "tool_result"
+)
+
+// MessageData is the data of an assistant_message or tool_results record:
+// a model message (role assistant) or the results of its tool calls (role
+// tool).
+type MessageData struct {
+	Role  string        `json:"role"`
+	Parts []MessagePart `json:"parts"`
+}
+
+// MessagePart is one piece of a message.
+type MessagePart struct {
+	Type string `json:"type"`
+	// Text is the text of a text or thinking part.
+	Text string `json:"text,omitempty"`
+	// Signature is a provider's opaque proof of a thinking part.
+	Signature  string          `json:"signature,omitempty"`
+	ToolCall   *ToolCallPart   `json:"toolCall,omitempty"`
+	ToolResult *ToolResultPart `json:"toolResult,omitempty"`
+}
+
+// ToolCallPart is the model's request to run a tool.
+type ToolCallPart struct {
+	ID        string          `json:"id"`
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments"`
+}
+
+// ToolResultPart is a tool's answer to one call.
+type ToolResultPart struct {
+	CallID  string `json:"callId"`
+	Name    string `json:"name"`
+	Content string `json:"content"`
+	IsError bool   `json:"isError,omitempty"`
+}
