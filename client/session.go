@@ -1,0 +1,245 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/agentd-dev/agentd/protocol"
+)
+
+// SessionOptions say how OpenSession starts a session's stream.
+type SessionOptions struct {
+	// Resume asks for every transcript record after After first, as
+	// entry_added events, before the live events: a client that has
+	// followed the session up to record After goes on with nothing missing
+	// or repeated. Without it the stream starts from the projection alone.
+	Resume bool
+	// After is the last transcript record the caller has (with Resume).
+	After uint64
+}
+
+// ClosedError ends a session stream whose subscription the host closed,
+// with the host's reason (protocol.ClosedWorkerExited, …).
+type ClosedError struct {
+	Reason string
+}
+
+func (e *ClosedError) Error() string { return "the session's stream closed: " + e.Reason }
+
+// SessionEvent is one change to a session, in the order the host sent it.
+type SessionEvent struct {
+	// Sequence is the frame's sequence in its subscription.
+	Sequence uint64
+	// Delta is the change; its Event is empty for a whole projection.
+	Delta protocol.SessionDelta
+	// Raw is the delta as the host sent it.
+	Raw json.RawMessage
+	// Record is the transcript record an entry_added delta carries.
+	Record *protocol.TranscriptRecord
+	// Snapshot is set when the host replaced the whole projection.
+	Snapshot *protocol.SessionProjection
+}
+
+// Session is a live stream of one session: its projection at opening, then
+// its changes in order. Next is for one goroutine; the other methods are
+// safe for concurrent use.
+type Session struct {
+	c         *Conn
+	id        string                     // constant: the subscription's id
+	sessionID string                     // constant
+	snap      protocol.SessionProjection // constant: the projection at opening
+	w         *Watcher                   // constant
+
+	mu   sync.Mutex
+	proj *protocol.Projector // guarded by mu
+	last uint64              // guarded by mu: the last transcript record seen
+	err  error               // guarded by mu: why the stream ended
+}
+
+// OpenSession opens a stream of sessionID: it opens a subscription, reads
+// the projection and readies the subscription.
+func (c *Conn) OpenSession(ctx context.Context, sessionID string, opts SessionOptions) (*Session, error) {
+	boot := protocol.TranscriptBootstrap{Kind: protocol.TranscriptNone}
+	if opts.Resume {
+		boot = protocol.TranscriptBootstrap{Kind: protocol.TranscriptAfter, Sequence: opts.After}
+	}
+	var open protocol.SubscriptionOpenResult
+	if err := c.Request(ctx, protocol.OpSubscriptionOpen, protocol.SubscriptionOpenInput{SessionID: sessionID, Transcript: boot}, &open); err != nil {
+		return nil, err
+	}
+	var snap protocol.SessionProjection
+	if err := json.Unmarshal(open.Snapshot, &snap); err != nil {
+		c.closeSubscription(open.SubscriptionID)
+		return nil, fmt.Errorf("%s: decoding the projection: %w", protocol.OpSubscriptionOpen, err)
+	}
+	s := &Session{
+		c: c, id: open.SubscriptionID, sessionID: snap.Session.SessionID, snap: snap,
+		w: c.Watch(open.SubscriptionID), proj: protocol.NewProjector(snap), last: snap.TranscriptSequence,
+	}
+	if s.sessionID == "" {
+		s.sessionID = sessionID
+	}
+	if opts.Resume {
+		s.last = opts.After
+	}
+	if err := c.Request(ctx, protocol.OpSubscriptionReady, protocol.SubscriptionRef{SubscriptionID: open.SubscriptionID}, nil); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// ID returns the subscription's id.
+func (s *Session) ID() string { return s.id }
+
+// SessionID returns the session's id.
+func (s *Session) SessionID() string { return s.sessionID }
+
+// Conn returns the connection the stream is on.
+func (s *Session) Conn() *Conn { return s.c }
+
+// Snapshot returns the projection at opening.
+func (s *Session) Snapshot() protocol.SessionProjection { return s.snap }
+
+// Projection returns the projection with every event Next has returned
+// applied.
+func (s *Session) Projection() protocol.SessionProjection {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.proj.Projection()
+}
+
+// LastRecord returns the last transcript record the stream has brought:
+// the After it resumed from, or the projection's TranscriptSequence, then
+// each entry_added record's seq. Resume from it.
+func (s *Session) LastRecord() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.last
+}
+
+// Next returns the next event. A subscription the host closed ends the
+// stream with a *ClosedError; a lost connection with the connection's
+// error. It reports ctx's error before the stream's. An entry_added record
+// the stream has brought already is not returned again.
+func (s *Session) Next(ctx context.Context) (SessionEvent, error) {
+	for {
+		if err := ctx.Err(); err != nil {
+			return SessionEvent{}, err
+		}
+		s.mu.Lock()
+		err := s.err
+		s.mu.Unlock()
+		if err != nil {
+			return SessionEvent{}, err
+		}
+		f, err := s.w.Next(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return SessionEvent{}, ctx.Err()
+			}
+			return SessionEvent{}, s.end(err)
+		}
+		ev, ok, err := s.decode(f)
+		if err != nil {
+			if ctx.Err() != nil {
+				return SessionEvent{}, ctx.Err()
+			}
+			return SessionEvent{}, s.end(err)
+		}
+		if ok {
+			return ev, nil
+		}
+	}
+}
+
+// decode turns a frame into an event and applies it; ok is false for a
+// frame that brings nothing new.
+func (s *Session) decode(f Frame) (ev SessionEvent, ok bool, err error) {
+	ev.Sequence = f.Sequence
+	switch f.Kind {
+	case protocol.KindSessionDelta:
+		var d protocol.SessionDeltaFrame
+		if err := f.Decode(&d); err != nil {
+			return ev, false, fmt.Errorf("decoding a session delta: %w", err)
+		}
+		if err := json.Unmarshal(d.Delta, &ev.Delta); err != nil {
+			return ev, false, fmt.Errorf("decoding a session delta: %w", err)
+		}
+		ev.Raw = d.Delta
+		if ev.Delta.Event == protocol.EventEntryAdded {
+			var rec protocol.TranscriptRecord
+			if err := json.Unmarshal(ev.Delta.Entry, &rec); err != nil {
+				return ev, false, fmt.Errorf("decoding a transcript record: %w", err)
+			}
+			ev.Record = &rec
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if ev.Record != nil {
+			if ev.Record.Seq <= s.last {
+				return ev, false, nil
+			}
+			s.last = ev.Record.Seq
+		}
+		s.proj.Apply(ev.Delta)
+		return ev, true, nil
+	case protocol.KindSessionProjection:
+		var p protocol.SessionProjectionFrame
+		if err := f.Decode(&p); err != nil {
+			return ev, false, fmt.Errorf("decoding a session projection: %w", err)
+		}
+		var snap protocol.SessionProjection
+		if err := json.Unmarshal(p.Snapshot, &snap); err != nil {
+			return ev, false, fmt.Errorf("decoding a session projection: %w", err)
+		}
+		ev.Snapshot = &snap
+		s.mu.Lock()
+		s.proj = protocol.NewProjector(snap)
+		s.mu.Unlock()
+		return ev, true, nil
+	case protocol.KindSubscriptionClosed:
+		var cl protocol.SubscriptionClosedFrame
+		if err := f.Decode(&cl); err != nil {
+			return ev, false, fmt.Errorf("decoding a closed frame: %w", err)
+		}
+		return ev, false, s.end(&ClosedError{Reason: cl.Reason})
+	}
+	return ev, false, nil // a kind this client does not follow
+}
+
+// end records why the stream ended, the first reason winning, and
+// returns it.
+func (s *Session) end(err error) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err == nil {
+		s.err = err
+	}
+	return s.err
+}
+
+// closeTimeout bounds the subscription.close that Close sends.
+const closeTimeout = 5 * time.Second
+
+// Close closes the subscription on the host and stops the stream. The
+// connection stays open.
+func (s *Session) Close() error {
+	s.end(ErrClosed)
+	err := s.c.closeSubscription(s.id)
+	s.w.Close()
+	if errors.Is(err, ErrNotFound) || s.c.Err() != nil {
+		return nil // closed by the host, or with the connection
+	}
+	return err
+}
+
+func (c *Conn) closeSubscription(id string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+	defer cancel()
+	return c.Request(ctx, protocol.OpSubscriptionClose, protocol.SubscriptionRef{SubscriptionID: id}, nil)
+}
