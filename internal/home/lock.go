@@ -1,7 +1,6 @@
 package home
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,6 +8,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/gofrs/flock"
 	"golang.org/x/sys/unix"
 )
 
@@ -36,42 +36,39 @@ func (e *HeldError) Error() string {
 	return fmt.Sprintf("home %s is held by agentd host pid %d", e.Path, e.PID)
 }
 
-// HomeLock is an exclusive hold on a home directory, kept for as long as its
-// file stays open.
+// HomeLock is an exclusive hold on a home directory, kept until Release or
+// until the process ends.
 type HomeLock struct {
 	path string // lock file; constant
 
 	mu sync.Mutex
-	f  *os.File // guarded by mu; nil once released
+	fl *flock.Flock // guarded by mu; nil once released
 }
 
 // Lock takes an exclusive, non-blocking flock on <home>/host.lock (created
-// 0600), then writes the caller's pid into it so a refused host can say who
-// holds the home. The lock lives as long as the returned HomeLock's file is
-// open; the kernel drops it when the process dies, so a crashed host never
-// leaves its home locked.
+// 0600, never through a symbolic link), then writes the caller's pid into
+// it so a refused host can say who holds the home. The kernel drops the
+// lock when the process dies, so a crashed host never leaves its home
+// locked.
 //
 // flock belongs to an open file description, so a second Lock on the same
 // home fails even within the same process. When the home is held Lock
 // returns a *HeldError.
 func Lock(home string) (*HomeLock, error) {
 	path := filepath.Join(home, LockFileName)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW, 0o600)
+	fl := flock.New(path, flock.SetFlag(os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW), flock.SetPermissions(0o600))
+	locked, err := fl.TryLock()
 	if err != nil {
-		return nil, fmt.Errorf("lock home: %w", err)
-	}
-	if err := flock(f, unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		f.Close()
-		if errors.Is(err, unix.EWOULDBLOCK) {
-			return nil, &HeldError{Path: home, PID: readPID(path)}
-		}
 		return nil, fmt.Errorf("lock home %s: %w", home, err)
 	}
-	if err := writePID(f); err != nil {
-		f.Close() // closing drops the lock
+	if !locked {
+		return nil, &HeldError{Path: home, PID: readPID(path)}
+	}
+	if err := writePID(path); err != nil {
+		fl.Unlock()
 		return nil, fmt.Errorf("lock home %s: write pid: %w", home, err)
 	}
-	return &HomeLock{path: path, f: f}, nil
+	return &HomeLock{path: path, fl: fl}, nil
 }
 
 // Path returns the lock file's path.
@@ -82,46 +79,32 @@ func (l *HomeLock) Path() string { return l.path }
 func (l *HomeLock) Release() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.f == nil {
+	if l.fl == nil {
 		return nil
 	}
-	f := l.f
-	l.f = nil
-	uerr := flock(f, unix.LOCK_UN)
-	cerr := f.Close()
-	if uerr != nil {
-		return fmt.Errorf("release home lock: %w", uerr)
-	}
-	if cerr != nil {
-		return fmt.Errorf("release home lock: %w", cerr)
+	fl := l.fl
+	l.fl = nil
+	if err := fl.Unlock(); err != nil {
+		return fmt.Errorf("release home lock: %w", err)
 	}
 	return nil
 }
 
-func flock(f *os.File, how int) error {
-	raw, err := f.SyscallConn()
+// writePID replaces the lock file's content with our pid, through a
+// descriptor of its own: the lock is the lock file's open file
+// description, which this one is not, so it neither takes nor drops it.
+func writePID(path string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|unix.O_NOFOLLOW, 0)
 	if err != nil {
 		return err
 	}
-	var ferr error
-	if err := raw.Control(func(fd uintptr) {
-		for {
-			ferr = unix.Flock(int(fd), how)
-			if ferr != unix.EINTR {
-				return
-			}
-		}
-	}); err != nil {
-		return err
+	err = f.Truncate(0)
+	if err == nil {
+		_, err = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 	}
-	return ferr
-}
-
-func writePID(f *os.File) error {
-	if err := f.Truncate(0); err != nil {
-		return err
+	if cerr := f.Close(); err == nil {
+		err = cerr
 	}
-	_, err := f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 	return err
 }
 

@@ -6,19 +6,16 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"strconv"
 
+	"github.com/agentd-dev/agentd/internal/atomicfile"
 	"github.com/agentd-dev/agentd/protocol"
-	"golang.org/x/sys/unix"
 )
 
-const noFollow = unix.O_NOFOLLOW
-
 // WriteRegistration publishes r in the runtime directory dir, at
-// protocol.RegistrationPath(dir, r.HostID). It writes the JSON to
-// "<path>.tmp-<pid>" (mode 0600) and renames it over the record, so a reader
-// sees the old record or the new one, never a part. The runtime directory is
-// not durable storage, so the file is not fsynced.
+// protocol.RegistrationPath(dir, r.HostID), mode 0600. The record is
+// replaced whole (atomicfile.Write), so a reader sees the old record or the
+// new one, never a part. The runtime directory is not durable storage, so
+// the directory is not synced.
 func WriteRegistration(dir string, r protocol.Registration) error {
 	if err := protocol.ValidHostID(r.HostID); err != nil {
 		return fmt.Errorf("write registration: %w", err)
@@ -28,35 +25,10 @@ func WriteRegistration(dir string, r protocol.Registration) error {
 		return fmt.Errorf("write registration: %w", err)
 	}
 	b = append(b, '\n')
-	path := protocol.RegistrationPath(dir, r.HostID)
-	tmp := path + ".tmp-" + strconv.Itoa(os.Getpid())
-	if err := writeFile(tmp, b); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("write registration: %w", err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
+	if err := atomicfile.Write(protocol.RegistrationPath(dir, r.HostID), b, 0o600); err != nil {
 		return fmt.Errorf("write registration: %w", err)
 	}
 	return nil
-}
-
-func writeFile(path string, b []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|noFollow, 0o600)
-	if err != nil {
-		return err
-	}
-	// A leftover temp file of an earlier process with our pid keeps its
-	// mode through O_TRUNC; set it.
-	if err := f.Chmod(0o600); err != nil {
-		f.Close()
-		return err
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
 }
 
 // ReadRegistration reads the registration record at path. A record whose
