@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -33,6 +34,7 @@ type Catalog struct {
 	dir   string           // <home>/sessions
 	now   func() time.Time // the clock; UTC, no monotonic reading
 	newID func() string
+	log   *slog.Logger
 	// settingsMoved is where Open moved an unreadable settings.json, if
 	// it did.
 	settingsMoved string
@@ -65,6 +67,20 @@ type entry struct {
 	creating bool
 }
 
+// Option configures Open.
+type Option func(*Catalog)
+
+// WithLogger makes the catalog log to l what goes wrong without failing
+// the call in hand: a leftover that cannot be removed, a removed session's
+// files that cannot be deleted. Without it, those go unlogged.
+func WithLogger(l *slog.Logger) Option {
+	return func(c *Catalog) {
+		if l != nil {
+			c.log = l
+		}
+	}
+}
+
 // Open opens the catalog of home, creating <home>/sessions (mode 0700) when
 // it is missing. It reads every session header once, in parallel, and
 // removes what interrupted writes left behind (temp files, half-created and
@@ -73,7 +89,7 @@ type entry struct {
 // settings.json.damaged-<time> and the settings start empty. Entries of
 // the sessions directory that are not folders named by a valid id are
 // ignored.
-func Open(home string) (*Catalog, error) {
+func Open(home string, opts ...Option) (*Catalog, error) {
 	if home == "" {
 		return nil, errors.New("open catalog: empty home path")
 	}
@@ -82,7 +98,11 @@ func Open(home string) (*Catalog, error) {
 		dir:     filepath.Join(home, sessionsDir),
 		now:     func() time.Time { return time.Now().UTC().Round(0) },
 		newID:   newID,
+		log:     slog.New(slog.DiscardHandler),
 		entries: make(map[string]*entry),
+	}
+	for _, o := range opts {
+		o(c)
 	}
 	c.idle.L = &c.mu
 	if err := os.MkdirAll(c.dir, 0o700); err != nil {
@@ -128,7 +148,7 @@ func (c *Catalog) loadSessions() error {
 				if i >= len(names) {
 					return
 				}
-				headers[i] = loadHeader(filepath.Join(c.dir, names[i]), names[i])
+				headers[i] = c.loadHeader(filepath.Join(c.dir, names[i]), names[i])
 			}
 		})
 	}
@@ -141,10 +161,14 @@ func (c *Catalog) loadSessions() error {
 
 // loadHeader reads the header of the session folder dir, named id. It
 // never fails: a header that cannot be read gives a damaged Header.
-func loadHeader(dir, id string) Header {
+func (c *Catalog) loadHeader(dir, id string) Header {
 	// A temp file is what remains of a write interrupted before its
-	// rename; header.json is the complete header from before it.
-	_ = removeIfExists(filepath.Join(dir, headerTemp))
+	// rename; header.json is the complete header from before it. One left
+	// in place does no harm but take room, so a failure to remove it is
+	// logged and the header read all the same.
+	if err := removeLeftovers(dir, headerName, legacyHeaderTemp); err != nil {
+		c.log.Warn("cannot remove what an interrupted header write left", "session", id, "err", err)
+	}
 	damaged := func(format string, args ...any) Header {
 		return Header{ID: id, Damaged: true, Damage: fmt.Sprintf(format, args...)}
 	}

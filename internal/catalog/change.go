@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/agentd-dev/agentd/internal/atomicfile"
 )
 
 // CreateOptions describes a new session.
@@ -166,10 +168,7 @@ func (c *Catalog) writeNewFolder(h Header) error {
 	if err := os.Chmod(staging, 0o700); err != nil {
 		return fail(err)
 	}
-	if err := writeFileSync(filepath.Join(staging, headerName), b); err != nil {
-		return fail(err)
-	}
-	if err := syncDir(staging); err != nil {
+	if err := atomicfile.WriteDurable(filepath.Join(staging, headerName), b, 0o600); err != nil {
 		return fail(err)
 	}
 	if err := os.Rename(staging, c.Dir(h.ID)); err != nil {
@@ -179,7 +178,7 @@ func (c *Catalog) writeNewFolder(h Header) error {
 		}
 		return fail(err)
 	}
-	return syncDir(c.dir)
+	return atomicfile.SyncDir(c.dir)
 }
 
 // change is what a change does to a header: it edits h and reports whether
@@ -263,7 +262,7 @@ func (c *Catalog) writeHeader(h Header) error {
 	if err != nil {
 		return err
 	}
-	if err := writeFileAtomic(c.Dir(h.ID), headerName, headerTemp, b); err != nil {
+	if err := atomicfile.WriteDurable(filepath.Join(c.Dir(h.ID), headerName), b, 0o600); err != nil {
 		return fmt.Errorf("write header: %w", err)
 	}
 	return nil
@@ -408,8 +407,13 @@ func (c *Catalog) removeFolder(id string) error {
 	}
 	// The session is gone from its place. Should the rename not be synced
 	// before a crash, the session is back after it, which loses nothing;
-	// should the deletion fail, the next Open deletes what is left.
-	_ = syncDir(c.dir)
-	_ = os.RemoveAll(trash)
+	// should the deletion fail, the next Open deletes what is left. Either
+	// failure is logged, not returned: the session is removed.
+	if err := atomicfile.SyncDir(c.dir); err != nil {
+		c.log.Warn("removed session may come back after a crash", "session", id, "err", err)
+	}
+	if err := os.RemoveAll(trash); err != nil {
+		c.log.Warn("removed session's files are left until the catalog is next opened", "session", id, "path", trash, "err", err)
+	}
 	return nil
 }

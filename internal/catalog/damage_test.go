@@ -161,14 +161,18 @@ func TestOpenRemovesWhatInterruptedWritesLeft(t *testing.T) {
 	c, home := openHome(t)
 	h := mustCreate(t, c, CreateOptions{ID: "kept", Cwd: workDir(t, "w"), Title: "kept"})
 	sessions := filepath.Join(home, "sessions")
-	// A header write cut off before its rename.
-	tmp := filepath.Join(c.Dir(h.ID), "header.json.tmp")
-	if err := os.WriteFile(tmp, []byte(`{"title":"half`), 0o600); err != nil {
-		t.Fatal(err)
+	// Header and settings writes cut off before their rename, by this
+	// version (a dot, the name, digits) and by older ones (".tmp").
+	leftovers := []string{
+		filepath.Join(c.Dir(h.ID), ".header.json8674665223082153551"),
+		filepath.Join(c.Dir(h.ID), "header.json.tmp"),
+		filepath.Join(home, ".settings.json42"),
+		filepath.Join(home, "settings.json.tmp"),
 	}
-	// A settings write cut off before its rename.
-	if err := os.WriteFile(filepath.Join(home, "settings.json.tmp"), []byte("{"), 0o600); err != nil {
-		t.Fatal(err)
+	for _, tmp := range leftovers {
+		if err := os.WriteFile(tmp, []byte(`{"title":"half`), 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
 	// A create cut off before its folder was put in place, and a remove cut
 	// off after its folder was moved out of place.
@@ -177,8 +181,9 @@ func TestOpenRemovesWhatInterruptedWritesLeft(t *testing.T) {
 	os.WriteFile(filepath.Join(removing, "transcript.jsonl"), []byte("{}\n"), 0o600)
 
 	again := mustOpen(t, home)
-	assertNotExist(t, tmp)
-	assertNotExist(t, filepath.Join(home, "settings.json.tmp"))
+	for _, tmp := range leftovers {
+		assertNotExist(t, tmp)
+	}
 	assertNotExist(t, creating)
 	assertNotExist(t, removing)
 	if names := sessionsDirNames(t, home); !slices.Equal(names, []string{"kept"}) {

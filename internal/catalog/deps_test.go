@@ -7,7 +7,7 @@ import (
 )
 
 // The catalog knows nothing of the host, workers or transport: of this
-// module it imports the protocol's types alone.
+// module it imports the protocol's types and the atomic file writer alone.
 func TestImportsNothingOfTheModuleButProtocol(t *testing.T) {
 	goBin, err := exec.LookPath("go")
 	if err != nil {
@@ -23,7 +23,7 @@ func TestImportsNothingOfTheModuleButProtocol(t *testing.T) {
 			continue
 		}
 		switch pkg {
-		case module + "/internal/catalog", module + "/protocol":
+		case module + "/internal/catalog", module + "/protocol", module + "/internal/atomicfile":
 		default:
 			t.Errorf("catalog depends on %s", pkg)
 		}

@@ -8,16 +8,21 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+
+	"github.com/agentd-dev/agentd/internal/atomicfile"
 )
 
 // File names under the home.
 const (
 	sessionsDir    = "sessions"
 	headerName     = "header.json"
-	headerTemp     = "header.json.tmp"
 	transcriptName = "transcript.jsonl"
 	settingsName   = "settings.json"
-	settingsTemp   = "settings.json.tmp"
+
+	// Temporary files of header and settings writes before the catalog
+	// wrote through atomicfile; an older version may have left them.
+	legacyHeaderTemp   = "header.json.tmp"
+	legacySettingsTemp = "settings.json.tmp"
 
 	// Folders in the sessions directory that are not sessions: a session
 	// being created (renamed into place when complete) and a session being
@@ -29,58 +34,14 @@ const (
 // maxHeaderBytes bounds a header file; a larger one is damaged.
 const maxHeaderBytes = 64 << 10
 
-// Temp files have fixed names: one process owns the home and the catalog
-// writes one file of a folder at a time, so no two writers share a name.
-
-// writeFileAtomic replaces dir/name with data, mode 0600: it writes
-// dir/tmpName, syncs it, renames it over dir/name and syncs dir. A reader —
-// or a crash — sees the old file or the new one, never a part.
-func writeFileAtomic(dir, name, tmpName string, data []byte) error {
-	tmp := filepath.Join(dir, tmpName)
-	if err := writeFileSync(tmp, data); err != nil {
-		os.Remove(tmp)
+// removeLeftovers removes what writes of dir/name cut off before their
+// rename left beside it. One process owns the home, so no write of the
+// file is under way while the catalog opens.
+func removeLeftovers(dir, name, legacyTemp string) error {
+	if err := atomicfile.RemoveLeftovers(filepath.Join(dir, name)); err != nil {
 		return err
 	}
-	if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return syncDir(dir)
-}
-
-// writeFileSync writes data to path, mode 0600, and syncs it. It does not
-// follow a symbolic link at path.
-func writeFileSync(path string, data []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW, 0o600)
-	if err != nil {
-		return err
-	}
-	// A leftover file keeps its mode through O_TRUNC; set it.
-	if err := f.Chmod(0o600); err != nil {
-		f.Close()
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	if err := d.Sync(); err != nil {
-		d.Close()
-		return fmt.Errorf("sync %s: %w", dir, err)
-	}
-	return d.Close()
+	return removeIfExists(filepath.Join(dir, legacyTemp))
 }
 
 // readFileLimited reads path, not following a symbolic link, refusing a file

@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"bytes"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
@@ -75,7 +76,7 @@ func FuzzDecodeHeader(f *testing.F) {
 		if err := os.WriteFile(filepath.Join(dir, headerName), b, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		loaded := loadHeader(dir, "s1")
+		loaded := (&Catalog{log: slog.New(slog.DiscardHandler)}).loadHeader(dir, "s1")
 		if loaded.ID != "s1" {
 			t.Fatalf("loaded id %q, want the folder's name", loaded.ID)
 		}

@@ -7,6 +7,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/agentd-dev/agentd/internal/atomicfile"
 )
 
 // maxSettingsBytes bounds settings.json; a larger file is unreadable.
@@ -36,8 +38,8 @@ func (s Settings) check() error {
 // loadSettings reads settings.json. A missing file is empty settings; an
 // unreadable one is moved aside, keeping its bytes, and is empty settings.
 func (c *Catalog) loadSettings() error {
-	if err := removeIfExists(filepath.Join(c.home, settingsTemp)); err != nil {
-		return fmt.Errorf("remove leftover %s: %w", settingsTemp, err)
+	if err := removeLeftovers(c.home, settingsName, legacySettingsTemp); err != nil {
+		return fmt.Errorf("remove what an interrupted write of %s left: %w", settingsName, err)
 	}
 	path := filepath.Join(c.home, settingsName)
 	b, err := readFileLimited(path, maxSettingsBytes)
@@ -145,7 +147,7 @@ func (c *Catalog) writeSettings(s Settings) error {
 	if err != nil {
 		return err
 	}
-	if err := writeFileAtomic(c.home, settingsName, settingsTemp, append(b, '\n')); err != nil {
+	if err := atomicfile.WriteDurable(filepath.Join(c.home, settingsName), append(b, '\n'), 0o600); err != nil {
 		return fmt.Errorf("write %s: %w", settingsName, err)
 	}
 	return nil
