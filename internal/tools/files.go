@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"github.com/agentd-dev/agentd/internal/atomicfile"
 )
 
 // sniffBytes is how much of a file is looked at to tell text from binary.
@@ -54,12 +56,11 @@ func isBinary(head []byte) bool {
 	return bytes.IndexByte(head[:min(len(head), sniffBytes)], 0) >= 0
 }
 
-// writeAtomic replaces the file at p with data: it writes a temporary file
-// beside it, syncs it and renames it over p, so a reader sees the old
-// content or the new, never a mix. The file keeps its permissions if it
-// existed and gets 0644 otherwise; missing parent directories are created.
-// A symbolic link is followed and its target replaced. created reports
-// whether the file is new.
+// writeAtomic replaces the file at p with data (atomicfile.WriteDurable),
+// so a reader sees the old content or the new, never a mix. The file keeps
+// its permissions if it existed and gets 0644 otherwise; missing parent
+// directories are created. A symbolic link is followed and its target
+// replaced. created reports whether the file is new.
 func writeAtomic(p string, data []byte) (created bool, err error) {
 	mode := fs.FileMode(0o644)
 	if target, err := filepath.EvalSymlinks(p); err == nil {
@@ -83,29 +84,7 @@ func writeAtomic(p string, data []byte) (created bool, err error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return false, fmt.Errorf("cannot create its directory: %s", describe(err))
 	}
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(p)+".tmp-*")
-	if err != nil {
-		return false, errors.New(describe(err))
-	}
-	defer func() {
-		if err != nil {
-			_ = os.Remove(tmp.Name())
-		}
-	}()
-	_, err = tmp.Write(data)
-	if err == nil {
-		err = tmp.Chmod(mode)
-	}
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return false, errors.New(describe(err))
-	}
-	if err = os.Rename(tmp.Name(), p); err != nil {
+	if err := atomicfile.WriteDurable(p, data, mode); err != nil {
 		return false, errors.New(describe(err))
 	}
 	return created, nil
