@@ -31,6 +31,9 @@ type Watcher struct {
 	c      *Conn
 	id     string
 	frames chan Frame
+	// lossless watchers hold the connection's reader back while they are
+	// full, instead of ending (see Follow).
+	lossless bool
 
 	mu   sync.Mutex
 	err  error // guarded by mu: why the watcher ended
@@ -41,8 +44,10 @@ type Watcher struct {
 // Watch returns a watcher for the frames of subscriptionID. Frames that
 // arrive before Watch is called for their subscription are dropped, so
 // call it before sending subscription.ready.
-func (c *Conn) Watch(subscriptionID string) *Watcher {
-	w := &Watcher{c: c, id: subscriptionID, frames: make(chan Frame, watcherBuffer), gone: make(chan struct{})}
+func (c *Conn) Watch(subscriptionID string) *Watcher { return c.watch(subscriptionID, false) }
+
+func (c *Conn) watch(subscriptionID string, lossless bool) *Watcher {
+	w := &Watcher{c: c, id: subscriptionID, frames: make(chan Frame, watcherBuffer), gone: make(chan struct{}), lossless: lossless}
 	c.mu.Lock()
 	if c.err != nil {
 		err := c.err
@@ -54,6 +59,12 @@ func (c *Conn) Watch(subscriptionID string) *Watcher {
 	c.mu.Unlock()
 	return w
 }
+
+// Follow is Watch for a watcher that never falls behind: while its buffer
+// is full, the connection stops reading, so the host's writes wait and
+// nothing is dropped. Responses on the connection wait too: follow with a
+// reader that keeps up, and keep slow work off the connection.
+func (c *Conn) Follow(subscriptionID string) *Watcher { return c.watch(subscriptionID, true) }
 
 // Next returns the next frame. It reports ctx's error before the watcher's.
 func (w *Watcher) Next(ctx context.Context) (Frame, error) {
@@ -114,6 +125,17 @@ func (c *Conn) push(kind string, raw []byte) {
 	}
 	c.mu.Unlock()
 	if w == nil {
+		return
+	}
+	if w.lossless {
+		select {
+		case w.frames <- Frame{Pushed: head, Raw: raw}:
+		case <-w.gone:
+			return
+		}
+		if kind == protocol.KindSubscriptionClosed {
+			w.end(ErrClosed)
+		}
 		return
 	}
 	select {

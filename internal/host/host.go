@@ -47,6 +47,12 @@ type Busy interface {
 	Busy() bool
 }
 
+// Fanout is implemented by compositions that fan session streams out to
+// subscribers: host.diagnostics.query reports their counters.
+type Fanout interface {
+	Fanout() protocol.FanoutCounters
+}
+
 // ComposeFunc builds the composition. It runs while the host is already
 // accepting connections in state recovering; requests for domain
 // operations meanwhile answer host_not_ready.
@@ -350,10 +356,15 @@ func (h *Host) resolve(op protocol.Operation) (Handler, *protocol.Error) {
 }
 
 func (h *Host) attacher() ConnectionAttacher {
+	a, _ := h.composition().(ConnectionAttacher)
+	return a
+}
+
+// composition returns the composition once it is ready, or nil.
+func (h *Host) composition() Composition {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	a, _ := h.comp.(ConnectionAttacher)
-	return a
+	return h.comp
 }
 
 // admission is the host's accounting of one admitted operation.

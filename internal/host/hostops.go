@@ -16,7 +16,11 @@ func (h *Host) hostHandlers() Table {
 		return h.Status(), nil
 	})
 	Handle(t, protocol.OpHostDiagnosticsQuery, func(ctx context.Context, call *Call, in *protocol.DiagnosticsQueryInput) (protocol.DiagnosticsQueryResult, error) {
-		return h.diag.recent(in.Limit), nil
+		res := h.diag.recent(in.Limit)
+		if f, ok := h.composition().(Fanout); ok {
+			res.Fanout = f.Fanout()
+		}
+		return res, nil
 	})
 	Handle(t, protocol.OpHostShutdown, func(ctx context.Context, call *Call, _ *protocol.ShutdownInput) (protocol.ShutdownResult, error) {
 		h.diag.record(slog.LevelInfo, "shutdown requested by connection "+call.Identity.ConnectionID)

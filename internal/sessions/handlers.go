@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentd-dev/agentd/client"
 	"github.com/agentd-dev/agentd/internal/catalog"
 	"github.com/agentd-dev/agentd/internal/host"
 	"github.com/agentd-dev/agentd/protocol"
@@ -39,6 +38,7 @@ func (s *Service) handlers() host.Table {
 	host.Handle(t, protocol.OpSubscriptionOpen, s.open)
 	host.Handle(t, protocol.OpSubscriptionReady, s.ready)
 	host.Handle(t, protocol.OpSubscriptionClose, s.closeSubscription)
+	host.Handle(t, protocol.OpSessionTranscriptPage, s.pageTranscript)
 	return t
 }
 
@@ -163,7 +163,7 @@ func (s *Service) stopWorker(id string) {
 	if w == nil {
 		return
 	}
-	w.endRelays(protocol.ClosedSessionRemoved)
+	w.endSubscriptions(protocol.ClosedSessionRemoved)
 	w.stop()
 }
 
@@ -195,7 +195,6 @@ func (s *Service) startTurn(ctx context.Context, _ *host.Call, in *protocol.Turn
 		}
 	}
 	s.cat.Touch(h.ID, time.Now())
-	s.markBusy(h.ID)
 	return res, nil
 }
 
@@ -204,22 +203,6 @@ func (s *Service) modelOf(h catalog.Header) string {
 		return s.cfg.Models.Default()
 	}
 	return h.Model
-}
-
-// markBusy notes that a worker just took a turn. If the turn already
-// ended, the worker's own answer corrects it: with subscribers, their
-// deltas; without, watchBusy's snapshot.
-func (s *Service) markBusy(id string) {
-	s.mu.Lock()
-	w := s.workers[id]
-	s.mu.Unlock()
-	if w != nil {
-		w.mu.Lock()
-		w.busy = true
-		w.mu.Unlock()
-		w.disarmIdle()
-		w.armIdle()
-	}
 }
 
 func turnOp(s *Service, op string, command bool) func(context.Context, *host.Call, *protocol.TurnRef) (protocol.TurnSnapshot, error) {
@@ -375,90 +358,78 @@ func (s *Service) tellWorker(ctx context.Context, h catalog.Header, op string, i
 }
 
 func (s *Service) open(ctx context.Context, call *host.Call, in *protocol.SubscriptionOpenInput) (protocol.SubscriptionOpenResult, error) {
-	c, ok := call.Attachment().(*clientConn)
-	if !ok {
-		return protocol.SubscriptionOpenResult{}, protocol.Errorf(protocol.CodeInternalFailure, "connection not attached")
+	c, err := clientOf(call)
+	if err != nil {
+		return protocol.SubscriptionOpenResult{}, err
 	}
 	h, err := s.resolve(in.SessionID)
 	if err != nil {
 		return protocol.SubscriptionOpenResult{}, err
 	}
-	in.SessionID = h.ID
-	var res protocol.SubscriptionOpenResult
-	var w *worker
-	for attempt := 0; ; attempt++ {
-		if w, err = s.ensureWorker(ctx, h); err != nil {
-			return protocol.SubscriptionOpenResult{}, err
-		}
-		err = w.conn.Request(ctx, protocol.OpSubscriptionOpen, in, &res)
-		if err == nil {
-			break
-		}
-		w.release()
-		// A worker found just as it died: a stream it opened died with it,
-		// so its replacement opens one.
-		var ie *client.InterruptedError
-		if errors.As(err, &ie) && attempt == 0 && lostWith(ctx, w, ie) {
-			continue
-		}
-		return res, protocol.Errorf(protocol.CodeInternalFailure, "opening the session's stream: %v", err)
+	w, err := s.ensureWorker(ctx, h)
+	if err != nil {
+		return protocol.SubscriptionOpenResult{}, err
 	}
 	defer w.release()
-	rctx, cancel := context.WithCancel(context.Background())
-	r := &relay{c: c, w: w, id: res.SubscriptionID, watch: w.conn.Watch(res.SubscriptionID), cancel: cancel, done: make(chan struct{})}
+	sub, snap := w.subscribe(c, in)
 	c.mu.Lock()
-	c.relays[r.id] = r
+	c.subs[sub.id] = sub
 	c.mu.Unlock()
-	w.mu.Lock()
-	w.relays[r] = true
-	w.mu.Unlock()
-	workerEpoch := res.HostEpoch
-	s.wg.Go(func() { r.run(rctx, workerEpoch) })
-	res.HostEpoch = s.host.Epoch()
-	var snap protocol.SessionProjection
-	if json.Unmarshal(res.Snapshot, &snap) == nil {
-		status := snap.Session.Status
-		snap.Session = h.Session(status)
-		res.Snapshot, _ = json.Marshal(snap)
+	raw, err := json.Marshal(snap)
+	if err != nil {
+		sub.close(protocol.ClosedClientClosed)
+		return protocol.SubscriptionOpenResult{}, err
 	}
-	return res, nil
+	return protocol.SubscriptionOpenResult{HostEpoch: s.host.Epoch(), SubscriptionID: sub.id, NextSequence: 1, Snapshot: raw}, nil
 }
 
-func (c *clientConn) relay(id string) (*relay, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	r, ok := c.relays[id]
-	if !ok {
-		return nil, protocol.Errorf(protocol.CodeNotFound, "no subscription %q on this connection", id)
-	}
-	return r, nil
-}
-
-func (s *Service) ready(ctx context.Context, call *host.Call, in *protocol.SubscriptionRef) (protocol.SubscriptionRef, error) {
-	c, _ := call.Attachment().(*clientConn)
-	if c == nil {
-		return protocol.SubscriptionRef{}, protocol.Errorf(protocol.CodeInternalFailure, "connection not attached")
-	}
-	r, err := c.relay(in.SubscriptionID)
+func (s *Service) ready(_ context.Context, call *host.Call, in *protocol.SubscriptionRef) (protocol.SubscriptionRef, error) {
+	c, err := clientOf(call)
 	if err != nil {
 		return protocol.SubscriptionRef{}, err
 	}
-	r.readied.Store(true)
-	if err := r.w.conn.Request(ctx, protocol.OpSubscriptionReady, in, nil); err != nil {
-		return protocol.SubscriptionRef{}, protocol.Errorf(protocol.CodeInternalFailure, "starting the session's stream: %v", err)
-	}
-	return *in, nil
-}
-
-func (s *Service) closeSubscription(ctx context.Context, call *host.Call, in *protocol.SubscriptionRef) (protocol.SubscriptionRef, error) {
-	c, _ := call.Attachment().(*clientConn)
-	if c == nil {
-		return protocol.SubscriptionRef{}, protocol.Errorf(protocol.CodeInternalFailure, "connection not attached")
-	}
-	r, err := c.relay(in.SubscriptionID)
+	sub, err := c.subscription(in.SubscriptionID)
 	if err != nil {
 		return protocol.SubscriptionRef{}, err
 	}
-	r.close()
+	sub.markReady()
 	return *in, nil
+}
+
+func (s *Service) closeSubscription(_ context.Context, call *host.Call, in *protocol.SubscriptionRef) (protocol.SubscriptionRef, error) {
+	c, err := clientOf(call)
+	if err != nil {
+		return protocol.SubscriptionRef{}, err
+	}
+	sub, err := c.subscription(in.SubscriptionID)
+	if err != nil {
+		return protocol.SubscriptionRef{}, err
+	}
+	c.forget(sub)
+	sub.close(protocol.ClosedClientClosed)
+	return *in, nil
+}
+
+// pageTranscript reads a page of the transcript of a subscription's
+// session, or of a session named by id, from its worker.
+func (s *Service) pageTranscript(ctx context.Context, call *host.Call, in *protocol.TranscriptPageInput) (protocol.TranscriptPage, error) {
+	selector := in.SessionID
+	if in.SubscriptionID != "" {
+		c, err := clientOf(call)
+		if err != nil {
+			return protocol.TranscriptPage{}, err
+		}
+		sub, err := c.subscription(in.SubscriptionID)
+		if err != nil {
+			return protocol.TranscriptPage{}, err
+		}
+		selector = sub.w.sessionID
+	}
+	h, err := s.resolve(selector)
+	if err != nil {
+		return protocol.TranscriptPage{}, err
+	}
+	fwd := *in
+	fwd.SubscriptionID, fwd.SessionID = "", h.ID
+	return forward[protocol.TranscriptPage](ctx, s, h, protocol.OpSessionTranscriptPage, &fwd)
 }

@@ -18,6 +18,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentd-dev/agentd/client"
@@ -58,6 +59,11 @@ type Config struct {
 	WorkerLogFormat string
 	Models          Models
 	Logger          *slog.Logger
+	// BacklogBytes and BacklogAge bound what a subscription may hold
+	// undelivered before it is closed as a slow consumer (defaults
+	// DefaultBacklogBytes and DefaultBacklogAge).
+	BacklogBytes int
+	BacklogAge   time.Duration
 }
 
 // Service is the composition.
@@ -66,8 +72,11 @@ type Service struct {
 	host  *host.Host // constant
 	cat   *catalog.Catalog
 	log   *slog.Logger
-	wg    sync.WaitGroup // worker monitors and relays
+	wg    sync.WaitGroup // worker monitors, streams and deliveries
 	table host.Table
+
+	counters counters
+	nextSub  atomic.Uint64
 
 	mu       sync.Mutex
 	workers  map[string]*worker // guarded by mu: by session id
@@ -92,6 +101,12 @@ func New(h *host.Host, cfg Config) (*Service, error) {
 	}
 	if cfg.WorkerLog == nil {
 		cfg.WorkerLog = os.Stderr
+	}
+	if cfg.BacklogBytes <= 0 {
+		cfg.BacklogBytes = DefaultBacklogBytes
+	}
+	if cfg.BacklogAge <= 0 {
+		cfg.BacklogAge = DefaultBacklogAge
 	}
 	if cfg.WorkerLogFormat == "" {
 		cfg.WorkerLogFormat = "text"
@@ -133,9 +148,13 @@ func (s *Service) BeginDrain() {
 	}
 	s.mu.Unlock()
 	for _, w := range workers {
-		w.endRelays(protocol.ClosedHostDraining)
-		w.stop()
+		w.endSubscriptions(protocol.ClosedHostDraining)
 	}
+	var stops sync.WaitGroup
+	for _, w := range workers {
+		stops.Go(w.stop)
+	}
+	stops.Wait()
 }
 
 // Close waits for the workers and relays to end.
@@ -148,7 +167,12 @@ func (s *Service) Close(ctx context.Context) error {
 // AttachConnection implements host.ConnectionAttacher: it tracks the
 // subscriptions each client connection holds.
 func (s *Service) AttachConnection(id host.Identity, out *host.OutboundWriter) host.Attachment {
-	return &clientConn{s: s, id: id, out: out, relays: map[string]*relay{}}
+	return &clientConn{s: s, id: id, out: out, subs: map[string]*subscription{}}
+}
+
+// Fanout counts the work of the session fan-out, for host.diagnostics.query.
+func (s *Service) Fanout() protocol.FanoutCounters {
+	return s.counters.snapshot()
 }
 
 // status is the runtime status of a session the host knows of.

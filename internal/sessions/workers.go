@@ -1,7 +1,6 @@
 package sessions
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -33,14 +32,15 @@ type worker struct {
 	startErr  error         // set before ready is closed
 	exited    chan struct{} // closed when the process has exited
 
+	// Lock order: mu before subscription.mu.
 	mu       sync.Mutex
-	cause    string          // guarded by mu: why the process exited
-	stopping bool            // guarded by mu: the host asked it to stop
-	relays   map[*relay]bool // guarded by mu
-	uses     int             // guarded by mu: requests holding the worker
-	idle     *time.Timer     // guarded by mu
-	busy     bool            // guarded by mu: a turn runs, as its deltas say
-	watching bool            // guarded by mu: watchBusy follows the running turn
+	cause    string                     // guarded by mu: why the process exited
+	stopping bool                       // guarded by mu: the host asked it to stop
+	subs     map[*subscription]struct{} // guarded by mu: client subscriptions
+	proj     *protocol.Projector        // guarded by mu: the session as the worker's stream says
+	uses     int                        // guarded by mu: requests holding the worker
+	idle     *time.Timer                // guarded by mu
+	busy     bool                       // guarded by mu: a turn runs or waits, as the stream says
 }
 
 func (w *worker) running() bool {
@@ -91,7 +91,7 @@ func (s *Service) ensureWorker(ctx context.Context, h catalog.Header) (*worker, 
 			}
 		}
 		if !ok {
-			w = &worker{s: s, sessionID: h.ID, ready: make(chan struct{}), exited: make(chan struct{}), relays: map[*relay]bool{}}
+			w = &worker{s: s, sessionID: h.ID, ready: make(chan struct{}), exited: make(chan struct{}), subs: map[*subscription]struct{}{}}
 			s.workers[h.ID] = w
 			s.wg.Go(func() { s.start(w, h) })
 		}
@@ -180,6 +180,16 @@ func (s *Service) start(w *worker, h catalog.Header) {
 	go func() { waited <- cmd.Wait() }()
 
 	conn, err := s.dialWorker(sock, w.pid, waited)
+	var feed *client.Watcher
+	if err == nil {
+		w.conn = conn
+		ctx, cancel := context.WithTimeout(context.Background(), workerStartTimeout)
+		feed, err = w.openFeed(ctx)
+		cancel()
+		if err != nil {
+			conn.Close()
+		}
+	}
 	if err != nil {
 		cmd.Process.Kill()
 		werr := <-waited
@@ -190,19 +200,22 @@ func (s *Service) start(w *worker, h catalog.Header) {
 		return
 	}
 	os.Remove(s.previousExitPath(h.ID))
-	w.conn = conn
+	followed := make(chan struct{})
+	s.wg.Go(func() {
+		defer close(followed)
+		w.follow(feed)
+	})
 	close(w.ready)
 	s.log.Info("worker started", "session", h.ID, "pid", w.pid)
 	w.armIdle()
 
 	werr := <-waited
 	conn.Close()
+	<-followed // every delta the worker sent has reached its subscribers
 	s.cleanUpAfter(h.ID, w.pid)
 	w.mu.Lock()
 	w.cause = describeExit(werr)
 	stopping := w.stopping
-	relays := w.relays
-	w.relays = map[*relay]bool{}
 	if w.idle != nil {
 		w.idle.Stop()
 	}
@@ -214,9 +227,7 @@ func (s *Service) start(w *worker, h catalog.Header) {
 		s.host.Diagnostic(slog.LevelWarn, fmt.Sprintf("session %s: %s", h.ID, w.cause))
 	}
 	close(w.exited)
-	for r := range relays {
-		r.end(protocol.ClosedWorkerExited)
-	}
+	w.endSubscriptions(protocol.ClosedWorkerExited)
 }
 
 // stopOrphan asks a worker of the session that an earlier host left
@@ -344,31 +355,12 @@ func (w *worker) stop() {
 	}
 }
 
-// endRelays closes every client subscription of the worker with reason.
-func (w *worker) endRelays(reason string) {
-	w.mu.Lock()
-	relays := w.relays
-	w.relays = map[*relay]bool{}
-	w.mu.Unlock()
-	for r := range relays {
-		r.end(reason)
-	}
-}
-
-// armIdle starts the idle timer when nothing holds the worker. A worker
-// busy with no subscriber whose deltas would tell when its turn ends is
-// followed until it does.
+// armIdle starts the idle timer when nothing holds the worker: no
+// subscriber, no request, and its stream says no turn runs.
 func (w *worker) armIdle() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.stopping || len(w.relays) > 0 || w.uses > 0 {
-		return
-	}
-	if w.busy {
-		if !w.watching {
-			w.watching = true
-			w.s.wg.Go(w.watchBusy)
-		}
+	if w.stopping || w.busy || len(w.subs) > 0 || w.uses > 0 {
 		return
 	}
 	if w.idle == nil {
@@ -376,38 +368,11 @@ func (w *worker) armIdle() {
 	}
 }
 
-func (w *worker) disarmIdle() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.idle != nil {
-		w.idle.Stop()
-		w.idle = nil
-	}
-}
-
-// idleFired stops the worker if it is still idle: no subscriber, and the
-// worker itself says no turn runs.
+// idleFired stops the worker if it is still idle.
 func (w *worker) idleFired() {
 	w.mu.Lock()
 	w.idle = nil
-	held := len(w.relays) > 0 || w.uses > 0 || w.stopping
-	w.mu.Unlock()
-	if held {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	var sess protocol.Session
-	if err := w.conn.Request(ctx, protocol.OpSessionGet, protocol.SessionRef{SessionID: w.sessionID}, &sess); err == nil && sess.Status != protocol.SessionIdle {
-		w.mu.Lock()
-		w.busy = true
-		w.mu.Unlock()
-		w.armIdle()
-		return
-	}
-	// Claim the stop only if nothing took hold of the worker meanwhile.
-	w.mu.Lock()
-	if len(w.relays) > 0 || w.uses > 0 || w.stopping {
+	if w.stopping || w.busy || len(w.subs) > 0 || w.uses > 0 {
 		w.mu.Unlock()
 		return
 	}
@@ -415,60 +380,4 @@ func (w *worker) idleFired() {
 	w.mu.Unlock()
 	w.s.log.Info("stopping idle worker", "session", w.sessionID)
 	w.s.wg.Go(w.stop)
-}
-
-// watchBusy follows a worker that is busy without subscribers until its
-// turn ends, then lets it idle.
-func (w *worker) watchBusy() {
-	defer func() {
-		w.mu.Lock()
-		w.watching = false
-		w.mu.Unlock()
-	}()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		select {
-		case <-w.exited:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	var open protocol.SubscriptionOpenResult
-	if err := w.conn.Request(ctx, protocol.OpSubscriptionOpen, protocol.SubscriptionOpenInput{SessionID: w.sessionID, Transcript: protocol.TranscriptBootstrap{Kind: "none"}}, &open); err != nil {
-		return
-	}
-	watch := w.conn.Watch(open.SubscriptionID)
-	defer func() {
-		// The worker keeps a subscription, and sends it every delta, until
-		// it is closed.
-		watch.Close()
-		w.conn.Request(ctx, protocol.OpSubscriptionClose, protocol.SubscriptionRef{SubscriptionID: open.SubscriptionID}, nil)
-	}()
-	if err := w.conn.Request(ctx, protocol.OpSubscriptionReady, protocol.SubscriptionRef{SubscriptionID: open.SubscriptionID}, nil); err != nil {
-		return
-	}
-	var snap protocol.SessionProjection
-	if json.Unmarshal(open.Snapshot, &snap) == nil && snap.Session.Status == protocol.SessionIdle {
-		w.settle()
-		return
-	}
-	for {
-		f, err := watch.Next(ctx)
-		if err != nil {
-			return
-		}
-		if f.Kind == protocol.KindSessionDelta && bytes.Contains(f.Raw, []byte(`"event":"run_end"`)) {
-			w.settle()
-			return
-		}
-	}
-}
-
-func (w *worker) settle() {
-	w.mu.Lock()
-	w.busy = false
-	w.watching = false
-	w.mu.Unlock()
-	w.armIdle()
 }

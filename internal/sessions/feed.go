@@ -1,0 +1,145 @@
+package sessions
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/agentd-dev/agentd/client"
+	"github.com/agentd-dev/agentd/protocol"
+)
+
+// openFeed opens the worker's one event stream: its projection now, then
+// every delta. The host follows it for as long as the worker lives,
+// whatever the number of subscribers.
+func (w *worker) openFeed(ctx context.Context) (*client.Watcher, error) {
+	var open protocol.SubscriptionOpenResult
+	in := protocol.SubscriptionOpenInput{SessionID: w.sessionID, Transcript: protocol.TranscriptBootstrap{Kind: protocol.TranscriptNone}}
+	if err := w.conn.Request(ctx, protocol.OpSubscriptionOpen, in, &open); err != nil {
+		return nil, fmt.Errorf("opening the worker's stream: %w", err)
+	}
+	var snap protocol.SessionProjection
+	if err := json.Unmarshal(open.Snapshot, &snap); err != nil {
+		return nil, fmt.Errorf("reading the worker's projection: %w", err)
+	}
+	snap.Session = w.s.withHeader(snap.Session)
+	w.mu.Lock()
+	w.proj = protocol.NewProjector(snap)
+	w.busy = snap.Session.Status != protocol.SessionIdle
+	w.mu.Unlock()
+	watch := w.conn.Follow(open.SubscriptionID)
+	if err := w.conn.Request(ctx, protocol.OpSubscriptionReady, protocol.SubscriptionRef{SubscriptionID: open.SubscriptionID}, nil); err != nil {
+		watch.Close()
+		return nil, fmt.Errorf("starting the worker's stream: %w", err)
+	}
+	return watch, nil
+}
+
+// follow reads the worker's stream until it ends: each delta is decoded
+// once, applied to the host's copy of the projection, and handed, encoded
+// once, to every subscriber.
+func (w *worker) follow(watch *client.Watcher) {
+	defer watch.Close()
+	for {
+		f, err := watch.Next(context.Background())
+		if err != nil {
+			return
+		}
+		if f.Kind != protocol.KindSessionDelta {
+			if f.Kind == protocol.KindSubscriptionClosed {
+				w.s.log.Error("the worker closed the host's stream", "session", w.sessionID, "frame", string(f.Raw))
+			}
+			continue
+		}
+		var frame protocol.SessionDeltaFrame
+		var d protocol.SessionDelta
+		if err := json.Unmarshal(f.Raw, &frame); err != nil {
+			w.s.log.Error("a worker frame cannot be read", "session", w.sessionID, "err", err)
+			continue
+		}
+		if err := json.Unmarshal(frame.Delta, &d); err != nil {
+			w.s.log.Error("a worker delta cannot be read", "session", w.sessionID, "err", err)
+			continue
+		}
+		w.publish(&d, frame.Delta)
+	}
+}
+
+// publish applies one delta and fans it out.
+func (w *worker) publish(d *protocol.SessionDelta, body []byte) {
+	w.s.counters.deltas.Add(1)
+	if d.Event == protocol.EventSessionChanged && d.Session != nil {
+		// The worker knows the session's runtime status, the host its
+		// header (title, dates, revision).
+		d.Session = ptr(w.s.withHeader(*d.Session))
+		body, _ = json.Marshal(d)
+	}
+	w.s.counters.encodes.Add(1)
+	it := &item{body: body, d: d, at: time.Now()}
+	w.mu.Lock()
+	w.proj.Apply(*d)
+	was := w.busy
+	w.busy = w.proj.Session().Status != protocol.SessionIdle
+	for sub := range w.subs {
+		sub.push(it)
+	}
+	w.mu.Unlock()
+	if was && !w.busy {
+		w.armIdle()
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// withHeader is a worker's session with the catalog's header.
+func (s *Service) withHeader(sess protocol.Session) protocol.Session {
+	h, err := s.cat.Get(sess.SessionID)
+	if err != nil {
+		return sess
+	}
+	return h.Session(sess.Status)
+}
+
+// subscribe opens a subscription for c at the stream's present position:
+// its snapshot is the projection now, and every later delta follows it.
+func (w *worker) subscribe(c *clientConn, in *protocol.SubscriptionOpenInput) (*subscription, protocol.SessionProjection) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	snap := w.proj.Projection()
+	sub := &subscription{
+		id: w.sessionID + "." + w.s.host.Epoch()[:6] + "." + strconv.FormatUint(w.s.nextSub.Add(1), 10),
+		c:  c, w: w, s: w.s, upTo: snap.TranscriptSequence, ready: make(chan struct{}),
+	}
+	if in.Transcript.Kind == protocol.TranscriptAfter {
+		sub.after = &in.Transcript.Sequence
+	}
+	w.subs[sub] = struct{}{}
+	if w.idle != nil {
+		w.idle.Stop()
+		w.idle = nil
+	}
+	return sub, snap
+}
+
+// dropSubscription forgets a closed subscription; the worker may idle.
+func (w *worker) dropSubscription(sub *subscription) {
+	w.mu.Lock()
+	delete(w.subs, sub)
+	w.mu.Unlock()
+	w.armIdle()
+}
+
+// endSubscriptions closes every subscription of the worker with reason.
+func (w *worker) endSubscriptions(reason string) {
+	w.mu.Lock()
+	subs := make([]*subscription, 0, len(w.subs))
+	for sub := range w.subs {
+		subs = append(subs, sub)
+	}
+	w.mu.Unlock()
+	for _, sub := range subs {
+		sub.close(reason)
+	}
+}

@@ -1,0 +1,438 @@
+package sessions
+
+import (
+	"context"
+	"encoding/json"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/agentd-dev/agentd/internal/host"
+	"github.com/agentd-dev/agentd/protocol"
+)
+
+// The fan-out's delivery promise, as docs/protocol.md states it: a
+// subscription receives every delta of its session, in order, each once.
+// While a subscriber lags (its previous batch is not yet written to its
+// connection), consecutive text updates of one message, or output updates
+// of one tool call, merge into one delta, up to mergeCap. A subscriber
+// whose backlog still passes its bound (bytes or age) is closed with
+// slow_consumer: its backlog is dropped, and neither its connection, nor
+// its sibling subscriptions, nor the session notice.
+const (
+	// DefaultBacklogBytes bounds the bytes a subscription may hold
+	// undelivered.
+	DefaultBacklogBytes = 1 << 20
+	// DefaultBacklogAge bounds how long its oldest undelivered delta may
+	// wait.
+	DefaultBacklogAge = 5 * time.Second
+	// batchBytes bounds the deltas handed to a connection at once: a
+	// connection's outbound queue holds at most one batch of each of its
+	// subscriptions.
+	batchBytes = 64 << 10
+	// mergeCap bounds the text one merged update carries.
+	mergeCap = 64 << 10
+	// pageBytes bounds a transcript page read for a resuming subscriber.
+	pageBytes = 256 << 10
+)
+
+// counters count the fan-out's work for host.diagnostics.query.
+type counters struct {
+	deltas, encodes, frames, coalesced, slowConsumers atomic.Uint64
+}
+
+func (c *counters) snapshot() protocol.FanoutCounters {
+	return protocol.FanoutCounters{
+		Deltas: c.deltas.Load(), Encodes: c.encodes.Load(), Frames: c.frames.Load(),
+		Coalesced: c.coalesced.Load(), SlowConsumers: c.slowConsumers.Load(),
+	}
+}
+
+// item is one delta on its way to subscribers. body is the delta's JSON,
+// shared by every subscriber; d is its decoded form, read-only.
+type item struct {
+	body []byte
+	d    *protocol.SessionDelta
+	at   time.Time // when it reached the host
+}
+
+// pending is an item in one subscription's backlog. A merged one owns
+// the text it gathered and is encoded when it is delivered.
+type pending struct {
+	*item
+	merged         bool
+	text, thinking strings.Builder
+	output         strings.Builder
+}
+
+func (p *pending) size() int {
+	if p.merged {
+		return p.text.Len() + p.thinking.Len() + p.output.Len() + 128
+	}
+	return len(p.body)
+}
+
+// mergeable reports whether d may be folded into p.
+func (p *pending) mergeable(d *protocol.SessionDelta) bool {
+	e := p.d
+	if e.Event != d.Event || e.TurnID != d.TurnID || p.size()+len(d.Text)+len(d.Thinking)+outputLen(d) > mergeCap {
+		return false
+	}
+	switch d.Event {
+	case protocol.EventMessageUpdate:
+		return e.MessageID == d.MessageID
+	case protocol.EventToolCallUpdate:
+		return e.ToolCall != nil && d.ToolCall != nil && e.ToolCall.ID == d.ToolCall.ID
+	}
+	return false
+}
+
+func outputLen(d *protocol.SessionDelta) int {
+	if d.ToolCall == nil {
+		return 0
+	}
+	return len(d.ToolCall.Output)
+}
+
+func (p *pending) merge(d *protocol.SessionDelta) {
+	if !p.merged {
+		p.merged = true
+		p.text.WriteString(p.d.Text)
+		p.thinking.WriteString(p.d.Thinking)
+		if p.d.ToolCall != nil {
+			p.output.WriteString(p.d.ToolCall.Output)
+		}
+	}
+	p.text.WriteString(d.Text)
+	p.thinking.WriteString(d.Thinking)
+	if d.ToolCall != nil {
+		p.output.WriteString(d.ToolCall.Output)
+	}
+}
+
+// encoded returns the pending delta's JSON.
+func (p *pending) encoded() []byte {
+	if !p.merged {
+		return p.body
+	}
+	d := *p.d
+	d.Text, d.Thinking = p.text.String(), p.thinking.String()
+	if d.ToolCall != nil {
+		tc := *d.ToolCall
+		tc.Output = p.output.String()
+		d.ToolCall = &tc
+	}
+	b, _ := json.Marshal(d)
+	return b
+}
+
+// subscription is one client subscription to a session: the worker's
+// deltas, wrapped with the subscription's own id and sequence, through a
+// bounded backlog of its own.
+type subscription struct {
+	id    string        // constant
+	c     *clientConn   // constant
+	w     *worker       // constant
+	s     *Service      // constant
+	after *uint64       // constant: resume after this record
+	upTo  uint64        // constant: the last record of the opening snapshot
+	ready chan struct{} // closed by subscription.ready
+
+	mu       sync.Mutex
+	readied  bool       // guarded by mu
+	catching bool       // guarded by mu: transcript records are still being sent
+	seq      uint64     // guarded by mu: the last sequence handed to the connection
+	backlog  []*pending // guarded by mu
+	bytes    int        // guarded by mu: the backlog's size
+	inflight bool       // guarded by mu: a batch is on its way
+	closed   string     // guarded by mu: the reason it closed, once it has
+	sentEnd  bool       // guarded by mu: its closed frame is queued
+	timer    *time.Timer
+}
+
+// push adds it to the backlog and delivers what the subscriber can take.
+// It never blocks on the subscriber.
+func (sub *subscription) push(it *item) {
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
+	if sub.closed != "" {
+		return
+	}
+	if n := len(sub.backlog); n > 0 && sub.backlog[n-1].mergeable(it.d) {
+		last := sub.backlog[n-1]
+		before := last.size()
+		last.merge(it.d)
+		sub.bytes += last.size() - before
+		sub.s.counters.coalesced.Add(1)
+	} else {
+		p := &pending{item: it}
+		sub.backlog = append(sub.backlog, p)
+		sub.bytes += p.size()
+	}
+	if sub.overdueLocked(it.at) {
+		sub.evictLocked()
+		return
+	}
+	sub.deliverLocked()
+	if len(sub.backlog) > 0 && sub.timer == nil {
+		sub.timer = time.AfterFunc(sub.s.cfg.BacklogAge, sub.checkAge)
+	}
+}
+
+// overdueLocked reports whether the backlog passed its bound at now.
+func (sub *subscription) overdueLocked(now time.Time) bool {
+	if len(sub.backlog) == 0 {
+		return false
+	}
+	return sub.bytes > sub.s.cfg.BacklogBytes || now.Sub(sub.backlog[0].at) > sub.s.cfg.BacklogAge
+}
+
+// checkAge evicts a subscriber whose oldest delta waited too long, when no
+// new delta came to notice it.
+func (sub *subscription) checkAge() {
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
+	sub.timer = nil
+	if sub.closed != "" || len(sub.backlog) == 0 {
+		return
+	}
+	if sub.overdueLocked(time.Now()) {
+		sub.evictLocked()
+		return
+	}
+	sub.timer = time.AfterFunc(sub.backlog[0].at.Add(sub.s.cfg.BacklogAge).Sub(time.Now())+time.Millisecond, sub.checkAge)
+}
+
+// evictLocked closes a subscriber that cannot keep up: its backlog is
+// dropped, and its closed frame follows what it was already given.
+func (sub *subscription) evictLocked() {
+	sub.s.counters.slowConsumers.Add(1)
+	sub.s.log.Warn("closing a subscription that cannot keep up", "subscription", sub.id,
+		"backlogBytes", sub.bytes, "backlogDeltas", len(sub.backlog))
+	sub.backlog, sub.bytes = nil, 0
+	sub.endLocked(protocol.ClosedSlowConsumer)
+}
+
+// endLocked closes the subscription with reason: its closed frame goes
+// after whatever it was given, once it is ready. The worker and the
+// connection forget it.
+func (sub *subscription) endLocked(reason string) {
+	if sub.closed != "" {
+		return
+	}
+	sub.closed = reason
+	if sub.timer != nil {
+		sub.timer.Stop()
+		sub.timer = nil
+	}
+	sub.sendEndLocked()
+	sub.s.wg.Go(func() {
+		sub.w.dropSubscription(sub)
+		sub.c.forget(sub)
+	})
+}
+
+// sendEndLocked queues the closed frame once the subscription is ready and
+// nothing of it is still on its way.
+func (sub *subscription) sendEndLocked() {
+	if sub.closed == "" || sub.sentEnd || !sub.readied || sub.catching || sub.inflight || len(sub.backlog) > 0 {
+		return
+	}
+	sub.sentEnd = true
+	sub.seq++
+	b, _ := json.Marshal(protocol.SubscriptionClosedFrame{
+		Pushed: protocol.Pushed{Kind: protocol.KindSubscriptionClosed, HostEpoch: sub.s.host.Epoch(), SubscriptionID: sub.id, Sequence: sub.seq},
+		Reason: sub.closed,
+	})
+	sub.c.out.Enqueue(host.Fence, b)
+}
+
+// close ends the subscription with reason; what its backlog holds is
+// delivered first, but for a subscriber that cannot keep up.
+func (sub *subscription) close(reason string) {
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
+	sub.endLocked(reason)
+}
+
+// markReady starts the subscription's frames: transcript records first
+// when it resumes, then the backlog.
+func (sub *subscription) markReady() {
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
+	if sub.readied {
+		return
+	}
+	sub.readied = true
+	close(sub.ready)
+	if sub.after != nil && *sub.after < sub.upTo {
+		sub.catching = true
+		sub.s.wg.Go(sub.catchUp)
+		return
+	}
+	sub.deliverLocked()
+	sub.sendEndLocked()
+}
+
+// deliverLocked hands the connection the next batch of the backlog when
+// the subscriber is ready for it.
+func (sub *subscription) deliverLocked() {
+	if !sub.readied || sub.catching || sub.inflight || len(sub.backlog) == 0 {
+		return
+	}
+	var last *host.Receipt
+	n, size := 0, 0
+	for n < len(sub.backlog) && (n == 0 || size < batchBytes) {
+		p := sub.backlog[n]
+		n++
+		size += p.size()
+		r, err := sub.writeLocked(p.encoded())
+		if err != nil {
+			sub.backlog, sub.bytes = nil, 0
+			sub.endLocked(protocol.ClosedClientClosed) // the connection is going; nothing more is written
+			return
+		}
+		if r != nil {
+			last = r
+		}
+	}
+	sub.backlog = sub.backlog[n:]
+	sub.bytes -= size
+	if last == nil {
+		sub.deliverLocked()
+		return
+	}
+	sub.inflight = true
+	sub.s.wg.Go(func() {
+		<-last.Done()
+		sub.mu.Lock()
+		defer sub.mu.Unlock()
+		sub.inflight = false
+		if last.Err() != nil {
+			sub.backlog, sub.bytes = nil, 0
+			sub.endLocked(protocol.ClosedClientClosed)
+			return
+		}
+		sub.deliverLocked()
+		sub.sendEndLocked()
+	})
+}
+
+// writeLocked wraps one encoded delta in the subscription's frame and
+// queues it. A frame past the wire limit is left out and logged; it
+// returns a nil receipt then.
+func (sub *subscription) writeLocked(body []byte) (*host.Receipt, error) {
+	frame := deltaFrame(sub.s.host.Epoch(), sub.id, sub.seq+1, body)
+	if len(frame) > protocol.MaxMessageBytes {
+		sub.s.log.Error("a delta frame passes the wire limit and is left out", "subscription", sub.id, "bytes", len(frame))
+		return nil, nil
+	}
+	r, err := sub.c.out.Enqueue(host.Control, frame)
+	if err != nil {
+		return nil, err
+	}
+	sub.seq++
+	sub.s.counters.frames.Add(1)
+	return r, nil
+}
+
+// catchUp sends a resuming subscriber the transcript records it lacks, up
+// to the opening snapshot's last, as entry_added deltas, one page at a
+// time; the live deltas gathered meanwhile follow.
+func (sub *subscription) catchUp() {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-sub.w.exited:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	anchor, through := *sub.after+1, sub.upTo
+	in := protocol.TranscriptPageInput{
+		SessionID: sub.w.sessionID, Direction: "newer", AnchorSequence: &anchor, ThroughSequence: &through, MaxBytes: pageBytes,
+	}
+	for {
+		var page protocol.TranscriptPage
+		err := sub.w.conn.Request(ctx, protocol.OpSessionTranscriptPage, in, &page)
+		if err != nil {
+			sub.s.log.Warn("reading the transcript for a resuming subscriber", "subscription", sub.id, "err", err)
+			sub.close(protocol.ClosedWorkerExited)
+			return
+		}
+		last, ok := sub.sendRecords(page.Records)
+		if !ok {
+			return
+		}
+		if last != nil {
+			<-last.Done()
+		}
+		if page.NextCursor == nil {
+			break
+		}
+		in.Cursor, in.AnchorSequence = page.NextCursor, nil
+	}
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
+	sub.catching = false
+	sub.deliverLocked()
+	sub.sendEndLocked()
+}
+
+// sendRecords queues records as entry_added deltas; it reports false once
+// the subscription has closed.
+func (sub *subscription) sendRecords(records []json.RawMessage) (*host.Receipt, bool) {
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
+	if sub.closed != "" {
+		sub.catching = false
+		sub.backlog, sub.bytes = nil, 0
+		sub.sendEndLocked()
+		return nil, false
+	}
+	var last *host.Receipt
+	for _, rec := range records {
+		r, err := sub.writeLocked(entryDelta(rec))
+		if err != nil {
+			sub.catching = false
+			sub.backlog, sub.bytes = nil, 0
+			sub.endLocked(protocol.ClosedClientClosed)
+			return nil, false
+		}
+		if r != nil {
+			last = r
+		}
+	}
+	return last, true
+}
+
+// entryDelta encodes the entry_added delta of one transcript line. A
+// record too large for the wire goes without its data, which a page reads.
+func entryDelta(line json.RawMessage) []byte {
+	var rec protocol.TranscriptRecord
+	json.Unmarshal(line, &rec)
+	d := protocol.SessionDelta{Event: protocol.EventEntryAdded, TurnID: rec.TurnID, Entry: line}
+	if len(line) > protocol.MaxMessageBytes-16<<10 {
+		rec.OmittedBytes, rec.Data = len(rec.Data), nil
+		d.Entry, _ = json.Marshal(rec)
+	}
+	b, _ := json.Marshal(d)
+	return b
+}
+
+// deltaFrame encodes a session delta frame around an encoded delta.
+func deltaFrame(epoch, subID string, seq uint64, delta []byte) []byte {
+	b := make([]byte, 0, 96+len(epoch)+len(subID)+len(delta))
+	b = append(b, `{"kind":"`+protocol.KindSessionDelta+`","hostEpoch":`...)
+	b = strconv.AppendQuote(b, epoch)
+	b = append(b, `,"subscriptionId":`...)
+	b = strconv.AppendQuote(b, subID)
+	b = append(b, `,"sequence":`...)
+	b = strconv.AppendUint(b, seq, 10)
+	b = append(b, `,"delta":`...)
+	b = append(b, delta...)
+	return append(b, '}')
+}
