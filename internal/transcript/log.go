@@ -9,8 +9,9 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"syscall"
 	"time"
+
+	"github.com/gofrs/flock"
 )
 
 // Options configure Open.
@@ -37,6 +38,9 @@ type Log struct {
 	mu sync.Mutex
 	// f is the open file, nil once closed. Guarded by mu.
 	f *os.File
+	// lock holds the file's exclusive lock, through a descriptor of its
+	// own; Close lets go of it. Guarded by mu.
+	lock *flock.Flock
 	// offsets[i] is the byte offset of the line of the record with seq
 	// i+1; it only grows, so len(offsets) is the last seq. Guarded by mu.
 	offsets []int64
@@ -71,15 +75,17 @@ func Open(path string, opts Options) (*Log, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening transcript: %w", err)
 	}
-	l, err := open(f, path, now, created)
+	lock := flock.New(path, flock.SetFlag(os.O_RDONLY))
+	l, err := open(f, lock, path, now, created)
 	if err != nil {
+		lock.Unlock()
 		f.Close()
 		return nil, fmt.Errorf("opening transcript %s: %w", path, err)
 	}
 	return l, nil
 }
 
-func open(f *os.File, path string, now func() time.Time, created bool) (*Log, error) {
+func open(f *os.File, lock *flock.Flock, path string, now func() time.Time, created bool) (*Log, error) {
 	fi, err := f.Stat()
 	if err != nil {
 		return nil, err
@@ -87,11 +93,11 @@ func open(f *os.File, path string, now func() time.Time, created bool) (*Log, er
 	if !fi.Mode().IsRegular() {
 		return nil, fmt.Errorf("not a regular file (%s)", fi.Mode().Type())
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, ErrInUse
-		}
+	switch locked, err := lock.TryLock(); {
+	case err != nil:
 		return nil, fmt.Errorf("locking: %w", err)
+	case !locked:
+		return nil, ErrInUse
 	}
 	if created {
 		// Make the new file's name durable along with its first records.
@@ -103,7 +109,7 @@ func open(f *os.File, path string, now func() time.Time, created bool) (*Log, er
 	if err != nil {
 		return nil, err
 	}
-	l := &Log{path: path, now: now, damage: s.damage, f: f, offsets: s.offsets, end: s.end}
+	l := &Log{path: path, now: now, damage: s.damage, f: f, lock: lock, offsets: s.offsets, end: s.end}
 	if s.torn != nil {
 		aside, err := setAside(f, path, *s.torn, now)
 		if err != nil {
@@ -339,6 +345,9 @@ func (l *Log) Close() error {
 	err := f.Sync()
 	if cerr := f.Close(); err == nil {
 		err = cerr
+	}
+	if uerr := l.lock.Unlock(); err == nil {
+		err = uerr
 	}
 	if err != nil {
 		return fmt.Errorf("closing transcript %s: %w", l.path, pathErrCause(err))

@@ -1,11 +1,15 @@
 package transcript
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -184,6 +188,56 @@ func TestASecondWriterIsRefused(t *testing.T) {
 	mustClose(t, l)
 	l2 := openLog(t, path)
 	mustClose(t, l2)
+}
+
+// holderChildEnv names the transcript a re-executed test binary holds open
+// until its stdin closes.
+const holderChildEnv = "AGENTD_TRANSCRIPT_TEST_HOLDER"
+
+func holderChild(path string) int {
+	l, err := Open(path, Options{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	fmt.Println("open")
+	io.Copy(io.Discard, os.Stdin)
+	l.Close()
+	return 0
+}
+
+func TestAWriterInAnotherProcessIsRefusedUntilItExits(t *testing.T) {
+	path := newPath(t)
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), holderChildEnv+"="+path)
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	defer stdin.Close()
+	if line, err := bufio.NewReader(stdout).ReadString('\n'); line != "open\n" {
+		t.Fatalf("holder said %q, %v", line, err)
+	}
+	if l, err := Open(path, Options{}); !errors.Is(err, ErrInUse) {
+		if err == nil {
+			l.Close()
+		}
+		t.Fatalf("Open while another process holds it: %v, want ErrInUse", err)
+	}
+	stdin.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("holder: %v", err)
+	}
+	mustClose(t, openLog(t, path))
 }
 
 func TestAppendRefusesBadRecordsAndWritesNothing(t *testing.T) {

@@ -12,5 +12,9 @@ func TestMain(m *testing.M) {
 		// Re-executed by TestAppendOnAFullDiskLeavesTheFileWhole.
 		os.Exit(diskFullChild(path))
 	}
+	if path := os.Getenv(holderChildEnv); path != "" {
+		// Re-executed by TestAWriterInAnotherProcessIsRefusedUntilItExits.
+		os.Exit(holderChild(path))
+	}
 	goleak.VerifyTestMain(m)
 }
