@@ -1,14 +1,12 @@
 package tools
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -16,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentd-dev/agentd/internal/llm"
+	"github.com/agentd-dev/agentd/internal/proc"
 )
 
 // Bounds of the bash tool.
@@ -198,7 +197,7 @@ func awaitGroupEnd(pgid int, readDone <-chan struct{}, grace time.Duration) {
 	// poll.
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
-	for groupRunning(pgid) {
+	for proc.GroupRunning(pgid) {
 		select {
 		case <-tick.C:
 		case <-deadline.C:
@@ -211,24 +210,6 @@ func awaitGroupEnd(pgid int, readDone <-chan struct{}, grace time.Duration) {
 // the group had any (zombies included).
 func signalGroup(pgid int, sig syscall.Signal) bool {
 	return syscall.Kill(-pgid, sig) == nil
-}
-
-// parseStat reads the state and process group from /proc/PID/stat:
-// "pid (comm) state ppid pgrp …", where comm may hold spaces and parentheses.
-func parseStat(stat []byte) (state byte, pgrp int, ok bool) {
-	i := bytes.LastIndexByte(stat, ')')
-	if i < 0 {
-		return 0, 0, false
-	}
-	f := bytes.Fields(stat[i+1:])
-	if len(f) < 3 || len(f[0]) != 1 {
-		return 0, 0, false
-	}
-	pgrp, err := strconv.Atoi(string(f[2]))
-	if err != nil {
-		return 0, 0, false
-	}
-	return f[0][0], pgrp, true
 }
 
 // exitStatus describes how the shell ended.

@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/agentd-dev/agentd/internal/proc"
 )
 
 func bash(t *testing.T, env *Env, command string, timeout int) Result {
@@ -39,11 +41,11 @@ func livePIDsInGroup(t *testing.T, pgid int) []int {
 		if err != nil {
 			continue
 		}
-		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		s, err := proc.ReadStat(pid)
 		if err != nil {
 			continue // it ended meanwhile
 		}
-		if state, pgrp, ok := parseStat(stat); ok && pgrp == pgid && state != 'Z' && state != 'X' {
+		if s.PGRP == pgid && !s.Exited() {
 			pids = append(pids, pid)
 		}
 	}
@@ -72,7 +74,7 @@ func mustBeGone(t *testing.T, pgid, child int) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		pids := livePIDsInGroup(t, pgid)
-		if len(pids) == 0 && !alive(child) {
+		if len(pids) == 0 && !proc.Running(child) {
 			return
 		}
 		if time.Now().After(deadline) {
@@ -80,16 +82,6 @@ func mustBeGone(t *testing.T, pgid, child int) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-}
-
-// alive reports whether the process runs (zombies are not running).
-func alive(pid int) bool {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	state, _, ok := parseStat(stat)
-	return ok && state != 'Z' && state != 'X'
 }
 
 func TestBashRunsInTheWorkingDirectoryAndReportsTheExitCode(t *testing.T) {
