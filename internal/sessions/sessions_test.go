@@ -31,14 +31,21 @@ func TestMain(m *testing.M) {
 // newHost runs a host in this process with the session service; its
 // workers are real processes (this test binary).
 func newHost(t *testing.T, grace time.Duration) (*agentdtest.Host, *client.Conn, string) {
+	return newHostWith(t, func(cfg *sessions.Config) { cfg.WorkerIdleGrace = grace })
+}
+
+// newHostWith is newHost with the service's configuration changed by set.
+func newHostWith(t *testing.T, set func(*sessions.Config)) (*agentdtest.Host, *client.Conn, string) {
 	t.Setenv("AGENTD_TEST_AS_CLI", "1")
 	t.Setenv("GORACE", "atexit_sleep_ms=0")
 	base := agentdtest.ShortDir(t)
 	home, runDir := filepath.Join(base, "home"), filepath.Join(base, "run")
-	h := agentdtest.NewHost(t, agentdtest.Options{Home: home, RuntimeDir: runDir, Compose: sessions.Compose(sessions.Config{
+	cfg := sessions.Config{
 		Home: home, RuntimeDir: runDir, HostID: "test",
-		WorkerCommand: []string{os.Args[0], "worker"}, WorkerIdleGrace: grace, Models: sessions.EchoModels{},
-	})})
+		WorkerCommand: []string{os.Args[0], "worker"}, WorkerIdleGrace: time.Hour, Models: sessions.EchoModels{},
+	}
+	set(&cfg)
+	h := agentdtest.NewHost(t, agentdtest.Options{Home: home, RuntimeDir: runDir, Compose: sessions.Compose(cfg)})
 	work := filepath.Join(base, "work")
 	os.MkdirAll(work, 0o755)
 	return h, h.Connect(t), work
