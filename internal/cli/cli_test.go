@@ -18,6 +18,7 @@ import (
 
 	"github.com/agentd-dev/agentd/client"
 	"github.com/agentd-dev/agentd/internal/agentdtest"
+	"github.com/agentd-dev/agentd/internal/proc"
 	"github.com/agentd-dev/agentd/protocol"
 )
 
@@ -337,10 +338,8 @@ func TestShutdownDrainsTheHostAndWaitsForItsExit(t *testing.T) {
 	if !strings.Contains(out, "stopped") {
 		t.Fatalf("shutdown said %q", out)
 	}
-	if syscall.Kill(st.PID, 0) == nil {
-		if b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", st.PID)); !strings.Contains(string(b), ") Z") {
-			t.Fatalf("host pid %d still runs after shutdown returned", st.PID)
-		}
+	if proc.Running(st.PID) {
+		t.Fatalf("host pid %d still runs after shutdown returned", st.PID)
 	}
 	if out := p.mustRun("shutdown"); !strings.Contains(out, "no agentd host") {
 		t.Fatalf("second shutdown said %q", out)

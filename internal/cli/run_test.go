@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/agentd-dev/agentd/client"
 	"github.com/agentd-dev/agentd/internal/agentdtest"
+	"github.com/agentd-dev/agentd/internal/proc"
 	"github.com/agentd-dev/agentd/internal/worker"
 	"github.com/agentd-dev/agentd/protocol"
 )
@@ -129,13 +129,7 @@ func workerPID(t *testing.T, p *place, session string) int {
 	}
 }
 
-func processGone(pid int) bool {
-	if syscall.Kill(pid, 0) != nil {
-		return true
-	}
-	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	return bytes.Contains(b, []byte(") Z "))
-}
+func processGone(pid int) bool { return !proc.Running(pid) }
 
 func waitProcessGone(t *testing.T, pid int) {
 	t.Helper()
