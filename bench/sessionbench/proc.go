@@ -17,6 +17,7 @@ import (
 
 	"github.com/agentd-dev/agentd/bench/internal/procstat"
 	"github.com/agentd-dev/agentd/client"
+	"github.com/agentd-dev/agentd/internal/proc"
 	"github.com/agentd-dev/agentd/protocol"
 )
 
@@ -235,7 +236,7 @@ func reap(home, runDir string) int {
 	hosts, workers := pids(home, runDir)
 	n := 0
 	for _, pid := range append(hosts, workers...) {
-		if alive(pid) && (strings.Contains(cmdline(pid), home) || isHostOf(pid, runDir)) {
+		if proc.Running(pid) && (strings.Contains(cmdline(pid), home) || isHostOf(pid, runDir)) {
 			syscall.Kill(pid, syscall.SIGKILL)
 			n++
 		}
@@ -252,21 +253,6 @@ func isHostOf(pid int, runDir string) bool {
 func cmdline(pid int) string {
 	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 	return string(bytes.ReplaceAll(b, []byte{0}, []byte{' '}))
-}
-
-// alive reports whether pid runs and is not a zombie.
-func alive(pid int) bool {
-	if syscall.Kill(pid, 0) != nil {
-		return false
-	}
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	if i := bytes.LastIndexByte(stat, ')'); i >= 0 && i+2 < len(stat) {
-		return stat[i+2] != 'Z'
-	}
-	return true
 }
 
 // reapAll reaps every place of the run.
@@ -294,7 +280,7 @@ func (b *bench) shutdown(ctx context.Context, home, runDir string) {
 		_, workers := pids(home, runDir)
 		live := 0
 		for _, p := range workers {
-			if alive(p) {
+			if proc.Running(p) {
 				live++
 			}
 		}

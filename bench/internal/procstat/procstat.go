@@ -12,11 +12,9 @@ import (
 	"strconv"
 	"syscall"
 	"time"
-)
 
-// clockTick is the length of a /proc/<pid>/stat time unit (USER_HZ, 100
-// on every Linux the benchmarks run on).
-const clockTick = 10 * time.Millisecond
+	"github.com/agentd-dev/agentd/internal/proc"
+)
 
 // StatusBytes returns a kB field (VmRSS, RssAnon, RssFile, …) of
 // /proc/<pid>/status in bytes, or 0.
@@ -36,24 +34,14 @@ func StatusBytes(pid int, field string) int64 {
 	return 0
 }
 
-// CPU returns the user plus system CPU time of pid, all its threads.
+// CPU returns the user plus system CPU time of pid, all its threads, or
+// 0 when it cannot be read.
 func CPU(pid int) time.Duration {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	s, err := proc.ReadStat(pid)
 	if err != nil {
 		return 0
 	}
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0
-	}
-	f := bytes.Fields(b[i+1:])
-	// f[0] is field 3 (state); utime and stime are fields 14 and 15.
-	if len(f) < 13 {
-		return 0
-	}
-	ut, _ := strconv.ParseInt(string(f[11]), 10, 64)
-	st, _ := strconv.ParseInt(string(f[12]), 10, 64)
-	return time.Duration(ut+st) * clockTick
+	return s.CPU()
 }
 
 // SelfCPU returns this process's user plus system CPU time.
