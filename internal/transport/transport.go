@@ -6,7 +6,6 @@ package transport
 import (
 	"bufio"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"sync"
@@ -14,8 +13,9 @@ import (
 	"github.com/agentd-dev/agentd/protocol"
 )
 
-// ErrTooLarge is returned by Read for a message over protocol.MaxMessageBytes.
-var ErrTooLarge = fmt.Errorf("message exceeds %d bytes", protocol.MaxMessageBytes)
+// ErrTooLarge is returned by Read and Write for a message over
+// protocol.MaxMessageBytes. It is protocol.ErrMessageTooLarge.
+var ErrTooLarge = protocol.ErrMessageTooLarge
 
 // ErrAborted is the cause recorded by Abort when none is given.
 var ErrAborted = errors.New("transport aborted")
@@ -23,10 +23,9 @@ var ErrAborted = errors.New("transport aborted")
 // Conn is a framed connection. One goroutine may Read while another
 // writes; Abort may be called from any goroutine.
 type Conn struct {
-	nc  net.Conn
-	r   *bufio.Reader // reader goroutine only
-	w   *bufio.Writer // writer goroutine only
-	big []byte        // reader goroutine only: a message spanning buffers
+	nc net.Conn
+	r  *protocol.LineReader // reader goroutine only
+	w  *bufio.Writer        // writer goroutine only
 
 	once   sync.Once
 	closed chan struct{}
@@ -37,7 +36,7 @@ type Conn struct {
 func New(nc net.Conn) *Conn {
 	return &Conn{
 		nc:     nc,
-		r:      bufio.NewReaderSize(nc, 64<<10),
+		r:      protocol.NewLineReader(nc),
 		w:      bufio.NewWriterSize(nc, 64<<10),
 		closed: make(chan struct{}),
 	}
@@ -46,53 +45,15 @@ func New(nc net.Conn) *Conn {
 // NetConn returns the underlying connection.
 func (c *Conn) NetConn() net.Conn { return c.nc }
 
-// Read returns the next message without its newline. The slice is valid
-// until the next Read. A final message without a newline is returned as
-// is; then io.EOF.
+// Read returns the next message without its line ending
+// (protocol.LineReader). The slice is valid until the next Read. A final
+// message without a newline is returned as is; then io.EOF.
 func (c *Conn) Read() ([]byte, error) {
-	c.big = c.big[:0]
-	for {
-		chunk, err := c.r.ReadSlice('\n')
-		if err == nil {
-			if len(c.big) == 0 {
-				return trim(chunk), c.check(len(chunk) - 1)
-			}
-			c.big = append(c.big, chunk...)
-			return trim(c.big), c.check(len(c.big) - 1)
-		}
-		if errors.Is(err, bufio.ErrBufferFull) {
-			c.big = append(c.big, chunk...)
-			if len(c.big) > protocol.MaxMessageBytes+1 {
-				return nil, ErrTooLarge
-			}
-			continue
-		}
-		c.big = append(c.big, chunk...)
-		if errors.Is(err, io.EOF) && len(c.big) > 0 {
-			if len(c.big) > protocol.MaxMessageBytes {
-				return nil, ErrTooLarge
-			}
-			return trim(c.big), nil
-		}
-		return nil, err
+	msg, err := c.r.Next()
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		return msg, nil
 	}
-}
-
-func (c *Conn) check(n int) error {
-	if n > protocol.MaxMessageBytes {
-		return ErrTooLarge
-	}
-	return nil
-}
-
-func trim(b []byte) []byte {
-	if n := len(b); n > 0 && b[n-1] == '\n' {
-		b = b[:n-1]
-		if n := len(b); n > 0 && b[n-1] == '\r' {
-			b = b[:n-1]
-		}
-	}
-	return b
+	return msg, err
 }
 
 // Write buffers one message and its newline. Call Flush to send.
