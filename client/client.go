@@ -188,12 +188,12 @@ func Dial(ctx context.Context, endpoint string, opts Options) (*Conn, error) {
 		CompatibilityEpoch: protocol.CompatibilityEpoch,
 		CompositionID:      opts.CompositionID, Surface: opts.Surface,
 	})
-	r := newLineReader(nc)
+	r := protocol.NewLineReader(nc)
 	if _, err := nc.Write(append(hello, '\n')); err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("handshake with %s: %w", endpoint, err)
 	}
-	line, err := r.read()
+	line, err := r.Next()
 	if err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("handshake with %s: %w", endpoint, err)
@@ -413,12 +413,15 @@ func (c *Conn) lostReason() string {
 	return ReasonConnectionLost
 }
 
-func (c *Conn) readLoop(r *lineReader) {
+func (c *Conn) readLoop(r *protocol.LineReader) {
 	defer close(c.done)
 	var err error
 	for {
 		var line []byte
-		line, err = r.read()
+		line, err = r.Next()
+		if errors.Is(err, protocol.ErrMessageTooLarge) {
+			err = fmt.Errorf("host sent an invalid frame: %w", err)
+		}
 		if err != nil {
 			break
 		}
@@ -434,7 +437,9 @@ func (c *Conn) readLoop(r *lineReader) {
 		}
 		c.push(f.Kind, append([]byte(nil), line...))
 	}
-	if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) {
+	// A line cut off by the end of the stream is the host going away
+	// mid-frame, not a frame.
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) {
 		err = ErrClosed
 	}
 	c.mu.Lock()
