@@ -81,6 +81,7 @@ func newRoot(e *env) *cobra.Command {
 		newShutdownCmd(e),
 		newVersionCmd(e),
 		newRunCmd(e),
+		newAttachCmd(e),
 		newNewCmd(e),
 		newLsCmd(e),
 		newLogCmd(e),

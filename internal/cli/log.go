@@ -7,22 +7,27 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
-	"strings"
 
 	"github.com/spf13/cobra"
 
-	"github.com/agentd-dev/agentd/internal/llm"
+	"github.com/agentd-dev/agentd/client"
 	"github.com/agentd-dev/agentd/internal/transcript"
+	"github.com/agentd-dev/agentd/internal/tui"
+	"github.com/agentd-dev/agentd/protocol"
 )
 
 func newLogCmd(e *env) *cobra.Command {
-	var asJSON bool
+	var asJSON, following bool
 	cmd := &cobra.Command{
 		Use:   "log SESSION",
-		Short: "Print a session's transcript.",
+		Short: "Print a session's transcript (-f: then follow it live until interrupted).",
 		Args:  exactArgs(1, "SESSION"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return withSession(cmd, args[0], func(ctx context.Context, l located) error {
+			var last uint64
+			var feed *tui.Feed
+			var sess protocol.Session
+			err := withSession(cmd, args[0], func(ctx context.Context, l located) error {
+				sess = l.session
 				contents, err := transcript.ReadAll(filepath.Join(l.home, "sessions", l.session.SessionID, "transcript.jsonl"))
 				if errors.Is(err, fs.ErrNotExist) {
 					return nil // no turn has run yet
@@ -30,56 +35,37 @@ func newLogCmd(e *env) *cobra.Command {
 				if err != nil {
 					return err
 				}
+				feed = tui.NewFeed(0)
+				feed.OnChange = tui.NewLines(e.stdout).Change
 				for _, r := range contents.Records {
+					last = r.Seq
 					if asJSON {
 						b, _ := json.Marshal(r)
 						fmt.Fprintf(e.stdout, "%s\n", b)
 						continue
 					}
-					printRecord(e, r)
+					feed.Record(protocol.TranscriptRecord{Seq: r.Seq, Time: r.Time, Type: r.Type, TurnID: r.TurnID, Data: r.Data})
 				}
 				if contents.Damaged != nil {
 					fmt.Fprintf(e.stderr, "agentd: the transcript is damaged after record %d: %s\n", len(contents.Records), contents.Damaged)
 				}
 				return nil
 			})
+			if err != nil || !following {
+				return err
+			}
+			if feed == nil {
+				feed = tui.NewFeed(last)
+				feed.OnChange = tui.NewLines(e.stdout).Change
+			}
+			f, err := follow(cmd.Context(), sess.SessionID, client.SessionOptions{Resume: true, After: last})
+			if err != nil {
+				return err
+			}
+			return followLines(cmd.Context(), e, f, feed, asJSON, jsonRecords)
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the raw records as JSON lines")
+	cmd.Flags().BoolVarP(&following, "follow", "f", false, "after the transcript, follow the session live until interrupted")
 	return cmd
-}
-
-func printRecord(e *env, r transcript.Record) {
-	switch r.Type {
-	case "turn_start":
-		fmt.Fprintf(e.stdout, "── turn %s · %s\n", r.TurnID, r.Time.Local().Format("2006-01-02 15:04:05"))
-	case "user_message":
-		var d struct{ Text string }
-		json.Unmarshal(r.Data, &d)
-		fmt.Fprintf(e.stdout, "> %s\n", strings.ReplaceAll(d.Text, "\n", "\n> "))
-	case "assistant_message", "tool_results":
-		var m llm.Message
-		json.Unmarshal(r.Data, &m)
-		for _, p := range m.Parts {
-			switch {
-			case p.Type == llm.PartText && p.Text != "":
-				fmt.Fprintln(e.stdout, strings.TrimRight(p.Text, "\n"))
-			case p.ToolCall != nil:
-				fmt.Fprintf(e.stdout, "→ %s %s\n", p.ToolCall.Name, p.ToolCall.Arguments)
-			case p.ToolResult != nil:
-				out := strings.TrimRight(p.ToolResult.Content, "\n")
-				for _, l := range strings.Split(out, "\n") {
-					fmt.Fprintf(e.stdout, "  │ %s\n", l)
-				}
-			}
-		}
-	case "turn_end":
-		var d struct{ Status, Error string }
-		json.Unmarshal(r.Data, &d)
-		if d.Error != "" {
-			fmt.Fprintf(e.stdout, "── %s: %s\n", d.Status, d.Error)
-		} else {
-			fmt.Fprintf(e.stdout, "── %s\n", d.Status)
-		}
-	}
 }

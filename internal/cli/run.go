@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/signal"
 	"strings"
@@ -15,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentd-dev/agentd/client"
+	"github.com/agentd-dev/agentd/internal/tui"
 	"github.com/agentd-dev/agentd/protocol"
 )
 
@@ -136,16 +136,14 @@ func runTurn(ctx context.Context, e *env, f runFlags, prompt string) error {
 			return err
 		}
 	}
-	var open protocol.SubscriptionOpenResult
-	if err := c.Request(setup, protocol.OpSubscriptionOpen, protocol.SubscriptionOpenInput{SessionID: sess.SessionID, Transcript: protocol.TranscriptBootstrap{Kind: "none"}}, &open); err != nil {
+	stream, err := c.OpenSession(setup, sess.SessionID, client.SessionOptions{})
+	if err != nil {
 		return err
 	}
-	watch := c.Watch(open.SubscriptionID)
-	defer watch.Close()
-	if err := c.Request(setup, protocol.OpSubscriptionReady, protocol.SubscriptionRef{SubscriptionID: open.SubscriptionID}, nil); err != nil {
-		return err
-	}
-	p := &printer{e: e, asJSON: f.asJSON, interactive: interactive, c: c, session: sess.SessionID, in: bufio.NewReader(e.stdin)}
+	defer stream.Close()
+	p := &printer{e: e, asJSON: f.asJSON, interactive: interactive, c: c, session: sess.SessionID, in: bufio.NewReader(e.stdin),
+		feed: tui.NewFeed(stream.Snapshot().TranscriptSequence)}
+	p.feed.OnChange = tui.NewLines(e.stdout).Change
 	if err := p.begin(setup, f, prompt); err != nil {
 		return err
 	}
@@ -184,30 +182,15 @@ func runTurn(ctx context.Context, e *env, f runFlags, prompt string) error {
 	}()
 
 	for {
-		fr, err := watch.Next(streamCtx)
+		ev, err := stream.Next(streamCtx)
 		if err != nil {
 			if streamCtx.Err() != nil {
 				return errors.New("interrupted")
 			}
 			return p.lost(err)
 		}
-		switch fr.Kind {
-		case protocol.KindSessionDelta:
-			var d protocol.SessionDeltaFrame
-			if err := fr.Decode(&d); err != nil {
-				return err
-			}
-			var delta protocol.SessionDelta
-			if err := json.Unmarshal(d.Delta, &delta); err != nil {
-				return err
-			}
-			if done, err := p.delta(streamCtx, d.Delta, delta); done {
-				return err
-			}
-		case protocol.KindSubscriptionClosed:
-			var cl protocol.SubscriptionClosedFrame
-			fr.Decode(&cl)
-			return p.lost(fmt.Errorf("the session's stream closed: %s", cl.Reason))
+		if done, err := p.delta(streamCtx, ev.Raw, ev.Delta); done {
+			return err
 		}
 	}
 }
@@ -220,7 +203,7 @@ type printer struct {
 	c           *client.Conn
 	session     string
 	in          *bufio.Reader
-	midLine     bool
+	feed        *tui.Feed // the turn's blocks, written as lines
 	// message is the prompt's message id when it was submitted to a
 	// session whose turn ran rather than starting a turn of its own;
 	// queued, whether it waited in the queue then.
@@ -303,27 +286,10 @@ func (p *printer) steered(d protocol.SessionDelta) {
 	}
 }
 
-func (p *printer) out() io.Writer { return p.e.stdout }
-
-func (p *printer) text(s string) {
-	if s == "" {
-		return
-	}
-	fmt.Fprint(p.out(), s)
-	p.midLine = !strings.HasSuffix(s, "\n")
-}
-
-func (p *printer) endLine() {
-	if p.midLine {
-		fmt.Fprintln(p.out())
-		p.midLine = false
-	}
-}
-
 // delta renders one delta; done reports the end of the turn.
 func (p *printer) delta(ctx context.Context, raw json.RawMessage, d protocol.SessionDelta) (bool, error) {
 	if p.asJSON {
-		fmt.Fprintf(p.out(), "%s\n", raw)
+		fmt.Fprintf(p.e.stdout, "%s\n", raw)
 	}
 	p.steered(d)
 	if d.Event == protocol.EventRunStart && d.TurnID == "turn-"+p.message && p.turn() == "" {
@@ -333,64 +299,22 @@ func (p *printer) delta(ctx context.Context, raw json.RawMessage, d protocol.Ses
 	if d.TurnID != "" && d.TurnID != turnID && d.Event != protocol.EventInteractionAdded {
 		return false, nil
 	}
-	switch d.Event {
-	case protocol.EventMessageUpdate:
-		if !p.asJSON {
-			p.text(d.Text)
-		}
-	case protocol.EventMessageEnd:
-		if !p.asJSON {
-			p.endLine()
-		}
-	case protocol.EventToolCallStart:
-		if !p.asJSON {
-			p.endLine()
-			fmt.Fprintf(p.out(), "→ %s\n", describeTool(d.ToolCall))
-		}
-	case protocol.EventToolCallEnd:
-		if !p.asJSON {
-			p.endLine()
-			out := strings.TrimRight(d.ToolCall.Output, "\n")
-			lines := strings.Split(out, "\n")
-			if len(lines) > 40 {
-				lines = append(lines[:40], fmt.Sprintf("… %d more lines", len(lines)-40))
-			}
-			for _, l := range lines {
-				fmt.Fprintf(p.out(), "  │ %s\n", l)
-			}
-		}
-	case protocol.EventInteractionAdded:
+	if d.Event == protocol.EventInteractionAdded {
 		if d.Interaction != nil && d.Interaction.State == protocol.InteractionPending {
 			return false, p.ask(ctx, *d.Interaction)
 		}
-	case protocol.EventRunEnd:
-		if d.Turn == nil || d.Turn.TurnID != turnID {
-			return false, nil
-		}
-		if !p.asJSON {
-			p.endLine()
-		}
-		if d.Turn.Status == protocol.TurnCompleted {
-			return true, nil
-		}
-		return true, errTurnFailed{*d.Turn}
+		return false, nil
 	}
-	return false, nil
-}
-
-func describeTool(tc *protocol.ToolCallInfo) string {
-	if tc == nil {
-		return "tool"
+	if !p.asJSON && d.Event != protocol.EventInteractionResolved {
+		p.feed.Delta(d)
 	}
-	var args map[string]any
-	json.Unmarshal(tc.Arguments, &args)
-	if cmd, ok := args["command"].(string); ok {
-		return "$ " + cmd
+	if d.Event != protocol.EventRunEnd || d.Turn == nil || d.Turn.TurnID != turnID {
+		return false, nil
 	}
-	if path, ok := args["path"].(string); ok {
-		return tc.Name + " " + path
+	if d.Turn.Status == protocol.TurnCompleted {
+		return true, nil
 	}
-	return tc.Name
+	return true, errTurnFailed{*d.Turn}
 }
 
 // ask answers a permission request inline on a terminal; elsewhere it says
@@ -398,12 +322,11 @@ func describeTool(tc *protocol.ToolCallInfo) string {
 func (p *printer) ask(ctx context.Context, in protocol.Interaction) error {
 	if !p.interactive {
 		if !p.asJSON {
-			fmt.Fprintf(p.e.stderr, "waiting for approval: %s\n  agentd answer %s %s allow|deny\n", in.Prompt, in.SessionID, in.InteractionID)
+			fmt.Fprintf(p.e.stderr, "waiting for approval: %s\n  agentd answer %s %s allow|deny\n", tui.Visible(in.Prompt), in.SessionID, in.InteractionID)
 		}
 		return nil
 	}
-	p.endLine()
-	fmt.Fprintf(p.out(), "? allow %s [y/N] ", in.Prompt)
+	fmt.Fprintf(p.e.stdout, "? allow %s [y/N] ", tui.Visible(in.Prompt))
 	line, err := p.in.ReadString('\n')
 	if err != nil && line == "" {
 		return nil
@@ -416,7 +339,7 @@ func (p *printer) ask(ctx context.Context, in protocol.Interaction) error {
 	defer cancel()
 	err = p.c.Request(actx, protocol.OpInteractionAnswer, protocol.InteractionAnswerInput{SessionID: in.SessionID, InteractionID: in.InteractionID, Answer: answer}, nil)
 	if errors.Is(err, client.ErrNotFound) {
-		fmt.Fprintln(p.out(), "(already answered)")
+		fmt.Fprintln(p.e.stdout, "(already answered)")
 		return nil
 	}
 	return err
@@ -425,7 +348,6 @@ func (p *printer) ask(ctx context.Context, in protocol.Interaction) error {
 // lost explains a stream that ended before the turn: it asks for the
 // turn's outcome, which a replacement worker records.
 func (p *printer) lost(cause error) error {
-	p.endLine()
 	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
 	defer cancel()
 	var t protocol.TurnSnapshot

@@ -1,0 +1,198 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agentd-dev/agentd/client"
+	"github.com/agentd-dev/agentd/internal/tui"
+	"github.com/agentd-dev/agentd/protocol"
+)
+
+func newAttachCmd(e *env) *cobra.Command {
+	var asJSON, create bool
+	var cwd, model string
+	cmd := &cobra.Command{
+		Use:   "attach [SESSION]",
+		Short: "Mirror a session live: full-screen on a terminal (ctrl+\\ detaches), its events as lines elsewhere.",
+		Args: func(cmd *cobra.Command, args []string) error {
+			switch {
+			case len(args) > 1:
+				return usagef("attach takes at most one SESSION")
+			case create && len(args) == 1:
+				return usagef("attach --new starts a session of its own: give no SESSION")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			screen := isTerminal(e.stdin) && isTerminal(e.stdout) && !asJSON
+			id, err := chooseSession(ctx, e, args, create, cwd, model, screen)
+			if err != nil {
+				return err
+			}
+			f, err := follow(ctx, id, client.SessionOptions{})
+			if err != nil {
+				return err
+			}
+			if screen {
+				return tui.Run(ctx, tui.Options{Follower: f, Input: e.stdin, Output: e.stdout})
+			}
+			snap := f.Session().Snapshot()
+			if !asJSON {
+				fmt.Fprintf(e.stderr, "session %s · %s · %s\n", snap.Session.SessionID, snap.Session.Model, snap.Session.Status)
+			}
+			feed := tui.NewFeed(f.LastRecord())
+			feed.OnChange = tui.NewLines(e.stdout).Change
+			return followLines(ctx, e, f, feed, asJSON, jsonDeltas)
+		},
+	}
+	fl := cmd.Flags()
+	fl.BoolVar(&asJSON, "json", false, "print the session's events as JSON lines")
+	fl.BoolVar(&create, "new", false, "start a new session of the current directory and attach to it")
+	fl.StringVar(&cwd, "cwd", "", "with --new: the session's working directory (default: the current directory)")
+	fl.StringVar(&model, "model", "", "with --new: the session's model, provider/model")
+	return cmd
+}
+
+// chooseSession returns the id of the session to attach to: the one
+// named, a new one, or the latest of the current directory (a picker on a
+// terminal when it has several).
+func chooseSession(ctx context.Context, e *env, args []string, create bool, cwd, model string, screen bool) (string, error) {
+	setup, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	if len(args) == 1 {
+		l, err := locateSession(setup, args[0])
+		if err != nil {
+			return "", err
+		}
+		l.conn.Close()
+		return l.session.SessionID, nil
+	}
+	c, err := open(setup)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	if create {
+		s, err := createSession(setup, c, protocol.SessionCreateInput{Cwd: cwd, Model: model})
+		return s.SessionID, err
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	here, err := sessionsOf(setup, c, wd)
+	if err != nil {
+		return "", err
+	}
+	switch {
+	case len(here) == 0:
+		return "", fmt.Errorf("no session of %s: `agentd attach --new` starts one", wd)
+	case len(here) == 1 || !screen:
+		return here[0].SessionID, nil
+	}
+	cancel()
+	s, err := tui.Pick(ctx, here, e.stdin, e.stdout)
+	if errors.Is(err, tui.ErrNotPicked) {
+		return "", errors.New("no session chosen")
+	}
+	return s.SessionID, err
+}
+
+// sessionsOf lists the sessions of directory dir on this home's host, the
+// latest active first.
+func sessionsOf(ctx context.Context, c *client.Conn, dir string) ([]protocol.Session, error) {
+	dir = filepath.Clean(dir)
+	var here []protocol.Session
+	in := protocol.SessionListInput{Limit: protocol.MaxSessionPage}
+	for {
+		var res protocol.SessionListResult
+		if err := c.Request(ctx, protocol.OpSessionList, in, &res); err != nil {
+			return nil, err
+		}
+		for _, s := range res.Sessions {
+			if filepath.Clean(s.Cwd) == dir && !s.Archived {
+				here = append(here, s)
+			}
+		}
+		if res.NextCursor == "" {
+			break
+		}
+		in.Cursor = res.NextCursor
+	}
+	slices.SortStableFunc(here, func(a, b protocol.Session) int { return b.LastActivityAt.Compare(a.LastActivityAt) })
+	return here, nil
+}
+
+// dialSession connects to the host that serves session id, starting this
+// home's host when none runs: after a lost connection, the host that
+// replaced the old one.
+func dialSession(id string) client.DialFunc {
+	return func(ctx context.Context) (*client.Conn, error) {
+		l, err := locateSession(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		return l.conn, nil
+	}
+}
+
+// What --json prints while following a session.
+type jsonMode int
+
+const (
+	jsonDeltas  jsonMode = iota // every delta (attach)
+	jsonRecords                 // the transcript records alone (log)
+)
+
+// follow opens a stream of session id that reopens itself.
+func follow(ctx context.Context, id string, opts client.SessionOptions) (*client.Follower, error) {
+	setup, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	return client.FollowSession(setup, dialSession(id), id, opts)
+}
+
+// followLines follows a session until ctx ends, writing its events through
+// feed as lines, or as JSON lines; it says when the connection drops and
+// goes on once it has reopened the stream. It closes f.
+func followLines(ctx context.Context, e *env, f *client.Follower, feed *tui.Feed, asJSON bool, mode jsonMode) error {
+	defer f.Close()
+	if !asJSON {
+		feed.Streams(f.Session().Snapshot().Streams)
+	}
+	for {
+		ev, err := f.Next(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil // interrupted: following ends
+			}
+			return err
+		}
+		switch {
+		case ev.Lost != nil:
+			fmt.Fprintf(e.stderr, "agentd: connection lost (%v): reconnecting\n", ev.Lost)
+		case ev.Reopened:
+			fmt.Fprintln(e.stderr, "agentd: reconnected")
+			if !asJSON {
+				feed.Streams(ev.Snapshot.Streams)
+			}
+		case asJSON && mode == jsonRecords:
+			if ev.Record != nil {
+				fmt.Fprintf(e.stdout, "%s\n", ev.Delta.Entry)
+			}
+		case asJSON:
+			if ev.Raw != nil {
+				fmt.Fprintf(e.stdout, "%s\n", ev.Raw)
+			}
+		default:
+			feed.Delta(ev.Delta)
+		}
+	}
+}

@@ -1,0 +1,410 @@
+package tui
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"charm.land/bubbles/v2/textinput"
+	"charm.land/bubbles/v2/viewport"
+	tea "charm.land/bubbletea/v2"
+
+	"github.com/agentd-dev/agentd/client"
+	"github.com/agentd-dev/agentd/protocol"
+)
+
+// requestTimeout bounds each request the screen sends.
+const requestTimeout = 15 * time.Second
+
+// historyPageBytes bounds each page of older transcript the screen reads.
+const historyPageBytes = 64 << 10
+
+// Options configure Run.
+type Options struct {
+	// Follower follows the session shown; Run closes it.
+	Follower *client.Follower
+	// Input and Output are the terminal.
+	Input  io.Reader
+	Output io.Writer
+	// Env is the terminal's environment (TERM, …); the process's when nil.
+	Env []string
+}
+
+// Run mirrors a session on a terminal until the person detaches (Ctrl-\)
+// or ctx ends. Detaching stops nothing: the session runs on.
+func Run(ctx context.Context, opts Options) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	m := newModel(ctx, opts.Follower)
+	popts := []tea.ProgramOption{tea.WithContext(ctx), tea.WithInput(opts.Input), tea.WithOutput(opts.Output)}
+	if opts.Env != nil {
+		popts = append(popts, tea.WithEnvironment(opts.Env))
+	}
+	_, err := tea.NewProgram(m, popts...).Run()
+	cancel()
+	opts.Follower.Close()
+	if errors.Is(err, tea.ErrProgramKilled) && ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+// Messages the model receives from its commands.
+type (
+	// eventMsg is the follower's next event.
+	eventMsg struct {
+		ev  client.FollowEvent
+		err error
+	}
+	// pageMsg is a page of older transcript.
+	pageMsg struct {
+		page client.TranscriptPage
+		err  error
+	}
+	// doneMsg is the outcome of a request.
+	doneMsg struct {
+		what string
+		err  error
+	}
+)
+
+// model is the screen's state. Bubble Tea calls its methods on one
+// goroutine; the commands it returns run elsewhere and touch none of it.
+type model struct {
+	ctx context.Context
+	f   *client.Follower
+
+	proj    *protocol.Projector
+	feed    *Feed    // what the stream brought since the screen opened
+	history []*Block // older blocks, paged in as the person scrolls up
+	through uint64   // the last record history pages read through
+	cursor  string   // the next older page's cursor; "" before the first
+	paging  bool     // an older page is being read
+	noOlder bool     // history reaches the transcript's start, or cannot be read
+	always  map[string]bool
+
+	width, height int
+	view          viewport.Model
+	input         textinput.Model
+	render        *renderer
+
+	conn   string // what happened to the connection, while it is not well
+	flash  string // a message for the person, until the next key
+	armed  bool   // Ctrl-C was pressed once
+	ended  error  // why the stream ended for good
+	follow bool   // the view follows the transcript's end
+}
+
+func newModel(ctx context.Context, f *client.Follower) *model {
+	snap := f.Session().Snapshot()
+	in := textinput.New()
+	in.Prompt = "> "
+	in.Placeholder = "a prompt: enter sends it, alt+enter queues it"
+	in.Focus()
+	m := &model{
+		ctx: ctx, f: f, proj: protocol.NewProjector(snap), feed: NewFeed(f.LastRecord()),
+		through: snap.TranscriptSequence, noOlder: snap.TranscriptSequence == 0,
+		always: map[string]bool{}, view: viewport.New(), input: in, render: newRenderer(), follow: true,
+	}
+	m.view.KeyMap = viewport.KeyMap{} // keys are routed by the model
+	m.feed.Streams(snap.Streams)
+	return m
+}
+
+func (m *model) Init() tea.Cmd {
+	return tea.Batch(m.next(), m.older(), textinput.Blink)
+}
+
+// next reads the follower's next event.
+func (m *model) next() tea.Cmd {
+	return func() tea.Msg {
+		ev, err := m.f.Next(m.ctx)
+		return eventMsg{ev, err}
+	}
+}
+
+// older reads the page of transcript before the history the screen has.
+func (m *model) older() tea.Cmd {
+	if m.noOlder || m.paging {
+		return nil
+	}
+	m.paging = true
+	c, id, req := m.f.Conn(), m.f.SessionID(), client.PageRequest{
+		Direction: client.PageOlder, Cursor: m.cursor, Through: m.through, MaxBytes: historyPageBytes,
+	}
+	return func() tea.Msg {
+		ctx, cancel := context.WithTimeout(m.ctx, requestTimeout)
+		defer cancel()
+		page, err := c.TranscriptPage(ctx, id, req)
+		return pageMsg{page, err}
+	}
+}
+
+// request sends a request about the session in the background.
+func (m *model) request(what string, fn func(ctx context.Context, c *client.Conn, session string) error) tea.Cmd {
+	c, id := m.f.Conn(), m.f.SessionID()
+	return func() tea.Msg {
+		ctx, cancel := context.WithTimeout(m.ctx, requestTimeout)
+		defer cancel()
+		return doneMsg{what, fn(ctx, c, id)}
+	}
+}
+
+func (m *model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	cmd := m.update(msg)
+	m.layout()
+	return m, cmd
+}
+
+func (m *model) update(msg tea.Msg) tea.Cmd {
+	switch msg := msg.(type) {
+	case tea.WindowSizeMsg:
+		m.width, m.height = msg.Width, msg.Height
+		m.input.SetWidth(max(msg.Width-3, 1))
+		m.refresh()
+		return nil
+	case eventMsg:
+		return m.event(msg)
+	case pageMsg:
+		m.page(msg)
+		return nil
+	case doneMsg:
+		if msg.err != nil {
+			m.flash = fmt.Sprintf("%s: %v", msg.what, msg.err)
+		}
+		return nil
+	case tea.KeyPressMsg:
+		return m.key(msg)
+	}
+	var cmd tea.Cmd
+	m.input, cmd = m.input.Update(msg)
+	return cmd
+}
+
+// event applies what the follower brought.
+func (m *model) event(msg eventMsg) tea.Cmd {
+	if msg.err != nil {
+		if m.ctx.Err() != nil {
+			return tea.Quit
+		}
+		m.ended = msg.err
+		m.feed.Note(fmt.Sprintf("the session's stream ended: %v (ctrl+\\ leaves)", msg.err), true)
+		m.refresh()
+		return nil
+	}
+	ev := msg.ev
+	var cmd tea.Cmd
+	switch {
+	case ev.Lost != nil:
+		m.conn = "connection lost: reconnecting…"
+		m.feed.Note(fmt.Sprintf("connection lost (%v): reconnecting", ev.Lost), true)
+	case ev.Snapshot != nil:
+		m.proj = protocol.NewProjector(*ev.Snapshot)
+		m.feed.Streams(ev.Snapshot.Streams)
+		if ev.Reopened {
+			m.conn = ""
+			m.feed.Note("reconnected", false)
+		}
+	default:
+		m.proj.Apply(ev.Delta)
+		m.feed.Delta(ev.Delta)
+		if in := ev.Delta.Interaction; ev.Delta.Event == protocol.EventInteractionAdded && in != nil && m.always[toolOf(*in)] {
+			cmd = m.answer(*in, protocol.AnswerAllow)
+		}
+	}
+	m.refresh()
+	return tea.Batch(cmd, m.next())
+}
+
+// page puts a page of older transcript above the history.
+func (m *model) page(msg pageMsg) {
+	m.paging = false
+	if msg.err != nil {
+		m.noOlder = true
+		m.history = append([]*Block{{Kind: BlockNote, Text: fmt.Sprintf("earlier transcript unavailable (%v): agentd log %s prints it", msg.err, m.f.SessionID()), Done: true}}, m.history...)
+		m.refresh()
+		return
+	}
+	older := NewFeed(0)
+	for _, r := range msg.page.Records {
+		older.Record(r)
+	}
+	for _, b := range older.Blocks {
+		b.Done = true
+	}
+	if m.cursor == "" && msg.page.Through != 0 {
+		m.through = msg.page.Through
+	}
+	m.cursor = msg.page.NextCursor
+	m.noOlder = m.cursor == ""
+	before := m.view.TotalLineCount()
+	m.history = append(older.Blocks, m.history...)
+	m.refresh()
+	if !m.follow {
+		m.view.SetYOffset(m.view.YOffset() + m.view.TotalLineCount() - before)
+	}
+}
+
+// toolOf returns the tool a permission interaction is about.
+func toolOf(in protocol.Interaction) string {
+	var d struct {
+		Tool string `json:"tool"`
+	}
+	json.Unmarshal(in.Detail, &d)
+	return d.Tool
+}
+
+// running reports whether the session runs a turn, and which.
+func (m *model) running() (string, bool) {
+	p := m.proj.Projection()
+	if p.RootTurn != nil && p.RootTurn.Status == protocol.TurnRunning {
+		return p.RootTurn.TurnID, true
+	}
+	return "", false
+}
+
+func (m *model) pending() []protocol.Interaction {
+	return m.proj.Projection().Interactions
+}
+
+func (m *model) answer(in protocol.Interaction, answer string) tea.Cmd {
+	return m.request("answer", func(ctx context.Context, c *client.Conn, session string) error {
+		err := c.Request(ctx, protocol.OpInteractionAnswer, protocol.InteractionAnswerInput{SessionID: session, InteractionID: in.InteractionID, Answer: answer}, nil)
+		if errors.Is(err, client.ErrNotFound) {
+			return nil // answered elsewhere first
+		}
+		return err
+	})
+}
+
+// key handles a key press.
+func (m *model) key(k tea.KeyPressMsg) tea.Cmd {
+	key := k.String()
+	armed := m.armed
+	m.armed = false
+	if key != "ctrl+c" {
+		m.flash = ""
+	}
+	switch key {
+	case "ctrl+\\":
+		return tea.Quit
+	case "ctrl+c":
+		turn, running := m.running()
+		switch {
+		case !armed && running:
+			m.armed, m.flash = true, "ctrl+c again stops the turn after its current step (esc interrupts it now)"
+		case !armed:
+			m.armed, m.flash = true, "no turn runs: ctrl+c again detaches (as ctrl+\\ does)"
+		case running:
+			m.flash = "stopping the turn after its current step"
+			return m.request("stop", func(ctx context.Context, c *client.Conn, session string) error {
+				return c.Request(ctx, protocol.OpTurnStop, protocol.TurnRef{SessionID: session, TurnID: turn}, nil)
+			})
+		default:
+			return tea.Quit
+		}
+		return nil
+	case "esc":
+		if turn, running := m.running(); running {
+			m.flash = "interrupting the turn"
+			return m.request("interrupt", func(ctx context.Context, c *client.Conn, session string) error {
+				return c.Request(ctx, protocol.OpTurnInterrupt, protocol.TurnRef{SessionID: session, TurnID: turn}, nil)
+			})
+		}
+		return nil
+	case "enter", "alt+enter":
+		text := strings.TrimSpace(m.input.Value())
+		if text == "" {
+			return nil
+		}
+		m.input.SetValue("")
+		m.follow = true
+		m.refresh()
+		return m.send(text, key == "alt+enter")
+	case "pgup", "up", "ctrl+u":
+		m.scroll(key, -1)
+		if m.view.AtTop() {
+			return m.older()
+		}
+		return nil
+	case "pgdown", "down", "ctrl+d":
+		m.scroll(key, 1)
+		return nil
+	}
+	if m.input.Value() == "" {
+		if ins := m.pending(); len(ins) > 0 {
+			in := ins[0]
+			switch key {
+			case "y":
+				return m.answer(in, protocol.AnswerAllow)
+			case "n":
+				return m.answer(in, protocol.AnswerDeny)
+			case "a":
+				m.always[toolOf(in)] = true
+				m.flash = fmt.Sprintf("%s is allowed for as long as this screen is attached", toolOf(in))
+				return m.answer(in, protocol.AnswerAllow)
+			}
+		}
+	}
+	var cmd tea.Cmd
+	m.input, cmd = m.input.Update(k)
+	return cmd
+}
+
+func (m *model) scroll(key string, dir int) {
+	switch key {
+	case "pgup", "pgdown":
+		if dir < 0 {
+			m.view.PageUp()
+		} else {
+			m.view.PageDown()
+		}
+	case "ctrl+u", "ctrl+d":
+		if dir < 0 {
+			m.view.HalfPageUp()
+		} else {
+			m.view.HalfPageDown()
+		}
+	default:
+		if dir < 0 {
+			m.view.ScrollUp(1)
+		} else {
+			m.view.ScrollDown(1)
+		}
+	}
+	m.follow = m.view.AtBottom()
+}
+
+// send sends a prompt: a turn of its own when none runs, else into the
+// running turn; queued as a follow-up with alt+enter.
+func (m *model) send(text string, queue bool) tea.Cmd {
+	_, running := m.running()
+	return m.request("send", func(ctx context.Context, c *client.Conn, session string) error {
+		if !running && !queue {
+			err := c.Request(ctx, protocol.OpTurnStart, protocol.TurnStartInput{SessionID: session, TurnID: "t" + newID(), Content: protocol.Content{Text: text}}, nil)
+			if !errors.Is(err, client.ErrOperationConflict) {
+				return err
+			}
+			// A turn started meanwhile: the prompt goes into it.
+		}
+		placement := protocol.PlacementSteering
+		if queue {
+			placement = protocol.PlacementNextTurn
+		}
+		return c.Request(ctx, protocol.OpTurnMessageSubmit, protocol.MessageSubmitInput{
+			SessionID: session, MessageID: "m" + newID(), Content: protocol.Content{Text: text}, Placement: placement,
+		}, nil)
+	})
+}
+
+func newID() string {
+	b := make([]byte, 8)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}

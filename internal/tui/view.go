@@ -1,0 +1,268 @@
+package tui
+
+import (
+	"fmt"
+	"strings"
+
+	tea "charm.land/bubbletea/v2"
+	"charm.land/glamour/v2"
+	"charm.land/lipgloss/v2"
+
+	"github.com/agentd-dev/agentd/protocol"
+)
+
+// Styles of the screen.
+var (
+	styleDim     = lipgloss.NewStyle().Foreground(lipgloss.Color("8"))
+	styleHeader  = lipgloss.NewStyle().Bold(true)
+	styleUser    = lipgloss.NewStyle().Foreground(lipgloss.Color("12")).Bold(true)
+	styleTool    = lipgloss.NewStyle().Foreground(lipgloss.Color("11"))
+	styleToolOK  = lipgloss.NewStyle().Foreground(lipgloss.Color("10"))
+	styleError   = lipgloss.NewStyle().Foreground(lipgloss.Color("9"))
+	styleAsk     = lipgloss.NewStyle().Foreground(lipgloss.Color("13")).Bold(true)
+	styleRunning = lipgloss.NewStyle().Foreground(lipgloss.Color("11")).Bold(true)
+)
+
+// toolLines bounds the output lines a tool call shows: its last ones.
+const toolLines = 30
+
+// helpLine names the keys.
+const helpLine = "enter send · alt+enter queue · esc interrupt · ctrl+c ×2 stop · ctrl+\\ detach · pgup/pgdn scroll"
+
+// renderer renders blocks at a width, keeping what it rendered while the
+// block has not changed.
+type renderer struct {
+	width    int
+	markdown *glamour.TermRenderer // for width; nil when it could not be made
+	cache    map[*Block]rendered
+}
+
+type rendered struct {
+	key string
+	out string
+}
+
+func newRenderer() *renderer { return &renderer{cache: map[*Block]rendered{}} }
+
+func (r *renderer) setWidth(w int) {
+	if w == r.width {
+		return
+	}
+	r.width, r.cache = w, map[*Block]rendered{}
+	r.markdown, _ = glamour.NewTermRenderer(glamour.WithStandardStyle("dark"), glamour.WithWordWrap(max(w-4, 20)))
+}
+
+// block renders b, or returns "" for a block that shows nothing.
+func (r *renderer) block(b *Block) string {
+	key := fmt.Sprintf("%d/%d/%d/%t/%t/%d", len(b.Text), len(b.Tool.Output), b.Seq, b.Done, b.Error, b.Kind)
+	if c, ok := r.cache[b]; ok && c.key == key {
+		return c.out
+	}
+	out := r.draw(b)
+	r.cache[b] = rendered{key, out}
+	return out
+}
+
+func (r *renderer) wrap(s string) string {
+	return lipgloss.NewStyle().Width(max(r.width, 1)).Render(s)
+}
+
+func (r *renderer) draw(b *Block) string {
+	switch b.Kind {
+	case BlockTurn:
+		s := "── turn " + b.TurnID
+		if !b.Time.IsZero() {
+			s += " · " + b.Time.Local().Format("2006-01-02 15:04")
+		}
+		return styleDim.Render(s)
+	case BlockUser:
+		label := "❯ "
+		if b.Steering {
+			label = "❯ (into the turn) "
+		}
+		return styleUser.Render(r.wrap(label + plain(b.Text)))
+	case BlockAssistant:
+		text := plain(b.Text)
+		if strings.TrimSpace(text) == "" {
+			return ""
+		}
+		if b.Done && r.markdown != nil {
+			if md, err := r.markdown.Render(text); err == nil {
+				return strings.Trim(md, "\n")
+			}
+		}
+		return r.wrap(text)
+	case BlockTool:
+		head, style := "● ", styleTool
+		switch {
+		case b.Done && b.Error:
+			style = styleError
+		case b.Done:
+			style = styleToolOK
+		}
+		lines := []string{style.Render(r.wrap(head + plain(DescribeTool(b.Tool))))}
+		out := strings.Split(strings.TrimRight(plain(b.Tool.Output), "\n"), "\n")
+		if len(out) == 1 && out[0] == "" {
+			out = nil
+		}
+		if len(out) > toolLines {
+			lines = append(lines, styleDim.Render(fmt.Sprintf("  │ … %d lines above", len(out)-toolLines)))
+			out = out[len(out)-toolLines:]
+		}
+		for _, l := range out {
+			lines = append(lines, styleDim.Render("  │ ")+truncate(l, r.width-4))
+		}
+		return strings.Join(lines, "\n")
+	case BlockEnd:
+		if b.Error {
+			return styleError.Render("── " + plain(b.Text))
+		}
+		return styleDim.Render("── " + plain(b.Text))
+	case BlockNote:
+		if b.Error {
+			return styleError.Render(r.wrap("· " + plain(b.Text)))
+		}
+		return styleDim.Render(r.wrap("· " + plain(b.Text)))
+	}
+	return ""
+}
+
+// plain makes text from a model or a tool safe to draw: its control
+// characters visible, its tabs spaces.
+func plain(s string) string {
+	return strings.ReplaceAll(Visible(s), "\t", "    ")
+}
+
+// truncate cuts a line to width cells.
+func truncate(s string, width int) string {
+	if width < 1 {
+		return ""
+	}
+	if lipgloss.Width(s) <= width {
+		return s
+	}
+	rs := []rune(s)
+	for len(rs) > 0 && lipgloss.Width(string(rs)) > width-1 {
+		rs = rs[:len(rs)-1]
+	}
+	return string(rs) + "…"
+}
+
+// refresh lays the screen out again after a change.
+func (m *model) refresh() {
+	if m.width == 0 {
+		return
+	}
+	m.render.setWidth(m.width)
+	var parts []string
+	for _, bs := range [][]*Block{m.history, m.feed.Blocks} {
+		for _, b := range bs {
+			if s := m.render.block(b); s != "" {
+				parts = append(parts, s)
+			}
+		}
+	}
+	m.view.SetContent(strings.Join(parts, "\n"))
+	m.layout()
+}
+
+// layout sizes the transcript's view to the room the rest leaves it.
+func (m *model) layout() {
+	if m.width == 0 {
+		return
+	}
+	m.view.SetWidth(m.width)
+	m.view.SetHeight(max(m.height-lipgloss.Height(m.header())-lipgloss.Height(m.panel())-2, 1))
+	if m.follow {
+		m.view.GotoBottom()
+	}
+}
+
+// header is the screen's first line: the session and its state.
+func (m *model) header() string {
+	p := m.proj.Projection()
+	s := p.Session
+	status := s.Status
+	if status == "" {
+		status = protocol.SessionIdle
+	}
+	st := styleDim
+	if status != protocol.SessionIdle {
+		st = styleRunning
+	}
+	parts := []string{styleHeader.Render("agentd · " + s.SessionID)}
+	if s.Title != "" {
+		parts = append(parts, plain(s.Title))
+	}
+	if s.Model != "" {
+		parts = append(parts, s.Model)
+	}
+	parts = append(parts, st.Render(status))
+	line := strings.Join(parts, " · ")
+	if m.conn != "" {
+		line += " · " + styleError.Render(m.conn)
+	}
+	return truncate(line, m.width)
+}
+
+// panel is what stands between the transcript and the input: the plan, the
+// queue, the approval waiting, a message for the person.
+func (m *model) panel() string {
+	p := m.proj.Projection()
+	var lines []string
+	if len(p.Todo) > 0 {
+		lines = append(lines, styleDim.Render("plan"))
+		for _, t := range p.Todo {
+			mark := "[ ]"
+			switch t.Status {
+			case "done":
+				mark = "[x]"
+			case "in_progress":
+				mark = "[~]"
+			}
+			lines = append(lines, truncate("  "+mark+" "+plain(t.Text), m.width))
+		}
+	}
+	for _, q := range p.Queue.Steering {
+		lines = append(lines, truncate(styleDim.Render("steering: ")+plain(firstLine(q.Content.Text)), m.width))
+	}
+	for _, q := range p.Queue.FollowUp {
+		lines = append(lines, truncate(styleDim.Render("queued: ")+plain(firstLine(q.Content.Text)), m.width))
+	}
+	if ins := p.Interactions; len(ins) > 0 {
+		s := fmt.Sprintf("? %s   y allow · n deny · a allow %s always", plain(ins[0].Prompt), plain(toolOf(ins[0])))
+		if len(ins) > 1 {
+			s += fmt.Sprintf(" (%d more)", len(ins)-1)
+		}
+		lines = append(lines, styleAsk.Render(wrapTo(s, m.width)))
+	}
+	if m.flash != "" {
+		lines = append(lines, styleError.Render(truncate(plain(m.flash), m.width)))
+	}
+	return strings.Join(lines, "\n")
+}
+
+func wrapTo(s string, width int) string { return lipgloss.NewStyle().Width(max(width, 1)).Render(s) }
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
+}
+
+func (m *model) View() tea.View {
+	var b strings.Builder
+	b.WriteString(m.header())
+	b.WriteString("\n")
+	b.WriteString(m.view.View())
+	if panel := m.panel(); panel != "" {
+		b.WriteString("\n")
+		b.WriteString(panel)
+	}
+	b.WriteString("\n")
+	b.WriteString(m.input.View())
+	b.WriteString("\n")
+	b.WriteString(styleDim.Render(truncate(helpLine, m.width)))
+	v := tea.NewView(b.String())
+	v.AltScreen = true
+	return v
+}
