@@ -16,8 +16,17 @@ import (
 // Bounds of a subscription's deltas.
 const (
 	// maxChunk bounds the text (or tool output) one update delta carries:
-	// a longer one is split, and consecutive ones merge only up to it.
+	// a longer one is split when it is written.
 	maxChunk = 64 << 10
+	// batchBytes bounds what the pump writes before it waits for the
+	// connection to take it: a connection's outbound queue holds at most
+	// one such batch of a subscription.
+	batchBytes = 256 << 10
+	// maxMerged bounds the text or output one waiting update gathers
+	// while its subscriber lags; past it the middle is left out, and the
+	// update says how much. The host reads its stream as fast as it comes,
+	// so only a stalled host meets it.
+	maxMerged = 16 << 20
 	// maxDeltaBytes bounds one encoded delta, leaving room for the frame
 	// the host wraps around it inside the wire limit.
 	maxDeltaBytes = protocol.MaxMessageBytes - 16<<10
@@ -65,10 +74,9 @@ type pendingDelta struct {
 func (p *pendingDelta) size() int { return p.text.Len() + p.thinking.Len() + p.output.Len() }
 
 // mergeable reports whether next can be folded into p: both update the
-// same message's text, or the same tool call's output, and the sum stays
-// within maxChunk.
+// same message's text, or the same tool call's output.
 func (p *pendingDelta) mergeable(next protocol.SessionDelta) bool {
-	if p.d.Event != next.Event || p.d.TurnID != next.TurnID || p.size()+updateSize(next) > maxChunk {
+	if p.d.Event != next.Event || p.d.TurnID != next.TurnID {
 		return false
 	}
 	switch next.Event {
@@ -94,6 +102,26 @@ func (p *pendingDelta) add(d protocol.SessionDelta) {
 	if d.ToolCall != nil {
 		p.output.WriteString(d.ToolCall.Output)
 	}
+	if p.size() > maxMerged {
+		p.text = squeezed(p.text)
+		p.thinking = squeezed(p.thinking)
+		p.output = squeezed(p.output)
+	}
+}
+
+// squeezed keeps the head and tail of a builder past maxMerged/2, with
+// how much of its middle it left out.
+func squeezed(b strings.Builder) strings.Builder {
+	if b.Len() <= maxMerged/2 {
+		return b
+	}
+	s := b.String()
+	head, tail := s[:cut(s, maxMerged/8)], tailOf(s, maxMerged/8)
+	var out strings.Builder
+	out.WriteString(head)
+	out.WriteString("\n… (" + strconv.Itoa(len(s)-len(head)-len(tail)) + " bytes left out while the host lagged)\n")
+	out.WriteString(tail)
+	return out
 }
 
 func (p *pendingDelta) delta() protocol.SessionDelta {
@@ -174,7 +202,7 @@ func encodeDelta(d protocol.SessionDelta) ([]byte, bool) {
 		tc := *d.ToolCall
 		tc.Arguments = nil
 		if len(tc.Output) > maxChunk {
-			tc.Output = "… (" + strconv.Itoa(len(tc.Output)) + " bytes: the whole output is in the transcript)\n" + tail(tc.Output, maxChunk)
+			tc.Output = "… (" + strconv.Itoa(len(tc.Output)) + " bytes: the whole output is in the transcript)\n" + tailOf(tc.Output, maxChunk)
 		}
 		d.ToolCall = &tc
 	case d.Entry != nil:
@@ -190,9 +218,9 @@ func encodeDelta(d protocol.SessionDelta) ([]byte, bool) {
 	return b, err == nil && len(b) <= maxDeltaBytes
 }
 
-// tail returns the longest suffix of s of at most n bytes that starts on
+// tailOf returns the longest suffix of s of at most n bytes that starts on
 // a rune boundary.
-func tail(s string, n int) string {
+func tailOf(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
@@ -311,11 +339,9 @@ func (sub *subscription) add(d protocol.SessionDelta) bool {
 	if sub.closing != "" {
 		return true
 	}
-	for _, d := range splitUpdate(d) {
-		if n := len(sub.pending); n > 0 && sub.pending[n-1].mergeable(d) {
-			sub.pending[n-1].add(d)
-			continue
-		}
+	if n := len(sub.pending); n > 0 && sub.pending[n-1].mergeable(d) {
+		sub.pending[n-1].add(d)
+	} else {
 		if len(sub.pending) >= maxBacklog {
 			return false
 		}
@@ -384,22 +410,32 @@ func (sub *subscription) pump() {
 	}
 }
 
-// write encodes and writes batch, and waits until it has been flushed; it
+// write encodes and writes batch, an update longer than maxChunk as
+// several, waiting for the connection to take each batchBytes of it; it
 // reports false when the connection is going away.
 func (sub *subscription) write(batch []*pendingDelta) bool {
 	var last *host.Receipt
+	written := 0
 	for _, p := range batch {
-		raw, ok := encodeDelta(p.delta())
-		if !ok {
-			sub.logger.Error("a delta does not fit the wire limit and is left out", "subscription", sub.id, "event", p.d.Event)
-			continue
+		for _, d := range splitUpdate(p.delta()) {
+			raw, ok := encodeDelta(d)
+			if !ok {
+				sub.logger.Error("a delta does not fit the wire limit and is left out", "subscription", sub.id, "event", d.Event)
+				continue
+			}
+			sub.seq++
+			r, err := sub.conn.out.Enqueue(host.Control, deltaFrame(sub.epoch, sub.id, sub.seq, raw))
+			if err != nil {
+				return false
+			}
+			last = r
+			if written += len(raw); written >= batchBytes {
+				if last.Err() != nil {
+					return false
+				}
+				written = 0
+			}
 		}
-		sub.seq++
-		r, err := sub.conn.out.Enqueue(host.Control, deltaFrame(sub.epoch, sub.id, sub.seq, raw))
-		if err != nil {
-			return false
-		}
-		last = r
 	}
 	return last == nil || last.Err() == nil
 }
