@@ -1,13 +1,12 @@
 package sessions
 
 import (
-	"bytes"
-	"fmt"
 	"os"
 	"strconv"
-	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentd-dev/agentd/internal/proc"
 )
 
 // killSession kills every process left in the session sid: what a worker,
@@ -43,44 +42,11 @@ func killSession(sid int) int {
 	return killed
 }
 
-// processRunning reports whether process pid exists and has not exited:
-// a zombie, exited but not yet reaped by its parent, does not count.
-func processRunning(pid int) bool {
-	if pid <= 0 || unix.Kill(pid, 0) != nil {
-		return false
-	}
-	state, _ := statFields(pid)
-	return state != "" && state != "Z"
-}
-
 // sessionOf returns the session id of process pid, or -1.
 func sessionOf(pid int) int {
-	_, f := statFields(pid)
-	if len(f) < 4 {
-		return -1
-	}
-	sid, err := strconv.Atoi(f[3])
+	st, err := proc.ReadStat(pid)
 	if err != nil {
 		return -1
 	}
-	return sid
-}
-
-// statFields returns the fields of /proc/<pid>/stat after the command
-// name: state, ppid, pgrp, session, … ; none when it cannot be read.
-func statFields(pid int) (state string, fields []string) {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return "", nil
-	}
-	// The command name, in parentheses, may hold spaces and parentheses.
-	i := bytes.LastIndexByte(stat, ')')
-	if i < 0 {
-		return "", nil
-	}
-	fields = strings.Fields(string(stat[i+1:]))
-	if len(fields) == 0 {
-		return "", nil
-	}
-	return fields[0], fields
+	return st.Session
 }

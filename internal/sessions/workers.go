@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentd-dev/agentd/client"
 	"github.com/agentd-dev/agentd/internal/catalog"
+	"github.com/agentd-dev/agentd/internal/proc"
 	workerproc "github.com/agentd-dev/agentd/internal/worker"
 	"github.com/agentd-dev/agentd/protocol"
 )
@@ -90,6 +91,16 @@ func (s *Service) ensureWorker(ctx context.Context, h catalog.Header) (*worker, 
 			default:
 			}
 		}
+		if ok && w.dead() {
+			// Its process has ended; the host is still letting go of it.
+			s.mu.Unlock()
+			select {
+			case <-w.exited:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+			continue
+		}
 		if !ok {
 			w = &worker{s: s, sessionID: h.ID, ready: make(chan struct{}), exited: make(chan struct{}), subs: map[*subscription]struct{}{}}
 			s.workers[h.ID] = w
@@ -113,6 +124,16 @@ func (s *Service) ensureWorker(ctx context.Context, h catalog.Header) (*worker, 
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
+	}
+}
+
+// dead reports whether a started worker's process has ended.
+func (w *worker) dead() bool {
+	select {
+	case <-w.ready:
+		return w.startErr == nil && !proc.Running(w.pid)
+	default:
+		return false
 	}
 }
 
@@ -238,7 +259,7 @@ func (s *Service) start(w *worker, h catalog.Header) {
 func (s *Service) stopOrphan(session string) {
 	b, err := os.ReadFile(workerproc.RegistrationPath(s.cfg.Home, session))
 	var reg workerproc.Registration
-	if err != nil || json.Unmarshal(b, &reg) != nil || reg.Endpoint == "" || !processRunning(reg.PID) {
+	if err != nil || json.Unmarshal(b, &reg) != nil || reg.Endpoint == "" || !proc.Running(reg.PID) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), workerStartTimeout)
@@ -250,7 +271,7 @@ func (s *Service) stopOrphan(session string) {
 	s.log.Warn("stopping a worker an earlier host left running", "session", session, "pid", reg.PID)
 	err = c.Request(ctx, protocol.OpHostShutdown, protocol.ShutdownInput{}, nil)
 	c.Close()
-	for err == nil && processRunning(reg.PID) {
+	for err == nil && proc.Running(reg.PID) {
 		select {
 		case <-ctx.Done():
 			err = ctx.Err()
