@@ -37,9 +37,14 @@ const (
 	// probeTimeout bounds the dial that tells a live host's socket from a
 	// dead one's.
 	probeTimeout = time.Second
-	// activationPoll is how often EnsureHost looks at the activation lock,
-	// the registration and the started process.
-	activationPoll = time.Millisecond
+	// EnsureHost waits for a change of the registration, the activation
+	// lock or the started host's stderr, and looks again after each. So as
+	// not to miss what no change reports (a host that exits while its
+	// stderr is held elsewhere, a system without inotify), it also looks
+	// again when nothing has changed for recheckMin, then after doubling
+	// waits up to recheckMax.
+	recheckMin = time.Millisecond
+	recheckMax = 50 * time.Millisecond
 )
 
 // ActivationLockName is the file in the home that serialises cold
@@ -269,7 +274,9 @@ func (o ActivationOptions) withDefaults() (ActivationOptions, error) {
 // should point its stderr at its own log once ready.
 //
 // EnsureHost waits until the host's registration says ready and the host
-// answers on its socket. Without a deadline on ctx it waits at most
+// answers on its socket. It looks again whenever the registration, the
+// activation lock or the host's stderr changes (through inotify, where
+// there is one), and otherwise at most 50ms apart. Without a deadline on ctx it waits at most
 // DefaultActivationTimeout. A host that is not ready in time is left
 // running: it may still finish starting, and the next call will find it.
 func EnsureHost(ctx context.Context, opts ActivationOptions) (HostInfo, bool, error) {
@@ -295,7 +302,10 @@ func EnsureHost(ctx context.Context, opts ActivationOptions) (HostInfo, bool, er
 	if err := os.MkdirAll(opts.Home, 0o700); err != nil {
 		return HostInfo{}, false, fmt.Errorf("activate host %s: %w", opts.HostID, err)
 	}
-	unlock, err := lockActivation(ctx, filepath.Join(opts.Home, ActivationLockName))
+	w := newChanges()
+	defer w.close()
+	var again recheck
+	unlock, err := lockActivation(ctx, filepath.Join(opts.Home, ActivationLockName), w, &again)
 	if err != nil {
 		return HostInfo{}, false, fmt.Errorf("activate host %s: %w", opts.HostID, err)
 	}
@@ -307,8 +317,9 @@ func EnsureHost(ctx context.Context, opts ActivationOptions) (HostInfo, bool, er
 			child.close()
 		}
 	}()
-	tick := time.NewTicker(activationPoll)
-	defer tick.Stop()
+	// Watched before the first look, so that no change after it is missed.
+	w.entry(protocol.RegistrationPath(opts.RuntimeDir, opts.HostID))
+	again = recheck{}
 	for {
 		info, h, err := inspectHost(ctx, opts.RuntimeDir, opts.HostID)
 		if err != nil {
@@ -328,15 +339,47 @@ func EnsureHost(ctx context.Context, opts ActivationOptions) (HostInfo, bool, er
 		case h != hostLive:
 			// None registered, or a dead or unreadable record: start one.
 			// A live host that is not ready yet is waited for instead.
-			if child, err = startHost(opts); err != nil {
+			if child, err = startHost(opts, w); err != nil {
 				return HostInfo{}, false, fmt.Errorf("activate host %s: %w", opts.HostID, err)
 			}
 		}
-		select {
-		case <-ctx.Done():
-			return HostInfo{}, false, waitError(opts, child, ctx.Err())
-		case <-tick.C:
+		if err := again.wait(ctx, w); err != nil {
+			return HostInfo{}, false, waitError(opts, child, err)
 		}
+	}
+}
+
+// recheck paces the looks of a wait on changes: at once after a change,
+// else after recheckMin, doubling up to recheckMax while nothing changes.
+type recheck struct {
+	d time.Duration
+}
+
+// wait waits for a change or for the next look's time, or returns ctx's
+// error.
+func (r *recheck) wait(ctx context.Context, w *changes) error {
+	if r.d == 0 {
+		r.d = recheckMin
+	}
+	changed, err := w.wait(ctx, r.d)
+	if changed {
+		r.d = recheckMin
+	} else {
+		r.d = min(2*r.d, recheckMax)
+	}
+	return err
+}
+
+// sleep waits d and reports no change, or returns ctx's error when ctx
+// ends first.
+func sleep(ctx context.Context, d time.Duration) (bool, error) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false, ctx.Err()
+	case <-t.C:
+		return false, nil
 	}
 }
 
@@ -348,15 +391,17 @@ func waitError(opts ActivationOptions, child *activatedHost, err error) error {
 		opts.HostID, child.pid, err, child.stderrTail())
 }
 
-// lockActivation takes an exclusive flock on path, polling so that ctx can
-// end the wait without a goroutine blocked in the kernel.
-func lockActivation(ctx context.Context, path string) (unlock func(), err error) {
+// lockActivation takes an exclusive flock on path. It waits without a
+// goroutine blocked in the kernel, so that ctx can end the wait: it tries
+// again whenever a holder closes the file (letting go of the lock), and
+// as again paces it.
+func lockActivation(ctx context.Context, path string, w *changes, again *recheck) (unlock func(), err error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
 	if err != nil {
 		return nil, err
 	}
 	fd := int(f.Fd())
-	var timer *time.Timer
+	watched := false
 	for {
 		err := syscall.Flock(fd, syscall.LOCK_EX|syscall.LOCK_NB)
 		if err == nil {
@@ -366,17 +411,16 @@ func lockActivation(ctx context.Context, path string) (unlock func(), err error)
 			f.Close()
 			return nil, fmt.Errorf("lock %s: %w", path, err)
 		}
-		if timer == nil {
-			timer = time.NewTimer(activationPoll)
-			defer timer.Stop()
-		} else {
-			timer.Reset(activationPoll)
+		if !watched {
+			// Watched, then tried once more, so that a release between
+			// the first try and the watch is not missed.
+			w.file(path)
+			watched = true
+			continue
 		}
-		select {
-		case <-ctx.Done():
+		if err := again.wait(ctx, w); err != nil {
 			f.Close()
-			return nil, fmt.Errorf("waiting for another activation to finish: %w", ctx.Err())
-		case <-timer.C:
+			return nil, fmt.Errorf("waiting for another activation to finish: %w", err)
 		}
 	}
 	return func() {
@@ -396,12 +440,14 @@ type activatedHost struct {
 
 // startHost starts the host process detached and releases it: the host
 // outlives this client, so nothing waits on it but exited and
-// reapActivated.
-func startHost(opts ActivationOptions) (*activatedHost, error) {
+// reapActivated. w watches the host's stderr file, so that what the host
+// writes there, and its exit, wake the activation.
+func startHost(opts ActivationOptions, w *changes) (*activatedHost, error) {
 	errf, err := os.CreateTemp(opts.Home, "activation-*.stderr")
 	if err != nil {
 		return nil, err
 	}
+	w.file(errf.Name())
 	childErr, err := os.OpenFile(errf.Name(), os.O_WRONLY|os.O_APPEND, 0)
 	// Unlinked at once: the host keeps its descriptor, and no file is left
 	// behind whatever happens to this process.

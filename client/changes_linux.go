@@ -1,0 +1,184 @@
+package client
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// changes wakes a waiting activation when a file it depends on changes:
+// the registration record is put in place or removed, the activation lock
+// is let go of, the host writes to or closes its stderr. It reads an
+// inotify instance through the runtime's poller, so waiting blocks no
+// thread and ends with a deadline or a context, and needs no goroutine.
+//
+// A change is a hint to look again, never an answer: callers re-read what
+// they wait on after every wake-up, and wait with a bounded timeout so that
+// what inotify cannot report (a process exiting that holds nothing
+// watched, a directory that does not exist yet, a system without inotify)
+// is still seen. Without inotify every wait is its timeout.
+//
+// A changes is used by one goroutine.
+type changes struct {
+	f *os.File // the inotify instance; nil without one
+	// names maps a directory's watch to the entry names that count in
+	// it; a file's watch maps to nil (every event counts).
+	names map[int32][]string
+	// missing holds the entries whose directory could not be watched
+	// yet (it may not exist); every wait tries them again.
+	missing []string
+	buf     []byte
+}
+
+const (
+	// entryEvents are the events of a directory that change an entry:
+	// created, moved in or out, removed, or closed after a write.
+	entryEvents = syscall.IN_CREATE | syscall.IN_MOVED_TO | syscall.IN_MOVED_FROM |
+		syscall.IN_DELETE | syscall.IN_CLOSE_WRITE
+	// fileEvents are the events of a file that count: written to, or
+	// closed by a writer (one that exits included).
+	fileEvents = syscall.IN_MODIFY | syscall.IN_CLOSE_WRITE
+)
+
+func newChanges() *changes {
+	w := &changes{names: make(map[int32][]string)}
+	fd, err := syscall.InotifyInit1(syscall.IN_NONBLOCK | syscall.IN_CLOEXEC)
+	if err != nil {
+		return w
+	}
+	f := os.NewFile(uintptr(fd), "inotify")
+	// Deadlines work only on a descriptor the runtime polls.
+	if f.SetReadDeadline(time.Time{}) != nil {
+		f.Close()
+		return w
+	}
+	w.f = f
+	w.buf = make([]byte, 4096)
+	return w
+}
+
+// entry watches the directory entry path: its creation, replacement by a
+// rename, and removal.
+func (w *changes) entry(path string) {
+	if w.f != nil && !w.watchEntry(path) {
+		w.missing = append(w.missing, path)
+	}
+}
+
+func (w *changes) watchEntry(path string) bool {
+	wd, err := w.add(filepath.Dir(path), entryEvents|syscall.IN_ONLYDIR)
+	if err != nil {
+		return false
+	}
+	w.names[wd] = append(w.names[wd], filepath.Base(path))
+	return true
+}
+
+// file watches the file at path (the file, not the name: it may be
+// renamed or removed after) for writes and for closes by a writer.
+func (w *changes) file(path string) {
+	if w.f == nil {
+		return
+	}
+	if wd, err := w.add(path, fileEvents); err == nil {
+		w.names[wd] = nil
+	}
+}
+
+func (w *changes) add(path string, mask uint32) (int32, error) {
+	raw, err := w.f.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	var wd int
+	var werr error
+	if err := raw.Control(func(fd uintptr) {
+		wd, werr = syscall.InotifyAddWatch(int(fd), path, mask)
+	}); err != nil {
+		return 0, err
+	}
+	return int32(wd), werr
+}
+
+// wait returns when a watched change happens (true), when d has passed
+// (false), or with ctx's error when ctx ends first.
+func (w *changes) wait(ctx context.Context, d time.Duration) (bool, error) {
+	if w.f == nil {
+		return sleep(ctx, d)
+	}
+	if len(w.missing) > 0 {
+		missing := w.missing
+		w.missing = nil
+		for _, path := range missing {
+			if !w.watchEntry(path) {
+				w.missing = append(w.missing, path)
+			}
+		}
+	}
+	// The deadline is set before ctx is checked, so a cancellation after
+	// the check moves it (below) and one before is seen by the check.
+	if err := w.f.SetReadDeadline(time.Now().Add(d)); err != nil {
+		return sleep(ctx, d)
+	}
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	stop := context.AfterFunc(ctx, func() { w.f.SetReadDeadline(time.Unix(1, 0)) })
+	defer stop()
+	for {
+		n, err := w.f.Read(w.buf)
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return false, ctx.Err()
+		}
+		if err != nil {
+			// The instance broke; go on without it.
+			w.f.Close()
+			w.f = nil
+			return sleep(ctx, d)
+		}
+		if w.matches(w.buf[:n]) {
+			return true, nil
+		}
+	}
+}
+
+// matches reports whether the events in b include one that counts. An
+// event is struct inotify_event: wd, mask, cookie and len, each 32 bits in
+// the machine's order, then len bytes of NUL-padded name.
+func (w *changes) matches(b []byte) bool {
+	for len(b) >= syscall.SizeofInotifyEvent {
+		wd := int32(binary.NativeEndian.Uint32(b[0:]))
+		mask := binary.NativeEndian.Uint32(b[4:])
+		end := syscall.SizeofInotifyEvent + int(binary.NativeEndian.Uint32(b[12:]))
+		if end > len(b) {
+			return false
+		}
+		if mask&syscall.IN_Q_OVERFLOW != 0 {
+			return true // events were lost: any of them may have counted
+		}
+		names, ok := w.names[wd]
+		if ok && names == nil {
+			return true
+		}
+		name, _, _ := strings.Cut(string(b[syscall.SizeofInotifyEvent:end]), "\x00")
+		for _, n := range names {
+			if n == name {
+				return true
+			}
+		}
+		b = b[end:]
+	}
+	return false
+}
+
+func (w *changes) close() {
+	if w.f != nil {
+		w.f.Close()
+		w.f = nil
+	}
+}

@@ -1,0 +1,105 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+func TestChangesWakeOnTheWatchedEntryOnly(t *testing.T) {
+	dir := t.TempDir()
+	w := newChanges()
+	defer w.close()
+	if w.f == nil {
+		t.Skip("no inotify")
+	}
+	w.entry(filepath.Join(dir, "h1.json"))
+
+	// Another entry of the directory changes nothing.
+	if err := os.WriteFile(filepath.Join(dir, "h2.json"), []byte("{}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if changed, err := w.wait(t.Context(), time.Millisecond); changed || err != nil {
+		t.Fatalf("wait after another entry changed = %v, %v; want a timeout", changed, err)
+	}
+	// A record renamed into place wakes.
+	tmp := filepath.Join(dir, ".h1.json123")
+	if err := os.WriteFile(tmp, []byte("{}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, "h1.json")); err != nil {
+		t.Fatal(err)
+	}
+	if changed, err := w.wait(t.Context(), time.Hour); !changed || err != nil {
+		t.Fatalf("wait after the record was renamed into place = %v, %v", changed, err)
+	}
+}
+
+func TestChangesWatchADirectoryOnceItExists(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "run")
+	w := newChanges()
+	defer w.close()
+	if w.f == nil {
+		t.Skip("no inotify")
+	}
+	w.entry(filepath.Join(dir, "h1.json"))
+	if changed, err := w.wait(t.Context(), time.Millisecond); changed || err != nil {
+		t.Fatalf("wait on a missing directory = %v, %v; want a timeout", changed, err)
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	// This wait watches the directory, now there, and times out.
+	if changed, err := w.wait(t.Context(), time.Millisecond); changed || err != nil {
+		t.Fatalf("wait = %v, %v; want a timeout", changed, err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "h1.json"), []byte("{}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if changed, err := w.wait(t.Context(), time.Hour); !changed || err != nil {
+		t.Fatalf("wait after the record was written = %v, %v", changed, err)
+	}
+}
+
+func TestChangesWakeWhenAWriterClosesTheFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "activation.lock")
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := newChanges()
+	defer w.close()
+	if w.f == nil {
+		t.Skip("no inotify")
+	}
+	w.file(path)
+	f.Close()
+	if changed, err := w.wait(t.Context(), time.Hour); !changed || err != nil {
+		t.Fatalf("wait after the holder closed the file = %v, %v", changed, err)
+	}
+}
+
+func TestChangesWaitEndsWithItsContext(t *testing.T) {
+	w := newChanges()
+	defer w.close()
+	w.entry(filepath.Join(t.TempDir(), "h1.json"))
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := w.wait(ctx, time.Hour); !errors.Is(err, context.Canceled) {
+		t.Fatalf("wait with an ended context = %v", err)
+	}
+	// Cancelled while it waits, or just before: either way it ends.
+	ctx, cancel = context.WithCancel(t.Context())
+	done := make(chan error)
+	go func() {
+		_, err := w.wait(ctx, time.Hour)
+		done <- err
+	}()
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("wait cancelled = %v", err)
+	}
+}
