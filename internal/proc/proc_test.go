@@ -2,13 +2,7 @@ package proc
 
 import (
 	"errors"
-	"io/fs"
-	"os"
-	"os/exec"
-	"syscall"
 	"testing"
-
-	"golang.org/x/sys/unix"
 )
 
 func TestParseStatReadsTheFieldsAfterACommandNameOfAnyShape(t *testing.T) {
@@ -35,75 +29,5 @@ func TestParseStatReadsTheFieldsAfterACommandNameOfAnyShape(t *testing.T) {
 		if s, err := ParseStat([]byte(bad)); !errors.Is(err, ErrMalformed) {
 			t.Errorf("ParseStat(%q) = %+v, %v; want ErrMalformed", bad, s, err)
 		}
-	}
-}
-
-func TestReadStatOfThisProcess(t *testing.T) {
-	s, err := ReadStat(os.Getpid())
-	if err != nil {
-		t.Skipf("no /proc: %v", err)
-	}
-	if s.PID != os.Getpid() || s.PPID != os.Getppid() || s.PGRP != syscall.Getpgrp() || s.State != 'R' || s.StartTime == 0 {
-		t.Errorf("stat of this process: %+v", s)
-	}
-	if !Running(os.Getpid()) {
-		t.Error("this process does not run")
-	}
-}
-
-// waitExited blocks until child cmd has exited, leaving it a zombie.
-func waitExited(t *testing.T, cmd *exec.Cmd) {
-	t.Helper()
-	var info unix.Siginfo
-	if err := unix.Waitid(unix.P_PID, cmd.Process.Pid, &info, unix.WEXITED|unix.WNOWAIT, nil); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func TestAZombieDoesNotRunAndAReapedProcessIsGone(t *testing.T) {
-	cmd := exec.Command("true")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	pid := cmd.Process.Pid
-	waitExited(t, cmd)
-	s, err := ReadStat(pid)
-	if err != nil || s.State != 'Z' || !s.Exited() {
-		t.Errorf("stat of a zombie: %+v, %v", s, err)
-	}
-	if Running(pid) {
-		t.Error("a zombie runs")
-	}
-	cmd.Wait()
-	if Running(pid) {
-		t.Error("a reaped process runs")
-	}
-	if _, err := ReadStat(pid); !errors.Is(err, fs.ErrNotExist) {
-		t.Errorf("stat of a reaped process: %v; want fs.ErrNotExist", err)
-	}
-	if Running(0) || Running(-1) {
-		t.Error("pid 0 or -1 runs")
-	}
-}
-
-func TestGroupRunningUntilItsLastMemberExits(t *testing.T) {
-	cmd := exec.Command("sleep", "60")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	pgid := cmd.Process.Pid
-	defer cmd.Wait()
-	if !GroupRunning(pgid) {
-		t.Error("a group with a sleeping member does not run")
-	}
-	cmd.Process.Kill()
-	waitExited(t, cmd)
-	if GroupRunning(pgid) {
-		t.Error("a group of one zombie runs")
-	}
-	cmd.Wait()
-	if GroupRunning(pgid) || GroupRunning(0) {
-		t.Error("a group with no members runs")
 	}
 }
