@@ -1,0 +1,262 @@
+package cli_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"os/exec"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/agentd-dev/agentd/internal/agentdtest"
+	"github.com/agentd-dev/agentd/protocol"
+)
+
+// approvalAsked is the line of a screen that waits for an approval.
+const approvalAsked = "y allow · n deny"
+
+// TestTwoAttachedScreensShowOneSession: a prompt typed in one screen
+// streams in both; the approval it waits for shows in both, and once
+// answered in the other it is gone from both, and the tool's output and
+// the reply show in both.
+func TestTwoAttachedScreensShowOneSession(t *testing.T) {
+	p := newSessionPlace(t)
+	id := strings.TrimSpace(p.mustRun("new", "--cwd", p.workDir(), "--approve", "ask"))
+	a := p.screen(t, "attach", id)
+	b := p.screen(t, "attach", id)
+	for _, s := range []*screen{a, b} {
+		s.waitText("agentd · " + id)
+		s.waitText("ctrl+\\ detach")
+	}
+	a.typeLine("please run `echo typed-in-a`")
+	for _, s := range []*screen{a, b} {
+		s.waitText("❯ please run `echo typed-in-a`")
+		s.waitText("? run bash: echo typed-in-a")
+		s.waitText(approvalAsked)
+	}
+	b.typeKeys("y")
+	for _, s := range []*screen{a, b} {
+		s.waitFor("the approval answered, the output and the reply", func(text string) bool {
+			return !strings.Contains(text, approvalAsked) && strings.Contains(text, "│ typed-in-a") &&
+				strings.Contains(text, "── completed") && strings.Contains(text, "allowed: run bash")
+		})
+	}
+}
+
+// TestDetachingLeavesTheTurnRunning: ctrl+\ leaves the screen at once,
+// exit 0, and the turn it showed runs on to its end.
+func TestDetachingLeavesTheTurnRunning(t *testing.T) {
+	p := newSessionPlace(t)
+	id := strings.TrimSpace(p.mustRun("new", "--cwd", p.workDir(), "--approve", "all"))
+	s := p.screen(t, "attach", id)
+	s.waitText("ctrl+\\ detach")
+	s.typeLine("run `sleep 1; echo after-the-detach`")
+	s.waitText("● $ sleep 1; echo after-the-detach")
+	s.typeKeys("\x1c")
+	if err := s.waitExit(); err != nil {
+		t.Fatalf("detach: %v", err)
+	}
+	waitFor(t, "the turn ran to its end", func() bool {
+		log := p.mustRun("log", id)
+		return strings.Contains(log, "after-the-detach\n") && strings.Contains(log, "── completed")
+	})
+}
+
+// TestEscapeSequencesInToolOutputAreShownNotInterpreted: what a tool
+// prints reaches the screen with its control characters made visible.
+func TestEscapeSequencesInToolOutputAreShownNotInterpreted(t *testing.T) {
+	p := newSessionPlace(t)
+	id := strings.TrimSpace(p.mustRun("new", "--cwd", p.workDir(), "--approve", "all"))
+	s := p.screen(t, "attach", id)
+	s.waitText("ctrl+\\ detach")
+	s.typeLine(`run ` + "`" + `printf '\033[2J\033]0;owned\007\033[31mRED\033[0m\n'` + "`")
+	text := s.waitText("│ ^[[2J^[]0;owned^G^[[31mRED^[[0m")
+	if !strings.Contains(text, "agentd · "+id) {
+		t.Fatalf("the screen was cleared:\n%s", text)
+	}
+	s.waitText("── completed")
+}
+
+// TestCtrlCTwiceStopsTheTurnAndEscInterruptsIt: esc interrupts a running
+// turn at once; ctrl+c twice stops one after its step; neither leaves.
+func TestCtrlCTwiceStopsTheTurnAndEscInterruptsIt(t *testing.T) {
+	p := newSessionPlace(t)
+	id := strings.TrimSpace(p.mustRun("new", "--cwd", p.workDir(), "--approve", "all"))
+	s := p.screen(t, "attach", id)
+	s.waitText("ctrl+\\ detach")
+	s.typeLine("run `sleep 30`")
+	s.waitText("● $ sleep 30")
+	s.typeKeys("\x1b")
+	s.waitText("── interrupted")
+
+	s.typeLine("run `sleep 1; echo stepped`")
+	s.waitText("● $ sleep 1; echo stepped")
+	s.typeKeys("\x03")
+	s.waitText("ctrl+c again stops the turn")
+	s.typeKeys("\x03")
+	s.waitFor("the turn stopped after its step", func(text string) bool {
+		return strings.Contains(text, "── stopped") || strings.Contains(text, "── completed")
+	})
+	if strings.Contains(s.text(), "agentd exited") {
+		t.Fatal("the screen left")
+	}
+	s.typeKeys("\x1c")
+	if err := s.waitExit(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestAttachReconnectsToTheHostThatReplacesAKilledOne: the screen says
+// the connection dropped, comes back on a new host, resumes after the
+// last record it showed, and a turn typed then streams; each turn shows
+// once.
+func TestAttachReconnectsToTheHostThatReplacesAKilledOne(t *testing.T) {
+	p := newSessionPlace(t)
+	id := strings.TrimSpace(p.mustRun("new", "--cwd", p.workDir(), "--approve", "all"))
+	s := p.screen(t, "attach", id)
+	s.waitText("ctrl+\\ detach")
+	s.typeLine("run `echo first-turn`")
+	s.waitText("── completed")
+	killHost(t, p)
+	s.waitText("connection lost")
+	s.waitText("· reconnected")
+	s.typeLine("run `echo second-turn`")
+	text := s.waitFor("the second turn", func(text string) bool { return strings.Count(text, "── completed") == 2 })
+	for _, want := range []string{"│ first-turn", "│ second-turn", "❯ run `echo first-turn`"} {
+		if n := strings.Count(text, want); n != 1 {
+			t.Fatalf("%q shows %d times:\n%s", want, n, text)
+		}
+	}
+	if n := len(regexp.MustCompile(`── turn `).FindAllString(text, -1)); n != 2 {
+		t.Fatalf("%d turns show:\n%s", n, text)
+	}
+}
+
+// TestAttachShowsTheTranscriptSoFar: a screen attached to a session with
+// turns behind it shows them, paged from the host.
+func TestAttachShowsTheTranscriptSoFar(t *testing.T) {
+	p := newSessionPlace(t)
+	dir := p.workDir()
+	id := strings.TrimSpace(p.mustRun("new", "--cwd", dir, "--approve", "all"))
+	p.mustRun("run", "--session", id, "--approve", "all", "run `echo earlier-turn`")
+	s := p.screen(t, "attach", id)
+	s.waitText("❯ run `echo earlier-turn`")
+	s.waitText("│ earlier-turn")
+	s.waitText("── completed")
+}
+
+// TestAttachWithoutASessionPicksTheDirectorysLatestOrStartsOne: --new
+// starts a session of the current directory; with no id, attach finds it.
+func TestAttachWithoutASessionPicksTheDirectorysLatestOrStartsOne(t *testing.T) {
+	p := newSessionPlace(t)
+	dir := p.workDir()
+	if _, errOut, code := p.runIn(dir, "attach", "--json"); code != 1 || !strings.Contains(errOut, "agentd attach --new") {
+		t.Fatalf("attach with no session here: exit %d: %s", code, errOut)
+	}
+	s := p.screen(t, "attach", "--new", "--cwd", dir)
+	text := s.waitText("agentd · ")
+	id := regexp.MustCompile(`agentd · (\S+)`).FindStringSubmatch(text)[1]
+	s.typeKeys("\x1c")
+	s.waitExit()
+	var listed []protocol.Session
+	json.Unmarshal([]byte(p.mustRun("ls", "--json")), &listed)
+	if len(listed) != 1 || listed[0].SessionID != id || listed[0].Cwd != dir {
+		t.Fatalf("sessions %+v, attached to %s", listed, id)
+	}
+	s = p.screenOf(t, p.commandIn(dir, "attach"))
+	s.waitText("agentd · " + id)
+}
+
+// TestAttachOffATerminalPrintsTheSessionsEvents: off a terminal, attach
+// prints a turn's events as lines, and as JSON lines with --json, until
+// interrupted; log -f prints the transcript and follows it.
+func TestAttachOffATerminalPrintsTheSessionsEvents(t *testing.T) {
+	p := newSessionPlace(t)
+	id := strings.TrimSpace(p.mustRun("new", "--cwd", p.workDir(), "--approve", "all"))
+	p.mustRun("run", "--session", id, "--approve", "all", "run `echo before-the-follow`")
+	start := func(args ...string) (*exec.Cmd, <-chan string) {
+		cmd := p.command(args...)
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		lines := make(chan string, 1024)
+		go func() {
+			defer close(lines)
+			for sc := bufio.NewScanner(out); sc.Scan(); {
+				lines <- sc.Text()
+			}
+		}()
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		return cmd, lines
+	}
+	until := func(lines <-chan string, want string) {
+		t.Helper()
+		deadline := time.After(agentdtest.Timeout)
+		for {
+			select {
+			case line, ok := <-lines:
+				if !ok {
+					t.Fatalf("no line with %q before the output ended", want)
+				}
+				if strings.Contains(line, want) {
+					return
+				}
+			case <-deadline:
+				t.Fatalf("no line with %q", want)
+			}
+		}
+	}
+	lines, linesOut := start("attach", id)
+	jsonl, jsonOut := start("attach", "--json", id)
+	logf, logOut := start("log", "-f", id)
+	until(logOut, "│ before-the-follow")
+	c := p.open(t)
+	w, _ := subscribe(t, c, id)
+	if err := c.Request(agentdtest.Context(t), protocol.OpTurnStart, protocol.TurnStartInput{SessionID: id, TurnID: "t-live",
+		Content: protocol.Content{Text: "run `echo while-followed`"}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	w.waitEnd(t, "t-live")
+	until(linesOut, "→ $ echo while-followed")
+	until(linesOut, "│ while-followed")
+	until(linesOut, "── completed")
+	until(jsonOut, `"event":"tool_call_end"`)
+	until(jsonOut, `"event":"run_end"`)
+	until(logOut, "→ $ echo while-followed")
+	until(logOut, "── completed")
+	for _, cmd := range []*exec.Cmd{lines, jsonl, logf} {
+		cmd.Process.Signal(syscall.SIGINT)
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("%v after an interrupt: %v", cmd.Args[1:], err)
+		}
+	}
+}
+
+// commandIn is command run in directory dir.
+func (p *place) commandIn(dir string, args ...string) *exec.Cmd {
+	cmd := p.command(args...)
+	cmd.Dir = dir
+	return cmd
+}
+
+// runIn is run in directory dir.
+func (p *place) runIn(dir string, args ...string) (string, string, int) {
+	p.t.Helper()
+	cmd := p.commandIn(dir, args...)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	if exit, ok := err.(*exec.ExitError); ok {
+		code = exit.ExitCode()
+	} else if err != nil {
+		p.t.Fatal(err)
+	}
+	return stdout.String(), stderr.String(), code
+}
