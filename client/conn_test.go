@@ -13,7 +13,7 @@ import (
 	"github.com/agentd-dev/agentd/client"
 	"github.com/agentd-dev/agentd/internal/agentdtest"
 	"github.com/agentd-dev/agentd/internal/home"
-	"github.com/agentd-dev/agentd/internal/host"
+	"github.com/agentd-dev/agentd/internal/server"
 	"github.com/agentd-dev/agentd/protocol"
 )
 
@@ -154,13 +154,13 @@ func TestRemoteErrorsMatchTheirSentinels(t *testing.T) {
 func TestQueryCutOffByItsDeadlineIsRetryable(t *testing.T) {
 	entered := make(chan struct{})
 	release := make(chan struct{})
-	table := host.Table{}
-	host.Handle(table, protocol.OpTurnQuery, func(ctx context.Context, _ *host.Call, in *protocol.TurnRef) (protocol.TurnSnapshot, error) {
+	table := server.Table{}
+	server.Handle(table, protocol.OpTurnQuery, func(ctx context.Context, _ *server.Call, in *protocol.TurnRef) (protocol.TurnSnapshot, error) {
 		close(entered)
 		<-release
 		return protocol.TurnSnapshot{}, nil
 	})
-	h := agentdtest.NewHost(t, agentdtest.Options{Compose: func(context.Context, *host.Host) (host.Composition, error) {
+	h := agentdtest.NewHost(t, agentdtest.Options{Compose: func(context.Context, *server.Server) (server.Composition, error) {
 		return testComposition{table}, nil
 	}})
 	c := h.Connect(t)
@@ -217,8 +217,8 @@ func TestDialRefusesAPeerThatIsNotAHost(t *testing.T) {
 	}
 }
 
-type testComposition struct{ table host.Table }
+type testComposition struct{ table server.Table }
 
-func (c testComposition) Handlers() host.Table      { return c.table }
+func (c testComposition) Handlers() server.Table    { return c.table }
 func (testComposition) BeginDrain()                 {}
 func (testComposition) Close(context.Context) error { return nil }

@@ -8,7 +8,7 @@ import (
 
 	"github.com/agentd-dev/agentd/client"
 	"github.com/agentd-dev/agentd/internal/agentdtest"
-	"github.com/agentd-dev/agentd/internal/host"
+	"github.com/agentd-dev/agentd/internal/server"
 	"github.com/agentd-dev/agentd/protocol"
 )
 
@@ -17,10 +17,10 @@ import (
 // through the connection's writer.
 type pushComposition struct {
 	n       int
-	writers chan *host.OutboundWriter
+	writers chan *server.OutboundWriter
 }
 
-func (p *pushComposition) AttachConnection(_ host.Identity, out *host.OutboundWriter) host.Attachment {
+func (p *pushComposition) AttachConnection(_ server.Identity, out *server.OutboundWriter) server.Attachment {
 	p.writers <- out
 	return p
 }
@@ -28,32 +28,32 @@ func (p *pushComposition) AttachConnection(_ host.Identity, out *host.OutboundWr
 func (p *pushComposition) Close(context.Context) error { return nil }
 func (p *pushComposition) BeginDrain()                 {}
 
-func (p *pushComposition) Handlers() host.Table {
-	t := host.Table{}
-	host.Handle(t, protocol.OpSubscriptionOpen, func(_ context.Context, _ *host.Call, in *protocol.SubscriptionOpenInput) (protocol.SubscriptionOpenResult, error) {
+func (p *pushComposition) Handlers() server.Table {
+	t := server.Table{}
+	server.Handle(t, protocol.OpSubscriptionOpen, func(_ context.Context, _ *server.Call, in *protocol.SubscriptionOpenInput) (protocol.SubscriptionOpenResult, error) {
 		return protocol.SubscriptionOpenResult{SubscriptionID: "sub-" + in.SessionID, NextSequence: 1, Snapshot: json.RawMessage(`{}`)}, nil
 	})
-	host.Handle(t, protocol.OpSubscriptionReady, func(_ context.Context, _ *host.Call, in *protocol.SubscriptionRef) (protocol.SubscriptionRef, error) {
+	server.Handle(t, protocol.OpSubscriptionReady, func(_ context.Context, _ *server.Call, in *protocol.SubscriptionRef) (protocol.SubscriptionRef, error) {
 		out := <-p.writers
 		head := func(kind string, seq int) protocol.Pushed {
 			return protocol.Pushed{Kind: kind, HostEpoch: "e", SubscriptionID: in.SubscriptionID, Sequence: uint64(seq)}
 		}
 		b, _ := json.Marshal(protocol.SessionProjectionFrame{Pushed: head(protocol.KindSessionProjection, 1), Snapshot: json.RawMessage(`{"n":0}`)})
-		out.Enqueue(host.Control, b)
+		out.Enqueue(server.Control, b)
 		for i := 1; i <= p.n; i++ {
 			b, _ := json.Marshal(protocol.SessionDeltaFrame{Pushed: head(protocol.KindSessionDelta, i+1), Delta: json.RawMessage(`{}`)})
-			out.Enqueue(host.Control, b)
+			out.Enqueue(server.Control, b)
 		}
 		b, _ = json.Marshal(protocol.SubscriptionClosedFrame{Pushed: head(protocol.KindSubscriptionClosed, p.n+2), Reason: protocol.ClosedSessionRemoved})
-		out.Enqueue(host.Fence, b)
+		out.Enqueue(server.Fence, b)
 		return *in, nil
 	})
 	return t
 }
 
 func TestWatcherReceivesPushedFramesInOrderUntilClosed(t *testing.T) {
-	comp := &pushComposition{n: 100, writers: make(chan *host.OutboundWriter, 1)}
-	h := agentdtest.NewHost(t, agentdtest.Options{Compose: func(context.Context, *host.Host) (host.Composition, error) { return comp, nil }})
+	comp := &pushComposition{n: 100, writers: make(chan *server.OutboundWriter, 1)}
+	h := agentdtest.NewHost(t, agentdtest.Options{Compose: func(context.Context, *server.Server) (server.Composition, error) { return comp, nil }})
 	c := h.Connect(t)
 	ctx := agentdtest.Context(t)
 	var open protocol.SubscriptionOpenResult

@@ -113,3 +113,18 @@ type Registration struct {
 	Version            string    `json:"version"`
 	StartedAt          time.Time `json:"startedAt"`
 }
+
+// WorkerRegistration is what a session's worker publishes in the home so
+// a host can find it.
+type WorkerRegistration struct {
+	SessionID string    `json:"sessionId"`
+	PID       int       `json:"pid"`
+	Endpoint  string    `json:"endpoint"`
+	Epoch     string    `json:"epoch"`
+	StartedAt time.Time `json:"startedAt"`
+}
+
+// WorkerRegistrationPath is where the worker of sessionID registers in home.
+func WorkerRegistrationPath(home, sessionID string) string {
+	return filepath.Join(home, "workers", sessionID+".json")
+}

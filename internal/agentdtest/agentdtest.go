@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentd-dev/agentd/client"
 	"github.com/agentd-dev/agentd/internal/host"
+	"github.com/agentd-dev/agentd/internal/server"
 	"github.com/agentd-dev/agentd/protocol"
 )
 
@@ -27,7 +28,7 @@ type Options struct {
 	Home      string
 	HostID    string
 	IdleGrace time.Duration
-	Compose   host.ComposeFunc
+	Compose   server.ComposeFunc
 	// HandshakeTimeout bounds the wait for a hello (the host's default when 0).
 	HandshakeTimeout time.Duration
 	// NoWait returns before the host is ready.

@@ -17,7 +17,6 @@ import (
 	"github.com/agentd-dev/agentd/client"
 	"github.com/agentd-dev/agentd/internal/agentdtest"
 	"github.com/agentd-dev/agentd/internal/proc"
-	"github.com/agentd-dev/agentd/internal/worker"
 	"github.com/agentd-dev/agentd/protocol"
 )
 
@@ -117,8 +116,8 @@ func workerPID(t *testing.T, p *place, session string) int {
 	t.Helper()
 	deadline := time.Now().Add(agentdtest.Timeout)
 	for {
-		b, err := os.ReadFile(worker.RegistrationPath(p.home, session))
-		var reg worker.Registration
+		b, err := os.ReadFile(protocol.WorkerRegistrationPath(p.home, session))
+		var reg protocol.WorkerRegistration
 		if err == nil && json.Unmarshal(b, &reg) == nil && reg.PID > 0 {
 			return reg.PID
 		}
@@ -198,7 +197,7 @@ func TestWorkerKilledMidTurnFailsTheTurnAndIsReplaced(t *testing.T) {
 	}
 	// What the killed worker was running does not outlive it.
 	waitProcessGone(t, tool)
-	waitGone(t, worker.RegistrationPath(p.home, id))
+	waitGone(t, protocol.WorkerRegistrationPath(p.home, id))
 	// The transcript is intact and says why; the next attach starts a new worker.
 	log := p.mustRun("log", id)
 	if !strings.Contains(log, "failed: worker exited: signal 9") {
@@ -256,7 +255,7 @@ func TestIdleWorkerStopsAfterItsClientDisconnects(t *testing.T) {
 	id := sessionIDFrom(t, errOut)
 	pid := workerPID(t, p, id)
 	waitProcessGone(t, pid)
-	waitGone(t, worker.RegistrationPath(p.home, id))
+	waitGone(t, protocol.WorkerRegistrationPath(p.home, id))
 }
 
 func TestOneWorkerPerSessionAllStoppedAtShutdown(t *testing.T) {

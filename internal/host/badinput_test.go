@@ -17,6 +17,7 @@ import (
 	"github.com/agentd-dev/agentd/client"
 	"github.com/agentd-dev/agentd/internal/agentdtest"
 	"github.com/agentd-dev/agentd/internal/host"
+	"github.com/agentd-dev/agentd/internal/server"
 	"github.com/agentd-dev/agentd/protocol"
 )
 
@@ -72,7 +73,7 @@ func TestProtocolViolationsCloseOnlyTheOffendingConnection(t *testing.T) {
 }
 
 func TestRecoverableBadRequestsKeepTheConnection(t *testing.T) {
-	table := turnQuery(host.Table{}, func(context.Context, *host.Call, *protocol.TurnRef) error { return nil })
+	table := turnQuery(server.Table{}, func(context.Context, *server.Call, *protocol.TurnRef) error { return nil })
 	h := agentdtest.NewHost(t, agentdtest.Options{Compose: compose(table)})
 	r := handshake(t, h.Endpoint())
 	cases := []struct {
@@ -132,8 +133,8 @@ func TestIncompatibleHelloIsAnsweredAndClosed(t *testing.T) {
 
 func TestClientThatStopsReadingIsClosedAtItsOutboundBound(t *testing.T) {
 	big := strings.Repeat("x", 600<<10)
-	table := host.Table{}
-	host.Handle(table, protocol.OpSessionTodoQuery, func(context.Context, *host.Call, *protocol.SessionRef) (protocol.TodoQueryResult, error) {
+	table := server.Table{}
+	server.Handle(table, protocol.OpSessionTodoQuery, func(context.Context, *server.Call, *protocol.SessionRef) (protocol.TodoQueryResult, error) {
 		return protocol.TodoQueryResult{Items: []protocol.TodoItem{{Text: big, Status: "pending"}}}, nil
 	})
 	h := agentdtest.NewHost(t, agentdtest.Options{Compose: compose(table)})
@@ -240,7 +241,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 func TestDrainAnswersNewDomainRequestsDrainingAndFinishesInFlightOnes(t *testing.T) {
 	entered := make(chan struct{})
 	release := make(chan struct{})
-	table := turnQuery(host.Table{}, func(ctx context.Context, _ *host.Call, in *protocol.TurnRef) error {
+	table := turnQuery(server.Table{}, func(ctx context.Context, _ *server.Call, in *protocol.TurnRef) error {
 		if in.TurnID == "in-flight" {
 			close(entered)
 			select {
@@ -310,7 +311,7 @@ func TestDrainClosesAConnectionWhoseHandshakeEndsLate(t *testing.T) {
 }
 
 func TestDrainCancelsOperationsPastTheDrainTimeout(t *testing.T) {
-	table := turnQuery(host.Table{}, func(ctx context.Context, _ *host.Call, in *protocol.TurnRef) error {
+	table := turnQuery(server.Table{}, func(ctx context.Context, _ *server.Call, in *protocol.TurnRef) error {
 		<-ctx.Done()
 		return ctx.Err()
 	})

@@ -1,62 +1,23 @@
 // Package host is agentd's daemon: it owns one home through an exclusive
-// lock, publishes its registration in the runtime directory, accepts client
-// connections on a 0600 unix socket, speaks the protocol to each through a
-// connection session, and routes operations through a table that a
-// composition fills once it is ready. It retires itself after an idle
-// grace, and drains on shutdown.
+// lock, listens on the home's 0600 socket in the runtime directory,
+// publishes its registration there as it moves through its states, and
+// serves clients with a server whose composition (the session service)
+// fills the operation table.
 //
-// It knows nothing of how sessions, workers or providers work: those are a
-// Composition's, plugged in through Config.Compose.
+// It knows nothing of sessions, workers or providers: those are the
+// composition's, plugged in through Config.Compose.
 package host
 
 import (
-	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
-	"net"
 	"os"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/agentd-dev/agentd/internal/home"
-	"github.com/agentd-dev/agentd/internal/transport"
+	"github.com/agentd-dev/agentd/internal/server"
 	"github.com/agentd-dev/agentd/protocol"
 )
-
-// Composition is what the host serves once it is ready: the domain
-// operations. A composition may also implement ConnectionAttacher and Busy.
-type Composition interface {
-	// Handlers returns the domain operation handlers. Operations missing
-	// from it answer operation_unavailable.
-	Handlers() Table
-	// BeginDrain tells the composition the host is draining.
-	BeginDrain()
-	// Close releases the composition; called once, after every connection
-	// has ended.
-	Close(ctx context.Context) error
-}
-
-// Busy is implemented by compositions that can keep an idle host alive
-// (a running turn with no client attached, say).
-type Busy interface {
-	Busy() bool
-}
-
-// Fanout is implemented by compositions that fan session streams out to
-// subscribers: host.diagnostics.query reports their counters.
-type Fanout interface {
-	Fanout() protocol.FanoutCounters
-}
-
-// ComposeFunc builds the composition. It runs while the host is already
-// accepting connections in state recovering; requests for domain
-// operations meanwhile answer host_not_ready.
-type ComposeFunc func(ctx context.Context, h *Host) (Composition, error)
 
 // Config configures a host.
 type Config struct {
@@ -74,613 +35,83 @@ type Config struct {
 	DrainTimeout time.Duration
 	Logger       *slog.Logger
 	// Compose builds the composition; nil serves only the host operations.
-	Compose ComposeFunc
-	// Listener, when set, is served instead of the home's socket, and the
-	// host neither takes the home's lock nor publishes a registration: a
-	// session's worker serves its own socket this way.
-	Listener *net.UnixListener
-	// CompositionID is what a client's hello must name; default
-	// protocol.CompositionInteractive.
-	CompositionID string
+	Compose server.ComposeFunc
 }
 
-// Host is a running daemon.
+// Host is a running daemon: a server that holds a home.
 type Host struct {
-	cfg       Config // constant after Start
-	epoch     string // constant
-	startedAt time.Time
-	logger    *slog.Logger
-	diag      *diagnostics
-	lock      *home.HomeLock
-	ln        *net.UnixListener
-	hostTable Table // constant: host.* handlers
-
-	base     context.Context // handlers run under it; cancelled after the drain timeout
-	cancel   context.CancelCauseFunc
-	ready    chan struct{}
-	draining chan struct{}
-	done     chan struct{}
-	stopOnce sync.Once
-	wg       sync.WaitGroup // accept loop, connections, composer
-
-	activeOps   atomic.Int64
-	residencies atomic.Int64
-	nextConn    atomic.Uint64
-
-	// Lock order: pubMu before mu.
-	pubMu    sync.Mutex // serializes state changes with their publication
-	mu       sync.Mutex
-	state    string                    // guarded by mu
-	comp     Composition               // guarded by mu: nil until ready
-	table    Table                     // guarded by mu: comp.Handlers()
-	sessions map[*connSession]struct{} // guarded by mu
-	closing  bool                      // guarded by mu: stop has taken the sessions to close
-	idle     *time.Timer               // guarded by mu
-	err      error                     // guarded by mu: why the host stopped
+	*server.Server
+	cfg  Config         // constant
+	lock *home.HomeLock // constant
 }
 
-// Start takes the home, listens, publishes the registration and starts
-// composing. It returns while the host is still recovering; Ready is
-// closed once it serves domain operations.
+// Start takes the home, listens on its socket, publishes the registration
+// and starts the server. It returns while the host is still recovering;
+// Ready is closed once it serves domain operations.
 func Start(cfg Config) (*Host, error) {
-	if cfg.Listener == nil && (cfg.Home == "" || cfg.RuntimeDir == "") {
+	if cfg.Home == "" || cfg.RuntimeDir == "" {
 		return nil, errors.New("host: Home and RuntimeDir are required")
 	}
 	if err := protocol.ValidHostID(cfg.HostID); err != nil {
 		return nil, err
 	}
-	if cfg.CompositionID == "" {
-		cfg.CompositionID = protocol.CompositionInteractive
-	}
-	if cfg.HandshakeTimeout <= 0 {
-		cfg.HandshakeTimeout = 10 * time.Second
-	}
-	if cfg.DrainTimeout <= 0 {
-		cfg.DrainTimeout = 10 * time.Second
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
 	if cfg.Version == "" {
 		cfg.Version = "dev"
 	}
-	lock, ln, err := claim(cfg)
-	if err != nil {
-		return nil, err
-	}
-	h := &Host{
-		cfg:       cfg,
-		epoch:     newID(8),
-		startedAt: time.Now().UTC(),
-		logger:    cfg.Logger.With("host", cfg.HostID),
-		lock:      lock,
-		ln:        ln,
-		ready:     make(chan struct{}),
-		draining:  make(chan struct{}),
-		done:      make(chan struct{}),
-		sessions:  make(map[*connSession]struct{}),
-		state:     protocol.StateStarting,
-	}
-	h.diag = &diagnostics{logger: h.logger}
-	h.base, h.cancel = context.WithCancelCause(context.Background())
-	h.hostTable = h.hostHandlers()
-	if err := h.publish(); err != nil {
-		ln.Close()
-		h.releaseLock()
-		return nil, err
-	}
-	h.wg.Go(h.acceptLoop)
-	h.setState(protocol.StateRecovering)
-	h.wg.Go(h.compose)
-	h.logger.Info("host started", "endpoint", h.Endpoint(), "epoch", h.epoch)
-	return h, nil
-}
-
-// claim takes the home's lock and listens on its socket, or, for an
-// embedded server, takes the listener it was given.
-func claim(cfg Config) (*home.HomeLock, *net.UnixListener, error) {
-	if cfg.Listener != nil {
-		return nil, cfg.Listener, nil
-	}
 	if err := home.PrepareHome(cfg.Home); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	lock, err := home.Lock(cfg.Home)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if err := home.PrepareRuntimeDir(cfg.RuntimeDir); err != nil {
 		lock.Release()
-		return nil, nil, err
+		return nil, err
 	}
 	ln, err := home.Listen(cfg.RuntimeDir, cfg.HostID)
 	if err != nil {
 		lock.Release()
-		return nil, nil, err
+		return nil, err
 	}
-	return lock, ln, nil
-}
-
-func (h *Host) releaseLock() {
-	if h.lock != nil {
-		h.lock.Release()
+	h := &Host{cfg: cfg, lock: lock}
+	srv, err := server.Start(server.Config{
+		Listener: ln, HostID: cfg.HostID, Version: cfg.Version, IdleGrace: cfg.IdleGrace,
+		HandshakeTimeout: cfg.HandshakeTimeout, DrainTimeout: cfg.DrainTimeout,
+		Logger: cfg.Logger, Compose: cfg.Compose,
+		OnState:   h.publish,
+		OnStopped: h.release,
+	})
+	if err != nil {
+		lock.Release()
+		return nil, err
 	}
+	h.Server = srv
+	return h, nil
 }
 
-func newID(n int) string {
-	b := make([]byte, n)
-	rand.Read(b)
-	return hex.EncodeToString(b)
-}
-
-// Endpoint is the socket path clients connect to.
-func (h *Host) Endpoint() string { return h.ln.Addr().String() }
-
-// Epoch is this start's host epoch.
-func (h *Host) Epoch() string { return h.epoch }
-
-// Ready is closed once the composition is ready.
-func (h *Host) Ready() <-chan struct{} { return h.ready }
-
-// Done is closed once the host has stopped and let go of its home.
-func (h *Host) Done() <-chan struct{} { return h.done }
-
-// Err returns why the host stopped, once Done is closed: nil for a
-// requested shutdown or idle retirement.
-func (h *Host) Err() error {
-	<-h.done
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.err
-}
-
-// Logger returns the host's logger, for a composition to share.
-func (h *Host) Logger() *slog.Logger { return h.logger }
-
-// Diagnostic records a redacted diagnostic that host.diagnostics.query returns.
-func (h *Host) Diagnostic(level slog.Level, msg string) { h.diag.record(level, msg) }
-
-func (h *Host) registration() protocol.Registration {
-	h.mu.Lock()
-	state := h.state
-	h.mu.Unlock()
-	return protocol.Registration{
+// publish writes the registration record of the host in state.
+func (h *Host) publish(srv *server.Server, state string) error {
+	return home.WriteRegistration(h.cfg.RuntimeDir, protocol.Registration{
 		SchemaVersion:      protocol.RegistrationSchemaVersion,
 		HostID:             h.cfg.HostID,
 		PID:                os.Getpid(),
-		Endpoint:           h.Endpoint(),
+		Endpoint:           srv.Endpoint(),
 		Home:               h.cfg.Home,
-		HostEpoch:          h.epoch,
+		HostEpoch:          srv.Epoch(),
 		State:              state,
 		ProtocolMin:        protocol.ProtocolVersion,
 		ProtocolMax:        protocol.ProtocolVersion,
 		CompatibilityEpoch: protocol.CompatibilityEpoch,
 		Version:            h.cfg.Version,
-		StartedAt:          h.startedAt,
-	}
-}
-
-func (h *Host) publish() error {
-	if h.cfg.Listener != nil {
-		return nil
-	}
-	return home.WriteRegistration(h.cfg.RuntimeDir, h.registration())
-}
-
-// setState moves the host to state and publishes it.
-func (h *Host) setState(state string) {
-	h.transition(func() bool {
-		h.state = state
-		return true
+		StartedAt:          srv.StartedAt(),
 	})
 }
 
-// transition runs change with mu held and, when it reports a change,
-// publishes the registration; pubMu keeps publications in state order.
-func (h *Host) transition(change func() bool) bool {
-	h.pubMu.Lock()
-	defer h.pubMu.Unlock()
-	h.mu.Lock()
-	changed := change()
-	state := h.state
-	h.mu.Unlock()
-	if !changed {
-		return false
+// release removes the registration and lets go of the home.
+func (h *Host) release() {
+	if err := home.RemoveRegistration(h.cfg.RuntimeDir, h.cfg.HostID); err != nil {
+		h.Logger().Warn("removing registration", "err", err)
 	}
-	if err := h.publish(); err != nil {
-		h.diag.record(slog.LevelError, fmt.Sprintf("publishing registration: %v", err))
-	}
-	h.logger.Info("host state", "state", state)
-	return true
-}
-
-// State returns the host's state.
-func (h *Host) State() string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.state
-}
-
-func (h *Host) compose() {
-	var comp Composition = emptyComposition{}
-	if h.cfg.Compose != nil {
-		c, err := h.cfg.Compose(h.base, h)
-		if err != nil {
-			h.diag.record(slog.LevelError, fmt.Sprintf("composing the host: %v", err))
-			go h.stop(fmt.Errorf("composing the host: %w", err))
-			return
-		}
-		comp = c
-	}
-	ready := h.transition(func() bool {
-		select {
-		case <-h.draining:
-			return false
-		default:
-		}
-		h.comp, h.table, h.state = comp, comp.Handlers(), protocol.StateReady
-		return true
-	})
-	if !ready {
-		comp.Close(context.WithoutCancel(h.base))
-		return
-	}
-	close(h.ready)
-	h.checkIdle()
-}
-
-type emptyComposition struct{}
-
-func (emptyComposition) Handlers() Table             { return Table{} }
-func (emptyComposition) BeginDrain()                 {}
-func (emptyComposition) Close(context.Context) error { return nil }
-
-// resolve returns op's handler at dispatch time.
-func (h *Host) resolve(op protocol.Operation) (Handler, *protocol.Error) {
-	if hd, ok := h.hostTable[op.Name]; ok {
-		return hd, nil
-	}
-	h.mu.Lock()
-	state, table := h.state, h.table
-	h.mu.Unlock()
-	switch state {
-	case protocol.StateDraining:
-		return nil, protocol.Errorf(protocol.CodeDraining, "the host is draining; %s was not started", op.Name)
-	case protocol.StateStarting, protocol.StateRecovering:
-		return nil, protocol.Errorf(protocol.CodeHostNotReady, "the host is %s; retry %s once it is ready", state, op.Name)
-	}
-	if hd, ok := table[op.Name]; ok {
-		return hd, nil
-	}
-	return nil, unavailable(op.Name)
-}
-
-func (h *Host) attacher() ConnectionAttacher {
-	a, _ := h.composition().(ConnectionAttacher)
-	return a
-}
-
-// composition returns the composition once it is ready, or nil.
-func (h *Host) composition() Composition {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.comp
-}
-
-// admission is the host's accounting of one admitted operation.
-type admission struct {
-	h        *Host
-	finished atomic.Bool
-}
-
-func (h *Host) begin(ctx context.Context, call *Call) (Admission, error) {
-	h.activeOps.Add(1)
-	return &admission{h: h}, nil
-}
-
-func (a *admission) AcquireResidency() func() {
-	a.h.residencies.Add(1)
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			a.h.residencies.Add(-1)
-			a.h.checkIdle()
-		})
-	}
-}
-
-func (a *admission) Finish() {
-	if a.finished.CompareAndSwap(false, true) {
-		a.h.activeOps.Add(-1)
-	}
-}
-
-func (h *Host) acceptLoop() {
-	for {
-		c, err := h.ln.AcceptUnix()
-		if err != nil {
-			select {
-			case <-h.draining:
-				return
-			default:
-			}
-			if errors.Is(err, net.ErrClosed) {
-				return
-			}
-			h.diag.record(slog.LevelWarn, fmt.Sprintf("accepting a connection: %v", err))
-			time.Sleep(10 * time.Millisecond)
-			continue
-		}
-		h.wg.Go(func() { h.serveConn(c) })
-	}
-}
-
-// serveConn checks the peer, runs the handshake and serves the connection.
-func (h *Host) serveConn(c *net.UnixConn) {
-	uid, err := home.PeerUID(c)
-	if err != nil || uid != uint32(os.Getuid()) {
-		msg := fmt.Sprintf("refused a connection from uid %d: only uid %d may connect", uid, os.Getuid())
-		if err != nil {
-			msg = fmt.Sprintf("refused a connection: reading its peer credentials: %v", err)
-		}
-		h.diag.record(slog.LevelWarn, msg)
-		c.Close()
-		return
-	}
-	t := transport.New(c)
-	id, ok := h.handshake(c, t)
-	if !ok {
-		t.Abort(nil)
-		return
-	}
-	s := newConnSession(sessionConfig{
-		transport: t,
-		identity:  id,
-		base:      h.base,
-		resolve:   h.resolve,
-		attacher:  h.attacher,
-		inline: func(op protocol.Operation) bool {
-			_, ok := h.hostTable[op.Name]
-			return ok
-		},
-		begin: h.begin,
-		diagnostic: func(msg string) {
-			h.diag.record(slog.LevelWarn, msg)
-		},
-		logger: h.logger,
-	})
-	if !h.addSession(s) {
-		s.tearDown(errors.New("host stopped"))
-		<-s.writer.Done()
-		return
-	}
-	s.run()
-	h.removeSession(s)
-}
-
-func (h *Host) handshake(c *net.UnixConn, t *transport.Conn) (Identity, bool) {
-	c.SetReadDeadline(time.Now().Add(h.cfg.HandshakeTimeout))
-	line, err := t.Read()
-	if err != nil {
-		h.logger.Debug("handshake not completed", "err", err)
-		return Identity{}, false
-	}
-	frame, err := protocol.DecodeClientFrame(line)
-	if err != nil || frame.Hello == nil {
-		if err == nil {
-			err = errors.New("the first frame must be a hello")
-		}
-		h.diag.record(slog.LevelWarn, fmt.Sprintf("handshake refused: %v", err))
-		return Identity{}, false
-	}
-	hello := frame.Hello
-	if reason := incompatibility(hello, h.cfg.CompositionID); reason != "" {
-		msg, _ := json.Marshal(protocol.Incompatible{
-			Kind: protocol.KindIncompatible, Reason: reason,
-			HostProtocolMin: protocol.ProtocolVersion, HostProtocolMax: protocol.ProtocolVersion,
-			HostCompatibilityEpoch: protocol.CompatibilityEpoch,
-		})
-		t.WriteFrame(msg)
-		t.CloseWrite()
-		return Identity{}, false
-	}
-	c.SetReadDeadline(time.Time{})
-	id := Identity{
-		ConnectionID:     "c" + fmt.Sprint(h.nextConn.Add(1)),
-		ClientInstanceID: hello.ClientInstanceID,
-		Surface:          hello.Surface,
-		Principal:        protocol.LocalOwner,
-	}
-	msg, _ := json.Marshal(protocol.Accepted{
-		Kind: protocol.KindAccepted, HostEpoch: h.epoch, ConnectionID: id.ConnectionID,
-		Protocol: protocol.ProtocolVersion, Principal: id.Principal,
-	})
-	if err := t.WriteFrame(msg); err != nil {
-		return Identity{}, false
-	}
-	return id, true
-}
-
-func incompatibility(hello *protocol.Hello, composition string) string {
-	switch {
-	case hello.ProtocolMin > protocol.ProtocolVersion || hello.ProtocolMax < protocol.ProtocolVersion:
-		return fmt.Sprintf("the host speaks protocol %d; the client asked for %d..%d",
-			protocol.ProtocolVersion, hello.ProtocolMin, hello.ProtocolMax)
-	case hello.CompatibilityEpoch != protocol.CompatibilityEpoch:
-		return fmt.Sprintf("the host is of compatibility epoch %d; the client of %d",
-			protocol.CompatibilityEpoch, hello.CompatibilityEpoch)
-	case hello.CompositionID != composition:
-		return fmt.Sprintf("the host serves composition %q, not %q", composition, hello.CompositionID)
-	}
-	return ""
-}
-
-// addSession registers s unless the host is closing its connections: stop
-// closes the sessions registered when it comes to them, so one whose
-// handshake ends after that is refused rather than left open with nobody
-// to close it. One that ends during the drain before then is served, and
-// closed with the others.
-func (h *Host) addSession(s *connSession) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.closing {
-		return false
-	}
-	h.sessions[s] = struct{}{}
-	if h.idle != nil {
-		h.idle.Stop()
-		h.idle = nil
-	}
-	return true
-}
-
-func (h *Host) removeSession(s *connSession) {
-	h.mu.Lock()
-	delete(h.sessions, s)
-	h.mu.Unlock()
-	h.checkIdle()
-}
-
-// CheckIdle tells the host that something its composition reports through
-// Busy may have ended, so it can arm its idle timer.
-func (h *Host) CheckIdle() { h.checkIdle() }
-
-// checkIdle arms the idle timer when nothing needs the host.
-func (h *Host) checkIdle() {
-	if h.cfg.IdleGrace <= 0 || !h.isIdle() {
-		return
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.idle != nil {
-		return
-	}
-	// Whatever changed since is looked at again when the timer fires.
-	h.idle = time.AfterFunc(h.cfg.IdleGrace, func() {
-		h.mu.Lock()
-		h.idle = nil
-		h.mu.Unlock()
-		if h.isIdle() {
-			h.logger.Info("retiring after idle grace", "grace", h.cfg.IdleGrace)
-			go h.stop(nil)
-		}
-	})
-}
-
-// isIdle reports whether nothing needs the host: no connection, no
-// residency, and a composition that is not busy. The composition is asked
-// without h.mu held: it may take locks of its own, under which it calls
-// into the host.
-func (h *Host) isIdle() bool {
-	h.mu.Lock()
-	quiet := h.quietLocked()
-	comp := h.comp
-	h.mu.Unlock()
-	if !quiet {
-		return false
-	}
-	b, ok := comp.(Busy)
-	return !ok || !b.Busy()
-}
-
-// quietLocked reports whether the host is ready with no connection and no
-// residency.
-func (h *Host) quietLocked() bool {
-	return h.state == protocol.StateReady && len(h.sessions) == 0 && h.residencies.Load() == 0
-}
-
-// Shutdown drains the host and waits until it has stopped or ctx ends.
-func (h *Host) Shutdown(ctx context.Context) error {
-	go h.stop(nil)
-	select {
-	case <-h.done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-// stop drains and stops the host once: state draining, no new connections,
-// in-flight operations finish (or are cancelled after DrainTimeout),
-// connections close after flushing, the composition closes, and the
-// registration, socket and home lock are released.
-func (h *Host) stop(cause error) {
-	h.stopOnce.Do(func() {
-		h.mu.Lock()
-		h.err = cause
-		if h.idle != nil {
-			h.idle.Stop()
-			h.idle = nil
-		}
-		comp := h.comp
-		h.mu.Unlock()
-		// Stop accepting before the host says it is draining, so no
-		// connection arrives after it does.
-		close(h.draining)
-		h.ln.Close()
-		h.setState(protocol.StateDraining)
-		if comp != nil {
-			comp.BeginDrain()
-		}
-
-		h.awaitOperations()
-
-		h.mu.Lock()
-		h.closing = true
-		sessions := make([]*connSession, 0, len(h.sessions))
-		for s := range h.sessions {
-			sessions = append(sessions, s)
-		}
-		h.mu.Unlock()
-		var closing sync.WaitGroup
-		for _, s := range sessions {
-			closing.Go(func() { s.closeAfterFlush(time.Second) })
-		}
-		closing.Wait()
-		h.cancel(errors.New("host stopped"))
-		h.wg.Wait()
-
-		h.mu.Lock()
-		comp = h.comp
-		h.mu.Unlock()
-		if comp != nil {
-			if err := comp.Close(context.Background()); err != nil {
-				h.logger.Warn("closing composition", "err", err)
-			}
-		}
-		if h.cfg.Listener == nil {
-			if err := home.RemoveRegistration(h.cfg.RuntimeDir, h.cfg.HostID); err != nil {
-				h.logger.Warn("removing registration", "err", err)
-			}
-		}
-		h.releaseLock()
-		h.logger.Info("host stopped")
-		close(h.done)
-	})
-}
-
-// awaitOperations waits for in-flight operations to settle, cancelling
-// them once DrainTimeout has passed.
-func (h *Host) awaitOperations() {
-	deadline := time.Now().Add(h.cfg.DrainTimeout)
-	for h.activeOps.Load() > 0 {
-		if time.Now().After(deadline) {
-			h.cancel(errors.New("host drain timed out"))
-			return
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
-// closeAfterFlush ends a connection once its queued frames are written, or
-// after grace.
-func (s *connSession) closeAfterFlush(grace time.Duration) {
-	s.writer.CloseAfterFlush()
-	t := time.NewTimer(grace)
-	defer t.Stop()
-	select {
-	case <-s.writer.Done():
-	case <-t.C:
-	}
-	s.tearDown(errors.New("host stopped"))
+	h.lock.Release()
 }

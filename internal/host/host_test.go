@@ -20,18 +20,19 @@ import (
 	"github.com/agentd-dev/agentd/internal/home"
 	"github.com/agentd-dev/agentd/internal/host"
 	"github.com/agentd-dev/agentd/internal/redact"
+	"github.com/agentd-dev/agentd/internal/server"
 	"github.com/agentd-dev/agentd/protocol"
 )
 
 // composition is a test composition serving the handlers of its table.
-type composition struct{ table host.Table }
+type composition struct{ table server.Table }
 
-func (c composition) Handlers() host.Table            { return c.table }
+func (c composition) Handlers() server.Table          { return c.table }
 func (c composition) BeginDrain()                     {}
 func (c composition) Close(ctx context.Context) error { return nil }
 
-func compose(table host.Table) host.ComposeFunc {
-	return func(context.Context, *host.Host) (host.Composition, error) { return composition{table}, nil }
+func compose(table server.Table) server.ComposeFunc {
+	return func(context.Context, *server.Server) (server.Composition, error) { return composition{table}, nil }
 }
 
 func snapshot(in *protocol.TurnRef) protocol.TurnSnapshot {
@@ -39,8 +40,8 @@ func snapshot(in *protocol.TurnRef) protocol.TurnSnapshot {
 }
 
 // turnQuery registers a turn.query handler calling fn.
-func turnQuery(t host.Table, fn func(ctx context.Context, call *host.Call, in *protocol.TurnRef) error) host.Table {
-	host.Handle(t, protocol.OpTurnQuery, func(ctx context.Context, call *host.Call, in *protocol.TurnRef) (protocol.TurnSnapshot, error) {
+func turnQuery(t server.Table, fn func(ctx context.Context, call *server.Call, in *protocol.TurnRef) error) server.Table {
+	server.Handle(t, protocol.OpTurnQuery, func(ctx context.Context, call *server.Call, in *protocol.TurnRef) (protocol.TurnSnapshot, error) {
 		if err := fn(ctx, call, in); err != nil {
 			return protocol.TurnSnapshot{}, err
 		}
@@ -72,7 +73,7 @@ func TestConcurrentResponsesCorrelatedInReverseCompletionOrder(t *testing.T) {
 	for i := range release {
 		release[i] = make(chan struct{})
 	}
-	table := turnQuery(host.Table{}, func(ctx context.Context, _ *host.Call, in *protocol.TurnRef) error {
+	table := turnQuery(server.Table{}, func(ctx context.Context, _ *server.Call, in *protocol.TurnRef) error {
 		var i int
 		fmt.Sscanf(in.TurnID, "turn-%d", &i)
 		entered.Done()
@@ -112,7 +113,7 @@ func TestClientLeavesAcknowledgementHeadroomUnderBurst(t *testing.T) {
 	active, maxActive, entered := 0, 0, 0
 	firstWave := make(chan struct{})
 	release := make(chan struct{})
-	table := turnQuery(host.Table{}, func(ctx context.Context, _ *host.Call, in *protocol.TurnRef) error {
+	table := turnQuery(server.Table{}, func(ctx context.Context, _ *server.Call, in *protocol.TurnRef) error {
 		mu.Lock()
 		active++
 		entered++
@@ -162,7 +163,7 @@ func TestAdmittedOperationSettlesWithoutLeakAfterDisconnect(t *testing.T) {
 	entered := make(chan struct{})
 	release := make(chan struct{})
 	settled := make(chan struct{})
-	table := turnQuery(host.Table{}, func(ctx context.Context, call *host.Call, in *protocol.TurnRef) error {
+	table := turnQuery(server.Table{}, func(ctx context.Context, call *server.Call, in *protocol.TurnRef) error {
 		done := call.AcquireResidency()
 		defer close(settled)
 		defer done()
@@ -194,8 +195,8 @@ func TestAdmittedCommandReportsUnknownOutcomeWhenConnectionCloses(t *testing.T) 
 	entered := make(chan struct{})
 	release := make(chan struct{})
 	defer close(release)
-	table := host.Table{}
-	host.Handle(table, protocol.OpTurnStart, func(ctx context.Context, call *host.Call, in *protocol.TurnStartInput) (protocol.TurnStartResult, error) {
+	table := server.Table{}
+	server.Handle(table, protocol.OpTurnStart, func(ctx context.Context, call *server.Call, in *protocol.TurnStartInput) (protocol.TurnStartResult, error) {
 		close(entered)
 		<-release
 		return protocol.TurnStartResult{Kind: "started"}, nil
@@ -305,7 +306,7 @@ func TestDuplicateActiveRequestIDTearsDownOnlyOffender(t *testing.T) {
 	entered := make(chan struct{}, 2)
 	release := make(chan struct{})
 	var calls atomic.Int32
-	table := turnQuery(host.Table{}, func(context.Context, *host.Call, *protocol.TurnRef) error {
+	table := turnQuery(server.Table{}, func(context.Context, *server.Call, *protocol.TurnRef) error {
 		calls.Add(1)
 		entered <- struct{}{}
 		<-release
@@ -332,7 +333,7 @@ func TestDuplicateActiveRequestIDTearsDownOnlyOffender(t *testing.T) {
 
 func TestStatusReservedAtDomainLimitAndOverflowRejected(t *testing.T) {
 	release := make(chan struct{})
-	table := turnQuery(host.Table{}, func(context.Context, *host.Call, *protocol.TurnRef) error {
+	table := turnQuery(server.Table{}, func(context.Context, *server.Call, *protocol.TurnRef) error {
 		<-release
 		return nil
 	})
@@ -366,8 +367,8 @@ func TestStatusReservedAtDomainLimitAndOverflowRejected(t *testing.T) {
 func TestConnectionBeforeCompositionResolvesReadyHandlersWithoutReconnecting(t *testing.T) {
 	composing := make(chan struct{})
 	release := make(chan struct{})
-	table := turnQuery(host.Table{}, func(context.Context, *host.Call, *protocol.TurnRef) error { return nil })
-	h := agentdtest.NewHost(t, agentdtest.Options{NoWait: true, Compose: func(ctx context.Context, _ *host.Host) (host.Composition, error) {
+	table := turnQuery(server.Table{}, func(context.Context, *server.Call, *protocol.TurnRef) error { return nil })
+	h := agentdtest.NewHost(t, agentdtest.Options{NoWait: true, Compose: func(ctx context.Context, _ *server.Server) (server.Composition, error) {
 		close(composing)
 		select {
 		case <-release:
@@ -413,7 +414,7 @@ func TestUnimplementedOperationsAnswerUnavailable(t *testing.T) {
 }
 
 func TestDiagnosticsAreRedacted(t *testing.T) {
-	table := turnQuery(host.Table{}, func(context.Context, *host.Call, *protocol.TurnRef) error {
+	table := turnQuery(server.Table{}, func(context.Context, *server.Call, *protocol.TurnRef) error {
 		return errors.New("provider said: invalid api_key=sk-planted-secret-0001")
 	})
 	var logs lockedBuffer

@@ -4,7 +4,7 @@ import (
 	"context"
 	"sync"
 
-	"github.com/agentd-dev/agentd/internal/host"
+	"github.com/agentd-dev/agentd/internal/server"
 	"github.com/agentd-dev/agentd/protocol"
 )
 
@@ -12,8 +12,8 @@ import (
 // subscriptions it holds.
 type clientConn struct {
 	s   *Service
-	id  host.Identity
-	out *host.OutboundWriter
+	id  server.Identity
+	out *server.OutboundWriter
 
 	mu   sync.Mutex
 	subs map[string]*subscription // guarded by mu: by id
@@ -51,7 +51,7 @@ func (c *clientConn) forget(sub *subscription) {
 	}
 }
 
-func clientOf(call *host.Call) (*clientConn, error) {
+func clientOf(call *server.Call) (*clientConn, error) {
 	c, ok := call.Attachment().(*clientConn)
 	if !ok {
 		return nil, protocol.Errorf(protocol.CodeInternalFailure, "connection not attached")

@@ -11,34 +11,34 @@ import (
 	"time"
 
 	"github.com/agentd-dev/agentd/internal/catalog"
-	"github.com/agentd-dev/agentd/internal/host"
+	"github.com/agentd-dev/agentd/internal/server"
 	"github.com/agentd-dev/agentd/protocol"
 )
 
-func (s *Service) handlers() host.Table {
-	t := host.Table{}
-	host.Handle(t, protocol.OpSessionList, s.list)
-	host.Handle(t, protocol.OpSessionCreate, s.create)
-	host.Handle(t, protocol.OpSessionGet, s.get)
-	host.Handle(t, protocol.OpSessionRename, s.rename)
-	host.Handle(t, protocol.OpSessionArchive, s.archive)
-	host.Handle(t, protocol.OpSessionRemove, s.remove)
-	host.Handle(t, protocol.OpSessionTodoQuery, s.todo)
-	host.Handle(t, protocol.OpTurnStart, s.startTurn)
-	host.Handle(t, protocol.OpTurnQuery, turnOp(s, protocol.OpTurnQuery, false))
-	host.Handle(t, protocol.OpTurnStop, turnOp(s, protocol.OpTurnStop, true))
-	host.Handle(t, protocol.OpTurnInterrupt, turnOp(s, protocol.OpTurnInterrupt, true))
-	host.Handle(t, protocol.OpTurnMessageSubmit, s.submit)
-	host.Handle(t, protocol.OpQueueRetract, s.retract)
-	host.Handle(t, protocol.OpInteractionQuery, s.interactions)
-	host.Handle(t, protocol.OpInteractionAnswer, s.answer)
-	host.Handle(t, protocol.OpModelsList, s.models)
-	host.Handle(t, protocol.OpModelsSelect, s.selectModel)
-	host.Handle(t, protocol.OpModelsThinkingSet, s.setThinking)
-	host.Handle(t, protocol.OpSubscriptionOpen, s.open)
-	host.Handle(t, protocol.OpSubscriptionReady, s.ready)
-	host.Handle(t, protocol.OpSubscriptionClose, s.closeSubscription)
-	host.Handle(t, protocol.OpSessionTranscriptPage, s.pageTranscript)
+func (s *Service) handlers() server.Table {
+	t := server.Table{}
+	server.Handle(t, protocol.OpSessionList, s.list)
+	server.Handle(t, protocol.OpSessionCreate, s.create)
+	server.Handle(t, protocol.OpSessionGet, s.get)
+	server.Handle(t, protocol.OpSessionRename, s.rename)
+	server.Handle(t, protocol.OpSessionArchive, s.archive)
+	server.Handle(t, protocol.OpSessionRemove, s.remove)
+	server.Handle(t, protocol.OpSessionTodoQuery, s.todo)
+	server.Handle(t, protocol.OpTurnStart, s.startTurn)
+	server.Handle(t, protocol.OpTurnQuery, turnOp(s, protocol.OpTurnQuery, false))
+	server.Handle(t, protocol.OpTurnStop, turnOp(s, protocol.OpTurnStop, true))
+	server.Handle(t, protocol.OpTurnInterrupt, turnOp(s, protocol.OpTurnInterrupt, true))
+	server.Handle(t, protocol.OpTurnMessageSubmit, s.submit)
+	server.Handle(t, protocol.OpQueueRetract, s.retract)
+	server.Handle(t, protocol.OpInteractionQuery, s.interactions)
+	server.Handle(t, protocol.OpInteractionAnswer, s.answer)
+	server.Handle(t, protocol.OpModelsList, s.models)
+	server.Handle(t, protocol.OpModelsSelect, s.selectModel)
+	server.Handle(t, protocol.OpModelsThinkingSet, s.setThinking)
+	server.Handle(t, protocol.OpSubscriptionOpen, s.open)
+	server.Handle(t, protocol.OpSubscriptionReady, s.ready)
+	server.Handle(t, protocol.OpSubscriptionClose, s.closeSubscription)
+	server.Handle(t, protocol.OpSessionTranscriptPage, s.pageTranscript)
 	return t
 }
 
@@ -46,7 +46,7 @@ func (s *Service) session(h catalog.Header) protocol.Session {
 	return h.Session(s.status(h.ID))
 }
 
-func (s *Service) list(_ context.Context, _ *host.Call, in *protocol.SessionListInput) (protocol.SessionListResult, error) {
+func (s *Service) list(_ context.Context, _ *server.Call, in *protocol.SessionListInput) (protocol.SessionListResult, error) {
 	hs := s.cat.List(catalog.ListOptions{IncludeArchived: in.IncludeArchived})
 	start := 0
 	if in.Cursor != "" {
@@ -93,7 +93,7 @@ func decodeListCursor(c string) (int64, string, error) {
 	return 0, "", errors.New("is not a cursor this host gave")
 }
 
-func (s *Service) create(_ context.Context, _ *host.Call, in *protocol.SessionCreateInput) (protocol.Session, error) {
+func (s *Service) create(_ context.Context, _ *server.Call, in *protocol.SessionCreateInput) (protocol.Session, error) {
 	model := in.Model
 	if model == "" {
 		model = s.cat.ModelForNew(s.cfg.Models.Default())
@@ -111,7 +111,7 @@ func (s *Service) create(_ context.Context, _ *host.Call, in *protocol.SessionCr
 	return s.session(h), nil
 }
 
-func (s *Service) get(_ context.Context, _ *host.Call, in *protocol.SessionRef) (protocol.Session, error) {
+func (s *Service) get(_ context.Context, _ *server.Call, in *protocol.SessionRef) (protocol.Session, error) {
 	h, err := s.cat.Resolve(in.SessionID)
 	if err != nil {
 		return protocol.Session{}, catalogError(err)
@@ -119,7 +119,7 @@ func (s *Service) get(_ context.Context, _ *host.Call, in *protocol.SessionRef) 
 	return s.session(h), nil
 }
 
-func (s *Service) rename(_ context.Context, _ *host.Call, in *protocol.SessionRenameInput) (protocol.Session, error) {
+func (s *Service) rename(_ context.Context, _ *server.Call, in *protocol.SessionRenameInput) (protocol.Session, error) {
 	h, err := s.resolveLive(in.SessionID)
 	if err != nil {
 		return protocol.Session{}, err
@@ -130,7 +130,7 @@ func (s *Service) rename(_ context.Context, _ *host.Call, in *protocol.SessionRe
 	return s.session(h), nil
 }
 
-func (s *Service) archive(_ context.Context, _ *host.Call, in *protocol.SessionRef) (protocol.Session, error) {
+func (s *Service) archive(_ context.Context, _ *server.Call, in *protocol.SessionRef) (protocol.Session, error) {
 	h, err := s.resolveLive(in.SessionID)
 	if err != nil {
 		return protocol.Session{}, err
@@ -142,7 +142,7 @@ func (s *Service) archive(_ context.Context, _ *host.Call, in *protocol.SessionR
 	return s.session(h), nil
 }
 
-func (s *Service) remove(_ context.Context, _ *host.Call, in *protocol.SessionRef) (protocol.SessionRef, error) {
+func (s *Service) remove(_ context.Context, _ *server.Call, in *protocol.SessionRef) (protocol.SessionRef, error) {
 	h, err := s.cat.Resolve(in.SessionID)
 	if err != nil {
 		return protocol.SessionRef{}, catalogError(err)
@@ -167,7 +167,7 @@ func (s *Service) stopWorker(id string) {
 	w.stop()
 }
 
-func (s *Service) todo(ctx context.Context, _ *host.Call, in *protocol.SessionRef) (protocol.TodoQueryResult, error) {
+func (s *Service) todo(ctx context.Context, _ *server.Call, in *protocol.SessionRef) (protocol.TodoQueryResult, error) {
 	h, err := s.resolve(in.SessionID)
 	if err != nil {
 		return protocol.TodoQueryResult{}, err
@@ -175,7 +175,7 @@ func (s *Service) todo(ctx context.Context, _ *host.Call, in *protocol.SessionRe
 	return forward[protocol.TodoQueryResult](ctx, s, h, protocol.OpSessionTodoQuery, protocol.SessionRef{SessionID: h.ID})
 }
 
-func (s *Service) startTurn(ctx context.Context, _ *host.Call, in *protocol.TurnStartInput) (protocol.TurnStartResult, error) {
+func (s *Service) startTurn(ctx context.Context, _ *server.Call, in *protocol.TurnStartInput) (protocol.TurnStartResult, error) {
 	h, err := s.resolveLive(in.SessionID)
 	if err != nil {
 		return protocol.TurnStartResult{}, err
@@ -205,8 +205,8 @@ func (s *Service) modelOf(h catalog.Header) string {
 	return h.Model
 }
 
-func turnOp(s *Service, op string, command bool) func(context.Context, *host.Call, *protocol.TurnRef) (protocol.TurnSnapshot, error) {
-	return func(ctx context.Context, _ *host.Call, in *protocol.TurnRef) (protocol.TurnSnapshot, error) {
+func turnOp(s *Service, op string, command bool) func(context.Context, *server.Call, *protocol.TurnRef) (protocol.TurnSnapshot, error) {
+	return func(ctx context.Context, _ *server.Call, in *protocol.TurnRef) (protocol.TurnSnapshot, error) {
 		resolve := s.resolve
 		if command {
 			resolve = s.resolveLive
@@ -220,7 +220,7 @@ func turnOp(s *Service, op string, command bool) func(context.Context, *host.Cal
 	}
 }
 
-func (s *Service) submit(ctx context.Context, _ *host.Call, in *protocol.MessageSubmitInput) (protocol.QueueEntry, error) {
+func (s *Service) submit(ctx context.Context, _ *server.Call, in *protocol.MessageSubmitInput) (protocol.QueueEntry, error) {
 	h, err := s.resolveLive(in.SessionID)
 	if err != nil {
 		return protocol.QueueEntry{}, err
@@ -233,7 +233,7 @@ func (s *Service) submit(ctx context.Context, _ *host.Call, in *protocol.Message
 	return res, err
 }
 
-func (s *Service) retract(ctx context.Context, _ *host.Call, in *protocol.QueueRetractInput) (protocol.QueueEntry, error) {
+func (s *Service) retract(ctx context.Context, _ *server.Call, in *protocol.QueueRetractInput) (protocol.QueueEntry, error) {
 	h, err := s.resolveLive(in.SessionID)
 	if err != nil {
 		return protocol.QueueEntry{}, err
@@ -260,7 +260,7 @@ func (s *Service) liveWorker(id string) *worker {
 	return nil
 }
 
-func (s *Service) interactions(ctx context.Context, _ *host.Call, in *protocol.SessionRef) (protocol.InteractionQueryResult, error) {
+func (s *Service) interactions(ctx context.Context, _ *server.Call, in *protocol.SessionRef) (protocol.InteractionQueryResult, error) {
 	h, err := s.resolve(in.SessionID)
 	if err != nil {
 		return protocol.InteractionQueryResult{}, err
@@ -271,7 +271,7 @@ func (s *Service) interactions(ctx context.Context, _ *host.Call, in *protocol.S
 	return forward[protocol.InteractionQueryResult](ctx, s, h, protocol.OpInteractionQuery, protocol.SessionRef{SessionID: h.ID})
 }
 
-func (s *Service) answer(ctx context.Context, _ *host.Call, in *protocol.InteractionAnswerInput) (protocol.Interaction, error) {
+func (s *Service) answer(ctx context.Context, _ *server.Call, in *protocol.InteractionAnswerInput) (protocol.Interaction, error) {
 	h, err := s.resolveLive(in.SessionID)
 	if err != nil {
 		return protocol.Interaction{}, err
@@ -283,7 +283,7 @@ func (s *Service) answer(ctx context.Context, _ *host.Call, in *protocol.Interac
 	return forward[protocol.Interaction](ctx, s, h, protocol.OpInteractionAnswer, in)
 }
 
-func (s *Service) models(context.Context, *host.Call, *protocol.ModelsListInput) (protocol.ModelsListResult, error) {
+func (s *Service) models(context.Context, *server.Call, *protocol.ModelsListInput) (protocol.ModelsListResult, error) {
 	def := s.cat.ModelForNew(s.cfg.Models.Default())
 	m, err := parseModel(def)
 	out := protocol.ModelsListResult{Models: s.cfg.Models.Available()}
@@ -305,7 +305,7 @@ func parseModel(spec string) (protocol.Model, error) {
 	return protocol.Model{}, catalog.ErrInvalidModel
 }
 
-func (s *Service) selectModel(ctx context.Context, _ *host.Call, in *protocol.ModelsSelectInput) (protocol.ModelSelection, error) {
+func (s *Service) selectModel(ctx context.Context, _ *server.Call, in *protocol.ModelsSelectInput) (protocol.ModelSelection, error) {
 	if err := catalog.ValidModel(in.Model); err != nil {
 		return protocol.ModelSelection{}, protocol.Errorf(protocol.CodeInvalidRequest, "%v", err)
 	}
@@ -333,7 +333,7 @@ func (s *Service) selectModel(ctx context.Context, _ *host.Call, in *protocol.Mo
 	return s.tellWorker(ctx, h, protocol.OpModelsSelect, in)
 }
 
-func (s *Service) setThinking(ctx context.Context, _ *host.Call, in *protocol.ThinkingSetInput) (protocol.ModelSelection, error) {
+func (s *Service) setThinking(ctx context.Context, _ *server.Call, in *protocol.ThinkingSetInput) (protocol.ModelSelection, error) {
 	h, err := s.resolveLive(in.SessionID)
 	if err != nil {
 		return protocol.ModelSelection{}, err
@@ -357,7 +357,7 @@ func (s *Service) tellWorker(ctx context.Context, h catalog.Header, op string, i
 	return protocol.ModelSelection{SessionID: h.ID, Model: h.Model, Thinking: h.Thinking}, nil
 }
 
-func (s *Service) open(ctx context.Context, call *host.Call, in *protocol.SubscriptionOpenInput) (protocol.SubscriptionOpenResult, error) {
+func (s *Service) open(ctx context.Context, call *server.Call, in *protocol.SubscriptionOpenInput) (protocol.SubscriptionOpenResult, error) {
 	c, err := clientOf(call)
 	if err != nil {
 		return protocol.SubscriptionOpenResult{}, err
@@ -383,7 +383,7 @@ func (s *Service) open(ctx context.Context, call *host.Call, in *protocol.Subscr
 	return protocol.SubscriptionOpenResult{HostEpoch: s.host.Epoch(), SubscriptionID: sub.id, NextSequence: 1, Snapshot: raw}, nil
 }
 
-func (s *Service) ready(_ context.Context, call *host.Call, in *protocol.SubscriptionRef) (protocol.SubscriptionRef, error) {
+func (s *Service) ready(_ context.Context, call *server.Call, in *protocol.SubscriptionRef) (protocol.SubscriptionRef, error) {
 	c, err := clientOf(call)
 	if err != nil {
 		return protocol.SubscriptionRef{}, err
@@ -396,7 +396,7 @@ func (s *Service) ready(_ context.Context, call *host.Call, in *protocol.Subscri
 	return *in, nil
 }
 
-func (s *Service) closeSubscription(_ context.Context, call *host.Call, in *protocol.SubscriptionRef) (protocol.SubscriptionRef, error) {
+func (s *Service) closeSubscription(_ context.Context, call *server.Call, in *protocol.SubscriptionRef) (protocol.SubscriptionRef, error) {
 	c, err := clientOf(call)
 	if err != nil {
 		return protocol.SubscriptionRef{}, err
@@ -412,7 +412,7 @@ func (s *Service) closeSubscription(_ context.Context, call *host.Call, in *prot
 
 // pageTranscript reads a page of the transcript of a subscription's
 // session, or of a session named by id, from its worker.
-func (s *Service) pageTranscript(ctx context.Context, call *host.Call, in *protocol.TranscriptPageInput) (protocol.TranscriptPage, error) {
+func (s *Service) pageTranscript(ctx context.Context, call *server.Call, in *protocol.TranscriptPageInput) (protocol.TranscriptPage, error) {
 	selector := in.SessionID
 	if in.SubscriptionID != "" {
 		c, err := clientOf(call)

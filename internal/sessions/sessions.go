@@ -23,7 +23,7 @@ import (
 
 	"github.com/agentd-dev/agentd/client"
 	"github.com/agentd-dev/agentd/internal/catalog"
-	"github.com/agentd-dev/agentd/internal/host"
+	"github.com/agentd-dev/agentd/internal/server"
 	"github.com/agentd-dev/agentd/protocol"
 )
 
@@ -68,12 +68,12 @@ type Config struct {
 
 // Service is the composition.
 type Service struct {
-	cfg   Config     // constant
-	host  *host.Host // constant
+	cfg   Config         // constant
+	host  *server.Server // constant
 	cat   *catalog.Catalog
 	log   *slog.Logger
 	wg    sync.WaitGroup // worker monitors, streams and deliveries
-	table host.Table
+	table server.Table
 
 	counters counters
 	nextSub  atomic.Uint64
@@ -85,7 +85,7 @@ type Service struct {
 
 // New opens the catalog and returns the service; use it as a host's
 // ComposeFunc through Compose.
-func New(h *host.Host, cfg Config) (*Service, error) {
+func New(h *server.Server, cfg Config) (*Service, error) {
 	if cfg.WorkerIdleGrace <= 0 {
 		cfg.WorkerIdleGrace = 30 * time.Second
 	}
@@ -120,15 +120,15 @@ func New(h *host.Host, cfg Config) (*Service, error) {
 	return s, nil
 }
 
-// Compose returns a host.ComposeFunc building the service.
-func Compose(cfg Config) host.ComposeFunc {
-	return func(_ context.Context, h *host.Host) (host.Composition, error) {
+// Compose returns a server.ComposeFunc building the service.
+func Compose(cfg Config) server.ComposeFunc {
+	return func(_ context.Context, h *server.Server) (server.Composition, error) {
 		return New(h, cfg)
 	}
 }
 
-// Handlers implements host.Composition.
-func (s *Service) Handlers() host.Table { return s.table }
+// Handlers implements server.Composition.
+func (s *Service) Handlers() server.Table { return s.table }
 
 // Busy keeps the host while any worker lives.
 func (s *Service) Busy() bool {
@@ -164,9 +164,9 @@ func (s *Service) Close(ctx context.Context) error {
 	return nil
 }
 
-// AttachConnection implements host.ConnectionAttacher: it tracks the
+// AttachConnection implements server.ConnectionAttacher: it tracks the
 // subscriptions each client connection holds.
-func (s *Service) AttachConnection(id host.Identity, out *host.OutboundWriter) host.Attachment {
+func (s *Service) AttachConnection(id server.Identity, out *server.OutboundWriter) server.Attachment {
 	return &clientConn{s: s, id: id, out: out, subs: map[string]*subscription{}}
 }
 

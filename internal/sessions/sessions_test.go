@@ -16,7 +16,6 @@ import (
 	"github.com/agentd-dev/agentd/internal/agentdtest"
 	"github.com/agentd-dev/agentd/internal/cli"
 	"github.com/agentd-dev/agentd/internal/sessions"
-	"github.com/agentd-dev/agentd/internal/worker"
 	"github.com/agentd-dev/agentd/protocol"
 )
 
@@ -53,8 +52,8 @@ func newHostWith(t *testing.T, set func(*sessions.Config)) (*agentdtest.Host, *c
 
 func workerPID(t *testing.T, home, id string) int {
 	t.Helper()
-	b, err := os.ReadFile(worker.RegistrationPath(home, id))
-	var reg worker.Registration
+	b, err := os.ReadFile(protocol.WorkerRegistrationPath(home, id))
+	var reg protocol.WorkerRegistration
 	if err != nil || json.Unmarshal(b, &reg) != nil {
 		t.Fatalf("no worker registered for %s: %v", id, err)
 	}
@@ -63,7 +62,7 @@ func workerPID(t *testing.T, home, id string) int {
 
 func workerGone(home, id string) func() bool {
 	return func() bool {
-		_, err := os.Stat(worker.RegistrationPath(home, id))
+		_, err := os.Stat(protocol.WorkerRegistrationPath(home, id))
 		return err != nil
 	}
 }

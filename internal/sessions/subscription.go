@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/agentd-dev/agentd/internal/host"
+	"github.com/agentd-dev/agentd/internal/server"
 	"github.com/agentd-dev/agentd/protocol"
 )
 
@@ -246,7 +246,7 @@ func (sub *subscription) sendEndLocked() {
 		Pushed: protocol.Pushed{Kind: protocol.KindSubscriptionClosed, HostEpoch: sub.s.host.Epoch(), SubscriptionID: sub.id, Sequence: sub.seq},
 		Reason: sub.closed,
 	})
-	sub.c.out.Enqueue(host.Fence, b)
+	sub.c.out.Enqueue(server.Fence, b)
 }
 
 // close ends the subscription with reason; what its backlog holds is
@@ -282,7 +282,7 @@ func (sub *subscription) deliverLocked() {
 	if !sub.readied || sub.catching || sub.inflight || len(sub.backlog) == 0 {
 		return
 	}
-	var last *host.Receipt
+	var last *server.Receipt
 	n, size := 0, 0
 	for n < len(sub.backlog) && (n == 0 || size < batchBytes) {
 		p := sub.backlog[n]
@@ -323,13 +323,13 @@ func (sub *subscription) deliverLocked() {
 // writeLocked wraps one encoded delta in the subscription's frame and
 // queues it. A frame past the wire limit is left out and logged; it
 // returns a nil receipt then.
-func (sub *subscription) writeLocked(body []byte) (*host.Receipt, error) {
+func (sub *subscription) writeLocked(body []byte) (*server.Receipt, error) {
 	frame := deltaFrame(sub.s.host.Epoch(), sub.id, sub.seq+1, body)
 	if len(frame) > protocol.MaxMessageBytes {
 		sub.s.log.Error("a delta frame passes the wire limit and is left out", "subscription", sub.id, "bytes", len(frame))
 		return nil, nil
 	}
-	r, err := sub.c.out.Enqueue(host.Control, frame)
+	r, err := sub.c.out.Enqueue(server.Control, frame)
 	if err != nil {
 		return nil, err
 	}
@@ -384,7 +384,7 @@ func (sub *subscription) catchUp() {
 
 // sendRecords queues records as entry_added deltas; it reports false once
 // the subscription has closed.
-func (sub *subscription) sendRecords(records []json.RawMessage) (*host.Receipt, bool) {
+func (sub *subscription) sendRecords(records []json.RawMessage) (*server.Receipt, bool) {
 	sub.mu.Lock()
 	defer sub.mu.Unlock()
 	if sub.closed != "" {
@@ -393,7 +393,7 @@ func (sub *subscription) sendRecords(records []json.RawMessage) (*host.Receipt, 
 		sub.sendEndLocked()
 		return nil, false
 	}
-	var last *host.Receipt
+	var last *server.Receipt
 	for _, rec := range records {
 		r, err := sub.writeLocked(entryDelta(rec))
 		if err != nil {

@@ -16,7 +16,6 @@ import (
 	"github.com/agentd-dev/agentd/client"
 	"github.com/agentd-dev/agentd/internal/catalog"
 	"github.com/agentd-dev/agentd/internal/proc"
-	workerproc "github.com/agentd-dev/agentd/internal/worker"
 	"github.com/agentd-dev/agentd/protocol"
 )
 
@@ -257,8 +256,8 @@ func (s *Service) start(w *worker, h catalog.Header) {
 // recorded as interrupted. A record whose worker does not answer is a dead
 // one's, and is left to the worker about to start.
 func (s *Service) stopOrphan(session string) {
-	b, err := os.ReadFile(workerproc.RegistrationPath(s.cfg.Home, session))
-	var reg workerproc.Registration
+	b, err := os.ReadFile(protocol.WorkerRegistrationPath(s.cfg.Home, session))
+	var reg protocol.WorkerRegistration
 	if err != nil || json.Unmarshal(b, &reg) != nil || reg.Endpoint == "" || !proc.Running(reg.PID) {
 		return
 	}
@@ -290,9 +289,9 @@ func (s *Service) cleanUpAfter(session string, pid int) {
 	if n := killSession(pid); n > 0 {
 		s.log.Warn("killed processes left by an exited worker", "session", session, "pid", pid, "processes", n)
 	}
-	path := workerproc.RegistrationPath(s.cfg.Home, session)
+	path := protocol.WorkerRegistrationPath(s.cfg.Home, session)
 	if b, err := os.ReadFile(path); err == nil {
-		var reg workerproc.Registration
+		var reg protocol.WorkerRegistration
 		if json.Unmarshal(b, &reg) == nil && reg.PID == pid {
 			os.Remove(path)
 		}

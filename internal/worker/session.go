@@ -12,8 +12,8 @@ import (
 	"sync"
 
 	"github.com/agentd-dev/agentd/internal/agent"
-	"github.com/agentd-dev/agentd/internal/host"
 	"github.com/agentd-dev/agentd/internal/llm"
+	"github.com/agentd-dev/agentd/internal/server"
 	"github.com/agentd-dev/agentd/internal/tools"
 	"github.com/agentd-dev/agentd/internal/transcript"
 	"github.com/agentd-dev/agentd/protocol"
@@ -86,24 +86,24 @@ type ProviderResolver interface {
 	Resolve(spec string) (llm.Provider, string, error)
 }
 
-func (s *session) handlers() host.Table {
-	t := host.Table{}
-	host.Handle(t, protocol.OpTurnStart, s.startTurn)
-	host.Handle(t, protocol.OpTurnQuery, s.queryTurn)
-	host.Handle(t, protocol.OpTurnStop, s.stopTurn)
-	host.Handle(t, protocol.OpTurnInterrupt, s.interruptTurn)
-	host.Handle(t, protocol.OpTurnMessageSubmit, s.submitMessage)
-	host.Handle(t, protocol.OpQueueRetract, s.retract)
-	host.Handle(t, protocol.OpInteractionQuery, s.queryInteractions)
-	host.Handle(t, protocol.OpInteractionAnswer, s.answerInteraction)
-	host.Handle(t, protocol.OpSessionTodoQuery, s.queryTodo)
-	host.Handle(t, protocol.OpSessionTranscriptPage, s.pageTranscript)
-	host.Handle(t, protocol.OpModelsSelect, s.selectModel)
-	host.Handle(t, protocol.OpModelsThinkingSet, s.setThinking)
-	host.Handle(t, protocol.OpSessionGet, s.getSession)
-	host.Handle(t, protocol.OpSubscriptionOpen, s.openSubscription)
-	host.Handle(t, protocol.OpSubscriptionReady, s.readySubscription)
-	host.Handle(t, protocol.OpSubscriptionClose, s.closeSubscription)
+func (s *session) handlers() server.Table {
+	t := server.Table{}
+	server.Handle(t, protocol.OpTurnStart, s.startTurn)
+	server.Handle(t, protocol.OpTurnQuery, s.queryTurn)
+	server.Handle(t, protocol.OpTurnStop, s.stopTurn)
+	server.Handle(t, protocol.OpTurnInterrupt, s.interruptTurn)
+	server.Handle(t, protocol.OpTurnMessageSubmit, s.submitMessage)
+	server.Handle(t, protocol.OpQueueRetract, s.retract)
+	server.Handle(t, protocol.OpInteractionQuery, s.queryInteractions)
+	server.Handle(t, protocol.OpInteractionAnswer, s.answerInteraction)
+	server.Handle(t, protocol.OpSessionTodoQuery, s.queryTodo)
+	server.Handle(t, protocol.OpSessionTranscriptPage, s.pageTranscript)
+	server.Handle(t, protocol.OpModelsSelect, s.selectModel)
+	server.Handle(t, protocol.OpModelsThinkingSet, s.setThinking)
+	server.Handle(t, protocol.OpSessionGet, s.getSession)
+	server.Handle(t, protocol.OpSubscriptionOpen, s.openSubscription)
+	server.Handle(t, protocol.OpSubscriptionReady, s.readySubscription)
+	server.Handle(t, protocol.OpSubscriptionClose, s.closeSubscription)
 	return t
 }
 
@@ -157,7 +157,7 @@ func cloneQueue(q protocol.Queue) protocol.Queue {
 	}
 }
 
-func (s *session) getSession(_ context.Context, _ *host.Call, in *protocol.SessionRef) (protocol.Session, error) {
+func (s *session) getSession(_ context.Context, _ *server.Call, in *protocol.SessionRef) (protocol.Session, error) {
 	if err := s.checkSession(in.SessionID); err != nil {
 		return protocol.Session{}, err
 	}
@@ -166,7 +166,7 @@ func (s *session) getSession(_ context.Context, _ *host.Call, in *protocol.Sessi
 	return s.sessionLocked(), nil
 }
 
-func (s *session) startTurn(_ context.Context, _ *host.Call, in *protocol.TurnStartInput) (protocol.TurnStartResult, error) {
+func (s *session) startTurn(_ context.Context, _ *server.Call, in *protocol.TurnStartInput) (protocol.TurnStartResult, error) {
 	if err := s.checkSession(in.SessionID); err != nil {
 		return protocol.TurnStartResult{}, err
 	}
@@ -439,15 +439,15 @@ func (s *session) lookupTurn(in *protocol.TurnRef) (*turn, error) {
 	return t, nil
 }
 
-func (s *session) queryTurn(_ context.Context, _ *host.Call, in *protocol.TurnRef) (protocol.TurnSnapshot, error) {
+func (s *session) queryTurn(_ context.Context, _ *server.Call, in *protocol.TurnRef) (protocol.TurnSnapshot, error) {
 	return s.onTurn(in, nil)
 }
 
-func (s *session) stopTurn(_ context.Context, _ *host.Call, in *protocol.TurnRef) (protocol.TurnSnapshot, error) {
+func (s *session) stopTurn(_ context.Context, _ *server.Call, in *protocol.TurnRef) (protocol.TurnSnapshot, error) {
 	return s.onTurn(in, func(t *turn) { t.loop.Stop() })
 }
 
-func (s *session) interruptTurn(_ context.Context, _ *host.Call, in *protocol.TurnRef) (protocol.TurnSnapshot, error) {
+func (s *session) interruptTurn(_ context.Context, _ *server.Call, in *protocol.TurnRef) (protocol.TurnSnapshot, error) {
 	return s.onTurn(in, func(t *turn) { t.cancel() })
 }
 
@@ -466,7 +466,7 @@ func (s *session) onTurn(in *protocol.TurnRef, act func(*turn)) (protocol.TurnSn
 	return t.snap, nil
 }
 
-func (s *session) submitMessage(_ context.Context, _ *host.Call, in *protocol.MessageSubmitInput) (protocol.QueueEntry, error) {
+func (s *session) submitMessage(_ context.Context, _ *server.Call, in *protocol.MessageSubmitInput) (protocol.QueueEntry, error) {
 	if err := s.checkSession(in.SessionID); err != nil {
 		return protocol.QueueEntry{}, err
 	}
@@ -538,7 +538,7 @@ func (s *session) dequeueLocked(messageID, state string) (protocol.QueueEntry, b
 	return protocol.QueueEntry{}, false
 }
 
-func (s *session) retract(_ context.Context, _ *host.Call, in *protocol.QueueRetractInput) (protocol.QueueEntry, error) {
+func (s *session) retract(_ context.Context, _ *server.Call, in *protocol.QueueRetractInput) (protocol.QueueEntry, error) {
 	if err := s.checkSession(in.SessionID); err != nil {
 		return protocol.QueueEntry{}, err
 	}
@@ -621,7 +621,7 @@ func (s *session) cancelInteractionsLocked(t *turn) {
 	}
 }
 
-func (s *session) queryInteractions(_ context.Context, _ *host.Call, in *protocol.SessionRef) (protocol.InteractionQueryResult, error) {
+func (s *session) queryInteractions(_ context.Context, _ *server.Call, in *protocol.SessionRef) (protocol.InteractionQueryResult, error) {
 	if err := s.checkSession(in.SessionID); err != nil {
 		return protocol.InteractionQueryResult{}, err
 	}
@@ -634,7 +634,7 @@ func (s *session) queryInteractions(_ context.Context, _ *host.Call, in *protoco
 	return out, nil
 }
 
-func (s *session) answerInteraction(_ context.Context, _ *host.Call, in *protocol.InteractionAnswerInput) (protocol.Interaction, error) {
+func (s *session) answerInteraction(_ context.Context, _ *server.Call, in *protocol.InteractionAnswerInput) (protocol.Interaction, error) {
 	if err := s.checkSession(in.SessionID); err != nil {
 		return protocol.Interaction{}, err
 	}
@@ -656,7 +656,7 @@ func (s *session) answerInteraction(_ context.Context, _ *host.Call, in *protoco
 	return it.info, nil
 }
 
-func (s *session) pageTranscript(_ context.Context, _ *host.Call, in *protocol.TranscriptPageInput) (protocol.TranscriptPage, error) {
+func (s *session) pageTranscript(_ context.Context, _ *server.Call, in *protocol.TranscriptPageInput) (protocol.TranscriptPage, error) {
 	if err := s.checkSession(in.SessionID); err != nil {
 		return protocol.TranscriptPage{}, err
 	}
@@ -691,14 +691,14 @@ func (s *session) pageTranscript(_ context.Context, _ *host.Call, in *protocol.T
 	return out, nil
 }
 
-func (s *session) queryTodo(_ context.Context, _ *host.Call, in *protocol.SessionRef) (protocol.TodoQueryResult, error) {
+func (s *session) queryTodo(_ context.Context, _ *server.Call, in *protocol.SessionRef) (protocol.TodoQueryResult, error) {
 	if err := s.checkSession(in.SessionID); err != nil {
 		return protocol.TodoQueryResult{}, err
 	}
 	return protocol.TodoQueryResult{Items: s.todo.Items()}, nil
 }
 
-func (s *session) selectModel(_ context.Context, _ *host.Call, in *protocol.ModelsSelectInput) (protocol.ModelSelection, error) {
+func (s *session) selectModel(_ context.Context, _ *server.Call, in *protocol.ModelsSelectInput) (protocol.ModelSelection, error) {
 	if err := s.checkSession(in.SessionID); err != nil {
 		return protocol.ModelSelection{}, err
 	}
@@ -711,7 +711,7 @@ func (s *session) selectModel(_ context.Context, _ *host.Call, in *protocol.Mode
 	return protocol.ModelSelection{SessionID: s.id, Model: in.Model, Thinking: s.thinking}, nil
 }
 
-func (s *session) setThinking(_ context.Context, _ *host.Call, in *protocol.ThinkingSetInput) (protocol.ModelSelection, error) {
+func (s *session) setThinking(_ context.Context, _ *server.Call, in *protocol.ThinkingSetInput) (protocol.ModelSelection, error) {
 	if err := s.checkSession(in.SessionID); err != nil {
 		return protocol.ModelSelection{}, err
 	}

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"unicode/utf8"
 
-	"github.com/agentd-dev/agentd/internal/host"
+	"github.com/agentd-dev/agentd/internal/server"
 	"github.com/agentd-dev/agentd/protocol"
 )
 
@@ -235,12 +235,12 @@ func tailOf(s string, n int) string {
 // its host's).
 type connection struct {
 	s   *session
-	id  host.Identity
-	out *host.OutboundWriter
+	id  server.Identity
+	out *server.OutboundWriter
 }
 
-// AttachConnection implements host.ConnectionAttacher.
-func (s *session) AttachConnection(id host.Identity, out *host.OutboundWriter) host.Attachment {
+// AttachConnection implements server.ConnectionAttacher.
+func (s *session) AttachConnection(id server.Identity, out *server.OutboundWriter) server.Attachment {
 	s.mu.Lock()
 	s.claimed = true
 	s.mu.Unlock()
@@ -260,7 +260,7 @@ func (c *connection) Close(context.Context) error {
 	return nil
 }
 
-func (s *session) connection(call *host.Call) (*connection, error) {
+func (s *session) connection(call *server.Call) (*connection, error) {
 	att, ok := call.Attachment().(*connection)
 	if !ok {
 		return nil, protocol.Errorf(protocol.CodeInternalFailure, "connection not attached")
@@ -268,7 +268,7 @@ func (s *session) connection(call *host.Call) (*connection, error) {
 	return att, nil
 }
 
-func (s *session) openSubscription(_ context.Context, call *host.Call, in *protocol.SubscriptionOpenInput) (protocol.SubscriptionOpenResult, error) {
+func (s *session) openSubscription(_ context.Context, call *server.Call, in *protocol.SubscriptionOpenInput) (protocol.SubscriptionOpenResult, error) {
 	if in.SessionID != s.id {
 		return protocol.SubscriptionOpenResult{}, protocol.Errorf(protocol.CodeNotFound, "this worker serves session %s, not %s", s.id, in.SessionID)
 	}
@@ -292,7 +292,7 @@ func (s *session) openSubscription(_ context.Context, call *host.Call, in *proto
 	return protocol.SubscriptionOpenResult{HostEpoch: s.epoch, SubscriptionID: sub.id, NextSequence: 1, Snapshot: snap}, nil
 }
 
-func (s *session) readySubscription(_ context.Context, _ *host.Call, in *protocol.SubscriptionRef) (protocol.SubscriptionRef, error) {
+func (s *session) readySubscription(_ context.Context, _ *server.Call, in *protocol.SubscriptionRef) (protocol.SubscriptionRef, error) {
 	s.mu.Lock()
 	sub, ok := s.subs[in.SubscriptionID]
 	s.mu.Unlock()
@@ -306,7 +306,7 @@ func (s *session) readySubscription(_ context.Context, _ *host.Call, in *protoco
 	return *in, nil
 }
 
-func (s *session) closeSubscription(_ context.Context, _ *host.Call, in *protocol.SubscriptionRef) (protocol.SubscriptionRef, error) {
+func (s *session) closeSubscription(_ context.Context, _ *server.Call, in *protocol.SubscriptionRef) (protocol.SubscriptionRef, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sub, ok := s.subs[in.SubscriptionID]
@@ -403,7 +403,7 @@ func (sub *subscription) pump() {
 					Pushed: protocol.Pushed{Kind: protocol.KindSubscriptionClosed, HostEpoch: sub.epoch, SubscriptionID: sub.id, Sequence: sub.seq},
 					Reason: closing,
 				})
-				sub.conn.out.Enqueue(host.Fence, b)
+				sub.conn.out.Enqueue(server.Fence, b)
 			}
 			return
 		}
@@ -414,7 +414,7 @@ func (sub *subscription) pump() {
 // several, waiting for the connection to take each batchBytes of it; it
 // reports false when the connection is going away.
 func (sub *subscription) write(batch []*pendingDelta) bool {
-	var last *host.Receipt
+	var last *server.Receipt
 	written := 0
 	for _, p := range batch {
 		for _, d := range splitUpdate(p.delta()) {
@@ -424,7 +424,7 @@ func (sub *subscription) write(batch []*pendingDelta) bool {
 				continue
 			}
 			sub.seq++
-			r, err := sub.conn.out.Enqueue(host.Control, deltaFrame(sub.epoch, sub.id, sub.seq, raw))
+			r, err := sub.conn.out.Enqueue(server.Control, deltaFrame(sub.epoch, sub.id, sub.seq, raw))
 			if err != nil {
 				return false
 			}

@@ -18,8 +18,9 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/agentd-dev/agentd/internal/host"
+	"github.com/agentd-dev/agentd/internal/atomicfile"
 	"github.com/agentd-dev/agentd/internal/llm"
+	"github.com/agentd-dev/agentd/internal/server"
 	"github.com/agentd-dev/agentd/internal/tools"
 	"github.com/agentd-dev/agentd/internal/transcript"
 	"github.com/agentd-dev/agentd/protocol"
@@ -48,20 +49,6 @@ type Config struct {
 	// and no turn running: once its host is gone (killed, say) and no
 	// other claims it, it exits. Zero means it waits for a host forever.
 	OrphanGrace time.Duration
-}
-
-// Registration is what a worker publishes in the home so a host can find it.
-type Registration struct {
-	SessionID string    `json:"sessionId"`
-	PID       int       `json:"pid"`
-	Endpoint  string    `json:"endpoint"`
-	Epoch     string    `json:"epoch"`
-	StartedAt time.Time `json:"startedAt"`
-}
-
-// RegistrationPath is where the worker of sessionID registers in home.
-func RegistrationPath(home, sessionID string) string {
-	return filepath.Join(home, "workers", sessionID+".json")
 }
 
 // Run serves the session until ctx ends or the host asks the worker to
@@ -116,17 +103,17 @@ func Run(ctx context.Context, cfg Config) error {
 		ln.Close()
 		return err
 	}
-	regPath := RegistrationPath(cfg.Home, s.id)
+	regPath := protocol.WorkerRegistrationPath(cfg.Home, s.id)
 	defer os.Remove(regPath)
-	h, err := host.Start(host.Config{
+	h, err := server.Start(server.Config{
 		Listener: ln, HostID: "worker", CompositionID: protocol.CompositionWorker,
 		Version: cfg.Version, Logger: logger, IdleGrace: cfg.OrphanGrace,
-		Compose: func(_ context.Context, h *host.Host) (host.Composition, error) {
+		Compose: func(_ context.Context, h *server.Server) (server.Composition, error) {
 			// Handlers run only once the composition is ready, after this:
 			// a worker that answers is registered.
 			s.epoch = h.Epoch()
 			s.checkIdle = h.CheckIdle
-			if err := writeRegistration(regPath, Registration{
+			if err := writeRegistration(regPath, protocol.WorkerRegistration{
 				SessionID: s.id, PID: os.Getpid(), Endpoint: cfg.SocketPath, Epoch: s.epoch, StartedAt: time.Now().UTC(),
 			}); err != nil {
 				logger.Warn("registering the worker", "err", err)
@@ -148,7 +135,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 }
 
-func writeRegistration(path string, r Registration) error {
+func writeRegistration(path string, r protocol.WorkerRegistration) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return err
 	}
@@ -156,11 +143,7 @@ func writeRegistration(path string, r Registration) error {
 	if err != nil {
 		return err
 	}
-	tmp := fmt.Sprintf("%s.tmp-%d", path, os.Getpid())
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return atomicfile.Write(path, b, 0o600)
 }
 
 // composition is the worker's host composition: the session's table.
@@ -169,7 +152,7 @@ type composition struct {
 	stop context.CancelFunc
 }
 
-func (c *composition) Handlers() host.Table { return c.s.handlers() }
+func (c *composition) Handlers() server.Table { return c.s.handlers() }
 
 // BeginDrain interrupts the running turn: it is recorded as interrupted.
 func (c *composition) BeginDrain() { c.stop() }
@@ -182,7 +165,7 @@ func (c *composition) Close(context.Context) error {
 	return c.s.log.Sync()
 }
 
-func (c *composition) AttachConnection(id host.Identity, out *host.OutboundWriter) host.Attachment {
+func (c *composition) AttachConnection(id server.Identity, out *server.OutboundWriter) server.Attachment {
 	return c.s.AttachConnection(id, out)
 }
 

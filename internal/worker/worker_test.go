@@ -553,7 +553,7 @@ func TestAWorkerIsNoOrphanBeforeItsHostClaimsIt(t *testing.T) {
 	}()
 	// The worker registers as its composition becomes ready.
 	for deadline := time.Now().Add(agentdtest.Timeout); ; time.Sleep(2 * time.Millisecond) {
-		if _, err := os.Stat(worker.RegistrationPath(dir, "s1")); err == nil {
+		if _, err := os.Stat(protocol.WorkerRegistrationPath(dir, "s1")); err == nil {
 			break
 		}
 		if time.Now().After(deadline) {

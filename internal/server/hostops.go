@@ -1,4 +1,4 @@
-package host
+package server
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 )
 
 // hostHandlers returns the host.* operations, served in every state.
-func (h *Host) hostHandlers() Table {
+func (h *Server) hostHandlers() Table {
 	t := Table{}
 	Handle(t, protocol.OpHostStatus, func(ctx context.Context, call *Call, _ *protocol.HostStatusInput) (protocol.HostStatus, error) {
 		return h.Status(), nil
@@ -31,7 +31,7 @@ func (h *Host) hostHandlers() Table {
 }
 
 // Status returns what host.status reports.
-func (h *Host) Status() protocol.HostStatus {
+func (h *Server) Status() protocol.HostStatus {
 	h.mu.Lock()
 	state, conns := h.state, len(h.sessions)
 	h.mu.Unlock()

@@ -1,0 +1,111 @@
+package agentd_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/agentd-dev/agentd"
+
+// arrows holds every import of one agentd package by another that the
+// design allows: package → the agentd packages it may import. A new
+// arrow fails TestImportArrows until it is written here, so the shape of
+// the system changes on purpose or not at all. The rules behind it:
+// protocol imports nothing of agentd; the client only protocol; the
+// worker serves its socket through server, never through the host; the
+// host's session service never imports the worker it starts.
+var arrows = map[string][]string{
+	"protocol":   {},
+	"client":     {"protocol"},
+	"cmd/agentd": {"internal/cli"},
+
+	"internal/agent":                 {"internal/llm", "internal/tools"},
+	"internal/agentdtest":            {"client", "internal/host", "internal/server", "protocol"},
+	"internal/atomicfile":            {},
+	"internal/catalog":               {"internal/atomicfile", "protocol"},
+	"internal/home":                  {"internal/atomicfile", "protocol"},
+	"internal/host":                  {"internal/home", "internal/server", "protocol"},
+	"internal/llm":                   {},
+	"internal/proc":                  {},
+	"internal/provider":              {"internal/llm", "internal/redact"},
+	"internal/provider/anthropic":    {"internal/llm", "internal/provider", "internal/redact"},
+	"internal/provider/faux":         {"internal/llm", "internal/provider"},
+	"internal/provider/openai":       {"internal/llm", "internal/provider", "internal/redact"},
+	"internal/provider/providertest": {"internal/llm"},
+	"internal/redact":                {},
+	"internal/server":                {"internal/home", "internal/redact", "internal/transport", "protocol"},
+	"internal/sessions":              {"client", "internal/catalog", "internal/proc", "internal/server", "protocol"},
+	"internal/tools":                 {"internal/atomicfile", "internal/llm", "internal/proc", "protocol"},
+	"internal/transcript":            {},
+	"internal/transport":             {"protocol"},
+	"internal/tui":                   {"client", "protocol"},
+	"internal/version":               {},
+	"internal/worker":                {"internal/agent", "internal/atomicfile", "internal/llm", "internal/server", "internal/tools", "internal/transcript", "protocol"},
+	"internal/cli": {
+		"client", "internal/host", "internal/provider", "internal/provider/anthropic", "internal/provider/faux",
+		"internal/provider/openai", "internal/redact", "internal/sessions", "internal/tools", "internal/transcript",
+		"internal/tui", "internal/version", "internal/worker", "protocol",
+	},
+
+	"bench/internal/harness":  {},
+	"bench/internal/procstat": {"internal/proc"},
+	"bench/internal/table":    {},
+	"bench/hostbench":         {"bench/internal/harness", "bench/internal/procstat", "bench/internal/table", "client", "internal/host", "protocol"},
+	"bench/sessionbench":      {"bench/internal/harness", "bench/internal/procstat", "bench/internal/table", "client", "internal/cli", "internal/proc", "protocol"},
+}
+
+// TestImportArrows checks every package's imports of agentd (test files
+// excluded) against arrows.
+func TestImportArrows(t *testing.T) {
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skipf("no go command in PATH: %v", err)
+	}
+	cmd := exec.Command(goBin, "list", "-json=ImportPath,Imports", "./...")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, stderr.Bytes())
+	}
+	dec := json.NewDecoder(bytes.NewReader(out))
+	seen := map[string]bool{}
+	for {
+		var p struct {
+			ImportPath string
+			Imports    []string
+		}
+		if err := dec.Decode(&p); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		name, ok := strings.CutPrefix(p.ImportPath, module+"/")
+		if !ok {
+			continue // the module's root holds only this test
+		}
+		seen[name] = true
+		allowed, known := arrows[name]
+		if !known {
+			t.Errorf("package %s is not in the table of import arrows: add it, with what it may import", name)
+			continue
+		}
+		for _, imp := range p.Imports {
+			dep, ok := strings.CutPrefix(imp, module+"/")
+			if ok && !slices.Contains(allowed, dep) {
+				t.Errorf("%s imports %s: an arrow the table does not allow", name, dep)
+			}
+		}
+	}
+	for name := range arrows {
+		if !seen[name] {
+			t.Errorf("the table of import arrows names %s, which is no package", name)
+		}
+	}
+}
