@@ -1,0 +1,135 @@
+package tui
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"charm.land/bubbles/v2/textinput"
+	"charm.land/bubbles/v2/viewport"
+	tea "charm.land/bubbletea/v2"
+	"github.com/charmbracelet/x/ansi"
+
+	"github.com/agentd-dev/agentd/client"
+	"github.com/agentd-dev/agentd/protocol"
+)
+
+// screenModel is a screen on a session with no connection behind it: for
+// what the screen does with keys and events alone.
+func screenModel(t *testing.T) *model {
+	t.Helper()
+	snap := protocol.SessionProjection{Session: protocol.Session{SessionID: "s-1", Title: "work", Model: "faux/echo", Status: protocol.SessionIdle}}
+	in := textinput.New()
+	in.Focus()
+	m := &model{
+		ctx: context.Background(), proj: protocol.NewProjector(snap), feed: NewFeed(0), noOlder: true,
+		always: map[string]bool{}, view: viewport.New(), input: in, render: newRenderer(), follow: true,
+	}
+	m.view.KeyMap = viewport.KeyMap{}
+	m.Update(tea.WindowSizeMsg{Width: 100, Height: 30})
+	return m
+}
+
+// screen is what the screen shows, without its styles.
+func (m *model) screen() string { return ansi.Strip(m.View().Content) }
+
+func (m *model) apply(ds ...protocol.SessionDelta) {
+	for _, d := range ds {
+		m.Update(eventMsg{ev: client.FollowEvent{SessionEvent: client.SessionEvent{Delta: d}}})
+	}
+}
+
+func press(m *model, code rune, mod tea.KeyMod, text string) tea.Cmd {
+	_, cmd := m.Update(tea.KeyPressMsg{Code: code, Mod: mod, Text: text})
+	return cmd
+}
+
+func quits(cmd tea.Cmd) bool {
+	if cmd == nil {
+		return false
+	}
+	_, ok := cmd().(tea.QuitMsg)
+	return ok
+}
+
+func TestCtrlBackslashDetachesAtOnce(t *testing.T) {
+	m := screenModel(t)
+	if !strings.Contains(m.screen(), "ctrl+\\ detach") {
+		t.Fatalf("the help line does not name detaching:\n%s", m.screen())
+	}
+	if !quits(press(m, '\\', tea.ModCtrl, "")) {
+		t.Fatal("ctrl+\\ did not detach")
+	}
+}
+
+// TestCtrlCWarnsFirst: a first ctrl+c only says what a second does; a
+// second, with no turn running, detaches; another key in between disarms.
+func TestCtrlCWarnsFirst(t *testing.T) {
+	m := screenModel(t)
+	if quits(press(m, 'c', tea.ModCtrl, "")) {
+		t.Fatal("one ctrl+c detached")
+	}
+	if !strings.Contains(m.screen(), "ctrl+c again detaches") {
+		t.Fatalf("no warning:\n%s", m.screen())
+	}
+	press(m, 'x', 0, "x")
+	if quits(press(m, 'c', tea.ModCtrl, "")) {
+		t.Fatal("ctrl+c after another key detached")
+	}
+	if !quits(press(m, 'c', tea.ModCtrl, "")) {
+		t.Fatal("ctrl+c twice did not detach an idle screen")
+	}
+}
+
+// TestAnApprovalShowsUntilItIsResolved, and a y typed into a prompt
+// being written goes to the prompt.
+func TestAnApprovalShowsUntilItIsResolved(t *testing.T) {
+	m := screenModel(t)
+	in := protocol.Interaction{InteractionID: "i1", SessionID: "s-1", Kind: protocol.InteractionPermission,
+		Prompt: "run bash: ls", Detail: []byte(`{"tool":"bash","arguments":{"command":"ls"}}`), State: protocol.InteractionPending}
+	m.apply(protocol.SessionDelta{Event: protocol.EventInteractionAdded, TurnID: "t1", Interaction: &in})
+	if !strings.Contains(m.screen(), "? run bash: ls   y allow · n deny · a allow bash always") {
+		t.Fatalf("no approval:\n%s", m.screen())
+	}
+	press(m, 'w', 0, "w")
+	press(m, 'y', 0, "y")
+	if m.input.Value() != "wy" {
+		t.Fatalf("input %q: y typed into a prompt must go to it", m.input.Value())
+	}
+	done := in
+	done.State, done.Answer = protocol.InteractionAnswered, protocol.AnswerAllow
+	m.apply(protocol.SessionDelta{Event: protocol.EventInteractionResolved, TurnID: "t1", Interaction: &done})
+	if s := m.screen(); strings.Contains(s, "y allow · n deny") || !strings.Contains(s, "allowed: run bash: ls") {
+		t.Fatalf("after the answer:\n%s", s)
+	}
+}
+
+// TestTheScreenShowsStreamingTextToolOutputPlanAndQueue, with the
+// escapes in them made visible.
+func TestTheScreenShowsStreamingTextToolOutputPlanAndQueue(t *testing.T) {
+	m := screenModel(t)
+	running := &protocol.TurnSnapshot{SessionID: "s-1", TurnID: "t1", RunID: "run-t1", Status: protocol.TurnRunning}
+	sess := protocol.Session{SessionID: "s-1", Model: "faux/echo", Status: protocol.SessionRunning}
+	m.apply(
+		protocol.SessionDelta{Event: protocol.EventRunStart, TurnID: "t1", Turn: running},
+		protocol.SessionDelta{Event: protocol.EventSessionChanged, Session: &sess},
+		protocol.SessionDelta{Event: protocol.EventMessageStart, TurnID: "t1", MessageID: "m1", Role: "assistant"},
+		protocol.SessionDelta{Event: protocol.EventMessageUpdate, TurnID: "t1", MessageID: "m1", Text: "Streaming \x1b[2J"},
+		protocol.SessionDelta{Event: protocol.EventToolCallStart, TurnID: "t1", ToolCall: &protocol.ToolCallInfo{ID: "c1", Name: "bash", Arguments: []byte(`{"command":"make"}`)}},
+		protocol.SessionDelta{Event: protocol.EventToolCallUpdate, TurnID: "t1", ToolCall: &protocol.ToolCallInfo{ID: "c1", Name: "bash", Output: "\x1b]0;title\x07built\n"}},
+		protocol.SessionDelta{Event: protocol.EventTodoChanged, Todo: []protocol.TodoItem{{Text: "build it", Status: "in_progress"}}},
+		protocol.SessionDelta{Event: protocol.EventQueueChanged, Queue: &protocol.Queue{FollowUp: []protocol.QueueEntry{{EntryID: "q-m2", MessageID: "m2", Content: protocol.Content{Text: "then test it"}, Placement: protocol.PlacementNextTurn, State: protocol.QueueQueued}}}},
+	)
+	s := m.screen()
+	for _, want := range []string{"Streaming ^[[2J", "● $ make", "│ ^[]0;title^Gbuilt", "[~] build it", "queued: then test it", "running"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("the screen lacks %q:\n%s", want, s)
+		}
+	}
+	if _, running := m.running(); !running {
+		t.Error("the screen does not know the turn runs")
+	}
+	if quits(press(m, 'c', tea.ModCtrl, "")) || !strings.Contains(m.screen(), "ctrl+c again stops the turn") {
+		t.Errorf("a first ctrl+c while a turn runs:\n%s", m.screen())
+	}
+}
