@@ -1,21 +1,11 @@
-package client_test
+package client
 
 import (
-	"os"
 	"testing"
 
 	"go.uber.org/goleak"
-
-	"github.com/agentd-dev/agentd/internal/cli"
 )
 
-// envAsCLI makes the test binary behave as the agentd command, so the
-// session tests run a real host and real workers without a build.
-const envAsCLI = "AGENTD_TEST_AS_CLI"
-
 func TestMain(m *testing.M) {
-	if os.Getenv(envAsCLI) == "1" {
-		os.Exit(cli.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
-	}
 	goleak.VerifyTestMain(m)
 }

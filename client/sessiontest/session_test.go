@@ -1,4 +1,4 @@
-package client_test
+package sessiontest_test
 
 import (
 	"bufio"
