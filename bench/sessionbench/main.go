@@ -52,7 +52,16 @@ type config struct {
 	statusRTTs int // host.status round trips per round
 	sessions   int // sessions listed by `agentd ls`
 	lsRuns     int
-	settle     time.Duration // wait before reading an idle process's RSS
+
+	attachRecords int // transcript records of the attached session
+	attachRuns    int // timed attaches, each of agentd and of tmux
+
+	fanSubs     int           // subscriptions reading the fan-out session
+	fanConns    int           // connections they are spread over
+	fanStamps   int           // timestamped lines of each fan-out turn
+	fanRounds   int           // rounds of each kind: without and with the stalled subscriber
+	fanInterval time.Duration // between two timestamped lines
+	settle      time.Duration // wait before reading an idle process's RSS
 }
 
 func main() {
@@ -63,14 +72,15 @@ func main() {
 		os.Exit(runRawStream(os.Args[2:]))
 	}
 	var cfg config
-	var skip string
+	var skip, only string
 	flag.BoolVar(&cfg.quick, "quick", false, "a smaller run (about a quarter of the work)")
 	flag.StringVar(&cfg.agentd, "agentd", "", "use this agentd binary instead of building ./cmd/agentd")
 	flag.StringVar(&cfg.piBin, "pi", "", "use this pi executable instead of installing @mariozechner/pi-coding-agent with npm")
 	flag.StringVar(&cfg.piDir, "pi-dir", "", "where npm installs pi (default: the user cache directory)")
 	flag.BoolVar(&cfg.noPi, "no-pi", false, "do not run pi: its anchors are reported unavailable")
 	flag.StringVar(&cfg.profile, "profile", "", "write CPU profiles of every agentd host and worker, and of this client, into `dir`; agentd then runs inside this binary")
-	flag.StringVar(&skip, "skip", "", "comma-separated parts to skip: run,stream,ls (rss comes with run)")
+	flag.StringVar(&skip, "skip", "", "comma-separated parts to skip: run,stream,ls,attach,fanout (rss comes with run)")
+	flag.StringVar(&only, "only", "", "comma-separated parts to run, the others skipped: run,stream,ls,attach,fanout")
 	flag.IntVar(&cfg.sessions, "sessions", 0, "sessions listed by `agentd ls` (default 10000, -quick 2000)")
 	flag.IntVar(&cfg.deltas, "deltas", 0, "text deltas of the streamed turn (default 100000)")
 	flag.Parse()
@@ -78,7 +88,7 @@ func main() {
 		fmt.Fprintf(os.Stderr, "sessionbench: unexpected arguments %q\n", flag.Args())
 		os.Exit(2)
 	}
-	cfg.fill(skip)
+	cfg.fill(skip, only)
 
 	b, err := newBench(cfg)
 	if err != nil {
@@ -88,17 +98,24 @@ func main() {
 	harness.Run("sessionbench", b.run, b.cleanup)
 }
 
-func (c *config) fill(skip string) {
+// parts are the bench's parts, in the order they run.
+var parts = []string{"run", "stream", "ls", "attach", "fanout"}
+
+func (c *config) fill(skip, only string) {
 	c.coldRuns, c.warmRuns, c.newRuns, c.piRuns = 15, 20, 10, 10
 	c.rounds, c.stamps, c.statusRTTs = 3, 2000, 2000
 	c.lsRuns = 10
 	c.settle = time.Second
+	c.attachRecords, c.attachRuns = 1000, 20
+	c.fanSubs, c.fanConns, c.fanStamps, c.fanRounds, c.fanInterval = 100, 10, 8000, 3, time.Millisecond
 	sessions := 10000
 	if c.quick {
 		c.coldRuns, c.warmRuns, c.newRuns, c.piRuns = 5, 6, 3, 3
 		c.rounds, c.stamps, c.statusRTTs = 1, 500, 500
 		c.lsRuns = 5
 		sessions = 2000
+		c.attachRuns = 6
+		c.fanRounds = 1
 	}
 	if c.sessions <= 0 {
 		c.sessions = sessions
@@ -110,6 +127,17 @@ func (c *config) fill(skip string) {
 	for s := range strings.SplitSeq(skip, ",") {
 		if s = strings.TrimSpace(s); s != "" {
 			c.skip[s] = true
+		}
+	}
+	if only != "" {
+		run := map[string]bool{}
+		for s := range strings.SplitSeq(only, ",") {
+			run[strings.TrimSpace(s)] = true
+		}
+		for _, p := range parts {
+			if !run[p] {
+				c.skip[p] = true
+			}
 		}
 	}
 }
@@ -153,6 +181,7 @@ func newBench(cfg config) (*bench, error) {
 // directory, and pi, then removes the directory.
 func (b *bench) cleanup() {
 	reapAll()
+	stopTmuxAll()
 	b.pi.stopAll()
 	os.RemoveAll(b.base)
 }
@@ -173,15 +202,14 @@ func (b *bench) run(ctx context.Context) error {
 		fmt.Println()
 	}
 
-	parts := []struct {
-		name string
-		fn   func(context.Context) error
-	}{
-		{"run", b.runPart},
-		{"stream", b.streamPart},
-		{"ls", b.lsPart},
+	fns := map[string]func(context.Context) error{
+		"run": b.runPart, "stream": b.streamPart, "ls": b.lsPart, "attach": b.attachPart, "fanout": b.fanoutPart,
 	}
-	for _, p := range parts {
+	for _, name := range parts {
+		p := struct {
+			name string
+			fn   func(context.Context) error
+		}{name, fns[name]}
 		if b.cfg.skip[p.name] {
 			continue
 		}

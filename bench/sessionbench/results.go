@@ -18,6 +18,8 @@ type results struct {
 	run    runResults
 	stream streamResults
 	ls     lsResults
+	attach attachResults
+	fanout fanoutResults
 }
 
 // Goals, from the issue.
@@ -27,6 +29,10 @@ const (
 	goalDeltaRate  = 50000   // deltas/s reaching a subscribed client
 	goalLatencyP99 = 5 * time.Millisecond
 	goalLs         = 100 * time.Millisecond
+
+	goalFanP99Ratio = 1.5             // others' p99 with a stalled subscriber ≤ 1.5× without
+	goalEviction    = 5 * time.Second // the stalled subscriber evicted within
+	goalFanRSS      = 32 << 20        // host RSS growth with a stalled subscriber
 )
 
 func (b *bench) rows() []row {
@@ -157,6 +163,28 @@ func (b *bench) rows() []row {
 		if l.createRate > 0 {
 			rows = append(rows, row{fmt.Sprintf("  session.create, %d in flight on 1 conn", protocol.ClientInFlightDomainRequests), fmt.Sprintf("%.0f/s", l.createRate), "-", nan, "-", "info"})
 		}
+	}
+	if a := &r.attach; !b.cfg.skip["attach"] {
+		label := fmt.Sprintf("`agentd attach` to first full screen, %d records, p50 (n=%d)", a.records, a.agentd.n)
+		switch {
+		case a.err != "" && a.agentd.n == 0:
+			rows = append(rows, row{"`agentd attach` to first full screen", "failed", dur(a.tmux.p50) + " tmux attach", nan, "≤ tmux", "FAIL"})
+		case a.tmux.n == 0:
+			rows = append(rows, row{label, dur(a.agentd.p50), "tmux unavailable", nan, "≤ tmux", "n/a (no anchor)"})
+		default:
+			q := table.Ratio(a.agentd.p50, a.tmux.p50)
+			rows = append(rows,
+				row{label, dur(a.agentd.p50), dur(a.tmux.p50) + " tmux attach", q, "≤ 1.00×", table.Verdict(q <= 1)},
+				row{"  p90", dur(a.agentd.p90), dur(a.tmux.p90) + " tmux attach", table.Ratio(a.agentd.p90, a.tmux.p90), "-", "info"},
+				row{"  max", dur(a.agentd.max), dur(a.tmux.max) + " tmux attach", table.Ratio(a.agentd.max, a.tmux.max), "-", "info"},
+			)
+		}
+		if a.coldAgent.n > 0 {
+			rows = append(rows, row{fmt.Sprintf("  worker stopped first (the attach starts it), p50 (n=%d)", a.coldAgent.n), dur(a.coldAgent.p50), dur(a.tmux.p50) + " tmux attach", table.Ratio(a.coldAgent.p50, a.tmux.p50), "-", "info"})
+		}
+	}
+	if !b.cfg.skip["fanout"] {
+		rows = append(rows, r.fanout.rows()...)
 	}
 	return rows
 }
