@@ -167,6 +167,38 @@ func TestAttachWithoutASessionPicksTheDirectorysLatestOrStartsOne(t *testing.T) 
 	}
 	s = p.screenOf(t, p.commandIn(dir, "attach"))
 	s.waitText("agentd · " + id)
+	s.typeKeys("\x1c")
+	s.waitExit()
+
+	// With two sessions here, a picker offers them, the latest first.
+	later := strings.TrimSpace(p.mustRun("new", "--cwd", dir, "--title", "the later one"))
+	p.mustRun("run", "--session", later, "--approve", "all", "hello")
+	s = p.screenOf(t, p.commandIn(dir, "attach"))
+	s.waitText("sessions of this directory")
+	s.waitText("❯ " + later)
+	s.typeKeys("\r")
+	s.waitText("agentd · " + later)
+}
+
+// TestAltEnterQueuesAFollowUpAndEnterSteersTheRunningTurn.
+func TestAltEnterQueuesAFollowUpAndEnterSteersTheRunningTurn(t *testing.T) {
+	p := newSessionPlace(t)
+	id := strings.TrimSpace(p.mustRun("new", "--cwd", p.workDir(), "--approve", "ask"))
+	s := p.screen(t, "attach", id)
+	s.waitText("ctrl+\\ detach")
+	s.typeLine("run `echo held`")
+	s.waitText(approvalAsked)
+	s.typeKeys("then a follow-up")
+	s.waitText("> then a follow-up")
+	s.typeKeys("\x1b\r")
+	s.waitText("queued: then a follow-up")
+	s.typeLine("some steering")
+	s.waitText("steering: some steering")
+	s.typeKeys("y")
+	s.waitText("❯ (into the turn) some steering")
+	s.waitFor("the follow-up's turn", func(text string) bool {
+		return strings.Count(text, "── completed") == 2 && strings.Contains(text, "❯ then a follow-up") && !strings.Contains(text, "queued: then a follow-up")
+	})
 }
 
 // TestAttachOffATerminalPrintsTheSessionsEvents: off a terminal, attach
