@@ -26,8 +26,11 @@ type attachResults struct {
 	agentd    summary // `agentd attach ID`, exec → first full screen
 	tmux      summary // `tmux attach`, exec → first full screen
 	coldAgent summary // `agentd attach ID` with the session's worker stopped first
-	err       string  // why agentd attach could not be measured
-	tmuxErr   string  // why the tmux anchor could not be measured
+	// When the screen first showed any text, of the same runs.
+	agentdFirst, tmuxFirst summary
+	version                summary // `agentd version`, exec → exit: a process's start alone
+	err                    string  // why agentd attach could not be measured
+	tmuxErr                string  // why the tmux anchor could not be measured
 }
 
 // The terminal both attaches draw on.
@@ -111,7 +114,7 @@ func (b *bench) attachPart(ctx context.Context) error {
 		}
 	}
 
-	var ag, tx []time.Duration
+	var ag, tx, agFirst, txFirst []time.Duration
 	for round := range b.cfg.attachRuns {
 		sides := []func(){
 			func() {
@@ -125,6 +128,7 @@ func (b *bench) attachPart(ctx context.Context) error {
 					return
 				}
 				ag = append(ag, d)
+				agFirst = append(agFirst, lastFirstText)
 			},
 			func() {
 				if r.tmuxErr != "" {
@@ -137,6 +141,7 @@ func (b *bench) attachPart(ctx context.Context) error {
 					return
 				}
 				tx = append(tx, d)
+				txFirst = append(txFirst, lastFirstText)
 			},
 		}
 		if round%2 == 1 {
@@ -147,6 +152,14 @@ func (b *bench) attachPart(ctx context.Context) error {
 		}
 	}
 	r.agentd, r.tmux = summarize(ag), summarize(tx)
+	r.agentdFirst, r.tmuxFirst = summarize(agFirst), summarize(txFirst)
+	version := make([]time.Duration, 0, b.cfg.attachRuns)
+	for range b.cfg.attachRuns {
+		if d, _, err := timeRun(command(ctx, env, b.agentd, "version")); err == nil {
+			version = append(version, d)
+		}
+	}
+	r.version = summarize(version)
 	fmt.Printf("  agentd attach p50 %s p90 %s max %s (n=%d); tmux attach p50 %s p90 %s max %s (n=%d)\n",
 		dur(r.agentd.p50), dur(r.agentd.p90), dur(r.agentd.max), r.agentd.n, dur(r.tmux.p50), dur(r.tmux.p90), dur(r.tmux.max), r.tmux.n)
 
@@ -233,6 +246,10 @@ func stopWorker(ctx context.Context, c *client.Conn, home, id string) error {
 	return errors.New("the worker did not go")
 }
 
+// lastFirstText is, for the last screen timeScreen timed, when it first
+// showed any text.
+var lastFirstText time.Duration
+
 // timeScreen runs cmd in a PTY of attachCols×attachRows, its output drawn
 // by a terminal emulator, and returns the time from exec until the screen
 // first satisfies attachScreenDone, with that screen. Then it types detach
@@ -242,6 +259,7 @@ func timeScreen(ctx context.Context, cmd *exec.Cmd, detach string) (time.Duratio
 	term := vt.NewEmulator(attachCols, attachRows)
 	var mu sync.Mutex // guards term
 	done := make(chan time.Duration, 1)
+	var firstText time.Duration // the screen first showed any text
 	exited := make(chan struct{})
 	var waitErr error
 
@@ -263,7 +281,11 @@ func timeScreen(ctx context.Context, cmd *exec.Cmd, detach string) (time.Duratio
 			if n > 0 {
 				mu.Lock()
 				term.Write(buf[:n])
-				if !found && attachScreenDone(term.String()) {
+				text := term.String()
+				if firstText == 0 && strings.TrimSpace(text) != "" {
+					firstText = time.Since(t0)
+				}
+				if !found && attachScreenDone(text) {
 					found = true
 					done <- time.Since(t0)
 				}
@@ -310,6 +332,7 @@ func timeScreen(ctx context.Context, cmd *exec.Cmd, detach string) (time.Duratio
 	case d := <-done:
 		s := screen()
 		finish()
+		lastFirstText = firstText
 		return d, s, nil
 	case <-exited:
 		s := screen()

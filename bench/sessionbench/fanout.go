@@ -33,6 +33,10 @@ type fanoutResults struct {
 	notEvicted          int             // stalled rounds without an eviction
 	closedFrames        int             // stalled rounds whose connection got subscription.closed slow_consumer
 	rssClean, rssStall  []int64         // the host's RSS growth during a round: peak − before
+	turnTime            []time.Duration // turn.start → every reader saw run_end
+	cpuHost, cpuWorker  time.Duration   // over every round
+	cpuClient           time.Duration
+	framesIn            int // timestamp lines taken at the readers, over every round
 	rssSource           string
 	err                 string
 }
@@ -104,7 +108,7 @@ func (b *bench) fanoutPart(ctx context.Context) error {
 		b.cfg.fanRounds, b.cfg.fanStamps, b.cfg.fanInterval, b.cfg.fanSubs, b.cfg.fanConns)
 	for round := range 2 * b.cfg.fanRounds {
 		stalled := round%2 == 1
-		fr, err := b.fanoutRound(ctx, c, info.Endpoint, stalled, rss)
+		fr, err := b.fanoutRound(ctx, c, home, info, stalled, rss)
 		label := "without"
 		if stalled {
 			label = "with"
@@ -116,8 +120,13 @@ func (b *bench) fanoutPart(ctx context.Context) error {
 			return nil
 		}
 		s := summarize(fr.latencies)
-		line += fmt.Sprintf("p50 %s p99 %s max %s (n=%d, lost %d); host RSS +%s", dur(s.p50), dur(s.p99), dur(s.max), s.n, fr.lost, mib(fr.rssGrowth))
+		line += fmt.Sprintf("p50 %s p99 %s max %s (n=%d, lost %d) in %s; CPU host %s worker %s this client %s; host RSS +%s", dur(s.p50), dur(s.p99), dur(s.max), s.n, fr.lost, dur(fr.turn), dur(fr.cpuHost), dur(fr.cpuWorker), dur(fr.cpuClient), mib(fr.rssGrowth))
 		r.lost += fr.lost
+		r.turnTime = append(r.turnTime, fr.turn)
+		r.cpuHost += fr.cpuHost
+		r.cpuWorker += fr.cpuWorker
+		r.cpuClient += fr.cpuClient
+		r.framesIn += s.n
 		if stalled {
 			r.stalled = append(r.stalled, fr.latencies...)
 			r.rssStall = append(r.rssStall, fr.rssGrowth)
@@ -162,9 +171,14 @@ type fanRound struct {
 	evicted     time.Time // the first poll that counted the eviction
 	closedFrame bool
 	rssGrowth   int64
+	turn        time.Duration
+	cpuHost     time.Duration
+	cpuWorker   time.Duration
+	cpuClient   time.Duration
 }
 
-func (b *bench) fanoutRound(ctx context.Context, c *client.Conn, endpoint string, stalled bool, rss func() int64) (fanRound, error) {
+func (b *bench) fanoutRound(ctx context.Context, c *client.Conn, home string, info client.HostInfo, stalled bool, rss func() int64) (fanRound, error) {
+	endpoint := info.Endpoint
 	var fr fanRound
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
@@ -227,6 +241,8 @@ func (b *bench) fanoutRound(ctx context.Context, c *client.Conn, endpoint string
 	rss0 := rss()
 	peak := rss0
 
+	workerPid := workerPID(home, s.SessionID)
+	h0, w0, c0 := procCPU(info.PID), procCPU(workerPid), selfCPU()
 	fr.start = time.Now()
 	if err := c.Request(ctx, protocol.OpTurnStart, protocol.TurnStartInput{
 		SessionID: s.SessionID, TurnID: turnID, Content: protocol.Content{Text: "stamps"}, Approval: protocol.ApprovalAll,
@@ -272,6 +288,8 @@ func (b *bench) fanoutRound(ctx context.Context, c *client.Conn, endpoint string
 		}
 		break
 	}
+	fr.turn = time.Since(fr.start)
+	fr.cpuHost, fr.cpuWorker, fr.cpuClient = procCPU(info.PID)-h0, procCPU(workerPid)-w0, selfCPU()-c0
 	fr.rssGrowth = peak - rss0
 	for _, rd := range readers {
 		fr.latencies = append(fr.latencies, rd.lat...)
@@ -637,6 +655,13 @@ func (r *fanoutResults) rows() []row {
 		rows = append(rows, row{"    after its socket stopped taking frames", dur(slices.Max(r.fullToEvict)) + " (worst)", "5s backlog age bound", nan, "-", "info"})
 	}
 	rows = append(rows, row{"    its connection got subscription.closed slow_consumer", fmt.Sprintf("%d of %d rounds", r.closedFrames, r.notEvicted+len(r.evictions)), "-", nan, "-", "info"})
+	if r.framesIn > 0 {
+		per := func(d time.Duration) string {
+			return fmt.Sprintf("%.2fµs", float64(d)/float64(time.Microsecond)/float64(r.framesIn))
+		}
+		rows = append(rows, row{"  CPU per line and subscriber: host / worker / this client", per(r.cpuHost) + " / " + per(r.cpuWorker) + " / " + per(r.cpuClient), "-", nan, "-", "info"})
+		rows = append(rows, row{"  lines/s the tool printed (median round)", fmt.Sprintf("%.0f/s", float64(r.stamps)/medianDur(r.turnTime).Seconds()), "-", nan, "-", "info"})
+	}
 	if len(r.rssStall) > 0 {
 		g, a := slices.Max(r.rssStall), slices.Max(r.rssClean)
 		rows = append(rows, row{fmt.Sprintf("  host RSS growth during a round (%s), worst", r.rssSource), mib(g), mib(a) + " none stalled", nan, "≤ 32 MiB", table.Verdict(g <= goalFanRSS)})
