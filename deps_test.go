@@ -21,9 +21,11 @@ const module = "github.com/agentd-dev/agentd"
 // worker serves its socket through server, never through the host; the
 // host's session service never imports the worker it starts.
 var arrows = map[string][]string{
-	"protocol":   {},
-	"client":     {"protocol"},
-	"cmd/agentd": {"internal/cli"},
+	"protocol": {},
+	"client":   {"protocol"},
+	// the session stream's tests against a real agentd: test files alone
+	"client/sessiontest": {},
+	"cmd/agentd":         {"internal/cli"},
 
 	"internal/agent":                 {"internal/llm", "internal/tools"},
 	"internal/agentdtest":            {"client", "internal/host", "internal/server", "protocol"},
