@@ -277,6 +277,13 @@ func (c *Conn) fail(err error) {
 // (a pointer, or nil to discard it). A failed response is a *RemoteError;
 // a request cut off is an *InterruptedError.
 func (c *Conn) Request(ctx context.Context, operation string, input, result any) error {
+	return c.RequestFor(ctx, nil, operation, input, result)
+}
+
+// RequestFor is Request run for caller: a host forwarding a client's
+// session operation to the session's worker names the client. Only a
+// worker accepts a caller; a host closes the connection that names one.
+func (c *Conn) RequestFor(ctx context.Context, caller *protocol.Caller, operation string, input, result any) error {
 	op, ok := protocol.Lookup(operation)
 	if !ok {
 		return fmt.Errorf("unknown operation %q", operation)
@@ -288,7 +295,13 @@ func (c *Conn) Request(ctx context.Context, operation string, input, result any)
 	if input == nil {
 		raw = []byte("{}")
 	}
-	resp, err := c.roundTrip(ctx, op, raw)
+	var who []byte
+	if caller != nil {
+		if who, err = json.Marshal(caller); err != nil {
+			return fmt.Errorf("%s: encoding caller: %w", operation, err)
+		}
+	}
+	resp, err := c.roundTrip(ctx, op, raw, who)
 	if err != nil {
 		return err
 	}
@@ -318,7 +331,7 @@ func (c *Conn) interrupted(op protocol.Operation, id string, dispatched bool, re
 	}
 }
 
-func (c *Conn) roundTrip(ctx context.Context, op protocol.Operation, input []byte) (protocol.Response, error) {
+func (c *Conn) roundTrip(ctx context.Context, op protocol.Operation, input, caller []byte) (protocol.Response, error) {
 	sem := c.domain
 	if !op.Domain() {
 		sem = c.status
@@ -342,13 +355,17 @@ func (c *Conn) roundTrip(ctx context.Context, op protocol.Operation, input []byt
 	c.pending[id] = p
 	c.mu.Unlock()
 
-	frame := make([]byte, 0, 48+len(id)+len(op.Name)+len(input))
+	frame := make([]byte, 0, 60+len(id)+len(op.Name)+len(input)+len(caller))
 	frame = append(frame, `{"requestId":"`...)
 	frame = append(frame, id...)
 	frame = append(frame, `","operation":"`...)
 	frame = append(frame, op.Name...)
 	frame = append(frame, `","input":`...)
 	frame = append(frame, input...)
+	if caller != nil {
+		frame = append(frame, `,"caller":`...)
+		frame = append(frame, caller...)
+	}
 	frame = append(frame, "}\n"...)
 	if len(frame)-1 > protocol.MaxMessageBytes {
 		c.forget(id)

@@ -66,6 +66,7 @@ type clientEnvelope struct {
 	CompatibilityEpoch *int            `json:"compatibilityEpoch"`
 	CompositionID      *string         `json:"compositionId"`
 	Surface            *string         `json:"surface"`
+	Caller             *Caller         `json:"caller"`
 }
 
 // DecodeClientFrame strictly decodes one line from a client: a hello or a
@@ -83,8 +84,8 @@ func DecodeClientFrame(line []byte) (ClientFrame, error) {
 		if *env.Kind != KindHello {
 			return ClientFrame{}, FieldError("kind", "unknown frame kind %q", *env.Kind)
 		}
-		if f := firstSet([]string{"requestId", "operation", "input"},
-			env.RequestID != nil, env.Operation != nil, env.Input != nil); f != "" {
+		if f := firstSet([]string{"requestId", "operation", "input", "caller"},
+			env.RequestID != nil, env.Operation != nil, env.Input != nil, env.Caller != nil); f != "" {
 			return ClientFrame{}, FieldError(f, "not allowed in a hello frame")
 		}
 		h := &Hello{Kind: KindHello}
@@ -129,7 +130,7 @@ func DecodeClientFrame(line []byte) (ClientFrame, error) {
 	if len(in) == 0 || bytes.Equal(in, []byte("null")) {
 		in = json.RawMessage("{}")
 	}
-	return ClientFrame{Request: &Request{RequestID: *env.RequestID, Operation: *env.Operation, Input: in}}, nil
+	return ClientFrame{Request: &Request{RequestID: *env.RequestID, Operation: *env.Operation, Input: in, Caller: env.Caller}}, nil
 }
 
 // fastRequest decodes the common request frame — exactly requestId,

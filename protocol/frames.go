@@ -78,6 +78,19 @@ type Request struct {
 	RequestID string          `json:"requestId"`
 	Operation string          `json:"operation"`
 	Input     json.RawMessage `json:"input,omitempty"`
+	// Caller is the client a host forwards a session operation for. Only
+	// a worker accepts it, from its host; a host closes the connection of
+	// a client that sends it.
+	Caller *Caller `json:"caller,omitempty"`
+}
+
+// Caller is who an operation is run for: the end client's connection,
+// as its host admitted it.
+type Caller struct {
+	ConnectionID     string    `json:"connectionId"`
+	ClientInstanceID string    `json:"clientInstanceId"`
+	Surface          string    `json:"surface,omitempty"`
+	Principal        Principal `json:"principal"`
 }
 
 // Response answers one request: Result when OK, Error otherwise.

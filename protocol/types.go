@@ -148,10 +148,14 @@ func (in *SessionListInput) Validate() error {
 
 // Session is a session's header.
 type Session struct {
-	SessionID        string    `json:"sessionId"`
-	Title            string    `json:"title"`
-	Cwd              string    `json:"cwd"`
-	Model            string    `json:"model,omitempty"`
+	SessionID string `json:"sessionId"`
+	Title     string `json:"title"`
+	Cwd       string `json:"cwd"`
+	Model     string `json:"model,omitempty"`
+	// Thinking is the session's thinking level: off, low, medium or high.
+	Thinking string `json:"thinking,omitempty"`
+	// Approval is the session's approval policy: ask, all or read-only.
+	Approval         string    `json:"approval,omitempty"`
 	CreatedAt        time.Time `json:"createdAt"`
 	LastActivityAt   time.Time `json:"lastActivityAt"`
 	Status           string    `json:"status"`
@@ -369,6 +373,8 @@ type Interaction struct {
 	Detail        json.RawMessage `json:"detail,omitempty"`
 	State         string          `json:"state"`
 	Answer        string          `json:"answer,omitempty"`
+	// AnsweredBy is the client that answered it (state answered).
+	AnsweredBy *Caller `json:"answeredBy,omitempty"`
 }
 
 // InteractionQueryResult is the result of interaction.query.

@@ -258,8 +258,9 @@ func (c *Catalog) Resolve(selector string) (Header, error) {
 	}
 	c.mu.Lock()
 	if e := c.entries[selector]; e != nil && !e.creating {
+		h := *e.h // e.h is replaced under mu when the header changes
 		c.mu.Unlock()
-		return *e.h, nil
+		return h, nil
 	}
 	var matches []*Header
 	for id, e := range c.entries {

@@ -87,6 +87,8 @@ func (h Header) Session(status string) protocol.Session {
 		Title:            h.Title,
 		Cwd:              h.Cwd,
 		Model:            h.Model,
+		Thinking:         h.Thinking,
+		Approval:         h.Approval,
 		CreatedAt:        h.CreatedAt,
 		LastActivityAt:   h.LastActivityAt,
 		Status:           status,

@@ -52,10 +52,13 @@ type sessionConfig struct {
 	begin func(ctx context.Context, call *Call) (Admission, error)
 	// inline reports operations whose handlers never block, served on
 	// the reader goroutine; nil serves every operation on its own.
-	inline     func(op protocol.Operation) bool
-	diagnostic func(msg string)
-	onTeardown func()
-	logger     *slog.Logger
+	inline func(op protocol.Operation) bool
+	// trustCaller accepts a request's caller: the peer is a host that
+	// forwards operations for its clients.
+	trustCaller bool
+	diagnostic  func(msg string)
+	onTeardown  func()
+	logger      *slog.Logger
 }
 
 type slot int
@@ -239,6 +242,14 @@ func (s *connSession) dispatch(req *protocol.Request) bool {
 		s.respond(req.RequestID, req.Operation, nil, &protocol.Error{Code: protocol.CodeInvalidRequest, Message: err.Error()})
 		return true
 	}
+	caller := s.cfg.identity.caller()
+	if req.Caller != nil {
+		if !s.cfg.trustCaller {
+			s.violation(`field "caller": only a host forwarding to a worker may name one`)
+			return false
+		}
+		caller = *req.Caller
+	}
 	s.mu.Lock()
 	if _, dup := s.inflight[req.RequestID]; dup {
 		s.mu.Unlock()
@@ -265,6 +276,7 @@ func (s *connSession) dispatch(req *protocol.Request) bool {
 		RequestID:   req.RequestID,
 		Input:       req.Input,
 		Identity:    s.cfg.identity,
+		Caller:      caller,
 		InputClosed: s.inputClosed,
 		input:       input,
 	}

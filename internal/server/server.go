@@ -84,6 +84,9 @@ type Config struct {
 	// from it. An error entering starting fails Start; a later one is
 	// recorded as a diagnostic.
 	OnState func(s *Server, state string) error
+	// TrustCaller accepts the caller a request names: a worker's server,
+	// whose one client is its host, sets it.
+	TrustCaller bool
 	// OnStopped, when set, is called once the server has stopped, its
 	// connections and composition closed, before Done is closed: the host
 	// lets go of its home from it.
@@ -399,7 +402,8 @@ func (h *Server) serveConn(c *net.UnixConn) {
 			_, ok := h.hostTable[op.Name]
 			return ok
 		},
-		begin: h.begin,
+		begin:       h.begin,
+		trustCaller: h.cfg.TrustCaller,
 		diagnostic: func(msg string) {
 			h.diag.record(slog.LevelWarn, msg)
 		},

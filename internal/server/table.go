@@ -57,12 +57,21 @@ type Identity struct {
 	Principal        protocol.Principal
 }
 
+// caller is the connection's identity as a request's caller.
+func (id Identity) caller() protocol.Caller {
+	return protocol.Caller{ConnectionID: id.ConnectionID, ClientInstanceID: id.ClientInstanceID, Surface: id.Surface, Principal: id.Principal}
+}
+
 // Call is one admitted request.
 type Call struct {
 	Operation protocol.Operation
 	RequestID string
 	Input     json.RawMessage
-	Identity  Identity
+	// Identity is the connection the request came on.
+	Identity Identity
+	// Caller is the client the operation runs for: the connection's own,
+	// or, on a worker, the end client its host forwarded it for.
+	Caller protocol.Caller
 
 	// InputClosed is closed once the client has half-closed its side:
 	// no more requests will come, but this one's response will be sent.
@@ -72,6 +81,10 @@ type Call struct {
 	attachment Attachment
 	input      any // the decoded input, of the operation's input type
 }
+
+// Decoded returns the call's input, decoded and checked: a pointer to the
+// operation's input type.
+func (c *Call) Decoded() any { return c.input }
 
 // Attachment returns what the composition attached to the call's
 // connection (see ConnectionAttacher), or nil.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agentd-dev/agentd/client"
+	"github.com/agentd-dev/agentd/internal/catalog"
 	"github.com/agentd-dev/agentd/protocol"
 )
 
@@ -70,11 +71,18 @@ func (w *worker) follow(watch *client.Watcher) {
 // publish applies one delta and fans it out.
 func (w *worker) publish(d *protocol.SessionDelta, body []byte) {
 	w.s.counters.deltas.Add(1)
-	if d.Event == protocol.EventSessionChanged && d.Session != nil {
-		// The worker knows the session's runtime status, the host its
-		// header (title, dates, revision).
+	switch {
+	case d.Event == protocol.EventSessionChanged && d.Session != nil:
+		// The worker holds the session's status and settings, the
+		// catalog the rest of its header (title, dates, revision), and
+		// follows the settings.
+		w.s.keepSettings(*d.Session)
 		d.Session = ptr(w.s.withHeader(*d.Session))
 		body, _ = json.Marshal(d)
+	case d.Event == protocol.EventRunStart:
+		if _, err := w.s.cat.Touch(w.sessionID, time.Now()); err != nil {
+			w.s.log.Warn("recording the session's activity", "session", w.sessionID, "err", err)
+		}
 	}
 	w.s.counters.encodes.Add(1)
 	it := &item{body: body, d: d, at: time.Now()}
@@ -93,13 +101,47 @@ func (w *worker) publish(d *protocol.SessionDelta, body []byte) {
 
 func ptr[T any](v T) *T { return &v }
 
-// withHeader is a worker's session with the catalog's header.
+// withHeader is a worker's session with the catalog's header: its status
+// and settings are the worker's.
 func (s *Service) withHeader(sess protocol.Session) protocol.Session {
 	h, err := s.cat.Get(sess.SessionID)
 	if err != nil {
 		return sess
 	}
-	return h.Session(sess.Status)
+	out := h.Session(sess.Status)
+	if sess.Model != "" {
+		out.Model = sess.Model
+	}
+	if sess.Thinking != "" {
+		out.Thinking = sess.Thinking
+	}
+	if sess.Approval != "" {
+		out.Approval = sess.Approval
+	}
+	return out
+}
+
+// keepSettings records in the catalog the settings a session's worker reports,
+// where they changed: a new worker starts with them.
+func (s *Service) keepSettings(sess protocol.Session) {
+	h, err := s.cat.Get(sess.SessionID)
+	if err != nil {
+		return
+	}
+	set := func(what string, change func() (catalog.Header, error)) {
+		if _, err := change(); err != nil {
+			s.log.Warn("recording the session's "+what, "session", sess.SessionID, "err", err)
+		}
+	}
+	if sess.Model != "" && sess.Model != h.Model {
+		set("model", func() (catalog.Header, error) { return s.cat.SetModel(h.ID, sess.Model) })
+	}
+	if sess.Thinking != "" && sess.Thinking != h.Thinking {
+		set("thinking level", func() (catalog.Header, error) { return s.cat.SetThinking(h.ID, sess.Thinking) })
+	}
+	if sess.Approval != "" && sess.Approval != h.Approval {
+		set("approval policy", func() (catalog.Header, error) { return s.cat.SetApproval(h.ID, sess.Approval) })
+	}
 }
 
 // subscribe opens a subscription for c at the stream's present position:

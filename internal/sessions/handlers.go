@@ -8,7 +8,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/agentd-dev/agentd/internal/catalog"
 	"github.com/agentd-dev/agentd/internal/server"
@@ -23,22 +22,13 @@ func (s *Service) handlers() server.Table {
 	server.Handle(t, protocol.OpSessionRename, s.rename)
 	server.Handle(t, protocol.OpSessionArchive, s.archive)
 	server.Handle(t, protocol.OpSessionRemove, s.remove)
-	server.Handle(t, protocol.OpSessionTodoQuery, s.todo)
-	server.Handle(t, protocol.OpTurnStart, s.startTurn)
-	server.Handle(t, protocol.OpTurnQuery, turnOp(s, protocol.OpTurnQuery, false))
-	server.Handle(t, protocol.OpTurnStop, turnOp(s, protocol.OpTurnStop, true))
-	server.Handle(t, protocol.OpTurnInterrupt, turnOp(s, protocol.OpTurnInterrupt, true))
-	server.Handle(t, protocol.OpTurnMessageSubmit, s.submit)
-	server.Handle(t, protocol.OpQueueRetract, s.retract)
-	server.Handle(t, protocol.OpInteractionQuery, s.interactions)
-	server.Handle(t, protocol.OpInteractionAnswer, s.answer)
 	server.Handle(t, protocol.OpModelsList, s.models)
 	server.Handle(t, protocol.OpModelsSelect, s.selectModel)
-	server.Handle(t, protocol.OpModelsThinkingSet, s.setThinking)
 	server.Handle(t, protocol.OpSubscriptionOpen, s.open)
 	server.Handle(t, protocol.OpSubscriptionReady, s.ready)
 	server.Handle(t, protocol.OpSubscriptionClose, s.closeSubscription)
 	server.Handle(t, protocol.OpSessionTranscriptPage, s.pageTranscript)
+	s.addSessionOps(t)
 	return t
 }
 
@@ -167,122 +157,6 @@ func (s *Service) stopWorker(id string) {
 	w.stop()
 }
 
-func (s *Service) todo(ctx context.Context, _ *server.Call, in *protocol.SessionRef) (protocol.TodoQueryResult, error) {
-	h, err := s.resolve(in.SessionID)
-	if err != nil {
-		return protocol.TodoQueryResult{}, err
-	}
-	return forward[protocol.TodoQueryResult](ctx, s, h, protocol.OpSessionTodoQuery, protocol.SessionRef{SessionID: h.ID})
-}
-
-func (s *Service) startTurn(ctx context.Context, _ *server.Call, in *protocol.TurnStartInput) (protocol.TurnStartResult, error) {
-	h, err := s.resolveLive(in.SessionID)
-	if err != nil {
-		return protocol.TurnStartResult{}, err
-	}
-	if err := s.cfg.Models.Ready(s.modelOf(h)); err != nil {
-		return protocol.TurnStartResult{}, protocol.Errorf(protocol.CodeOperationUnavailable, "%v", err)
-	}
-	in.SessionID = h.ID
-	res, err := forward[protocol.TurnStartResult](ctx, s, h, protocol.OpTurnStart, in)
-	if err != nil {
-		return res, err
-	}
-	// The worker took the turn, and with it the approval policy: keep it.
-	if in.Approval != "" && in.Approval != h.Approval && res.Kind == "started" {
-		if _, err := s.cat.SetApproval(h.ID, in.Approval); err != nil {
-			s.log.Warn("recording the approval policy", "session", h.ID, "err", err)
-		}
-	}
-	s.cat.Touch(h.ID, time.Now())
-	return res, nil
-}
-
-func (s *Service) modelOf(h catalog.Header) string {
-	if h.Model == "" {
-		return s.cfg.Models.Default()
-	}
-	return h.Model
-}
-
-func turnOp(s *Service, op string, command bool) func(context.Context, *server.Call, *protocol.TurnRef) (protocol.TurnSnapshot, error) {
-	return func(ctx context.Context, _ *server.Call, in *protocol.TurnRef) (protocol.TurnSnapshot, error) {
-		resolve := s.resolve
-		if command {
-			resolve = s.resolveLive
-		}
-		h, err := resolve(in.SessionID)
-		if err != nil {
-			return protocol.TurnSnapshot{}, err
-		}
-		in.SessionID = h.ID
-		return forward[protocol.TurnSnapshot](ctx, s, h, op, in)
-	}
-}
-
-func (s *Service) submit(ctx context.Context, _ *server.Call, in *protocol.MessageSubmitInput) (protocol.QueueEntry, error) {
-	h, err := s.resolveLive(in.SessionID)
-	if err != nil {
-		return protocol.QueueEntry{}, err
-	}
-	in.SessionID = h.ID
-	res, err := forward[protocol.QueueEntry](ctx, s, h, protocol.OpTurnMessageSubmit, in)
-	if err == nil {
-		s.cat.Touch(h.ID, time.Now())
-	}
-	return res, err
-}
-
-func (s *Service) retract(ctx context.Context, _ *server.Call, in *protocol.QueueRetractInput) (protocol.QueueEntry, error) {
-	h, err := s.resolveLive(in.SessionID)
-	if err != nil {
-		return protocol.QueueEntry{}, err
-	}
-	in.SessionID = h.ID
-	return forward[protocol.QueueEntry](ctx, s, h, protocol.OpQueueRetract, in)
-}
-
-// liveWorker returns the session's worker when one runs, without starting one.
-func (s *Service) liveWorker(id string) *worker {
-	s.mu.Lock()
-	w := s.workers[id]
-	s.mu.Unlock()
-	if w == nil {
-		return nil
-	}
-	select {
-	case <-w.ready:
-		if w.startErr == nil {
-			return w
-		}
-	case <-w.exited:
-	}
-	return nil
-}
-
-func (s *Service) interactions(ctx context.Context, _ *server.Call, in *protocol.SessionRef) (protocol.InteractionQueryResult, error) {
-	h, err := s.resolve(in.SessionID)
-	if err != nil {
-		return protocol.InteractionQueryResult{}, err
-	}
-	if s.liveWorker(h.ID) == nil {
-		return protocol.InteractionQueryResult{Pending: []protocol.Interaction{}}, nil
-	}
-	return forward[protocol.InteractionQueryResult](ctx, s, h, protocol.OpInteractionQuery, protocol.SessionRef{SessionID: h.ID})
-}
-
-func (s *Service) answer(ctx context.Context, _ *server.Call, in *protocol.InteractionAnswerInput) (protocol.Interaction, error) {
-	h, err := s.resolveLive(in.SessionID)
-	if err != nil {
-		return protocol.Interaction{}, err
-	}
-	if s.liveWorker(h.ID) == nil {
-		return protocol.Interaction{}, protocol.Errorf(protocol.CodeNotFound, "no pending interaction %q: session %s runs nothing", in.InteractionID, h.ID)
-	}
-	in.SessionID = h.ID
-	return forward[protocol.Interaction](ctx, s, h, protocol.OpInteractionAnswer, in)
-}
-
 func (s *Service) models(context.Context, *server.Call, *protocol.ModelsListInput) (protocol.ModelsListResult, error) {
 	def := s.cat.ModelForNew(s.cfg.Models.Default())
 	m, err := parseModel(def)
@@ -305,56 +179,35 @@ func parseModel(spec string) (protocol.Model, error) {
 	return protocol.Model{}, catalog.ErrInvalidModel
 }
 
-func (s *Service) selectModel(ctx context.Context, _ *server.Call, in *protocol.ModelsSelectInput) (protocol.ModelSelection, error) {
+func (s *Service) selectModel(ctx context.Context, call *server.Call, in *protocol.ModelsSelectInput) (protocol.ModelSelection, error) {
 	if err := catalog.ValidModel(in.Model); err != nil {
 		return protocol.ModelSelection{}, protocol.Errorf(protocol.CodeInvalidRequest, "%v", err)
 	}
 	if err := s.cfg.Models.Check(in.Model); err != nil {
 		return protocol.ModelSelection{}, protocol.Errorf(protocol.CodeInvalidRequest, "%v", err)
 	}
-	if in.SessionID == "" {
-		if _, err := s.cat.RecordSelectedModel(in.Model); err != nil {
-			return protocol.ModelSelection{}, catalogError(err)
+	var res protocol.ModelSelection
+	if in.SessionID != "" {
+		// The session's worker holds its model; the catalog follows.
+		h, err := s.resolveLive(in.SessionID)
+		if err != nil {
+			return res, err
 		}
-		return protocol.ModelSelection{Model: in.Model}, nil
-	}
-	h, err := s.resolveLive(in.SessionID)
-	if err != nil {
-		return protocol.ModelSelection{}, err
-	}
-	if h, err = s.cat.SetModel(h.ID, in.Model); err != nil {
-		return protocol.ModelSelection{}, catalogError(err)
+		if err := authorize(call, h); err != nil {
+			return res, err
+		}
+		in.SessionID = h.ID
+		if res, err = forward[protocol.ModelSelection](ctx, s, h, &call.Caller, protocol.OpModelsSelect, in); err != nil {
+			return res, err
+		}
+	} else {
+		res.Model = in.Model
 	}
 	// The model a person last chose is the one new sessions start with.
 	if _, err := s.cat.RecordSelectedModel(in.Model); err != nil {
 		return protocol.ModelSelection{}, catalogError(err)
 	}
-	in.SessionID = h.ID
-	return s.tellWorker(ctx, h, protocol.OpModelsSelect, in)
-}
-
-func (s *Service) setThinking(ctx context.Context, _ *server.Call, in *protocol.ThinkingSetInput) (protocol.ModelSelection, error) {
-	h, err := s.resolveLive(in.SessionID)
-	if err != nil {
-		return protocol.ModelSelection{}, err
-	}
-	if h, err = s.cat.SetThinking(h.ID, in.Level); err != nil {
-		return protocol.ModelSelection{}, catalogError(err)
-	}
-	in.SessionID = h.ID
-	return s.tellWorker(ctx, h, protocol.OpModelsThinkingSet, in)
-}
-
-// tellWorker passes a model setting the catalog now holds to the session's
-// worker, if one runs (a new one reads it from the catalog), and answers
-// with the session's settings.
-func (s *Service) tellWorker(ctx context.Context, h catalog.Header, op string, in any) (protocol.ModelSelection, error) {
-	if s.liveWorker(h.ID) != nil {
-		if _, err := forward[protocol.ModelSelection](ctx, s, h, op, in); err != nil {
-			return protocol.ModelSelection{}, err
-		}
-	}
-	return protocol.ModelSelection{SessionID: h.ID, Model: h.Model, Thinking: h.Thinking}, nil
+	return res, nil
 }
 
 func (s *Service) open(ctx context.Context, call *server.Call, in *protocol.SubscriptionOpenInput) (protocol.SubscriptionOpenResult, error) {
@@ -431,5 +284,8 @@ func (s *Service) pageTranscript(ctx context.Context, call *server.Call, in *pro
 	}
 	fwd := *in
 	fwd.SubscriptionID, fwd.SessionID = "", h.ID
-	return forward[protocol.TranscriptPage](ctx, s, h, protocol.OpSessionTranscriptPage, &fwd)
+	if err := authorize(call, h); err != nil {
+		return protocol.TranscriptPage{}, err
+	}
+	return forward[protocol.TranscriptPage](ctx, s, h, &call.Caller, protocol.OpSessionTranscriptPage, &fwd)
 }

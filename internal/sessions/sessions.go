@@ -233,17 +233,18 @@ func catalogError(err error) error {
 	return err
 }
 
-// forward runs op on the session's worker, starting it when needed. A
-// request the worker could not answer because it went away is asked again
-// of its replacement when that is safe: a query, or a command never sent.
-func forward[Out any](ctx context.Context, s *Service, h catalog.Header, op string, in any) (Out, error) {
+// forward runs op on the session's worker for caller, starting the
+// worker when needed. A request the worker could not answer because it
+// went away is asked again of its replacement when that is safe: a query,
+// or a command never sent.
+func forward[Out any](ctx context.Context, s *Service, h catalog.Header, caller *protocol.Caller, op string, in any) (Out, error) {
 	for attempt := 0; ; attempt++ {
 		var out Out
 		w, err := s.ensureWorker(ctx, h)
 		if err != nil {
 			return out, err
 		}
-		err = w.conn.Request(ctx, op, in, &out)
+		err = w.conn.RequestFor(ctx, caller, op, in, &out)
 		w.release()
 		var re *client.RemoteError
 		if errors.As(err, &re) {

@@ -61,9 +61,7 @@ type session struct {
 	pumps     sync.WaitGroup   // subscription deliveries waiting for their batch
 	base      context.Context  // cancelled when the worker stops
 	checkIdle func()           // constant once serving: the host's CheckIdle
-	header    protocol.Session // guarded by mu
-	approval  string           // guarded by mu
-	thinking  string           // guarded by mu
+	header    protocol.Session // guarded by mu: with the session's model, thinking and approval policy
 
 	mu       sync.Mutex
 	history  []llm.Message                  // guarded by mu
@@ -180,7 +178,7 @@ func (s *session) startTurn(_ context.Context, _ *server.Call, in *protocol.Turn
 			"turn %s is running; submit the message with placement %q or %q", s.current.snap.TurnID, protocol.PlacementSteering, protocol.PlacementNextTurn)
 	}
 	if in.Approval != "" {
-		s.approval = in.Approval
+		s.header.Approval = in.Approval
 	}
 	t, err := s.beginTurnLocked(in.TurnID, "", in.Content.Text)
 	if err != nil {
@@ -214,7 +212,7 @@ func (s *session) beginTurnLocked(turnID, messageID, text string) (*turn, error)
 		done:   make(chan struct{}),
 	}
 	t.loop = &agent.Loop{
-		Provider: prov, Model: model, Thinking: s.thinking, System: s.system, Tools: s.tools,
+		Provider: prov, Model: model, Thinking: s.header.Thinking, System: s.system, Tools: s.tools,
 		Env: &tools.Env{Cwd: s.header.Cwd, Todo: s.todo},
 		Approve: func(ctx context.Context, call llm.ToolCall, tool tools.Tool) (agent.Decision, error) {
 			return s.approve(ctx, t, call, tool)
@@ -564,7 +562,7 @@ func (s *session) retract(_ context.Context, _ *server.Call, in *protocol.QueueR
 // approve asks a person about a tool call when the session's policy wants it.
 func (s *session) approve(ctx context.Context, t *turn, call llm.ToolCall, tool tools.Tool) (agent.Decision, error) {
 	s.mu.Lock()
-	policy := s.approval
+	policy := s.header.Approval
 	if policy == protocol.ApprovalAll || tool.ReadOnly() {
 		s.mu.Unlock()
 		return agent.Decision{Allow: true}, nil
@@ -634,7 +632,7 @@ func (s *session) queryInteractions(_ context.Context, _ *server.Call, in *proto
 	return out, nil
 }
 
-func (s *session) answerInteraction(_ context.Context, _ *server.Call, in *protocol.InteractionAnswerInput) (protocol.Interaction, error) {
+func (s *session) answerInteraction(_ context.Context, call *server.Call, in *protocol.InteractionAnswerInput) (protocol.Interaction, error) {
 	if err := s.checkSession(in.SessionID); err != nil {
 		return protocol.Interaction{}, err
 	}
@@ -649,7 +647,7 @@ func (s *session) answerInteraction(_ context.Context, _ *server.Call, in *proto
 		return protocol.Interaction{}, protocol.Errorf(protocol.CodeNotFound, "no pending interaction %q: it was answered or cancelled", in.InteractionID)
 	}
 	delete(s.pending, in.InteractionID)
-	it.info.State, it.info.Answer = protocol.InteractionAnswered, answer
+	it.info.State, it.info.Answer, it.info.AnsweredBy = protocol.InteractionAnswered, answer, &call.Caller
 	it.answer <- answer
 	s.emitLocked(protocol.SessionDelta{Event: protocol.EventInteractionResolved, TurnID: it.turnID, Interaction: ptr(it.info)})
 	s.emitLocked(protocol.SessionDelta{Event: protocol.EventSessionChanged, Session: ptr(s.sessionLocked())})
@@ -708,7 +706,7 @@ func (s *session) selectModel(_ context.Context, _ *server.Call, in *protocol.Mo
 	defer s.mu.Unlock()
 	s.header.Model = in.Model
 	s.emitLocked(protocol.SessionDelta{Event: protocol.EventSessionChanged, Session: ptr(s.sessionLocked())})
-	return protocol.ModelSelection{SessionID: s.id, Model: in.Model, Thinking: s.thinking}, nil
+	return protocol.ModelSelection{SessionID: s.id, Model: in.Model, Thinking: s.header.Thinking}, nil
 }
 
 func (s *session) setThinking(_ context.Context, _ *server.Call, in *protocol.ThinkingSetInput) (protocol.ModelSelection, error) {
@@ -717,7 +715,8 @@ func (s *session) setThinking(_ context.Context, _ *server.Call, in *protocol.Th
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.thinking = in.Level
+	s.header.Thinking = in.Level
+	s.emitLocked(protocol.SessionDelta{Event: protocol.EventSessionChanged, Session: ptr(s.sessionLocked())})
 	return protocol.ModelSelection{SessionID: s.id, Model: s.header.Model, Thinking: in.Level}, nil
 }
 

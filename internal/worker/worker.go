@@ -74,6 +74,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	ln.SetUnlinkOnClose(true)
 
+	cfg.Session.Approval, cfg.Session.Thinking = cfg.Approval, cfg.Thinking
 	base, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	s := &session{
@@ -86,8 +87,6 @@ func Run(ctx context.Context, cfg Config) error {
 		todo:      &tools.Todo{},
 		base:      base,
 		header:    cfg.Session,
-		approval:  cfg.Approval,
-		thinking:  cfg.Thinking,
 		turns:     map[string]*turn{},
 		pending:   map[string]*interaction{},
 		streams:   map[string]*stream{},
@@ -106,7 +105,7 @@ func Run(ctx context.Context, cfg Config) error {
 	regPath := protocol.WorkerRegistrationPath(cfg.Home, s.id)
 	defer os.Remove(regPath)
 	h, err := server.Start(server.Config{
-		Listener: ln, HostID: "worker", CompositionID: protocol.CompositionWorker,
+		Listener: ln, HostID: "worker", CompositionID: protocol.CompositionWorker, TrustCaller: true,
 		Version: cfg.Version, Logger: logger, IdleGrace: cfg.OrphanGrace,
 		Compose: func(_ context.Context, h *server.Server) (server.Composition, error) {
 			// Handlers run only once the composition is ready, after this:
