@@ -36,7 +36,8 @@ type fanoutResults struct {
 	turnTime            []time.Duration // turn.start → every reader saw run_end
 	cpuHost, cpuWorker  time.Duration   // over every round
 	cpuClient           time.Duration
-	framesIn            int // timestamp lines taken at the readers, over every round
+	framesIn            int   // timestamp lines taken at the readers, over every round
+	hostWrites          int64 // the host's write system calls, over every round
 	rssSource           string
 	err                 string
 }
@@ -127,6 +128,7 @@ func (b *bench) fanoutPart(ctx context.Context) error {
 		r.cpuWorker += fr.cpuWorker
 		r.cpuClient += fr.cpuClient
 		r.framesIn += s.n
+		r.hostWrites += fr.hostWrites
 		if stalled {
 			r.stalled = append(r.stalled, fr.latencies...)
 			r.rssStall = append(r.rssStall, fr.rssGrowth)
@@ -175,6 +177,7 @@ type fanRound struct {
 	cpuHost     time.Duration
 	cpuWorker   time.Duration
 	cpuClient   time.Duration
+	hostWrites  int64
 }
 
 func (b *bench) fanoutRound(ctx context.Context, c *client.Conn, home string, info client.HostInfo, stalled bool, rss func() int64) (fanRound, error) {
@@ -242,7 +245,7 @@ func (b *bench) fanoutRound(ctx context.Context, c *client.Conn, home string, in
 	peak := rss0
 
 	workerPid := workerPID(home, s.SessionID)
-	h0, w0, c0 := procCPU(info.PID), procCPU(workerPid), selfCPU()
+	h0, w0, c0, sw0 := procCPU(info.PID), procCPU(workerPid), selfCPU(), writeCalls(info.PID)
 	fr.start = time.Now()
 	if err := c.Request(ctx, protocol.OpTurnStart, protocol.TurnStartInput{
 		SessionID: s.SessionID, TurnID: turnID, Content: protocol.Content{Text: "stamps"}, Approval: protocol.ApprovalAll,
@@ -291,6 +294,7 @@ func (b *bench) fanoutRound(ctx context.Context, c *client.Conn, home string, in
 	fr.turn = time.Since(fr.start)
 	fr.cpuHost, fr.cpuWorker, fr.cpuClient = procCPU(info.PID)-h0, procCPU(workerPid)-w0, selfCPU()-c0
 	fr.rssGrowth = peak - rss0
+	fr.hostWrites = writeCalls(info.PID) - sw0
 	for _, rd := range readers {
 		fr.latencies = append(fr.latencies, rd.lat...)
 		for i, at := range rd.at {
@@ -632,7 +636,8 @@ func (r *fanoutResults) rows() []row {
 	p99Ratio := table.Ratio(st.p99, clean.p99)
 	rows = append(rows,
 		row{fmt.Sprintf("fan-out to %d subs on %d conns, 1 stalled: latency p50 (n=%d)", r.subs, r.conns, st.n), dur(st.p50), dur(clean.p50) + " none stalled", table.Ratio(st.p50, clean.p50), "-", "info"},
-		row{"  p99, stalled subscriber present", dur(st.p99), dur(clean.p99) + " none stalled", p99Ratio, "≤ 5 ms, ≤ 1.5×", table.Verdict(st.p99 <= goalLatencyP99 && p99Ratio <= goalFanP99Ratio)},
+		row{"  p99, stalled subscriber present", dur(st.p99), dur(clean.p99) + " none stalled", p99Ratio, "≤ 5 ms", table.Verdict(st.p99 <= goalLatencyP99)},
+		row{"  p99 ratio, with ÷ without the stalled one", dur(st.p99), dur(clean.p99) + " none stalled", p99Ratio, "≤ 1.5×", table.Verdict(p99Ratio <= goalFanP99Ratio)},
 		row{"  max", dur(st.max), dur(clean.max) + " none stalled", table.Ratio(st.max, clean.max), "-", "info"},
 	)
 	if ws := summarize(r.whileStalled); ws.n > 0 {
@@ -660,6 +665,7 @@ func (r *fanoutResults) rows() []row {
 			return fmt.Sprintf("%.2fµs", float64(d)/float64(time.Microsecond)/float64(r.framesIn))
 		}
 		rows = append(rows, row{"  CPU per line and subscriber: host / worker / this client", per(r.cpuHost) + " / " + per(r.cpuWorker) + " / " + per(r.cpuClient), "-", nan, "-", "info"})
+		rows = append(rows, row{"  host write(2) calls per line and subscriber", fmt.Sprintf("%.2f", float64(r.hostWrites)/float64(r.framesIn)), "-", nan, "-", "info"})
 		rows = append(rows, row{"  lines/s the tool printed (median round)", fmt.Sprintf("%.0f/s", float64(r.stamps)/medianDur(r.turnTime).Seconds()), "-", nan, "-", "info"})
 	}
 	if len(r.rssStall) > 0 {
@@ -667,4 +673,20 @@ func (r *fanoutResults) rows() []row {
 		rows = append(rows, row{fmt.Sprintf("  host RSS growth during a round (%s), worst", r.rssSource), mib(g), mib(a) + " none stalled", nan, "≤ 32 MiB", table.Verdict(g <= goalFanRSS)})
 	}
 	return rows
+}
+
+// writeCalls returns the write system calls pid made (syscw of
+// /proc/<pid>/io), or 0.
+func writeCalls(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", pid))
+	if err != nil {
+		return 0
+	}
+	for line := range bytes.SplitSeq(b, []byte("\n")) {
+		if v, ok := bytes.CutPrefix(line, []byte("syscw:")); ok {
+			n, _ := strconv.ParseInt(string(bytes.TrimSpace(v)), 10, 64)
+			return n
+		}
+	}
+	return 0
 }

@@ -1,9 +1,12 @@
 // Command sessionbench measures agentd's sessions — a turn end to end, the
-// memory of an idle worker, a streamed turn reaching a client, and listing
-// many sessions — beside anchors measured in the same run: the pi coding
-// agent (`pi --mode rpc`: its time to ready and its idle memory), a raw
-// unix-socket stream of the same frames, the host.status round trip on the
-// same connection, `ls` of the sessions folder and `tmux list-sessions`.
+// memory of an idle worker, a streamed turn reaching a client, listing
+// many sessions, `agentd attach` drawing its first screen, and one session
+// fanned out to many subscribers with one that stalls — beside anchors
+// measured in the same run: the pi coding agent (`pi --mode rpc`: its time
+// to ready and its idle memory), a raw unix-socket stream of the same
+// frames, the host.status round trip on the same connection, `ls` of the
+// sessions folder, `tmux list-sessions` and `tmux attach`, and the same
+// fan-out without the stalled subscriber.
 //
 // Everything under test runs as real processes: the agentd binary (built
 // from ./cmd/agentd unless -agentd names one) with AGENTD_HOME and
@@ -17,6 +20,7 @@
 //	go run ./bench/sessionbench            # full run, about two minutes
 //	go run ./bench/sessionbench -quick     # a smaller run
 //	go run ./bench/sessionbench -profile DIR   # CPU profiles of hosts, workers and the client
+//	go run ./bench/sessionbench -only attach,fanout   # some parts only
 package main
 
 import (
@@ -83,6 +87,8 @@ func main() {
 	flag.StringVar(&only, "only", "", "comma-separated parts to run, the others skipped: run,stream,ls,attach,fanout")
 	flag.IntVar(&cfg.sessions, "sessions", 0, "sessions listed by `agentd ls` (default 10000, -quick 2000)")
 	flag.IntVar(&cfg.deltas, "deltas", 0, "text deltas of the streamed turn (default 100000)")
+	flag.DurationVar(&cfg.fanInterval, "fan-interval", 0, "pause between the fan-out turn's timestamp lines (default 1ms)")
+	flag.IntVar(&cfg.fanSubs, "fan-subs", 0, "subscriptions reading the fan-out session (default 100)")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "sessionbench: unexpected arguments %q\n", flag.Args())
@@ -107,7 +113,16 @@ func (c *config) fill(skip, only string) {
 	c.lsRuns = 10
 	c.settle = time.Second
 	c.attachRecords, c.attachRuns = 1000, 20
-	c.fanSubs, c.fanConns, c.fanStamps, c.fanRounds, c.fanInterval = 100, 10, 8000, 3, time.Millisecond
+	c.fanConns, c.fanStamps, c.fanRounds = 10, 8000, 3
+	if c.fanSubs <= 0 {
+		c.fanSubs = 100
+	}
+	if c.fanInterval <= 0 {
+		c.fanInterval = time.Millisecond
+	}
+	// The turn lasts about 8 s at 1ms: the stalled subscriber's eviction
+	// (5 s after its socket fills) falls inside it.
+	c.fanStamps = int(8 * time.Second / c.fanInterval)
 	sessions := 10000
 	if c.quick {
 		c.coldRuns, c.warmRuns, c.newRuns, c.piRuns = 5, 6, 3, 3
