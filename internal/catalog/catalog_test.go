@@ -84,7 +84,7 @@ func TestHeaderConvertsToTheProtocolSession(t *testing.T) {
 	h := mustCreate(t, c, CreateOptions{ID: "demo-1", Cwd: workDir(t, "w"), Model: "faux/echo"})
 	got := h.Session("idle")
 	want := protocol.Session{
-		SessionID: "demo-1", Title: "w", Cwd: h.Cwd, Model: "faux/echo",
+		SessionID: "demo-1", Title: "w", Cwd: h.Cwd, Model: "faux/echo", Thinking: "off", Approval: "ask",
 		CreatedAt: h.CreatedAt, LastActivityAt: h.LastActivityAt, Status: "idle",
 		MetadataRevision: 1,
 	}

@@ -37,6 +37,7 @@ When you are done, answer briefly with what you did and what you found.`
 func newWorkerCmd(e *env) *cobra.Command {
 	var cfg worker.Config
 	var logFormat string
+	var readyFD int
 	cmd := &cobra.Command{
 		Use:    "worker",
 		Short:  "Run one session's worker; the host starts it, never a person.",
@@ -61,6 +62,9 @@ func newWorkerCmd(e *env) *cobra.Command {
 			cfg.System = systemPrompt
 			cfg.Logger = logger.With("role", "worker")
 			cfg.Version = version.String()
+			if readyFD > 0 {
+				cfg.Ready = os.NewFile(uintptr(readyFD), "ready")
+			}
 			// A file-size limit makes appends fail with EFBIG, reported as
 			// a failed turn, instead of killing the worker.
 			signal.Ignore(syscall.SIGXFSZ)
@@ -79,5 +83,6 @@ func newWorkerCmd(e *env) *cobra.Command {
 	fl.StringVar(&cfg.PreviousExit, "previous-exit", "", "why the session's previous worker exited")
 	fl.DurationVar(&cfg.OrphanGrace, "orphan-grace", 0, "how long to live on with no host connected and no turn running (0: forever)")
 	fl.StringVar(&logFormat, "log-format", "text", "log format: text or json")
+	fl.IntVar(&readyFD, "ready-fd", 0, "a file descriptor to write to once the worker serves")
 	return cmd
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -189,7 +190,21 @@ func (s *Service) start(w *worker, h catalog.Header) {
 	// A session of its own: what the worker starts stays in it, so what a
 	// killed worker leaves behind can be found and ended.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := cmd.Start(); err != nil {
+	// The worker says it serves by writing to a pipe it inherits (fd 3);
+	// an end of file says it exited first.
+	readyR, readyW, err := os.Pipe()
+	if err != nil {
+		w.startErr = protocol.Errorf(protocol.CodeInternalFailure, "starting the session's worker: %v", err)
+		close(w.ready)
+		close(w.exited)
+		return
+	}
+	cmd.ExtraFiles = []*os.File{readyW}
+	cmd.Args = append(cmd.Args, "--ready-fd", "3")
+	err = cmd.Start()
+	readyW.Close()
+	if err != nil {
+		readyR.Close()
 		w.startErr = protocol.Errorf(protocol.CodeInternalFailure, "starting the session's worker: %v", err)
 		close(w.ready)
 		close(w.exited)
@@ -199,7 +214,8 @@ func (s *Service) start(w *worker, h catalog.Header) {
 	waited := make(chan error, 1)
 	go func() { waited <- cmd.Wait() }()
 
-	conn, err := s.dialWorker(sock, w.pid, waited)
+	conn, err := s.dialWorker(readyR, sock, w.pid)
+	readyR.Close()
 	var feed *client.Watcher
 	if err == nil {
 		w.conn = conn
@@ -315,34 +331,32 @@ func describeExit(err error) string {
 	return "worker exited"
 }
 
-// dialWorker connects to a starting worker's socket, and to the worker of
-// process pid alone: another process answering there (one an earlier host
-// left) is not taken for it.
-func (s *Service) dialWorker(sock string, pid int, waited chan error) (*client.Conn, error) {
-	deadline := time.Now().Add(workerStartTimeout)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		c, err := client.Dial(ctx, sock, client.Options{CompositionID: protocol.CompositionWorker, Surface: "host"})
-		if err == nil {
-			var st protocol.HostStatus
-			if st, err = c.Status(ctx); err == nil && st.State == protocol.StateReady && st.PID == pid {
-				cancel()
-				return c, nil
-			}
-			c.Close()
+// dialWorker waits until a starting worker says it serves, then
+// connects to its socket: to the worker of process pid alone, so another
+// process answering there (one an earlier host left) is not taken for it.
+func (s *Service) dialWorker(ready *os.File, sock string, pid int) (*client.Conn, error) {
+	ready.SetReadDeadline(time.Now().Add(workerStartTimeout))
+	if _, err := ready.Read(make([]byte, 1)); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, errors.New("it exited before it served")
 		}
-		cancel()
-		select {
-		case werr := <-waited:
-			waited <- werr
-			return nil, errors.New("it exited")
-		default:
-		}
-		if time.Now().After(deadline) {
-			return nil, err
-		}
-		time.Sleep(2 * time.Millisecond)
+		return nil, fmt.Errorf("it did not say it serves: %w", err)
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), workerStartTimeout)
+	defer cancel()
+	c, err := client.Dial(ctx, sock, client.Options{CompositionID: protocol.CompositionWorker, Surface: "host"})
+	if err != nil {
+		return nil, err
+	}
+	st, err := c.Status(ctx)
+	if err == nil && (st.State != protocol.StateReady || st.PID != pid) {
+		err = fmt.Errorf("another process (pid %d, %s) answers at its socket", st.PID, st.State)
+	}
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
 }
 
 // forget drops w once its process has ended.

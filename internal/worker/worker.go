@@ -12,6 +12,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -45,6 +46,9 @@ type Config struct {
 	// PreviousExit, when set, is why the session's previous worker ended:
 	// a turn it left running is recorded as failed with this cause.
 	PreviousExit string
+	// Ready, when set, is written to and closed once the worker serves:
+	// its host waits on it instead of dialling until it answers.
+	Ready io.WriteCloser
 	// OrphanGrace is how long the worker lives on with no host connected
 	// and no turn running: once its host is gone (killed, say) and no
 	// other claims it, it exits. Zero means it waits for a host forever.
@@ -123,6 +127,15 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		ln.Close()
 		return err
+	}
+	if cfg.Ready != nil {
+		select {
+		case <-h.Ready():
+			cfg.Ready.Write([]byte{'\n'})
+		case <-h.Done():
+		case <-ctx.Done():
+		}
+		cfg.Ready.Close()
 	}
 	select {
 	case <-ctx.Done():
