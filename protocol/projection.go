@@ -52,6 +52,9 @@ type SessionProjection struct {
 	Interactions []Interaction   `json:"interactions"`
 	Todo         []TodoItem      `json:"todo"`
 	Streams      []MessageStream `json:"streams"`
+	// ToolCalls are the tool calls running now, with the tail of their
+	// output so far.
+	ToolCalls []RunningToolCall `json:"toolCalls"`
 	// TranscriptSequence is the last transcript record the projection includes.
 	TranscriptSequence uint64 `json:"transcriptSequence"`
 }
@@ -69,6 +72,21 @@ type MessageStream struct {
 	MessageID string `json:"messageId"`
 	Text      string `json:"text"`
 	Thinking  string `json:"thinking,omitempty"`
+}
+
+// MaxRunningOutput bounds the output a running tool call carries in a
+// projection: its tail, at most this many bytes.
+const MaxRunningOutput = 64 << 10
+
+// RunningToolCall is a tool call that has started and not ended.
+type RunningToolCall struct {
+	TurnID    string          `json:"turnId"`
+	ID        string          `json:"id"`
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments,omitempty"`
+	// Output is the tail of the call's output so far, at most
+	// MaxRunningOutput bytes.
+	Output string `json:"output"`
 }
 
 // Delta events, in the order a turn produces them.

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // TranscriptRecord is one line of a session's transcript, as entry_added
@@ -28,6 +29,36 @@ type TranscriptRecord struct {
 type Projector struct {
 	p       SessionProjection
 	streams []*streamText // in the order they started
+	calls   []*callOutput // in the order they started
+}
+
+type callOutput struct {
+	call   RunningToolCall
+	output strings.Builder
+}
+
+// tail returns the call's output so far, cut to MaxRunningOutput; the
+// builder is cut only when it holds twice that, so many small updates
+// cost linear time.
+func (c *callOutput) tail() string {
+	s := c.output.String()
+	if len(s) <= MaxRunningOutput {
+		return s
+	}
+	i := len(s) - MaxRunningOutput
+	for i < len(s) && !utf8.RuneStart(s[i]) {
+		i++
+	}
+	return s[i:]
+}
+
+func (c *callOutput) add(chunk string) {
+	c.output.WriteString(chunk)
+	if c.output.Len() > 2*MaxRunningOutput {
+		t := c.tail()
+		c.output.Reset()
+		c.output.WriteString(t)
+	}
 }
 
 type streamText struct {
@@ -38,7 +69,12 @@ type streamText struct {
 // NewProjector starts from snap.
 func NewProjector(snap SessionProjection) *Projector {
 	pr := &Projector{p: snap}
-	pr.p.Streams = nil
+	pr.p.Streams, pr.p.ToolCalls = nil, nil
+	for _, c := range snap.ToolCalls {
+		co := &callOutput{call: c}
+		co.output.WriteString(c.Output)
+		pr.calls = append(pr.calls, co)
+	}
 	for _, s := range snap.Streams {
 		st := &streamText{turnID: s.TurnID, messageID: s.MessageID}
 		st.text.WriteString(s.Text)
@@ -63,6 +99,21 @@ func (pr *Projector) Apply(d SessionDelta) {
 			p.RootTurn = new(*d.Turn)
 		}
 		pr.streams = slices.DeleteFunc(pr.streams, func(s *streamText) bool { return s.turnID == d.TurnID })
+		pr.calls = slices.DeleteFunc(pr.calls, func(c *callOutput) bool { return c.call.TurnID == d.TurnID })
+	case EventToolCallStart:
+		if d.ToolCall != nil && pr.call(d.ToolCall.ID) == nil {
+			pr.calls = append(pr.calls, &callOutput{call: RunningToolCall{TurnID: d.TurnID, ID: d.ToolCall.ID, Name: d.ToolCall.Name, Arguments: d.ToolCall.Arguments}})
+		}
+	case EventToolCallUpdate:
+		if d.ToolCall != nil {
+			if c := pr.call(d.ToolCall.ID); c != nil {
+				c.add(d.ToolCall.Output)
+			}
+		}
+	case EventToolCallEnd:
+		if d.ToolCall != nil {
+			pr.calls = slices.DeleteFunc(pr.calls, func(c *callOutput) bool { return c.call.ID == d.ToolCall.ID })
+		}
 	case EventMessageStart:
 		if pr.stream(d.MessageID) == nil {
 			pr.streams = append(pr.streams, &streamText{turnID: d.TurnID, messageID: d.MessageID})
@@ -106,6 +157,15 @@ func (pr *Projector) Apply(d SessionDelta) {
 	}
 }
 
+func (pr *Projector) call(id string) *callOutput {
+	for _, c := range pr.calls {
+		if c.call.ID == id {
+			return c
+		}
+	}
+	return nil
+}
+
 func (pr *Projector) stream(messageID string) *streamText {
 	for _, s := range pr.streams {
 		if s.messageID == messageID {
@@ -128,6 +188,12 @@ func (pr *Projector) Projection() SessionProjection {
 	p.Streams = make([]MessageStream, 0, len(pr.streams))
 	for _, s := range pr.streams {
 		p.Streams = append(p.Streams, MessageStream{TurnID: s.turnID, MessageID: s.messageID, Text: s.text.String(), Thinking: s.thinking.String()})
+	}
+	p.ToolCalls = make([]RunningToolCall, 0, len(pr.calls))
+	for _, c := range pr.calls {
+		rc := c.call
+		rc.Output = c.tail()
+		p.ToolCalls = append(p.ToolCalls, rc)
 	}
 	return p
 }

@@ -44,10 +44,9 @@ func newAttachCmd(e *env) *cobra.Command {
 			if screen {
 				return tui.Run(ctx, tui.Options{Follower: f, Input: e.stdin, Output: e.stdout})
 			}
+			// Said on stderr, so JSON on stdout stays only the session's.
 			snap := f.Session().Snapshot()
-			if !asJSON {
-				fmt.Fprintf(e.stderr, "session %s · %s · %s\n", snap.Session.SessionID, snap.Session.Model, snap.Session.Status)
-			}
+			fmt.Fprintf(e.stderr, "session %s · %s · %s\n", snap.Session.SessionID, snap.Session.Model, snap.Session.Status)
 			feed := tui.NewFeed(f.LastRecord())
 			feed.OnChange = tui.NewLines(e.stdout).Change
 			return followLines(ctx, e, f, feed, asJSON, jsonDeltas)

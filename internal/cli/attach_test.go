@@ -3,6 +3,7 @@ package cli_test
 import (
 	"bufio"
 	"encoding/json"
+	"io"
 	"os/exec"
 	"regexp"
 	"strings"
@@ -208,11 +209,32 @@ func TestAttachOffATerminalPrintsTheSessionsEvents(t *testing.T) {
 	p := newSessionPlace(t)
 	id := strings.TrimSpace(p.mustRun("new", "--cwd", p.workDir(), "--approve", "all"))
 	p.mustRun("run", "--session", id, "--approve", "all", "run `echo before-the-follow`")
+	// start runs a follower; it returns once the follower has opened its
+	// stream (attach says so on stderr), so nothing after is missed.
 	start := func(args ...string) (*exec.Cmd, <-chan string) {
 		cmd := p.command(args...)
 		out, err := cmd.StdoutPipe()
 		if err != nil {
 			t.Fatal(err)
+		}
+		opened := make(chan struct{})
+		if args[0] == "attach" {
+			errOut, err := cmd.StderrPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			go func() {
+				sc := bufio.NewScanner(errOut)
+				for sc.Scan() {
+					if strings.HasPrefix(sc.Text(), "session "+id) {
+						close(opened)
+						break
+					}
+				}
+				io.Copy(io.Discard, errOut)
+			}()
+		} else {
+			close(opened)
 		}
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
@@ -225,6 +247,11 @@ func TestAttachOffATerminalPrintsTheSessionsEvents(t *testing.T) {
 			}
 		}()
 		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		select {
+		case <-opened:
+		case <-time.After(agentdtest.Timeout):
+			t.Fatalf("%v did not open its stream", args)
+		}
 		return cmd, lines
 	}
 	until := func(lines <-chan string, want string) {

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -513,5 +515,56 @@ func TestAToolsMegabytesOfOutputReachTheSubscriberWithinTheWireLimit(t *testing.
 	const printed = 6888896 // the bytes `seq 1 1000000` prints
 	if output != printed {
 		t.Fatalf("the subscriber got %d bytes of output, want %d", output, printed)
+	}
+}
+
+// TestAClientThatAttachesMidToolCallSeesTheCallAndItsOutput: the snapshot
+// of a subscription opened while a command runs holds the call and the
+// tail of what it printed, and the subscription's updates continue it.
+func TestAClientThatAttachesMidToolCallSeesTheCallAndItsOutput(t *testing.T) {
+	_, c, work := newHost(t, time.Hour)
+	ctx := agentdtest.Context(t)
+	var s protocol.Session
+	c.Request(ctx, protocol.OpSessionCreate, protocol.SessionCreateInput{Cwd: work, Approval: protocol.ApprovalAll}, &s)
+	first, _ := subscribe(t, c, protocol.SubscriptionOpenInput{SessionID: s.SessionID})
+	if err := c.Request(ctx, protocol.OpTurnStart, protocol.TurnStartInput{SessionID: s.SessionID, TurnID: "t1", Content: protocol.Content{Text: "run `echo started; while [ ! -e go-on ]; do sleep 0.05; done; echo finished`"}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		d, _, err := nextDelta(ctx, first)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Event == protocol.EventToolCallUpdate && strings.Contains(d.ToolCall.Output, "started") {
+			break
+		}
+	}
+	late, snap := subscribe(t, c, protocol.SubscriptionOpenInput{SessionID: s.SessionID})
+	if len(snap.ToolCalls) != 1 || snap.ToolCalls[0].Name != "bash" || !strings.Contains(snap.ToolCalls[0].Output, "started") ||
+		!strings.Contains(string(snap.ToolCalls[0].Arguments), "finished") {
+		t.Fatalf("a late subscriber's snapshot holds tool calls %+v", snap.ToolCalls)
+	}
+	// The command finishes once the late subscriber has its snapshot.
+	if err := os.WriteFile(filepath.Join(work, "go-on"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pr := protocol.NewProjector(snap)
+	for {
+		d, _, err := nextDelta(ctx, late)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pr.Apply(d)
+		if d.Event == protocol.EventToolCallUpdate {
+			if got := pr.Projection().ToolCalls; len(got) != 1 || !strings.Contains(got[0].Output, "started\nfinished") {
+				t.Fatalf("the running call after an update: %+v", got)
+			}
+		}
+		if d.Event == protocol.EventRunEnd {
+			break
+		}
+	}
+	if got := pr.Projection().ToolCalls; len(got) != 0 {
+		t.Fatalf("tool calls after the turn: %+v", got)
 	}
 }

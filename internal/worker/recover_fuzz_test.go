@@ -38,7 +38,7 @@ func FuzzRecover(f *testing.F) {
 		}
 		s := &session{
 			id: "s1", log: log, todo: &tools.Todo{}, logger: slog.New(slog.DiscardHandler),
-			turns: map[string]*turn{}, pending: map[string]*interaction{}, streams: map[string]*stream{},
+			turns: map[string]*turn{}, pending: map[string]*interaction{}, live: protocol.NewProjector(protocol.SessionProjection{}),
 			subs: map[string]*subscription{}, messages: map[string]protocol.QueueEntry{},
 		}
 		if err := s.recover("worker exited: signal 9"); err != nil {

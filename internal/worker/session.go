@@ -31,13 +31,6 @@ type turn struct {
 // runningLocked reports whether t runs in this worker now.
 func (t *turn) runningLocked() bool { return t.loop != nil && t.snap.Status == protocol.TurnRunning }
 
-// stream is an assistant message still streaming; its text grows in
-// builders so many small deltas cost linear time.
-type stream struct {
-	turnID         string
-	text, thinking strings.Builder
-}
-
 // interaction is a tool call waiting for a person's answer.
 type interaction struct {
 	info   protocol.Interaction // guarded by session.mu
@@ -70,7 +63,7 @@ type session struct {
 	queue    protocol.Queue                 // guarded by mu
 	taken    []protocol.QueueEntry          // guarded by mu: steering handed to the loop, not yet recorded
 	pending  map[string]*interaction        // guarded by mu
-	streams  map[string]*stream             // guarded by mu: assistant messages still streaming
+	live     *protocol.Projector            // guarded by mu: every delta emitted, for what streams now
 	subs     map[string]*subscription       // guarded by mu
 	nextSub  int                            // guarded by mu
 	nextID   int                            // guarded by mu: interaction and entry ids
@@ -119,18 +112,17 @@ func (s *session) projectionLocked() protocol.SessionProjection {
 		Queue:              cloneQueue(s.queue),
 		Interactions:       []protocol.Interaction{},
 		Todo:               append([]protocol.TodoItem{}, s.todo.Items()...),
-		Streams:            []protocol.MessageStream{},
 		TranscriptSequence: s.log.Last(),
 	}
+	// Messages streaming and tool calls running are as the deltas said.
+	live := s.live.Projection()
+	p.Streams, p.ToolCalls = live.Streams, live.ToolCalls
 	if s.lastTurn != nil {
 		t := *s.lastTurn
 		p.RootTurn = &t
 	}
 	for _, in := range s.pending {
 		p.Interactions = append(p.Interactions, in.info)
-	}
-	for id, st := range s.streams {
-		p.Streams = append(p.Streams, protocol.MessageStream{TurnID: st.turnID, MessageID: id, Text: st.text.String(), Thinking: st.thinking.String()})
 	}
 	return p
 }
@@ -273,11 +265,6 @@ func (s *session) runTurn(ctx context.Context, t *turn, history []llm.Message) {
 	defer s.mu.Unlock()
 	s.cancelInteractionsLocked(t)
 	s.taken = nil // a turn that failed may not have recorded all it took
-	for id, st := range s.streams {
-		if st.turnID == t.snap.TurnID {
-			delete(s.streams, id)
-		}
-	}
 	_, werr := s.appendLocked(protocol.RecordTurnEnd, t.snap.TurnID, protocol.TurnEndData{Status: status, Error: cause})
 	if werr == nil {
 		werr = s.log.Sync()
@@ -351,16 +338,10 @@ func (s *session) onAgentEvent(t *turn, e agent.Event) {
 	d := protocol.SessionDelta{TurnID: t.snap.TurnID, MessageID: e.MessageID}
 	switch e.Kind {
 	case agent.MessageStart:
-		s.streams[e.MessageID] = &stream{turnID: t.snap.TurnID}
 		d.Event, d.Role = protocol.EventMessageStart, llm.RoleAssistant
 	case agent.MessageUpdate:
-		if st := s.streams[e.MessageID]; st != nil {
-			st.text.WriteString(e.Text)
-			st.thinking.WriteString(e.Thinking)
-		}
 		d.Event, d.Text, d.Thinking = protocol.EventMessageUpdate, e.Text, e.Thinking
 	case agent.MessageEnd:
-		delete(s.streams, e.MessageID)
 		d.Event, d.Role = protocol.EventMessageEnd, llm.RoleAssistant
 		if e.Message != nil {
 			d.Text = e.Message.Text()

@@ -323,6 +323,7 @@ func (s *session) closeSubscription(_ context.Context, _ *server.Call, in *proto
 // subscriber sees changes in the order they happened; encoding and writing
 // happen later, outside mu, on each subscription's pump.
 func (s *session) emitLocked(d protocol.SessionDelta) {
+	s.live.Apply(d)
 	for id, sub := range s.subs {
 		if !sub.add(d) {
 			s.logger.Error("a subscription fell too far behind and is closed", "subscription", id, "backlog", maxBacklog)

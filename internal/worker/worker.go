@@ -93,7 +93,7 @@ func Run(ctx context.Context, cfg Config) error {
 		header:    cfg.Session,
 		turns:     map[string]*turn{},
 		pending:   map[string]*interaction{},
-		streams:   map[string]*stream{},
+		live:      protocol.NewProjector(protocol.SessionProjection{}),
 		subs:      map[string]*subscription{},
 		messages:  map[string]protocol.QueueEntry{},
 	}

@@ -1,0 +1,66 @@
+package protocol_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/agentd-dev/agentd/protocol"
+)
+
+// TestAProjectorFollowsATurnAsASubscriberDoes: a snapshot and the turn's
+// deltas add up to the state the worker holds at each point.
+func TestAProjectorFollowsATurnAsASubscriberDoes(t *testing.T) {
+	pr := protocol.NewProjector(protocol.SessionProjection{Session: protocol.Session{SessionID: "s1", Status: protocol.SessionIdle}})
+	turn := &protocol.TurnSnapshot{SessionID: "s1", TurnID: "t1", RunID: "run-t1", Status: protocol.TurnRunning}
+	apply := func(ds ...protocol.SessionDelta) {
+		for _, d := range ds {
+			pr.Apply(d)
+		}
+	}
+	apply(
+		protocol.SessionDelta{Event: protocol.EventEntryAdded, TurnID: "t1", Entry: json.RawMessage(`{"seq":1,"type":"turn_start","data":{}}`)},
+		protocol.SessionDelta{Event: protocol.EventRunStart, TurnID: "t1", Turn: turn},
+		protocol.SessionDelta{Event: protocol.EventMessageStart, TurnID: "t1", MessageID: "m1"},
+		protocol.SessionDelta{Event: protocol.EventMessageUpdate, TurnID: "t1", MessageID: "m1", Text: "Hel"},
+		protocol.SessionDelta{Event: protocol.EventMessageUpdate, TurnID: "t1", MessageID: "m1", Text: "lo", Thinking: "hm"},
+		protocol.SessionDelta{Event: protocol.EventToolCallStart, TurnID: "t1", ToolCall: &protocol.ToolCallInfo{ID: "c1", Name: "bash", Arguments: json.RawMessage(`{"command":"yes"}`)}},
+	)
+	big := strings.Repeat("y\n", protocol.MaxRunningOutput)
+	for range 3 {
+		apply(protocol.SessionDelta{Event: protocol.EventToolCallUpdate, TurnID: "t1", ToolCall: &protocol.ToolCallInfo{ID: "c1", Name: "bash", Output: big}})
+	}
+	apply(protocol.SessionDelta{Event: protocol.EventToolCallUpdate, TurnID: "t1", ToolCall: &protocol.ToolCallInfo{ID: "c1", Name: "bash", Output: "last line\n"}})
+	p := pr.Projection()
+	if p.RootTurn == nil || p.RootTurn.Status != protocol.TurnRunning || p.TranscriptSequence != 1 {
+		t.Fatalf("turn %+v at record %d", p.RootTurn, p.TranscriptSequence)
+	}
+	if len(p.Streams) != 1 || p.Streams[0].Text != "Hello" || p.Streams[0].Thinking != "hm" {
+		t.Fatalf("streams %+v", p.Streams)
+	}
+	if len(p.ToolCalls) != 1 || p.ToolCalls[0].Name != "bash" || len(p.ToolCalls[0].Output) > protocol.MaxRunningOutput ||
+		!strings.HasSuffix(p.ToolCalls[0].Output, "y\nlast line\n") {
+		t.Fatalf("tool calls %d, output of %d bytes ending %q", len(p.ToolCalls), len(p.ToolCalls[0].Output), p.ToolCalls[0].Output[len(p.ToolCalls[0].Output)-20:])
+	}
+	// A snapshot taken now starts another projector at the same place.
+	again := protocol.NewProjector(p)
+	ended := *turn
+	ended.Status = protocol.TurnCompleted
+	for _, x := range []*protocol.Projector{pr, again} {
+		x.Apply(protocol.SessionDelta{Event: protocol.EventToolCallEnd, TurnID: "t1", ToolCall: &protocol.ToolCallInfo{ID: "c1", Name: "bash"}})
+		x.Apply(protocol.SessionDelta{Event: protocol.EventMessageEnd, TurnID: "t1", MessageID: "m1"})
+		x.Apply(protocol.SessionDelta{Event: protocol.EventRunEnd, TurnID: "t1", Turn: &ended})
+		got := x.Projection()
+		if len(got.Streams) != 0 || len(got.ToolCalls) != 0 || got.RootTurn.Status != protocol.TurnCompleted {
+			t.Fatalf("after the turn: %+v", got)
+		}
+		if got.Streams == nil || got.ToolCalls == nil || got.Interactions == nil || got.Todo == nil {
+			t.Fatalf("empty lists must encode as [], not null: %+v", got)
+		}
+	}
+	// The projection it hands out is its own.
+	p.Streams[0].Text = "changed"
+	if pr.Projection().RootTurn == p.RootTurn {
+		t.Fatal("projection shares its root turn")
+	}
+}
