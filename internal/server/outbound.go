@@ -52,7 +52,8 @@ var ErrWriterClosed = errors.New("outbound writer is closed")
 type Receipt struct {
 	once sync.Once
 	done chan struct{}
-	err  error // set before done is closed
+	err  error  // set before done is closed
+	then func() // constant: called once the frame is flushed, if set
 }
 
 // Done is closed when the frame has settled.
@@ -113,7 +114,17 @@ func NewOutboundWriter(out FrameWriter, onFailure func(error)) *OutboundWriter {
 // writer is closed or the queue is full; otherwise the receipt settles later.
 // It never blocks on the transport.
 func (w *OutboundWriter) Enqueue(class Class, msg []byte) (*Receipt, error) {
-	return w.enqueue(class, msg, false)
+	return w.enqueue(class, msg, false, nil)
+}
+
+// EnqueueThen is Enqueue with then called once msg has been flushed, on
+// the writer's goroutine, with no lock of the writer held: a subscriber
+// hands over its next batch from it without a goroutine of its own. then
+// is not called for a frame that fails; the writer's failure ends the
+// connection, through onFailure.
+func (w *OutboundWriter) EnqueueThen(class Class, msg []byte, then func()) error {
+	_, err := w.enqueue(class, msg, false, then)
+	return err
 }
 
 // Respond queues a response like Enqueue, but when nothing is queued and the
@@ -122,10 +133,10 @@ func (w *OutboundWriter) Enqueue(class Class, msg []byte) (*Receipt, error) {
 // goroutine serving a request calls it, never one holding a lock that
 // others wait on.
 func (w *OutboundWriter) Respond(msg []byte) (*Receipt, error) {
-	return w.enqueue(Control, msg, true)
+	return w.enqueue(Control, msg, true, nil)
 }
 
-func (w *OutboundWriter) enqueue(class Class, msg []byte, direct bool) (*Receipt, error) {
+func (w *OutboundWriter) enqueue(class Class, msg []byte, direct bool, then func()) (*Receipt, error) {
 	w.mu.Lock()
 	if w.closed || w.closing {
 		w.mu.Unlock()
@@ -145,7 +156,7 @@ func (w *OutboundWriter) enqueue(class Class, msg []byte, direct bool) (*Receipt
 		reject(rejected, qerr)
 		return nil, qerr
 	}
-	f := outFrame{msg: msg, receipt: &Receipt{done: make(chan struct{})}}
+	f := outFrame{msg: msg, receipt: &Receipt{done: make(chan struct{}), then: then}}
 	if direct && !w.busy && !w.direct && w.frames == 0 {
 		return w.writeDirect(f)
 	}
@@ -260,11 +271,15 @@ func reject(receipts []*Receipt, err error) {
 	}
 }
 
-// settle settles r once; later calls do nothing.
+// settle settles r once; later calls do nothing. A flushed frame's then
+// runs after.
 func settle(r *Receipt, err error) {
 	r.once.Do(func() {
 		r.err = err
 		close(r.done)
+		if err == nil && r.then != nil {
+			r.then()
+		}
 	})
 }
 

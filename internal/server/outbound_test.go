@@ -202,3 +202,36 @@ func TestOutboundWriterReportsByteBoundBeforeFrameBound(t *testing.T) {
 		t.Fatal("frame bound reached before the byte bound")
 	}
 }
+
+// TestEnqueueThenRunsOnceTheFrameIsFlushedAndNeverForAFailedOne: a
+// subscriber's next batch waits on it, without a goroutine of its own.
+func TestEnqueueThenRunsOnceTheFrameIsFlushedAndNeverForAFailedOne(t *testing.T) {
+	cli, srv := pair(t)
+	w := NewOutboundWriter(cli, func(error) {})
+	defer w.Close()
+	flushed := make(chan struct{})
+	if err := w.EnqueueThen(Control, statusResponse("with-then"), func() { close(flushed) }); err != nil {
+		t.Fatal(err)
+	}
+	wait(t, flushed, "then after the flush")
+	if r := readResponse(t, srv); r.RequestID != "with-then" {
+		t.Fatalf("got %q", r.RequestID)
+	}
+
+	broken, _ := pair(t)
+	bw := NewOutboundWriter(broken, func(error) {})
+	defer bw.Close()
+	broken.Abort(nil)
+	var ran atomic.Bool
+	if err := bw.EnqueueThen(Control, statusResponse("never-written"), func() { ran.Store(true) }); err != nil {
+		t.Fatal(err)
+	}
+	r, err := bw.Enqueue(Control, statusResponse("after"))
+	if err == nil {
+		wait(t, r.Done(), "the failed writer settles what it held")
+	}
+	wait(t, bw.Done(), "the writer stops")
+	if ran.Load() {
+		t.Fatal("then ran for a frame that was never written")
+	}
+}

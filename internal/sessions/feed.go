@@ -152,7 +152,7 @@ func (w *worker) subscribe(c *clientConn, in *protocol.SubscriptionOpenInput) (*
 	snap := w.proj.Projection()
 	sub := &subscription{
 		id: w.sessionID + "." + w.s.host.Epoch()[:6] + "." + strconv.FormatUint(w.s.nextSub.Add(1), 10),
-		c:  c, w: w, s: w.s, upTo: snap.TranscriptSequence, ready: make(chan struct{}),
+		c:  c, w: w, s: w.s, upTo: snap.TranscriptSequence, ended: make(chan struct{}),
 	}
 	if in.Transcript.Kind == protocol.TranscriptAfter {
 		sub.after = &in.Transcript.Sequence

@@ -138,7 +138,7 @@ type subscription struct {
 	s     *Service      // constant
 	after *uint64       // constant: resume after this record
 	upTo  uint64        // constant: the last record of the opening snapshot
-	ready chan struct{} // closed by subscription.ready
+	ended chan struct{} // closed once it has closed
 
 	mu       sync.Mutex
 	readied  bool       // guarded by mu
@@ -223,6 +223,7 @@ func (sub *subscription) endLocked(reason string) {
 		return
 	}
 	sub.closed = reason
+	close(sub.ended)
 	if sub.timer != nil {
 		sub.timer.Stop()
 		sub.timer = nil
@@ -266,7 +267,6 @@ func (sub *subscription) markReady() {
 		return
 	}
 	sub.readied = true
-	close(sub.ready)
 	if sub.after != nil && *sub.after < sub.upTo {
 		sub.catching = true
 		sub.s.wg.Go(sub.catchUp)
@@ -277,65 +277,61 @@ func (sub *subscription) markReady() {
 }
 
 // deliverLocked hands the connection the next batch of the backlog when
-// the subscriber is ready for it.
+// the subscriber is ready for it; the connection's writer asks for the
+// next once it has flushed the batch.
 func (sub *subscription) deliverLocked() {
-	if !sub.readied || sub.catching || sub.inflight || len(sub.backlog) == 0 {
-		return
-	}
-	var last *server.Receipt
-	n, size := 0, 0
-	for n < len(sub.backlog) && (n == 0 || size < batchBytes) {
-		p := sub.backlog[n]
-		n++
-		size += p.size()
-		r, err := sub.writeLocked(p.encoded())
-		if err != nil {
-			sub.backlog, sub.bytes = nil, 0
-			sub.endLocked(protocol.ClosedClientClosed) // the connection is going; nothing more is written
-			return
+	for sub.readied && !sub.catching && !sub.inflight && len(sub.backlog) > 0 {
+		n, size := 0, 0
+		for n < len(sub.backlog) && (n == 0 || size < batchBytes) {
+			size += sub.backlog[n].size()
+			n++
 		}
-		if r != nil {
-			last = r
+		batch := sub.backlog[:n]
+		sub.backlog = sub.backlog[n:]
+		sub.bytes -= size
+		for i, p := range batch {
+			var then func()
+			if i == len(batch)-1 {
+				then = sub.flushed
+			}
+			queued, err := sub.writeLocked(p.encoded(), then)
+			if err != nil {
+				sub.backlog, sub.bytes = nil, 0
+				sub.endLocked(protocol.ClosedClientClosed) // the connection is going; nothing more is written
+				return
+			}
+			if queued && then != nil {
+				sub.inflight = true
+			}
 		}
 	}
-	sub.backlog = sub.backlog[n:]
-	sub.bytes -= size
-	if last == nil {
-		sub.deliverLocked()
-		return
-	}
-	sub.inflight = true
-	sub.s.wg.Go(func() {
-		<-last.Done()
-		sub.mu.Lock()
-		defer sub.mu.Unlock()
-		sub.inflight = false
-		if last.Err() != nil {
-			sub.backlog, sub.bytes = nil, 0
-			sub.endLocked(protocol.ClosedClientClosed)
-			return
-		}
-		sub.deliverLocked()
-		sub.sendEndLocked()
-	})
+}
+
+// flushed runs on the connection's writer once a batch is written: the
+// next one may go.
+func (sub *subscription) flushed() {
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
+	sub.inflight = false
+	sub.deliverLocked()
+	sub.sendEndLocked()
 }
 
 // writeLocked wraps one encoded delta in the subscription's frame and
-// queues it. A frame past the wire limit is left out and logged; it
-// returns a nil receipt then.
-func (sub *subscription) writeLocked(body []byte) (*server.Receipt, error) {
+// queues it, with then to run once it is flushed. A frame past the wire
+// limit is left out and logged: it reports false then.
+func (sub *subscription) writeLocked(body []byte, then func()) (bool, error) {
 	frame := deltaFrame(sub.s.host.Epoch(), sub.id, sub.seq+1, body)
 	if len(frame) > protocol.MaxMessageBytes {
 		sub.s.log.Error("a delta frame passes the wire limit and is left out", "subscription", sub.id, "bytes", len(frame))
-		return nil, nil
+		return false, nil
 	}
-	r, err := sub.c.out.Enqueue(server.Control, frame)
-	if err != nil {
-		return nil, err
+	if err := sub.c.out.EnqueueThen(server.Control, frame, then); err != nil {
+		return false, err
 	}
 	sub.seq++
 	sub.s.counters.frames.Add(1)
-	return r, nil
+	return true, nil
 }
 
 // catchUp sends a resuming subscriber the transcript records it lacks, up
@@ -347,9 +343,10 @@ func (sub *subscription) catchUp() {
 	go func() {
 		select {
 		case <-sub.w.exited:
-			cancel()
+		case <-sub.ended:
 		case <-ctx.Done():
 		}
+		cancel()
 	}()
 	anchor, through := *sub.after+1, sub.upTo
 	in := protocol.TranscriptPageInput{
@@ -363,12 +360,17 @@ func (sub *subscription) catchUp() {
 			sub.close(protocol.ClosedWorkerExited)
 			return
 		}
-		last, ok := sub.sendRecords(page.Records)
+		flushed, ok := sub.sendRecords(page.Records)
 		if !ok {
 			return
 		}
-		if last != nil {
-			<-last.Done()
+		select {
+		case <-flushed:
+		case <-ctx.Done():
+			// The worker went, or the connection failed: the subscription
+			// is closed meanwhile.
+			sub.close(protocol.ClosedWorkerExited)
+			return
 		}
 		if page.NextCursor == nil {
 			break
@@ -382,9 +384,10 @@ func (sub *subscription) catchUp() {
 	sub.sendEndLocked()
 }
 
-// sendRecords queues records as entry_added deltas; it reports false once
-// the subscription has closed.
-func (sub *subscription) sendRecords(records []json.RawMessage) (*server.Receipt, bool) {
+// sendRecords queues records as entry_added deltas, and reports, with
+// done closed once they are flushed, whether the subscription is still
+// open.
+func (sub *subscription) sendRecords(records []json.RawMessage) (done chan struct{}, ok bool) {
 	sub.mu.Lock()
 	defer sub.mu.Unlock()
 	if sub.closed != "" {
@@ -393,20 +396,27 @@ func (sub *subscription) sendRecords(records []json.RawMessage) (*server.Receipt
 		sub.sendEndLocked()
 		return nil, false
 	}
-	var last *server.Receipt
-	for _, rec := range records {
-		r, err := sub.writeLocked(entryDelta(rec))
+	done = make(chan struct{})
+	flushed := func() { close(done) }
+	sent := false
+	for i, rec := range records {
+		var then func()
+		if i == len(records)-1 {
+			then = flushed
+		}
+		queued, err := sub.writeLocked(entryDelta(rec), then)
 		if err != nil {
 			sub.catching = false
 			sub.backlog, sub.bytes = nil, 0
 			sub.endLocked(protocol.ClosedClientClosed)
 			return nil, false
 		}
-		if r != nil {
-			last = r
-		}
+		sent = sent || queued && then != nil
 	}
-	return last, true
+	if !sent {
+		close(done)
+	}
+	return done, true
 }
 
 // entryDelta encodes the entry_added delta of one transcript line. A
