@@ -34,6 +34,10 @@ const (
 	// Answers to a permission interaction.
 	AnswerAllow = "allow"
 	AnswerDeny  = "deny"
+	// AnswerAllowAlways allows the call, and every later call of the same
+	// tool in the session without asking: the rule is recorded in the
+	// transcript and outlives the worker.
+	AnswerAllowAlways = "allow_always"
 )
 
 // Queue entry states.

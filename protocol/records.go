@@ -20,7 +20,15 @@ const (
 	// RecordQueueRetract takes a queued message back: QueueData without
 	// Text and Placement.
 	RecordQueueRetract = "queue_retract"
+	// RecordToolAllowed allows a tool for the rest of the session:
+	// ToolAllowedData.
+	RecordToolAllowed = "tool_allowed"
 )
+
+// ToolAllowedData is the data of a tool_allowed record.
+type ToolAllowedData struct {
+	Tool string `json:"tool"`
+}
 
 // TurnStartData is the data of a turn_start record.
 type TurnStartData struct {

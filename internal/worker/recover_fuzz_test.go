@@ -16,7 +16,7 @@ import (
 // never panics, and the queue it rebuilds holds only queued entries, each
 // known by its message, each message once.
 func FuzzRecover(f *testing.F) {
-	types := []string{protocol.RecordTurnStart, protocol.RecordTurnEnd, protocol.RecordUserMessage, protocol.RecordAssistantMessage, protocol.RecordToolResults, protocol.RecordQueueAdd, protocol.RecordQueueRetract, "other"}
+	types := []string{protocol.RecordTurnStart, protocol.RecordTurnEnd, protocol.RecordUserMessage, protocol.RecordAssistantMessage, protocol.RecordToolResults, protocol.RecordQueueAdd, protocol.RecordQueueRetract, protocol.RecordToolAllowed, "other"}
 	f.Add([]byte{0, 1, 5, 2, 6}, []byte(`{"messageId":"m1","entryId":"q-m1","placement":"next_turn","text":"x","runId":"r","status":"completed"}`))
 	f.Add([]byte{5, 5, 6, 0, 3}, []byte(`{"messageId":"m1","placement":"steering","steering":true}`))
 	f.Add([]byte{4, 4}, []byte(`{"role":"assistant","parts":[{"type":"tool_call","toolCall":{"id":"c","name":"todo","arguments":{"items":[]}}}]}`))
@@ -39,7 +39,7 @@ func FuzzRecover(f *testing.F) {
 		s := &session{
 			id: "s1", log: log, todo: &tools.Todo{}, logger: slog.New(slog.DiscardHandler),
 			turns: map[string]*turn{}, pending: map[string]*interaction{}, live: protocol.NewProjector(protocol.SessionProjection{}),
-			subs: map[string]*subscription{}, messages: map[string]protocol.QueueEntry{},
+			subs: map[string]*subscription{}, messages: map[string]protocol.QueueEntry{}, allowed: map[string]bool{},
 		}
 		if err := s.recover("worker exited: signal 9"); err != nil {
 			t.Fatalf("recover: %v", err)

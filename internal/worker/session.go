@@ -70,6 +70,7 @@ type session struct {
 	lastTurn *protocol.TurnSnapshot         // guarded by mu: the latest turn, recovered ones included
 	claimed  bool                           // guarded by mu: a host has attached
 	messages map[string]protocol.QueueEntry // guarded by mu: submitted messages by id, as they stand
+	allowed  map[string]bool                // guarded by mu: tools a person allowed for the rest of the session
 }
 
 // ProviderResolver finds the provider of a "provider/model" spec.
@@ -544,7 +545,7 @@ func (s *session) retract(_ context.Context, _ *server.Call, in *protocol.QueueR
 func (s *session) approve(ctx context.Context, t *turn, call llm.ToolCall, tool tools.Tool) (agent.Decision, error) {
 	s.mu.Lock()
 	policy := s.header.Approval
-	if policy == protocol.ApprovalAll || tool.ReadOnly() {
+	if policy == protocol.ApprovalAll || tool.ReadOnly() || s.allowed[call.Name] {
 		s.mu.Unlock()
 		return agent.Decision{Allow: true}, nil
 	}
@@ -568,7 +569,7 @@ func (s *session) approve(ctx context.Context, t *turn, call llm.ToolCall, tool 
 	s.mu.Unlock()
 	select {
 	case a := <-in.answer:
-		return agent.Decision{Allow: a == protocol.AnswerAllow}, nil
+		return agent.Decision{Allow: a == protocol.AnswerAllow || a == protocol.AnswerAllowAlways}, nil
 	case <-ctx.Done():
 		return agent.Decision{}, errors.New("the turn was interrupted")
 	}
@@ -584,6 +585,15 @@ func describeCall(call llm.ToolCall) string {
 		return fmt.Sprintf("%s %s", call.Name, p)
 	}
 	return fmt.Sprintf("run %s", call.Name)
+}
+
+// toolOf names the tool of a permission interaction.
+func toolOf(in protocol.Interaction) string {
+	var d struct {
+		Tool string `json:"tool"`
+	}
+	json.Unmarshal(in.Detail, &d)
+	return d.Tool
 }
 
 func toolDetail(call llm.ToolCall) json.RawMessage {
@@ -618,14 +628,27 @@ func (s *session) answerInteraction(_ context.Context, call *server.Call, in *pr
 		return protocol.Interaction{}, err
 	}
 	answer := strings.ToLower(in.Answer)
-	if answer != protocol.AnswerAllow && answer != protocol.AnswerDeny {
-		return protocol.Interaction{}, protocol.Errorf(protocol.CodeInvalidRequest, `field "input.answer": must be %q or %q`, protocol.AnswerAllow, protocol.AnswerDeny)
+	switch answer {
+	case protocol.AnswerAllow, protocol.AnswerDeny, protocol.AnswerAllowAlways:
+	default:
+		return protocol.Interaction{}, protocol.Errorf(protocol.CodeInvalidRequest, `field "input.answer": must be %q, %q or %q`, protocol.AnswerAllow, protocol.AnswerDeny, protocol.AnswerAllowAlways)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	it, ok := s.pending[in.InteractionID]
 	if !ok {
 		return protocol.Interaction{}, protocol.Errorf(protocol.CodeNotFound, "no pending interaction %q: it was answered or cancelled", in.InteractionID)
+	}
+	if answer == protocol.AnswerAllowAlways {
+		// Recorded before it is acknowledged: the rule outlives the worker.
+		tool := toolOf(it.info)
+		if _, err := s.appendLocked(protocol.RecordToolAllowed, it.turnID, protocol.ToolAllowedData{Tool: tool}); err != nil {
+			return protocol.Interaction{}, s.transcriptFailure(err)
+		}
+		if err := s.log.Sync(); err != nil {
+			return protocol.Interaction{}, s.transcriptFailure(err)
+		}
+		s.allowed[tool] = true
 	}
 	delete(s.pending, in.InteractionID)
 	it.info.State, it.info.Answer, it.info.AnsweredBy = protocol.InteractionAnswered, answer, &call.Caller

@@ -96,6 +96,7 @@ func Run(ctx context.Context, cfg Config) error {
 		live:      protocol.NewProjector(protocol.SessionProjection{}),
 		subs:      map[string]*subscription{},
 		messages:  map[string]protocol.QueueEntry{},
+		allowed:   map[string]bool{},
 	}
 	s.todo.OnChange = func(items []protocol.TodoItem) {
 		s.mu.Lock()
@@ -242,6 +243,11 @@ func (s *session) recover(previousExit string) error {
 			if _, known := s.messages[d.MessageID]; !known { // a message is queued once
 				s.enqueueLocked(protocol.QueueEntry{EntryID: d.EntryID, MessageID: d.MessageID,
 					Content: protocol.Content{Text: d.Text}, Placement: d.Placement, State: protocol.QueueQueued})
+			}
+		case protocol.RecordToolAllowed:
+			var d protocol.ToolAllowedData
+			if read(r, &d) && d.Tool != "" {
+				s.allowed[d.Tool] = true
 			}
 		case protocol.RecordQueueRetract:
 			var d protocol.QueueData

@@ -574,3 +574,47 @@ func TestAWorkerIsNoOrphanBeforeItsHostClaimsIt(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestAToolAllowedForTheSessionRunsWithoutAskingAgainAfterARestart: the
+// answer allow_always runs the call, and the tool's later calls, in this
+// worker and the next, run without an interaction.
+func TestAToolAllowedForTheSessionRunsWithoutAskingAgainAfterARestart(t *testing.T) {
+	r := start(t, protocol.ApprovalAsk, "", "", "")
+	deltas := follow(t, r.conn)
+	startTurn(t, r.conn, "t1", "run `echo first`")
+	seen := until(t, deltas, func(d protocol.SessionDelta) bool { return d.Event == protocol.EventInteractionAdded })
+	in := seen[len(seen)-1].Interaction
+	ctx := agentdtest.Context(t)
+	var answered protocol.Interaction
+	if err := r.conn.Request(ctx, protocol.OpInteractionAnswer, protocol.InteractionAnswerInput{SessionID: "s1", InteractionID: in.InteractionID, Answer: protocol.AnswerAllowAlways}, &answered); err != nil || answered.Answer != protocol.AnswerAllowAlways {
+		t.Fatalf("answer: %+v %v", answered, err)
+	}
+	until(t, deltas, runEnd("t1"))
+	asked := func(seen []protocol.SessionDelta) bool {
+		for _, d := range seen {
+			if d.Event == protocol.EventInteractionAdded {
+				return true
+			}
+		}
+		return false
+	}
+	startTurn(t, r.conn, "t2", "run `echo second`")
+	if seen := until(t, deltas, runEnd("t2")); asked(seen) {
+		t.Fatal("the allowed tool asked again")
+	}
+	r.stop(t)
+	r2 := start(t, protocol.ApprovalAsk, "", "", r.transcript)
+	deltas2 := follow(t, r2.conn)
+	startTurn(t, r2.conn, "t3", "run `echo third`")
+	seen = until(t, deltas2, runEnd("t3"))
+	if asked(seen) {
+		t.Fatal("the allowed tool asked again after a restart")
+	}
+	var ran bool
+	for _, d := range seen {
+		ran = ran || d.Event == protocol.EventToolCallEnd && strings.Contains(d.ToolCall.Output, "third")
+	}
+	if !ran {
+		t.Fatal("the allowed command did not run")
+	}
+}
