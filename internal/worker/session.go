@@ -157,10 +157,11 @@ func (s *session) getSession(_ context.Context, _ *server.Call, in *protocol.Ses
 	return s.sessionLocked(), nil
 }
 
-func (s *session) startTurn(_ context.Context, _ *server.Call, in *protocol.TurnStartInput) (protocol.TurnStartResult, error) {
+func (s *session) startTurn(_ context.Context, _ *server.Call, in *protocol.TurnStartInput) (_ protocol.TurnStartResult, err error) {
 	if err := s.checkSession(in.SessionID); err != nil {
 		return protocol.TurnStartResult{}, err
 	}
+	defer s.syncAfter(&err)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if t, ok := s.turns[in.TurnID]; ok {
@@ -192,9 +193,6 @@ func (s *session) beginTurnLocked(turnID, messageID, text string) (*turn, error)
 		return nil, s.transcriptFailure(err)
 	}
 	if _, err := s.appendLocked(protocol.RecordUserMessage, turnID, protocol.UserMessageData{Text: text}); err != nil {
-		return nil, s.transcriptFailure(err)
-	}
-	if err := s.log.Sync(); err != nil {
 		return nil, s.transcriptFailure(err)
 	}
 	s.history = append(s.history, llm.Message{Role: llm.RoleUser, Parts: []llm.Part{{Type: llm.PartText, Text: text}}})
@@ -243,6 +241,19 @@ func (s *session) appendLocked(typ, turnID string, data any) (transcript.Record,
 	return rec, nil
 }
 
+// syncAfter makes what a command appended to the transcript durable before
+// the command is acknowledged, once it has let go of mu: queries, answers
+// and deltas do not wait on the disk. Deferred before mu is taken, it runs
+// after mu is released.
+func (s *session) syncAfter(err *error) {
+	if *err != nil {
+		return
+	}
+	if serr := s.log.Sync(); serr != nil {
+		*err = s.transcriptFailure(serr)
+	}
+}
+
 func (s *session) transcriptFailure(err error) error {
 	s.logger.Error("transcript write failed", "err", err)
 	return protocol.Errorf(protocol.CodeInternalFailure, "the session's transcript cannot be written: %v", err)
@@ -263,13 +274,14 @@ func (s *session) runTurn(ctx context.Context, t *turn, history []llm.Message) {
 		status, cause = protocol.TurnInterrupted, "the worker stopped"
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.cancelInteractionsLocked(t)
 	s.taken = nil // a turn that failed may not have recorded all it took
 	_, werr := s.appendLocked(protocol.RecordTurnEnd, t.snap.TurnID, protocol.TurnEndData{Status: status, Error: cause})
+	s.mu.Unlock()
 	if werr == nil {
-		werr = s.log.Sync()
+		werr = s.log.Sync() // outside mu: nothing waits on the disk but this turn
 	}
+	s.mu.Lock()
 	if werr != nil {
 		s.logger.Error("recording the end of a turn", "turn", t.snap.TurnID, "err", werr)
 		if status != protocol.TurnFailed {
@@ -284,6 +296,11 @@ func (s *session) runTurn(ctx context.Context, t *turn, history []llm.Message) {
 	s.emitLocked(protocol.SessionDelta{Event: protocol.EventSessionChanged, Session: ptr(s.sessionLocked())})
 	s.leadWithSteeringLocked()
 	s.startQueuedLocked()
+	s.mu.Unlock()
+	// A queued message's turn started: its records are made durable.
+	if err := s.log.Sync(); err != nil {
+		s.logger.Error("recording the start of a queued turn", "err", err)
+	}
 }
 
 // startQueuedLocked starts the turn of the oldest message queued for the
@@ -446,10 +463,11 @@ func (s *session) onTurn(in *protocol.TurnRef, act func(*turn)) (protocol.TurnSn
 	return t.snap, nil
 }
 
-func (s *session) submitMessage(_ context.Context, _ *server.Call, in *protocol.MessageSubmitInput) (protocol.QueueEntry, error) {
+func (s *session) submitMessage(_ context.Context, _ *server.Call, in *protocol.MessageSubmitInput) (_ protocol.QueueEntry, err error) {
 	if err := s.checkSession(in.SessionID); err != nil {
 		return protocol.QueueEntry{}, err
 	}
+	defer s.syncAfter(&err)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	// A retried submission answers with what became of the first.
@@ -478,9 +496,6 @@ func (s *session) submitMessage(_ context.Context, _ *server.Call, in *protocol.
 	if _, err := s.appendLocked(protocol.RecordQueueAdd, turnID, protocol.QueueData{
 		EntryID: entry.EntryID, MessageID: entry.MessageID, Placement: entry.Placement, Text: entry.Content.Text,
 	}); err != nil {
-		return protocol.QueueEntry{}, s.transcriptFailure(err)
-	}
-	if err := s.log.Sync(); err != nil {
 		return protocol.QueueEntry{}, s.transcriptFailure(err)
 	}
 	s.enqueueLocked(entry)
@@ -518,10 +533,11 @@ func (s *session) dequeueLocked(messageID, state string) (protocol.QueueEntry, b
 	return protocol.QueueEntry{}, false
 }
 
-func (s *session) retract(_ context.Context, _ *server.Call, in *protocol.QueueRetractInput) (protocol.QueueEntry, error) {
+func (s *session) retract(_ context.Context, _ *server.Call, in *protocol.QueueRetractInput) (_ protocol.QueueEntry, err error) {
 	if err := s.checkSession(in.SessionID); err != nil {
 		return protocol.QueueEntry{}, err
 	}
+	defer s.syncAfter(&err)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, e := range slices.Concat(s.queue.Steering, s.queue.FollowUp) {
@@ -529,9 +545,6 @@ func (s *session) retract(_ context.Context, _ *server.Call, in *protocol.QueueR
 			continue
 		}
 		if _, err := s.appendLocked(protocol.RecordQueueRetract, "", protocol.QueueData{EntryID: e.EntryID, MessageID: e.MessageID}); err != nil {
-			return protocol.QueueEntry{}, s.transcriptFailure(err)
-		}
-		if err := s.log.Sync(); err != nil {
 			return protocol.QueueEntry{}, s.transcriptFailure(err)
 		}
 		e, _ = s.dequeueLocked(e.MessageID, protocol.QueueRetracted)
@@ -623,7 +636,7 @@ func (s *session) queryInteractions(_ context.Context, _ *server.Call, in *proto
 	return out, nil
 }
 
-func (s *session) answerInteraction(_ context.Context, call *server.Call, in *protocol.InteractionAnswerInput) (protocol.Interaction, error) {
+func (s *session) answerInteraction(_ context.Context, call *server.Call, in *protocol.InteractionAnswerInput) (_ protocol.Interaction, err error) {
 	if err := s.checkSession(in.SessionID); err != nil {
 		return protocol.Interaction{}, err
 	}
@@ -632,6 +645,9 @@ func (s *session) answerInteraction(_ context.Context, call *server.Call, in *pr
 	case protocol.AnswerAllow, protocol.AnswerDeny, protocol.AnswerAllowAlways:
 	default:
 		return protocol.Interaction{}, protocol.Errorf(protocol.CodeInvalidRequest, `field "input.answer": must be %q, %q or %q`, protocol.AnswerAllow, protocol.AnswerDeny, protocol.AnswerAllowAlways)
+	}
+	if answer == protocol.AnswerAllowAlways {
+		defer s.syncAfter(&err) // the rule it records
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -643,9 +659,6 @@ func (s *session) answerInteraction(_ context.Context, call *server.Call, in *pr
 		// Recorded before it is acknowledged: the rule outlives the worker.
 		tool := toolOf(it.info)
 		if _, err := s.appendLocked(protocol.RecordToolAllowed, it.turnID, protocol.ToolAllowedData{Tool: tool}); err != nil {
-			return protocol.Interaction{}, s.transcriptFailure(err)
-		}
-		if err := s.log.Sync(); err != nil {
 			return protocol.Interaction{}, s.transcriptFailure(err)
 		}
 		s.allowed[tool] = true
