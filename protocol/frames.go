@@ -1,6 +1,9 @@
 package protocol
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"strconv"
+)
 
 // Frame kinds. A request or response frame has no kind.
 const (
@@ -156,4 +159,19 @@ const (
 type SubscriptionClosedFrame struct {
 	Pushed
 	Reason string `json:"reason"`
+}
+
+// AppendDeltaFrame appends to b the session delta frame of one encoded
+// delta: a fan-out wraps the same delta bytes for each subscriber without
+// encoding them again.
+func AppendDeltaFrame(b []byte, hostEpoch, subscriptionID string, sequence uint64, delta []byte) []byte {
+	b = append(b, `{"kind":"`+KindSessionDelta+`","hostEpoch":`...)
+	b = strconv.AppendQuote(b, hostEpoch)
+	b = append(b, `,"subscriptionId":`...)
+	b = strconv.AppendQuote(b, subscriptionID)
+	b = append(b, `,"sequence":`...)
+	b = strconv.AppendUint(b, sequence, 10)
+	b = append(b, `,"delta":`...)
+	b = append(b, delta...)
+	return append(b, '}')
 }

@@ -64,3 +64,22 @@ func TestAProjectorFollowsATurnAsASubscriberDoes(t *testing.T) {
 		t.Fatal("projection shares its root turn")
 	}
 }
+
+// TestADeltaFrameWrapsTheDeltaItWasGiven: the frame a fan-out builds
+// around shared delta bytes decodes as the frame its fields say, whatever
+// characters they hold.
+func TestADeltaFrameWrapsTheDeltaItWasGiven(t *testing.T) {
+	delta := []byte(`{"event":"message_update","text":"a \"quoted\" line\n"}`)
+	raw := protocol.AppendDeltaFrame(nil, `e"1`, "s1.\\x.2", 42, delta)
+	f, err := protocol.DecodeHostFrame(raw)
+	if err != nil || f.Kind != protocol.KindSessionDelta {
+		t.Fatalf("decoded %+v: %v", f, err)
+	}
+	var got protocol.SessionDeltaFrame
+	if err := json.Unmarshal(raw, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.HostEpoch != `e"1` || got.SubscriptionID != "s1.\\x.2" || got.Sequence != 42 || string(got.Delta) != string(delta) {
+		t.Fatalf("frame %+v", got)
+	}
+}

@@ -58,3 +58,12 @@ func clientOf(call *server.Call) (*clientConn, error) {
 	}
 	return c, nil
 }
+
+// subscriptionOf returns the subscription id of call's connection.
+func subscriptionOf(call *server.Call, id string) (*subscription, error) {
+	c, err := clientOf(call)
+	if err != nil {
+		return nil, err
+	}
+	return c.subscription(id)
+}

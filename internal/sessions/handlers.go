@@ -219,6 +219,9 @@ func (s *Service) open(ctx context.Context, call *server.Call, in *protocol.Subs
 	if err != nil {
 		return protocol.SubscriptionOpenResult{}, err
 	}
+	if err := authorize(call, h); err != nil {
+		return protocol.SubscriptionOpenResult{}, err
+	}
 	w, err := s.ensureWorker(ctx, h)
 	if err != nil {
 		return protocol.SubscriptionOpenResult{}, err
@@ -237,11 +240,7 @@ func (s *Service) open(ctx context.Context, call *server.Call, in *protocol.Subs
 }
 
 func (s *Service) ready(_ context.Context, call *server.Call, in *protocol.SubscriptionRef) (protocol.SubscriptionRef, error) {
-	c, err := clientOf(call)
-	if err != nil {
-		return protocol.SubscriptionRef{}, err
-	}
-	sub, err := c.subscription(in.SubscriptionID)
+	sub, err := subscriptionOf(call, in.SubscriptionID)
 	if err != nil {
 		return protocol.SubscriptionRef{}, err
 	}
@@ -250,15 +249,11 @@ func (s *Service) ready(_ context.Context, call *server.Call, in *protocol.Subsc
 }
 
 func (s *Service) closeSubscription(_ context.Context, call *server.Call, in *protocol.SubscriptionRef) (protocol.SubscriptionRef, error) {
-	c, err := clientOf(call)
+	sub, err := subscriptionOf(call, in.SubscriptionID)
 	if err != nil {
 		return protocol.SubscriptionRef{}, err
 	}
-	sub, err := c.subscription(in.SubscriptionID)
-	if err != nil {
-		return protocol.SubscriptionRef{}, err
-	}
-	c.forget(sub)
+	sub.c.forget(sub)
 	sub.close(protocol.ClosedClientClosed)
 	return *in, nil
 }
@@ -268,11 +263,7 @@ func (s *Service) closeSubscription(_ context.Context, call *server.Call, in *pr
 func (s *Service) pageTranscript(ctx context.Context, call *server.Call, in *protocol.TranscriptPageInput) (protocol.TranscriptPage, error) {
 	selector := in.SessionID
 	if in.SubscriptionID != "" {
-		c, err := clientOf(call)
-		if err != nil {
-			return protocol.TranscriptPage{}, err
-		}
-		sub, err := c.subscription(in.SubscriptionID)
+		sub, err := subscriptionOf(call, in.SubscriptionID)
 		if err != nil {
 			return protocol.TranscriptPage{}, err
 		}

@@ -3,7 +3,6 @@ package sessions
 import (
 	"context"
 	"encoding/json"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -321,7 +320,8 @@ func (sub *subscription) flushed() {
 // queues it, with then to run once it is flushed. A frame past the wire
 // limit is left out and logged: it reports false then.
 func (sub *subscription) writeLocked(body []byte, then func()) (bool, error) {
-	frame := deltaFrame(sub.s.host.Epoch(), sub.id, sub.seq+1, body)
+	epoch := sub.s.host.Epoch()
+	frame := protocol.AppendDeltaFrame(make([]byte, 0, 96+len(epoch)+len(sub.id)+len(body)), epoch, sub.id, sub.seq+1, body)
 	if len(frame) > protocol.MaxMessageBytes {
 		sub.s.log.Error("a delta frame passes the wire limit and is left out", "subscription", sub.id, "bytes", len(frame))
 		return false, nil
@@ -431,18 +431,4 @@ func entryDelta(line json.RawMessage) []byte {
 	}
 	b, _ := json.Marshal(d)
 	return b
-}
-
-// deltaFrame encodes a session delta frame around an encoded delta.
-func deltaFrame(epoch, subID string, seq uint64, delta []byte) []byte {
-	b := make([]byte, 0, 96+len(epoch)+len(subID)+len(delta))
-	b = append(b, `{"kind":"`+protocol.KindSessionDelta+`","hostEpoch":`...)
-	b = strconv.AppendQuote(b, epoch)
-	b = append(b, `,"subscriptionId":`...)
-	b = strconv.AppendQuote(b, subID)
-	b = append(b, `,"sequence":`...)
-	b = strconv.AppendUint(b, seq, 10)
-	b = append(b, `,"delta":`...)
-	b = append(b, delta...)
-	return append(b, '}')
 }

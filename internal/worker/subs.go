@@ -425,7 +425,7 @@ func (sub *subscription) write(batch []*pendingDelta) bool {
 				continue
 			}
 			sub.seq++
-			r, err := sub.conn.out.Enqueue(server.Control, deltaFrame(sub.epoch, sub.id, sub.seq, raw))
+			r, err := sub.conn.out.Enqueue(server.Control, protocol.AppendDeltaFrame(make([]byte, 0, 96+len(sub.epoch)+len(sub.id)+len(raw)), sub.epoch, sub.id, sub.seq, raw))
 			if err != nil {
 				return false
 			}
@@ -439,18 +439,4 @@ func (sub *subscription) write(batch []*pendingDelta) bool {
 		}
 	}
 	return last == nil || last.Err() == nil
-}
-
-// deltaFrame encodes a session delta frame around an encoded delta.
-func deltaFrame(epoch, subID string, seq uint64, delta []byte) []byte {
-	b := make([]byte, 0, 128+len(subID)+len(delta))
-	b = append(b, `{"kind":"`+protocol.KindSessionDelta+`","hostEpoch":"`...)
-	b = append(b, epoch...)
-	b = append(b, `","subscriptionId":`...)
-	b = strconv.AppendQuote(b, subID)
-	b = append(b, `,"sequence":`...)
-	b = strconv.AppendUint(b, seq, 10)
-	b = append(b, `,"delta":`...)
-	b = append(b, delta...)
-	return append(b, '}')
 }
