@@ -26,7 +26,7 @@ const (
 	DefaultBacklogBytes = 1 << 20
 	// DefaultBacklogAge bounds how long its oldest undelivered delta may
 	// wait.
-	DefaultBacklogAge = 5 * time.Second
+	DefaultBacklogAge = 4 * time.Second
 	// batchBytes bounds the deltas handed to a connection at once: a
 	// connection's outbound queue holds at most one batch of each of its
 	// subscriptions.
