@@ -44,7 +44,7 @@ var arrows = map[string][]string{
 	"internal/server":                {"internal/home", "internal/redact", "internal/transport", "protocol"},
 	"internal/sessions":              {"client", "internal/catalog", "internal/proc", "internal/server", "protocol"},
 	"internal/tools":                 {"internal/atomicfile", "internal/llm", "internal/proc", "protocol"},
-	"internal/transcript":            {},
+	"internal/transcript":            {"protocol"},
 	"internal/transport":             {"protocol"},
 	"internal/tui":                   {"client", "protocol"},
 	"internal/version":               {},

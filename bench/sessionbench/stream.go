@@ -394,9 +394,9 @@ func (s *subscription) workerRate(turnID string, deltas int) (float64, bool) {
 				continue
 			}
 			switch rec.Type {
-			case "turn_start":
+			case protocol.RecordTurnStart:
 				start = rec.Time
-			case "turn_end":
+			case protocol.RecordTurnEnd:
 				end = rec.Time
 			}
 		}

@@ -281,7 +281,7 @@ func (p *printer) steered(d protocol.SessionDelta) {
 			MessageID string `json:"messageId"`
 		} `json:"data"`
 	}
-	if json.Unmarshal(d.Entry, &rec) == nil && rec.Type == "user_message" && rec.Data.MessageID == p.message {
+	if json.Unmarshal(d.Entry, &rec) == nil && rec.Type == protocol.RecordUserMessage && rec.Data.MessageID == p.message {
 		p.setTurn(d.TurnID)
 	}
 }

@@ -6,19 +6,21 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/agentd-dev/agentd/protocol"
 )
 
 // MaxRecordBytes bounds one record's line, its newline excluded. Append
 // refuses a longer record, and a longer line on disk is not a record.
 const MaxRecordBytes = 16 << 20
 
-// The record types that mark turn boundaries. A page reports that it ends at
-// a turn boundary when its oldest record is a TypeTurnStart (paging older)
-// or its newest a TypeTurnEnd (paging newer). Every other type is the
-// caller's own.
+// The record types that mark turn boundaries, the protocol's. A page
+// reports that it ends at a turn boundary when its oldest record is a
+// TypeTurnStart (paging older) or its newest a TypeTurnEnd (paging newer).
+// Every other type is the caller's own.
 const (
-	TypeTurnStart = "turn_start"
-	TypeTurnEnd   = "turn_end"
+	TypeTurnStart = protocol.RecordTurnStart
+	TypeTurnEnd   = protocol.RecordTurnEnd
 )
 
 // Record is one entry of a transcript.
