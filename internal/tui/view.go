@@ -5,7 +5,6 @@ import (
 	"strings"
 
 	tea "charm.land/bubbletea/v2"
-	"charm.land/glamour/v2"
 	"charm.land/lipgloss/v2"
 
 	"github.com/agentd-dev/agentd/protocol"
@@ -32,9 +31,8 @@ const helpLine = "enter send · alt+enter queue · esc interrupt · ctrl+c ×2 s
 // renderer renders blocks at a width, keeping what it rendered while the
 // block has not changed.
 type renderer struct {
-	width    int
-	markdown *glamour.TermRenderer // for width; nil when it could not be made
-	cache    map[*Block]rendered
+	width int
+	cache map[*Block]rendered
 }
 
 type rendered struct {
@@ -49,7 +47,6 @@ func (r *renderer) setWidth(w int) {
 		return
 	}
 	r.width, r.cache = w, map[*Block]rendered{}
-	r.markdown, _ = glamour.NewTermRenderer(glamour.WithStandardStyle("dark"), glamour.WithWordWrap(max(w-4, 20)))
 }
 
 // block renders b, or returns "" for a block that shows nothing.
@@ -86,10 +83,8 @@ func (r *renderer) draw(b *Block) string {
 		if strings.TrimSpace(text) == "" {
 			return ""
 		}
-		if b.Done && r.markdown != nil {
-			if md, err := r.markdown.Render(text); err == nil {
-				return strings.Trim(md, "\n")
-			}
+		if b.Done {
+			return Markdown(text, r.width)
 		}
 		return r.wrap(text)
 	case BlockTool:
