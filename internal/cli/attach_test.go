@@ -46,6 +46,32 @@ func TestTwoAttachedScreensShowOneSession(t *testing.T) {
 	}
 }
 
+// TestAnsweringAAllowsTheToolForTheRestOfTheSession: `a` at an approval
+// in one screen allows the call and the tool's later calls; both screens
+// say so, and the next command runs without asking.
+func TestAnsweringAAllowsTheToolForTheRestOfTheSession(t *testing.T) {
+	p := newSessionPlace(t)
+	id := strings.TrimSpace(p.mustRun("new", "--cwd", p.workDir(), "--approve", "ask"))
+	a := p.screen(t, "attach", id)
+	b := p.screen(t, "attach", id)
+	for _, s := range []*screen{a, b} {
+		s.waitText("ctrl+\\ detach")
+	}
+	a.typeLine("run `echo first-call`")
+	b.waitText(approvalAsked)
+	b.typeKeys("a")
+	for _, s := range []*screen{a, b} {
+		s.waitFor("the call allowed for the session", func(text string) bool {
+			return strings.Contains(text, "allowed for the session: run bash") && strings.Contains(text, "│ first-call") &&
+				strings.Contains(text, "── completed")
+		})
+	}
+	a.typeLine("run `echo second-call`")
+	a.waitFor("the second call, run without asking", func(text string) bool {
+		return strings.Contains(text, "│ second-call") && strings.Count(text, "── completed") == 2 && !strings.Contains(text, approvalAsked)
+	})
+}
+
 // TestDetachingLeavesTheTurnRunning: ctrl+\ leaves the screen at once,
 // exit 0, and the turn it showed runs on to its end.
 func TestDetachingLeavesTheTurnRunning(t *testing.T) {

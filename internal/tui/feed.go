@@ -216,6 +216,8 @@ func (f *Feed) Delta(d protocol.SessionDelta) {
 			b.Text = "cancelled: " + in.Prompt
 		case in.Answer == protocol.AnswerAllow:
 			b.Text = "allowed: " + in.Prompt
+		case in.Answer == protocol.AnswerAllowAlways:
+			b.Text = "allowed for the session: " + in.Prompt
 		default:
 			b.Text, b.Error = "denied: "+in.Prompt, true
 		}

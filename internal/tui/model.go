@@ -87,7 +87,6 @@ type model struct {
 	cursor  string   // the next older page's cursor; "" before the first
 	paging  bool     // an older page is being read
 	noOlder bool     // history reaches the transcript's start, or cannot be read
-	always  map[string]bool
 
 	width, height int
 	view          viewport.Model
@@ -110,7 +109,7 @@ func newModel(ctx context.Context, f *client.Follower) *model {
 	m := &model{
 		ctx: ctx, f: f, proj: protocol.NewProjector(snap), feed: NewFeed(f.LastRecord()),
 		through: snap.TranscriptSequence, noOlder: snap.TranscriptSequence == 0,
-		always: map[string]bool{}, view: viewport.New(), input: in, render: newRenderer(), follow: true,
+		view: viewport.New(), input: in, render: newRenderer(), follow: true,
 	}
 	m.view.KeyMap = viewport.KeyMap{} // keys are routed by the model
 	m.feed.Streams(snap.Streams)
@@ -214,9 +213,6 @@ func (m *model) event(msg eventMsg) tea.Cmd {
 	default:
 		m.proj.Apply(ev.Delta)
 		m.feed.Delta(ev.Delta)
-		if in := ev.Delta.Interaction; ev.Delta.Event == protocol.EventInteractionAdded && in != nil && m.always[toolOf(*in)] {
-			cmd = m.answer(*in, protocol.AnswerAllow)
-		}
 	}
 	m.refresh()
 	return tea.Batch(cmd, m.next())
@@ -346,9 +342,10 @@ func (m *model) key(k tea.KeyPressMsg) tea.Cmd {
 			case "n":
 				return m.answer(in, protocol.AnswerDeny)
 			case "a":
-				m.always[toolOf(in)] = true
-				m.flash = fmt.Sprintf("%s is allowed for as long as this screen is attached", toolOf(in))
-				return m.answer(in, protocol.AnswerAllow)
+				// The session keeps the rule, for every client and the
+				// next worker too.
+				m.flash = fmt.Sprintf("%s is allowed for the rest of the session", toolOf(in))
+				return m.answer(in, protocol.AnswerAllowAlways)
 			}
 		}
 	}

@@ -23,7 +23,7 @@ func screenModel(t *testing.T) *model {
 	in.Focus()
 	m := &model{
 		ctx: context.Background(), proj: protocol.NewProjector(snap), feed: NewFeed(0), noOlder: true,
-		always: map[string]bool{}, view: viewport.New(), input: in, render: newRenderer(), follow: true,
+		view: viewport.New(), input: in, render: newRenderer(), follow: true,
 	}
 	m.view.KeyMap = viewport.KeyMap{}
 	m.Update(tea.WindowSizeMsg{Width: 100, Height: 30})
