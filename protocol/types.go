@@ -377,6 +377,16 @@ type Interaction struct {
 	AnsweredBy *Caller `json:"answeredBy,omitempty"`
 }
 
+// Tool names the tool a permission interaction asks about, from its
+// detail; "" for any other.
+func (in Interaction) Tool() string {
+	var d struct {
+		Tool string `json:"tool"`
+	}
+	json.Unmarshal(in.Detail, &d)
+	return d.Tool
+}
+
 // InteractionQueryResult is the result of interaction.query.
 type InteractionQueryResult struct {
 	Pending []Interaction `json:"pending"`

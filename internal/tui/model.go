@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -22,8 +21,13 @@ import (
 // requestTimeout bounds each request the screen sends.
 const requestTimeout = 15 * time.Second
 
-// historyPageBytes bounds each page of older transcript the screen reads.
-const historyPageBytes = 64 << 10
+// Bounds of the pages of older transcript the screen reads: a small first
+// one, which fills a screen sooner, then larger ones as the person scrolls
+// up.
+const (
+	firstPageBytes   = 16 << 10
+	historyPageBytes = 64 << 10
+)
 
 // Options configure Run.
 type Options struct {
@@ -134,8 +138,12 @@ func (m *model) older() tea.Cmd {
 		return nil
 	}
 	m.paging = true
+	size := historyPageBytes
+	if m.cursor == "" {
+		size = firstPageBytes
+	}
 	c, id, req := m.f.Conn(), m.f.SessionID(), client.PageRequest{
-		Direction: client.PageOlder, Cursor: m.cursor, Through: m.through, MaxBytes: historyPageBytes,
+		Direction: client.PageOlder, Cursor: m.cursor, Through: m.through, MaxBytes: size,
 	}
 	return func() tea.Msg {
 		ctx, cancel := context.WithTimeout(m.ctx, requestTimeout)
@@ -171,8 +179,7 @@ func (m *model) update(msg tea.Msg) tea.Cmd {
 	case eventMsg:
 		return m.event(msg)
 	case pageMsg:
-		m.page(msg)
-		return nil
+		return m.page(msg)
 	case doneMsg:
 		if msg.err != nil {
 			m.flash = fmt.Sprintf("%s: %v", msg.what, msg.err)
@@ -219,13 +226,15 @@ func (m *model) event(msg eventMsg) tea.Cmd {
 }
 
 // page puts a page of older transcript above the history.
-func (m *model) page(msg pageMsg) {
+// page adds a page of older transcript above the history; while the
+// screen is not yet full, it reads the next.
+func (m *model) page(msg pageMsg) tea.Cmd {
 	m.paging = false
 	if msg.err != nil {
 		m.noOlder = true
 		m.history = append([]*Block{{Kind: BlockNote, Text: fmt.Sprintf("earlier transcript unavailable (%v): agentd log %s prints it", msg.err, m.f.SessionID()), Done: true}}, m.history...)
 		m.refresh()
-		return
+		return nil
 	}
 	older := NewFeed(0)
 	for _, r := range msg.page.Records {
@@ -245,15 +254,10 @@ func (m *model) page(msg pageMsg) {
 	if !m.follow {
 		m.view.SetYOffset(m.view.YOffset() + m.view.TotalLineCount() - before)
 	}
-}
-
-// toolOf returns the tool a permission interaction is about.
-func toolOf(in protocol.Interaction) string {
-	var d struct {
-		Tool string `json:"tool"`
+	if m.view.TotalLineCount() < m.view.Height() {
+		return m.older()
 	}
-	json.Unmarshal(in.Detail, &d)
-	return d.Tool
+	return nil
 }
 
 // running reports whether the session runs a turn, and which.
@@ -344,7 +348,7 @@ func (m *model) key(k tea.KeyPressMsg) tea.Cmd {
 			case "a":
 				// The session keeps the rule, for every client and the
 				// next worker too.
-				m.flash = fmt.Sprintf("%s is allowed for the rest of the session", toolOf(in))
+				m.flash = fmt.Sprintf("%s is allowed for the rest of the session", in.Tool())
 				return m.answer(in, protocol.AnswerAllowAlways)
 			}
 		}

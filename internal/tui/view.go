@@ -225,7 +225,7 @@ func (m *model) panel() string {
 		lines = append(lines, truncate(styleDim.Render("queued: ")+plain(firstLine(q.Content.Text)), m.width))
 	}
 	if ins := p.Interactions; len(ins) > 0 {
-		s := fmt.Sprintf("? %s   y allow · n deny · a allow %s always", plain(ins[0].Prompt), plain(toolOf(ins[0])))
+		s := fmt.Sprintf("? %s   y allow · n deny · a allow %s always", plain(ins[0].Prompt), plain(ins[0].Tool()))
 		if len(ins) > 1 {
 			s += fmt.Sprintf(" (%d more)", len(ins)-1)
 		}

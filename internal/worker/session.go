@@ -600,15 +600,6 @@ func describeCall(call llm.ToolCall) string {
 	return fmt.Sprintf("run %s", call.Name)
 }
 
-// toolOf names the tool of a permission interaction.
-func toolOf(in protocol.Interaction) string {
-	var d struct {
-		Tool string `json:"tool"`
-	}
-	json.Unmarshal(in.Detail, &d)
-	return d.Tool
-}
-
 func toolDetail(call llm.ToolCall) json.RawMessage {
 	b, _ := json.Marshal(map[string]any{"tool": call.Name, "arguments": call.Arguments})
 	return b
@@ -657,7 +648,7 @@ func (s *session) answerInteraction(_ context.Context, call *server.Call, in *pr
 	}
 	if answer == protocol.AnswerAllowAlways {
 		// Recorded before it is acknowledged: the rule outlives the worker.
-		tool := toolOf(it.info)
+		tool := it.info.Tool()
 		if _, err := s.appendLocked(protocol.RecordToolAllowed, it.turnID, protocol.ToolAllowedData{Tool: tool}); err != nil {
 			return protocol.Interaction{}, s.transcriptFailure(err)
 		}
