@@ -33,11 +33,11 @@ func newAttachCmd(e *env) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			screen := isTerminal(e.stdin) && isTerminal(e.stdout) && !asJSON
-			id, err := chooseSession(ctx, e, args, create, cwd, model, screen)
+			id, c, err := chooseSession(ctx, e, args, create, cwd, model, screen)
 			if err != nil {
 				return err
 			}
-			f, err := follow(ctx, id, client.SessionOptions{})
+			f, err := follow(ctx, id, c, client.SessionOptions{})
 			if err != nil {
 				return err
 			}
@@ -62,47 +62,53 @@ func newAttachCmd(e *env) *cobra.Command {
 
 // chooseSession returns the id of the session to attach to: the one
 // named, a new one, or the latest of the current directory (a picker on a
-// terminal when it has several).
-func chooseSession(ctx context.Context, e *env, args []string, create bool, cwd, model string, screen bool) (string, error) {
+// terminal when it has several); with the connection to the host that
+// serves it, for the stream to open on.
+func chooseSession(ctx context.Context, e *env, args []string, create bool, cwd, model string, screen bool) (string, *client.Conn, error) {
 	setup, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
 	if len(args) == 1 {
 		l, err := locateSession(setup, args[0])
 		if err != nil {
-			return "", err
+			return "", nil, err
 		}
-		l.conn.Close()
-		return l.session.SessionID, nil
+		return l.session.SessionID, l.conn, nil
 	}
 	c, err := open(setup)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
-	defer c.Close()
-	if create {
-		s, err := createSession(setup, c, protocol.SessionCreateInput{Cwd: cwd, Model: model})
+	id, err := func() (string, error) {
+		if create {
+			s, err := createSession(setup, c, protocol.SessionCreateInput{Cwd: cwd, Model: model})
+			return s.SessionID, err
+		}
+		wd, err := os.Getwd()
+		if err != nil {
+			return "", err
+		}
+		here, err := sessionsOf(setup, c, wd)
+		if err != nil {
+			return "", err
+		}
+		switch {
+		case len(here) == 0:
+			return "", fmt.Errorf("no session of %s: `agentd attach --new` starts one", wd)
+		case len(here) == 1 || !screen:
+			return here[0].SessionID, nil
+		}
+		cancel()
+		s, err := tui.Pick(ctx, here, e.stdin, e.stdout)
+		if errors.Is(err, tui.ErrNotPicked) {
+			return "", errors.New("no session chosen")
+		}
 		return s.SessionID, err
-	}
-	wd, err := os.Getwd()
+	}()
 	if err != nil {
-		return "", err
+		c.Close()
+		return "", nil, err
 	}
-	here, err := sessionsOf(setup, c, wd)
-	if err != nil {
-		return "", err
-	}
-	switch {
-	case len(here) == 0:
-		return "", fmt.Errorf("no session of %s: `agentd attach --new` starts one", wd)
-	case len(here) == 1 || !screen:
-		return here[0].SessionID, nil
-	}
-	cancel()
-	s, err := tui.Pick(ctx, here, e.stdin, e.stdout)
-	if errors.Is(err, tui.ErrNotPicked) {
-		return "", errors.New("no session chosen")
-	}
-	return s.SessionID, err
+	return id, c, nil
 }
 
 // sessionsOf lists the sessions of directory dir on this home's host, the
@@ -151,11 +157,23 @@ const (
 	jsonRecords                 // the transcript records alone (log)
 )
 
-// follow opens a stream of session id that reopens itself.
-func follow(ctx context.Context, id string, opts client.SessionOptions) (*client.Follower, error) {
+// follow opens a stream of session id that reopens itself, on first, a
+// connection to the host that serves it, when there is one.
+func follow(ctx context.Context, id string, first *client.Conn, opts client.SessionOptions) (*client.Follower, error) {
 	setup, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
-	return client.FollowSession(setup, dialSession(id), id, opts)
+	dial := dialSession(id)
+	if first != nil {
+		later := dial
+		dial = func(ctx context.Context) (*client.Conn, error) {
+			if c := first; c != nil {
+				first = nil
+				return c, nil
+			}
+			return later(ctx)
+		}
+	}
+	return client.FollowSession(setup, dial, id, opts)
 }
 
 // followLines follows a session until ctx ends, writing its events through

@@ -58,7 +58,7 @@ func newLogCmd(e *env) *cobra.Command {
 				feed = tui.NewFeed(last)
 				feed.OnChange = tui.NewLines(e.stdout).Change
 			}
-			f, err := follow(cmd.Context(), sess.SessionID, client.SessionOptions{Resume: true, After: last})
+			f, err := follow(cmd.Context(), sess.SessionID, nil, client.SessionOptions{Resume: true, After: last})
 			if err != nil {
 				return err
 			}
