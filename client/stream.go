@@ -109,11 +109,8 @@ func (w *Watcher) end(err error) {
 
 // push routes a pushed frame to its watcher. A subscription.closed frame
 // is delivered and then ends the watcher.
-func (c *Conn) push(kind string, raw []byte) {
-	var head protocol.Pushed
-	if json.Unmarshal(raw, &head) != nil {
-		return
-	}
+func (c *Conn) push(head protocol.Pushed, raw []byte) {
+	kind := head.Kind
 	c.mu.Lock()
 	w := c.watchers[head.SubscriptionID]
 	if kind == protocol.KindSubscriptionClosed {

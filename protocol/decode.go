@@ -593,7 +593,9 @@ func jsonFields(t reflect.Type) map[string]reflect.Type {
 
 // HostFrame is a decoded host frame: Kind is empty for a Response.
 type HostFrame struct {
-	Kind     string
+	Kind string
+	// Pushed is a pushed frame's header (its Kind included).
+	Pushed   Pushed
 	Response *Response
 	// Raw is the whole frame, for decoding a kinded frame into its type.
 	Raw []byte
@@ -607,18 +609,23 @@ func DecodeHostFrame(line []byte) (HostFrame, error) {
 		return HostFrame{}, ErrNotObject
 	}
 	var head struct {
-		Kind      string          `json:"kind"`
-		RequestID string          `json:"requestId"`
-		Operation string          `json:"operation"`
-		OK        bool            `json:"ok"`
-		Result    json.RawMessage `json:"result"`
-		Error     *Error          `json:"error"`
+		Kind           string          `json:"kind"`
+		HostEpoch      string          `json:"hostEpoch"`
+		SubscriptionID string          `json:"subscriptionId"`
+		Sequence       uint64          `json:"sequence"`
+		RequestID      string          `json:"requestId"`
+		Operation      string          `json:"operation"`
+		OK             bool            `json:"ok"`
+		Result         json.RawMessage `json:"result"`
+		Error          *Error          `json:"error"`
 	}
 	if err := json.Unmarshal(line, &head); err != nil {
 		return HostFrame{}, translate(err, "")
 	}
 	if head.Kind != "" {
-		return HostFrame{Kind: head.Kind, Raw: line}, nil
+		return HostFrame{Kind: head.Kind, Raw: line, Pushed: Pushed{
+			Kind: head.Kind, HostEpoch: head.HostEpoch, SubscriptionID: head.SubscriptionID, Sequence: head.Sequence,
+		}}, nil
 	}
 	if head.RequestID == "" {
 		return HostFrame{}, FieldError("requestId", "is required in a response")
