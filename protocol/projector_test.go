@@ -83,3 +83,38 @@ func TestADeltaFrameWrapsTheDeltaItWasGiven(t *testing.T) {
 		t.Fatalf("frame %+v", got)
 	}
 }
+
+// FuzzProjector: deltas as a worker or a host may send them, in any
+// order, however wrong, never make a projector panic, and its projection
+// always encodes.
+func FuzzProjector(f *testing.F) {
+	f.Add([]byte(`{"event":"run_start","turnId":"t1","turn":{"turnId":"t1","status":"running"}}
+{"event":"message_start","turnId":"t1","messageId":"m1"}
+{"event":"message_update","turnId":"t1","messageId":"m1","text":"hi"}
+{"event":"tool_call_start","turnId":"t1","toolCall":{"id":"c1","name":"bash"}}
+{"event":"tool_call_update","turnId":"t1","toolCall":{"id":"c1","name":"bash","output":"x"}}
+{"event":"entry_added","entry":{"seq":3}}
+{"event":"run_end","turnId":"t1","turn":{"turnId":"t1","status":"completed"}}`))
+	f.Add([]byte(`{"event":"message_update","messageId":"m9","text":"before its start"}
+{"event":"tool_call_end","toolCall":null}
+{"event":"queue_changed"}
+{"event":"interaction_resolved","interaction":{"interactionId":"i1"}}
+{"event":"entry_added","entry":"not a record"}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		pr := protocol.NewProjector(protocol.SessionProjection{})
+		for _, line := range strings.Split(string(data), "\n") {
+			var d protocol.SessionDelta
+			if json.Unmarshal([]byte(line), &d) == nil {
+				pr.Apply(d)
+			}
+		}
+		p := pr.Projection()
+		if _, err := json.Marshal(p); err != nil {
+			t.Fatalf("the projection does not encode: %v", err)
+		}
+		if again := protocol.NewProjector(p).Projection(); len(again.Streams) != len(p.Streams) || len(again.ToolCalls) != len(p.ToolCalls) {
+			t.Fatalf("a projector started from a projection holds %d streams and %d calls, not %d and %d",
+				len(again.Streams), len(again.ToolCalls), len(p.Streams), len(p.ToolCalls))
+		}
+	})
+}
