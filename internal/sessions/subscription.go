@@ -148,7 +148,7 @@ type subscription struct {
 	inflight bool       // guarded by mu: a batch is on its way
 	closed   string     // guarded by mu: the reason it closed, once it has
 	sentEnd  bool       // guarded by mu: its closed frame is queued
-	timer    *time.Timer
+	timer    *time.Timer // guarded by mu: checks the backlog's age when no delta comes
 }
 
 // push adds it to the backlog and delivers what the subscriber can take.
