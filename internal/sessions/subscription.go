@@ -140,14 +140,14 @@ type subscription struct {
 	ended chan struct{} // closed once it has closed
 
 	mu       sync.Mutex
-	readied  bool       // guarded by mu
-	catching bool       // guarded by mu: transcript records are still being sent
-	seq      uint64     // guarded by mu: the last sequence handed to the connection
-	backlog  []*pending // guarded by mu
-	bytes    int        // guarded by mu: the backlog's size
-	inflight bool       // guarded by mu: a batch is on its way
-	closed   string     // guarded by mu: the reason it closed, once it has
-	sentEnd  bool       // guarded by mu: its closed frame is queued
+	readied  bool        // guarded by mu
+	catching bool        // guarded by mu: transcript records are still being sent
+	seq      uint64      // guarded by mu: the last sequence handed to the connection
+	backlog  []*pending  // guarded by mu
+	bytes    int         // guarded by mu: the backlog's size
+	inflight bool        // guarded by mu: a batch is on its way
+	closed   string      // guarded by mu: the reason it closed, once it has
+	sentEnd  bool        // guarded by mu: its closed frame is queued
 	timer    *time.Timer // guarded by mu: checks the backlog's age when no delta comes
 }
 
