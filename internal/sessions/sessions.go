@@ -1,9 +1,11 @@
 // Package sessions is the host's session service: the composition that
 // fills the host's operation table with the session, turn, interaction,
 // model and subscription operations. It keeps the catalog, starts one
-// worker process per active session, forwards each session's operations to
-// its worker, relays the worker's subscription frames to clients, stops
-// idle workers, and replaces workers that exit.
+// worker process per active session, forwards each session operation to
+// its worker with the caller's identity, follows each worker's one event
+// stream and fans it out to the subscriptions of its clients (see
+// subscription.go for the delivery promise), stops idle workers, and
+// replaces workers that exit.
 //
 // It knows the catalog and the worker's protocol, and nothing of how a
 // worker runs an agent.
@@ -157,7 +159,7 @@ func (s *Service) BeginDrain() {
 	stops.Wait()
 }
 
-// Close waits for the workers and relays to end.
+// Close waits for the workers, their streams and deliveries to end.
 func (s *Service) Close(ctx context.Context) error {
 	s.BeginDrain()
 	s.wg.Wait()
