@@ -22,6 +22,26 @@ type TranscriptRecord struct {
 	OmittedBytes int `json:"omittedBytes,omitempty"`
 }
 
+// MaxRecordOnWire bounds a transcript record's line as a delta or a page
+// carries it, leaving room for the frame around it within MaxMessageBytes.
+const MaxRecordOnWire = MaxMessageBytes - 16<<10
+
+// FitRecord returns a transcript record's line as it may go on the wire:
+// the line itself when it is at most MaxRecordOnWire bytes, else the
+// record without its data, OmittedBytes saying how much was left out.
+func FitRecord(line json.RawMessage) json.RawMessage {
+	if len(line) <= MaxRecordOnWire {
+		return line
+	}
+	var rec TranscriptRecord
+	if json.Unmarshal(line, &rec) != nil {
+		rec = TranscriptRecord{}
+	}
+	rec.OmittedBytes, rec.Data = len(rec.Data), nil
+	out, _ := json.Marshal(rec)
+	return out
+}
+
 // Projector follows a session as a subscriber does: it starts from a
 // snapshot and applies deltas in order. Streaming text grows in builders,
 // so a long message of many small deltas costs linear time. It is not safe

@@ -424,11 +424,6 @@ func (sub *subscription) sendRecords(records []json.RawMessage) (done chan struc
 func entryDelta(line json.RawMessage) []byte {
 	var rec protocol.TranscriptRecord
 	json.Unmarshal(line, &rec)
-	d := protocol.SessionDelta{Event: protocol.EventEntryAdded, TurnID: rec.TurnID, Entry: line}
-	if len(line) > protocol.MaxMessageBytes-16<<10 {
-		rec.OmittedBytes, rec.Data = len(rec.Data), nil
-		d.Entry, _ = json.Marshal(rec)
-	}
-	b, _ := json.Marshal(d)
+	b, _ := json.Marshal(protocol.SessionDelta{Event: protocol.EventEntryAdded, TurnID: rec.TurnID, Entry: protocol.FitRecord(line)})
 	return b
 }

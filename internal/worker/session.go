@@ -688,6 +688,11 @@ func (s *session) pageTranscript(_ context.Context, _ *server.Call, in *protocol
 		SessionID: s.id, Direction: in.Direction, ThroughSequence: &p.ThroughSeq, RawBytes: p.RawBytes,
 		Records: p.Records, EndsAtTurnBoundary: p.EndsAtTurnBoundary,
 	}
+	for i, r := range out.Records {
+		// A record larger than a page makes a page of its own; one larger
+		// than the wire goes without its data.
+		out.Records[i] = protocol.FitRecord(r)
+	}
 	if out.Records == nil {
 		out.Records = []json.RawMessage{}
 	}

@@ -206,13 +206,7 @@ func encodeDelta(d protocol.SessionDelta) ([]byte, bool) {
 		}
 		d.ToolCall = &tc
 	case d.Entry != nil:
-		var rec protocol.TranscriptRecord
-		if json.Unmarshal(d.Entry, &rec) != nil {
-			return nil, false
-		}
-		rec.OmittedBytes = len(rec.Data)
-		rec.Data = nil
-		d.Entry, _ = json.Marshal(rec)
+		d.Entry = protocol.FitRecord(d.Entry)
 	}
 	b, err = json.Marshal(d)
 	return b, err == nil && len(b) <= maxDeltaBytes

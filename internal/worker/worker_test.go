@@ -618,3 +618,64 @@ func TestAToolAllowedForTheSessionRunsWithoutAskingAgainAfterARestart(t *testing
 		t.Fatal("the allowed command did not run")
 	}
 }
+
+// TestAPageCarriesARecordTooLargeForTheWireWithoutItsData: a record past
+// the wire limit still pages, without its data, saying how much was left
+// out; the records around it come whole.
+func TestAPageCarriesARecordTooLargeForTheWireWithoutItsData(t *testing.T) {
+	path := filepath.Join(agentdtest.ShortDir(t), "transcript.jsonl")
+	log, err := transcript.Open(path, transcript.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := strings.Repeat("x", protocol.MaxMessageBytes)
+	for _, rec := range []struct {
+		typ  string
+		data any
+	}{
+		{protocol.RecordTurnStart, protocol.TurnStartData{RunID: "run-t1", Text: "big"}},
+		{protocol.RecordAssistantMessage, protocol.MessageData{Role: "assistant", Parts: []protocol.MessagePart{{Type: protocol.PartText, Text: big}}}},
+		{protocol.RecordTurnEnd, protocol.TurnEndData{Status: protocol.TurnCompleted}},
+	} {
+		if _, err := log.Append(rec.typ, "t1", rec.data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	log.Close()
+	r := start(t, protocol.ApprovalAll, "", "", path)
+	ctx := agentdtest.Context(t)
+	var got []protocol.TranscriptRecord
+	in := protocol.TranscriptPageInput{SessionID: "s1", Direction: "older", MaxBytes: 64 << 10}
+	for {
+		var page protocol.TranscriptPage
+		if err := r.conn.Request(ctx, protocol.OpSessionTranscriptPage, in, &page); err != nil {
+			t.Fatal(err)
+		}
+		for _, raw := range page.Records {
+			var rec protocol.TranscriptRecord
+			if err := json.Unmarshal(raw, &rec); err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, rec)
+		}
+		if page.NextCursor == nil {
+			break
+		}
+		in.Cursor = page.NextCursor
+	}
+	if len(got) != 3 {
+		t.Fatalf("%d records", len(got))
+	}
+	for _, rec := range got {
+		switch rec.Seq {
+		case 2:
+			if rec.OmittedBytes < protocol.MaxMessageBytes || string(rec.Data) != "null" || rec.Type != protocol.RecordAssistantMessage {
+				t.Fatalf("the large record: %+v", rec)
+			}
+		default:
+			if rec.OmittedBytes != 0 || rec.Data == nil {
+				t.Fatalf("record %d: %+v", rec.Seq, rec)
+			}
+		}
+	}
+}
