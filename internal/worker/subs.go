@@ -45,8 +45,9 @@ const (
 // Delivery is lossless and paced: the subscription's pump writes one batch
 // at a time, encoding it outside the session's lock, and while a batch is
 // on its way new deltas wait, consecutive text (or tool output) updates of
-// one message merging up to maxChunk, so a subscriber that reads slowly
-// gets fewer, larger deltas rather than an ever longer queue.
+// one message merging into one (written again as pieces of at most
+// maxChunk), so a subscriber that reads slowly gets fewer, larger deltas
+// rather than an ever longer queue.
 type subscription struct {
 	id      string        // constant
 	conn    *connection   // constant
