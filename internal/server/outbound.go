@@ -232,6 +232,15 @@ func (w *OutboundWriter) CloseAfterFlush() {
 	w.signal()
 }
 
+// Queued returns the bytes queued and not yet written, the frame being
+// written included: a producer with several streams into one connection
+// holds back while it is high.
+func (w *OutboundWriter) Queued() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.bytes
+}
+
 // Done is closed when the writer goroutine has stopped.
 func (w *OutboundWriter) Done() <-chan struct{} { return w.done }
 

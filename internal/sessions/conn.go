@@ -15,8 +15,44 @@ type clientConn struct {
 	id  server.Identity
 	out *server.OutboundWriter
 
-	mu   sync.Mutex
-	subs map[string]*subscription // guarded by mu: by id
+	// Lock order: subscription.mu before mu.
+	mu      sync.Mutex
+	subs    map[string]*subscription   // guarded by mu: by id
+	waiting map[*subscription]struct{} // guarded by mu: held back while the connection's queue was high
+}
+
+// connBudget is how many bytes a connection may have queued before its
+// subscriptions hold their next batches back: however many it holds, they
+// never fill its outbound queue (protocol.MaxOutboundQueueBytes), and one
+// that then lags is bounded by its own backlog.
+const connBudget = protocol.MaxOutboundQueueBytes / 2
+
+// hasRoom reports whether sub may hand the connection a batch now; if
+// not, sub waits until a batch of the connection has been flushed.
+func (c *clientConn) hasRoom(sub *subscription) bool {
+	if c.out.Queued() <= connBudget {
+		return true
+	}
+	c.mu.Lock()
+	c.waiting[sub] = struct{}{}
+	c.mu.Unlock()
+	return false
+}
+
+// wake lets the subscriptions held back deliver again, once the
+// connection has taken a batch. Called with no subscription's lock held.
+func (c *clientConn) wake() {
+	c.mu.Lock()
+	waiting := c.waiting
+	if len(waiting) == 0 {
+		c.mu.Unlock()
+		return
+	}
+	c.waiting = map[*subscription]struct{}{}
+	c.mu.Unlock()
+	for sub := range waiting {
+		sub.resume()
+	}
 }
 
 // Close ends the connection's subscriptions; nothing more is written.
@@ -49,6 +85,7 @@ func (c *clientConn) forget(sub *subscription) {
 	if c.subs[sub.id] == sub {
 		delete(c.subs, sub.id)
 	}
+	delete(c.waiting, sub)
 }
 
 func clientOf(call *server.Call) (*clientConn, error) {

@@ -570,3 +570,65 @@ func TestAClientThatAttachesMidToolCallSeesTheCallAndItsOutput(t *testing.T) {
 		t.Fatalf("tool calls after the turn: %+v", got)
 	}
 }
+
+// TestManySubscriptionsOnOneConnectionNeverOverfillIt: forty subscriptions
+// of one connection that stops reading while the session streams output;
+// each would hand the connection a batch, more together than its queue
+// may hold. They hold back instead, and once the client reads again every
+// subscription has every delta, on the same connection.
+func TestManySubscriptionsOnOneConnectionNeverOverfillIt(t *testing.T) {
+	h, c, work := newHostWith(t, func(cfg *sessions.Config) { cfg.BacklogBytes, cfg.BacklogAge = 64<<20, time.Minute })
+	ctx := agentdtest.Context(t)
+	var s protocol.Session
+	c.Request(ctx, protocol.OpSessionCreate, protocol.SessionCreateInput{Cwd: work, Approval: protocol.ApprovalAll}, &s)
+	rc := dialRaw(t, h.Endpoint())
+	const n = 40
+	ids := map[string]bool{}
+	for i := range n {
+		rc.send(fmt.Sprintf(`{"requestId":"open-%d","operation":"subscription.open","input":{"sessionId":%q,"transcript":{"kind":"none"}}}`, i, s.SessionID))
+		var res protocol.SubscriptionOpenResult
+		json.Unmarshal(rc.next().Result, &res)
+		ids[res.SubscriptionID] = true
+		rc.send(fmt.Sprintf(`{"requestId":"ready-%d","operation":"subscription.ready","input":{"subscriptionId":%q}}`, i, res.SubscriptionID))
+		if f := rc.next(); !f.OK {
+			t.Fatalf("ready: %+v", f)
+		}
+	}
+	// The client reads nothing while the turn prints about 600 KB.
+	if err := c.Request(ctx, protocol.OpTurnStart, protocol.TurnStartInput{SessionID: s.SessionID, TurnID: "t1", Content: protocol.Content{Text: "run `seq 1 100000`"}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the turn to end", func() bool {
+		var turn protocol.TurnSnapshot
+		c.Request(ctx, protocol.OpTurnQuery, protocol.TurnRef{SessionID: s.SessionID, TurnID: "t1"}, &turn)
+		return turn.Status == protocol.TurnCompleted
+	})
+	output := map[string]int{}
+	ended := 0
+	for ended < n {
+		f := rc.next()
+		if f.Kind == protocol.KindSubscriptionClosed {
+			t.Fatalf("%s closed: %s", f.SubscriptionID, f.Reason)
+		}
+		if !ids[f.SubscriptionID] {
+			continue
+		}
+		var d protocol.SessionDelta
+		json.Unmarshal(f.Delta, &d)
+		if d.Event == protocol.EventToolCallUpdate {
+			output[f.SubscriptionID] += len(d.ToolCall.Output)
+		}
+		if d.Event == protocol.EventRunEnd {
+			ended++
+		}
+	}
+	const printed = 588895 // the bytes `seq 1 100000` prints
+	for id := range ids {
+		if output[id] != printed {
+			t.Fatalf("%s got %d bytes of output, want %d", id, output[id], printed)
+		}
+	}
+	rc.send(`{"requestId":"alive","operation":"host.status","input":{}}`)
+	for f := rc.next(); f.RequestID != "alive"; f = rc.next() {
+	}
+}

@@ -280,6 +280,9 @@ func (sub *subscription) markReady() {
 // next once it has flushed the batch.
 func (sub *subscription) deliverLocked() {
 	for sub.readied && !sub.catching && !sub.inflight && len(sub.backlog) > 0 {
+		if !sub.c.hasRoom(sub) {
+			return
+		}
 		n, size := 0, 0
 		for n < len(sub.backlog) && (n == 0 || size < batchBytes) {
 			size += sub.backlog[n].size()
@@ -310,8 +313,19 @@ func (sub *subscription) deliverLocked() {
 // next one may go.
 func (sub *subscription) flushed() {
 	sub.mu.Lock()
-	defer sub.mu.Unlock()
 	sub.inflight = false
+	sub.deliverLocked()
+	sub.sendEndLocked()
+	sub.mu.Unlock()
+	// The connection took a batch: those its queue held back go on.
+	sub.c.wake()
+}
+
+// resume delivers what a subscription held back for its connection holds,
+// and its closed frame once nothing more is on its way.
+func (sub *subscription) resume() {
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
 	sub.deliverLocked()
 	sub.sendEndLocked()
 }
@@ -397,7 +411,10 @@ func (sub *subscription) sendRecords(records []json.RawMessage) (done chan struc
 		return nil, false
 	}
 	done = make(chan struct{})
-	flushed := func() { close(done) }
+	flushed := func() {
+		close(done)
+		sub.c.wake()
+	}
 	sent := false
 	for i, rec := range records {
 		var then func()
