@@ -5,7 +5,6 @@ import (
 	"io"
 	"math"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/agentd-dev/agentd/protocol"
@@ -212,14 +211,6 @@ func rqPss(ok bool, a, b int64) float64 {
 		return math.NaN()
 	}
 	return float64(a) / float64(b)
-}
-
-func joinRates(v []float64) string {
-	s := make([]string, len(v))
-	for i, x := range v {
-		s[i] = fmt.Sprintf("%.0f", x)
-	}
-	return strings.Join(s, " ")
 }
 
 func medianDur(d []time.Duration) time.Duration {
