@@ -140,3 +140,19 @@ type SessionDelta struct {
 	Session     *Session        `json:"session,omitempty"`
 	Entry       json.RawMessage `json:"entry,omitempty"`
 }
+
+// Continues reports whether next carries more of what d does, so the two
+// may travel as one delta: both update the text of one message, or the
+// output of one tool call.
+func (d *SessionDelta) Continues(next *SessionDelta) bool {
+	if d.Event != next.Event || d.TurnID != next.TurnID {
+		return false
+	}
+	switch next.Event {
+	case EventMessageUpdate:
+		return d.MessageID == next.MessageID
+	case EventToolCallUpdate:
+		return d.ToolCall != nil && next.ToolCall != nil && d.ToolCall.ID == next.ToolCall.ID
+	}
+	return false
+}

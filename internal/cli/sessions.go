@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentd-dev/agentd/client"
+	"github.com/agentd-dev/agentd/internal/tui"
 	"github.com/agentd-dev/agentd/protocol"
 )
 
@@ -235,20 +236,12 @@ func mustRuntimeDir() string {
 	return act.RuntimeDir
 }
 
+// ago is tui.Ago, with "-" for no time, as the listing's columns want.
 func ago(t time.Time) string {
 	if t.IsZero() {
 		return "-"
 	}
-	d := time.Since(t).Round(time.Second)
-	switch {
-	case d < time.Minute:
-		return fmt.Sprintf("%ds ago", int(d.Seconds()))
-	case d < time.Hour:
-		return fmt.Sprintf("%dm ago", int(d.Minutes()))
-	case d < 48*time.Hour:
-		return fmt.Sprintf("%dh ago", int(d.Hours()))
-	}
-	return t.Local().Format("2006-01-02")
+	return tui.Ago(t)
 }
 
 // sessionCmd is a command taking one session selector and answering with

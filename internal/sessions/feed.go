@@ -76,8 +76,7 @@ func (w *worker) publish(d *protocol.SessionDelta, body []byte) {
 		// The worker holds the session's status and settings, the
 		// catalog the rest of its header (title, dates, revision), and
 		// follows the settings.
-		w.s.keepSettings(*d.Session)
-		d.Session = ptr(w.s.withHeader(*d.Session))
+		d.Session = ptr(w.s.keepSettings(*d.Session))
 		body, _ = json.Marshal(d)
 	case d.Event == protocol.EventRunStart:
 		if _, err := w.s.cat.Touch(w.sessionID, time.Now()); err != nil {
@@ -108,6 +107,11 @@ func (s *Service) withHeader(sess protocol.Session) protocol.Session {
 	if err != nil {
 		return sess
 	}
+	return sessionWith(h, sess)
+}
+
+// sessionWith is sess with the rest of its header from h.
+func sessionWith(h catalog.Header, sess protocol.Session) protocol.Session {
 	out := h.Session(sess.Status)
 	if sess.Model != "" {
 		out.Model = sess.Model
@@ -121,17 +125,21 @@ func (s *Service) withHeader(sess protocol.Session) protocol.Session {
 	return out
 }
 
-// keepSettings records in the catalog the settings a session's worker reports,
-// where they changed: a new worker starts with them.
-func (s *Service) keepSettings(sess protocol.Session) {
+// keepSettings records in the catalog the settings a session's worker
+// reports, where they changed, so a new worker starts with them, and
+// returns the session with the catalog's header.
+func (s *Service) keepSettings(sess protocol.Session) protocol.Session {
 	h, err := s.cat.Get(sess.SessionID)
 	if err != nil {
-		return
+		return sess
 	}
 	set := func(what string, change func() (catalog.Header, error)) {
-		if _, err := change(); err != nil {
+		next, err := change()
+		if err != nil {
 			s.log.Warn("recording the session's "+what, "session", sess.SessionID, "err", err)
+			return
 		}
+		h = next
 	}
 	if sess.Model != "" && sess.Model != h.Model {
 		set("model", func() (catalog.Header, error) { return s.cat.SetModel(h.ID, sess.Model) })
@@ -142,6 +150,7 @@ func (s *Service) keepSettings(sess protocol.Session) {
 	if sess.Approval != "" && sess.Approval != h.Approval {
 		set("approval policy", func() (catalog.Header, error) { return s.cat.SetApproval(h.ID, sess.Approval) })
 	}
+	return sessionWith(h, sess)
 }
 
 // subscribe opens a subscription for c at the stream's present position:

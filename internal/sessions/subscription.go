@@ -75,17 +75,7 @@ func (p *pending) size() int {
 
 // mergeable reports whether d may be folded into p.
 func (p *pending) mergeable(d *protocol.SessionDelta) bool {
-	e := p.d
-	if e.Event != d.Event || e.TurnID != d.TurnID || p.size()+len(d.Text)+len(d.Thinking)+outputLen(d) > mergeCap {
-		return false
-	}
-	switch d.Event {
-	case protocol.EventMessageUpdate:
-		return e.MessageID == d.MessageID
-	case protocol.EventToolCallUpdate:
-		return e.ToolCall != nil && d.ToolCall != nil && e.ToolCall.ID == d.ToolCall.ID
-	}
-	return false
+	return p.size()+len(d.Text)+len(d.Thinking)+outputLen(d) <= mergeCap && p.d.Continues(d)
 }
 
 func outputLen(d *protocol.SessionDelta) int {

@@ -68,7 +68,7 @@ func (p *picker) View() tea.View {
 		if i == p.at {
 			mark = "❯ "
 		}
-		line := fmt.Sprintf("%s%s  %-24s  %-8s  %s", mark, s.SessionID, plain(s.Title), s.Status, since(s.LastActivityAt))
+		line := fmt.Sprintf("%s%s  %-24s  %-8s  %s", mark, s.SessionID, plain(s.Title), s.Status, Ago(s.LastActivityAt))
 		if i == p.at {
 			line = styleUser.Render(line)
 		}
@@ -78,8 +78,9 @@ func (p *picker) View() tea.View {
 	return tea.NewView(b.String())
 }
 
-// since says how long ago t was, roughly.
-func since(t time.Time) string {
+// Ago says how long ago t was, roughly: "42s ago", "5m ago", "3h ago", or
+// the date; "" for no time.
+func Ago(t time.Time) string {
 	if t.IsZero() {
 		return ""
 	}

@@ -77,16 +77,7 @@ func (p *pendingDelta) size() int { return p.text.Len() + p.thinking.Len() + p.o
 // mergeable reports whether next can be folded into p: both update the
 // same message's text, or the same tool call's output.
 func (p *pendingDelta) mergeable(next protocol.SessionDelta) bool {
-	if p.d.Event != next.Event || p.d.TurnID != next.TurnID {
-		return false
-	}
-	switch next.Event {
-	case protocol.EventMessageUpdate:
-		return p.d.MessageID == next.MessageID
-	case protocol.EventToolCallUpdate:
-		return p.d.ToolCall != nil && next.ToolCall != nil && p.d.ToolCall.ID == next.ToolCall.ID
-	}
-	return false
+	return p.d.Continues(&next)
 }
 
 func updateSize(d protocol.SessionDelta) int {
