@@ -37,6 +37,22 @@ type TurnStartData struct {
 	Model string `json:"model"`
 	// MessageID is the submitted message the turn answers, if any.
 	MessageID string `json:"messageId,omitempty"`
+	// Instructions are the project instruction files the model was given
+	// for the turn, outermost first.
+	Instructions []InstructionFile `json:"instructions,omitempty"`
+}
+
+// InstructionFile is a project instruction file (AGENTS.md, or CLAUDE.md
+// where a directory has no AGENTS.md) read at a turn's start and given to
+// the model.
+type InstructionFile struct {
+	// Path is the file's absolute path.
+	Path string `json:"path"`
+	// Bytes is how many of its bytes the model was given.
+	Bytes int `json:"bytes"`
+	// Truncated is set when the file was cut (to Bytes, perhaps 0) to keep
+	// the instructions within their bound.
+	Truncated bool `json:"truncated,omitempty"`
 }
 
 // TurnEndData is the data of a turn_end record.

@@ -301,6 +301,10 @@ func (f *Feed) Record(r protocol.TranscriptRecord) {
 		if b := f.turns[r.TurnID]; b != nil && b.Time.IsZero() {
 			b.Time = r.Time
 		}
+		var d protocol.TurnStartData
+		if json.Unmarshal(r.Data, &d) == nil && len(d.Instructions) > 0 {
+			f.add(&Block{Kind: BlockNote, TurnID: r.TurnID, Seq: r.Seq, Text: InstructionsNote(d.Instructions), Done: true})
+		}
 	case protocol.RecordTurnEnd:
 		var d protocol.TurnEndData
 		json.Unmarshal(r.Data, &d)

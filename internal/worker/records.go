@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"github.com/agentd-dev/agentd/internal/agent"
 	"github.com/agentd-dev/agentd/internal/llm"
 	"github.com/agentd-dev/agentd/protocol"
 )
@@ -37,4 +38,13 @@ func message(d protocol.MessageData) llm.Message {
 		m.Parts = append(m.Parts, lp)
 	}
 	return m
+}
+
+// instructionRecords lists the instruction files a turn's start records.
+func instructionRecords(in agent.Instructions) []protocol.InstructionFile {
+	var out []protocol.InstructionFile
+	for _, f := range in {
+		out = append(out, protocol.InstructionFile{Path: f.Path, Bytes: len(f.Text), Truncated: f.Truncated})
+	}
+	return out
 }

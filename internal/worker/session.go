@@ -189,7 +189,16 @@ func (s *session) beginTurnLocked(turnID, messageID, text string) (*turn, error)
 		return nil, protocol.Errorf(protocol.CodeOperationUnavailable, "%v", err)
 	}
 	runID := "run-" + turnID
-	if _, err := s.appendLocked(protocol.RecordTurnStart, turnID, protocol.TurnStartData{RunID: runID, Text: text, Model: s.header.Model, MessageID: messageID}); err != nil {
+	// The project's instructions are read at each turn's start, so an
+	// edit counts from the next turn. They are small and bounded, and read
+	// under mu so that the turn's records stay in order.
+	instructions, err := agent.LoadInstructions(s.header.Cwd, 0)
+	if err != nil {
+		s.logger.Warn("a project instruction file was left out", "err", err)
+	}
+	if _, err := s.appendLocked(protocol.RecordTurnStart, turnID, protocol.TurnStartData{
+		RunID: runID, Text: text, Model: s.header.Model, MessageID: messageID, Instructions: instructionRecords(instructions),
+	}); err != nil {
 		return nil, s.transcriptFailure(err)
 	}
 	if _, err := s.appendLocked(protocol.RecordUserMessage, turnID, protocol.UserMessageData{Text: text}); err != nil {
@@ -203,7 +212,7 @@ func (s *session) beginTurnLocked(turnID, messageID, text string) (*turn, error)
 		done:   make(chan struct{}),
 	}
 	t.loop = &agent.Loop{
-		Provider: prov, Model: model, Thinking: s.header.Thinking, System: s.system, Tools: s.tools,
+		Provider: prov, Model: model, Thinking: s.header.Thinking, System: agent.SystemPrompt(s.system, instructions), Tools: s.tools,
 		Env: &tools.Env{Cwd: s.header.Cwd, Todo: s.todo},
 		Approve: func(ctx context.Context, call llm.ToolCall, tool tools.Tool) (agent.Decision, error) {
 			return s.approve(ctx, t, call, tool)

@@ -35,7 +35,6 @@ type running struct {
 // model (scripted when script is set), and connects to it as its host does.
 func start(t *testing.T, approval, script, previousExit string, transcriptPath string) *running {
 	t.Helper()
-	dir := agentdtest.ShortDir(t)
 	reg := provider.NewRegistry()
 	if script != "" {
 		s, err := faux.ParseScript([]byte(script))
@@ -47,28 +46,41 @@ func start(t *testing.T, approval, script, previousExit string, transcriptPath s
 		f, _ := faux.New(faux.Config{})
 		reg.Register(f)
 	}
-	if transcriptPath == "" {
-		transcriptPath = filepath.Join(dir, "transcript.jsonl")
+	return startWorker(t, worker.Config{
+		Session:        protocol.Session{Model: "faux/echo"},
+		Approval:       approval,
+		TranscriptPath: transcriptPath,
+		Providers:      reg,
+		PreviousExit:   previousExit,
+	})
+}
+
+// startWorker runs a worker of session s1 in this process on a real
+// socket, and connects to it as its host does. What cfg leaves empty is
+// filled in: a home and a socket in a directory of the test's, which is
+// the session's cwd too unless cfg names one, and the builtin tools.
+func startWorker(t *testing.T, cfg worker.Config) *running {
+	t.Helper()
+	dir := agentdtest.ShortDir(t)
+	cfg.Home = dir
+	cfg.Session.SessionID = "s1"
+	if cfg.Session.Cwd == "" {
+		cfg.Session.Cwd = dir
 	}
-	r := &running{transcript: transcriptPath, done: make(chan error, 1)}
+	if cfg.TranscriptPath == "" {
+		cfg.TranscriptPath = filepath.Join(dir, "transcript.jsonl")
+	}
+	if cfg.Tools == nil {
+		cfg.Tools = tools.Builtin()
+	}
+	cfg.SocketPath = filepath.Join(dir, "w.sock")
+	r := &running{transcript: cfg.TranscriptPath, done: make(chan error, 1)}
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
-	sock := filepath.Join(dir, "w.sock")
-	go func() {
-		r.done <- worker.Run(ctx, worker.Config{
-			Home:           dir,
-			Session:        protocol.Session{SessionID: "s1", Cwd: dir, Model: "faux/echo"},
-			Approval:       approval,
-			SocketPath:     sock,
-			TranscriptPath: transcriptPath,
-			Providers:      reg,
-			Tools:          tools.Builtin(),
-			PreviousExit:   previousExit,
-		})
-	}()
+	go func() { r.done <- worker.Run(ctx, cfg) }()
 	deadline := time.Now().Add(agentdtest.Timeout)
 	for {
-		c, err := client.Dial(agentdtest.Context(t), sock, client.Options{CompositionID: protocol.CompositionWorker})
+		c, err := client.Dial(agentdtest.Context(t), cfg.SocketPath, client.Options{CompositionID: protocol.CompositionWorker})
 		if err == nil {
 			if st, err := c.Status(agentdtest.Context(t)); err == nil && st.State == protocol.StateReady {
 				r.conn = c
