@@ -44,6 +44,7 @@ const (
 	OpSessionGet            = "session.get"
 	OpSessionRename         = "session.rename"
 	OpSessionArchive        = "session.archive"
+	OpSessionUnarchive      = "session.unarchive"
 	OpSessionRemove         = "session.remove"
 	OpSessionTranscriptPage = "session.transcript.page"
 	OpSessionTodoQuery      = "session.todo.query"
@@ -97,6 +98,7 @@ var Operations = []Operation{
 	op[SessionRef, Session](OpSessionGet, Query, "Returns one session's header."),
 	op[SessionRenameInput, Session](OpSessionRename, Command, "Renames a session."),
 	op[SessionRef, Session](OpSessionArchive, Command, "Archives a session."),
+	op[SessionRef, Session](OpSessionUnarchive, Command, "Brings an archived session back."),
 	op[SessionRef, SessionRef](OpSessionRemove, Command, "Removes a session and its transcript."),
 	serial(op[TranscriptPageInput, TranscriptPage](OpSessionTranscriptPage, Query, "Reads a page of a subscribed session's transcript; serialized per connection.")),
 	op[SessionRef, TodoQueryResult](OpSessionTodoQuery, Query, "Returns the agent's plan for a session."),

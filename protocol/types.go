@@ -35,6 +35,11 @@ type HostStatus struct {
 	ActiveOperations int `json:"activeOperations"`
 	// ActiveResidencies counts operations holding the host resident.
 	ActiveResidencies int `json:"activeResidencies"`
+	// Home is the home the host holds, when it holds one.
+	Home string `json:"home,omitempty"`
+	// LogFile is the file the host logs to; empty when it logs to its
+	// standard error.
+	LogFile string `json:"logFile,omitempty"`
 }
 
 // DiagnosticsQueryInput is the input of host.diagnostics.query.

@@ -251,10 +251,17 @@ func (c *Catalog) Get(id string) (Header, error) {
 // Resolve returns the session selector names: the session whose id is
 // selector, else the only session whose id starts with it. No match is a
 // *NotFoundError (ErrNotFound); several are an *AmbiguousError
-// (ErrAmbiguous) listing them. Archived and damaged sessions are selectable.
+// (ErrAmbiguous) listing them; an empty selector, or one longer than
+// MaxIDLen, is an *InvalidError. Archived and damaged sessions are
+// selectable.
 func (c *Catalog) Resolve(selector string) (Header, error) {
-	if selector == "" {
+	switch {
+	case selector == "":
 		return Header{}, invalid("selector", "must not be empty")
+	case len(selector) > MaxIDLen:
+		// Named by its length, not echoed: an answer echoing it could be
+		// too large to send.
+		return Header{}, invalid("selector", "is %d characters long; a session id has at most %d", len(selector), MaxIDLen)
 	}
 	c.mu.Lock()
 	if e := c.entries[selector]; e != nil && !e.creating {

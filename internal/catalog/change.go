@@ -16,7 +16,8 @@ type CreateOptions struct {
 	// ID is the session's id; empty allocates one (IDLen characters of
 	// lowercase base32). A chosen id must satisfy ValidID and be unused.
 	ID string
-	// Cwd is the absolute path of an existing directory. Required.
+	// Cwd is the absolute path of an existing directory. Required. The
+	// session keeps it with symbolic links resolved.
 	Cwd string
 	// Title defaults to the base name of Cwd.
 	Title string
@@ -38,7 +39,7 @@ const maxIDAttempts = 16
 func (c *Catalog) Create(opts CreateOptions) (Header, error) {
 	h, err := c.newHeader(opts)
 	if err != nil {
-		return Header{}, fmt.Errorf("create session: %w", err)
+		return Header{}, fmt.Errorf("cannot create session: %w", err)
 	}
 
 	c.mu.Lock()
@@ -52,14 +53,14 @@ func (c *Catalog) Create(opts CreateOptions) (Header, error) {
 		}
 		if c.entries[opts.ID] != nil {
 			c.mu.Unlock()
-			return Header{}, fmt.Errorf("create session %s: %w", opts.ID, ErrDuplicate)
+			return Header{}, fmt.Errorf("cannot create session %s: %w", opts.ID, ErrDuplicate)
 		}
 		h.ID = opts.ID
 	} else {
 		for i := 0; ; i++ {
 			if i == maxIDAttempts {
 				c.mu.Unlock()
-				return Header{}, errors.New("create session: could not allocate an unused id")
+				return Header{}, errors.New("cannot create session: could not allocate an unused id")
 			}
 			h.ID = c.newID()
 			if _, ok := c.entries[h.ID]; !ok {
@@ -80,7 +81,7 @@ func (c *Catalog) Create(opts CreateOptions) (Header, error) {
 	e.creating = false
 	if err != nil {
 		delete(c.entries, h.ID)
-		return Header{}, fmt.Errorf("create session %s: %w", h.ID, err)
+		return Header{}, fmt.Errorf("cannot create session %s: %w", h.ID, err)
 	}
 	return h, nil
 }
@@ -110,6 +111,11 @@ func (c *Catalog) newHeader(opts CreateOptions) (Header, error) {
 		return Header{}, invalid("cwd", "%s is not a directory", cwd)
 	}
 	title := defaultTitle(cwd)
+	// A symbolic link is followed once, here: the session works in the
+	// directory it named at creation, wherever the link points later.
+	if cwd, err = filepath.EvalSymlinks(cwd); err != nil {
+		return Header{}, invalid("cwd", "%v", err)
+	}
 	if opts.Title != "" {
 		if title, err = cleanTitle(opts.Title); err != nil {
 			return Header{}, err
@@ -273,9 +279,9 @@ func (c *Catalog) writeHeader(h Header) error {
 func (c *Catalog) Rename(id, title string) (Header, error) {
 	title, err := cleanTitle(title)
 	if err != nil {
-		return Header{}, fmt.Errorf("rename session %s: %w", id, err)
+		return Header{}, fmt.Errorf("cannot rename session %s: %w", id, err)
 	}
-	return c.update("rename session", id, false, func(h *Header) (bool, error) {
+	return c.update("cannot rename session", id, false, func(h *Header) (bool, error) {
 		if h.Title == title {
 			return false, nil
 		}
@@ -288,7 +294,7 @@ func (c *Catalog) Rename(id, title string) (Header, error) {
 // request and refuses changes other than Unarchive and Remove; archiving
 // one again fails with ErrArchived.
 func (c *Catalog) Archive(id string) (Header, error) {
-	return c.update("archive session", id, false, func(h *Header) (bool, error) {
+	return c.update("cannot archive session", id, false, func(h *Header) (bool, error) {
 		h.Archived = true
 		return true, nil
 	})
@@ -297,7 +303,7 @@ func (c *Catalog) Archive(id string) (Header, error) {
 // Unarchive returns archived session id to the list. Unarchiving a session
 // that is not archived changes nothing.
 func (c *Catalog) Unarchive(id string) (Header, error) {
-	return c.update("unarchive session", id, true, func(h *Header) (bool, error) {
+	return c.update("cannot unarchive session", id, true, func(h *Header) (bool, error) {
 		if !h.Archived {
 			return false, nil
 		}
@@ -312,13 +318,13 @@ func (c *Catalog) Unarchive(id string) (Header, error) {
 // activity never moves back.
 func (c *Catalog) Touch(id string, at time.Time) (Header, error) {
 	if at.IsZero() {
-		return Header{}, fmt.Errorf("touch session %s: %w", id, invalid("at", "must not be zero"))
+		return Header{}, fmt.Errorf("cannot touch session %s: %w", id, invalid("at", "must not be zero"))
 	}
 	if y := at.UTC().Year(); y < 1 || y > 9999 {
-		return Header{}, fmt.Errorf("touch session %s: %w", id, invalid("at", "is out of range"))
+		return Header{}, fmt.Errorf("cannot touch session %s: %w", id, invalid("at", "is out of range"))
 	}
 	at = at.UTC().Round(0)
-	return c.update("touch session", id, false, func(h *Header) (bool, error) {
+	return c.update("cannot touch session", id, false, func(h *Header) (bool, error) {
 		if !at.After(h.LastActivityAt) {
 			return false, nil
 		}
@@ -331,9 +337,9 @@ func (c *Catalog) Touch(id string, at time.Time) (Header, error) {
 // the model of new sessions; see RecordSelectedModel.
 func (c *Catalog) SetModel(id, model string) (Header, error) {
 	if err := ValidModel(model); err != nil {
-		return Header{}, fmt.Errorf("set model of session %s: %w", id, err)
+		return Header{}, fmt.Errorf("cannot set model of session %s: %w", id, err)
 	}
-	return c.update("set model of session", id, false, func(h *Header) (bool, error) {
+	return c.update("cannot set model of session", id, false, func(h *Header) (bool, error) {
 		if h.Model == model {
 			return false, nil
 		}
@@ -345,9 +351,9 @@ func (c *Catalog) SetModel(id, model string) (Header, error) {
 // SetThinking sets session id's thinking level: off, low, medium or high.
 func (c *Catalog) SetThinking(id, level string) (Header, error) {
 	if err := validThinking(level); err != nil {
-		return Header{}, fmt.Errorf("set thinking of session %s: %w", id, err)
+		return Header{}, fmt.Errorf("cannot set thinking of session %s: %w", id, err)
 	}
-	return c.update("set thinking of session", id, false, func(h *Header) (bool, error) {
+	return c.update("cannot set thinking of session", id, false, func(h *Header) (bool, error) {
 		if h.Thinking == level {
 			return false, nil
 		}
@@ -359,9 +365,9 @@ func (c *Catalog) SetThinking(id, level string) (Header, error) {
 // SetApproval sets session id's approval policy: ask, all or read-only.
 func (c *Catalog) SetApproval(id, policy string) (Header, error) {
 	if err := validApproval(policy); err != nil {
-		return Header{}, fmt.Errorf("set approval of session %s: %w", id, err)
+		return Header{}, fmt.Errorf("cannot set approval of session %s: %w", id, err)
 	}
-	return c.update("set approval of session", id, false, func(h *Header) (bool, error) {
+	return c.update("cannot set approval of session", id, false, func(h *Header) (bool, error) {
 		if h.Approval == policy {
 			return false, nil
 		}
@@ -389,7 +395,7 @@ func (c *Catalog) Remove(id string) error {
 	defer c.mu.Unlock()
 	c.releaseLocked(e)
 	if err != nil {
-		return fmt.Errorf("remove session %s: %w", id, err)
+		return fmt.Errorf("cannot remove session %s: %w", id, err)
 	}
 	delete(c.entries, id)
 	return nil

@@ -97,7 +97,7 @@ type InvalidError struct {
 	kind error // ErrInvalid or ErrInvalidModel
 }
 
-func (e *InvalidError) Error() string { return e.Field + ": " + e.Reason }
+func (e *InvalidError) Error() string { return "the " + e.Field + " " + e.Reason }
 
 // Unwrap returns ErrInvalidModel for a model, ErrInvalid otherwise.
 func (e *InvalidError) Unwrap() error {

@@ -45,7 +45,7 @@ func TestCreateRefusesBadInputNamingTheField(t *testing.T) {
 			_, err := c.Create(tc.opts)
 			var ie *InvalidError
 			if !errors.As(err, &ie) || !errors.Is(err, ErrInvalid) || ie.Field != tc.field ||
-				!strings.Contains(err.Error(), tc.field+": ") || !strings.Contains(err.Error(), tc.says) {
+				!strings.Contains(err.Error(), "the "+tc.field+" ") || !strings.Contains(err.Error(), tc.says) {
 				t.Errorf("err = %v; want ErrInvalid naming %s and saying %q", err, tc.field, tc.says)
 			}
 		})

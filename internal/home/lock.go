@@ -27,13 +27,20 @@ type HeldError struct {
 	// PID is the holder's process id as it wrote it in the lock file, or 0
 	// when the file could not be read (the holder may be mid-write).
 	PID int
+	// Endpoint is the socket the holder announced (see Announce), or
+	// empty.
+	Endpoint string
 }
 
 func (e *HeldError) Error() string {
-	if e.PID <= 0 {
-		return fmt.Sprintf("home %s is held by another agentd host", e.Path)
+	msg := fmt.Sprintf("home %s is held by another agentd host", e.Path)
+	if e.PID > 0 {
+		msg = fmt.Sprintf("home %s is held by agentd host pid %d", e.Path, e.PID)
 	}
-	return fmt.Sprintf("home %s is held by agentd host pid %d", e.Path, e.PID)
+	if e.Endpoint != "" {
+		msg += fmt.Sprintf(", listening at %s (runtime directory %s)", e.Endpoint, filepath.Dir(e.Endpoint))
+	}
+	return msg
 }
 
 // HomeLock is an exclusive hold on a home directory, kept until Release or
@@ -62,9 +69,10 @@ func Lock(home string) (*HomeLock, error) {
 		return nil, fmt.Errorf("lock home %s: %w", home, err)
 	}
 	if !locked {
-		return nil, &HeldError{Path: home, PID: readPID(path)}
+		pid, endpoint := readHolder(path)
+		return nil, &HeldError{Path: home, PID: pid, Endpoint: endpoint}
 	}
-	if err := writePID(path); err != nil {
+	if err := writeHolder(path, ""); err != nil {
 		fl.Unlock()
 		return nil, fmt.Errorf("lock home %s: write pid: %w", home, err)
 	}
@@ -90,17 +98,32 @@ func (l *HomeLock) Release() error {
 	return nil
 }
 
-// writePID replaces the lock file's content with our pid, through a
-// descriptor of its own: the lock is the lock file's open file
-// description, which this one is not, so it neither takes nor drops it.
-func writePID(path string) error {
+// Announce adds endpoint, the socket the holder listens on, to the lock
+// file, so that a host refused the home can say where to reach the holder
+// even from another runtime directory.
+func (l *HomeLock) Announce(endpoint string) error {
+	if err := writeHolder(l.path, endpoint); err != nil {
+		return fmt.Errorf("announce the home's socket: %w", err)
+	}
+	return nil
+}
+
+// writeHolder replaces the lock file's content with our pid and, when
+// given, our endpoint, one per line, through a descriptor of its own: the
+// lock is the lock file's open file description, which this one is not,
+// so it neither takes nor drops it.
+func writeHolder(path, endpoint string) error {
 	f, err := os.OpenFile(path, os.O_WRONLY|unix.O_NOFOLLOW, 0)
 	if err != nil {
 		return err
 	}
+	content := strconv.Itoa(os.Getpid()) + "\n"
+	if endpoint != "" {
+		content += endpoint + "\n"
+	}
 	err = f.Truncate(0)
 	if err == nil {
-		_, err = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+		_, err = f.WriteAt([]byte(content), 0)
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
@@ -108,14 +131,17 @@ func writePID(path string) error {
 	return err
 }
 
-func readPID(path string) int {
+// readHolder reads the holder's pid (0 when unreadable) and endpoint (""
+// when it announced none) from the lock file.
+func readHolder(path string) (pid int, endpoint string) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return 0
+		return 0, ""
 	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	first, rest, _ := strings.Cut(string(b), "\n")
+	pid, err = strconv.Atoi(strings.TrimSpace(first))
 	if err != nil || pid <= 0 {
-		return 0
+		return 0, ""
 	}
-	return pid
+	return pid, strings.TrimSpace(rest)
 }

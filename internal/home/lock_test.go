@@ -150,3 +150,24 @@ func TestLockHeldByAnotherProcessReportsItsPID(t *testing.T) {
 	}
 	l.Release()
 }
+
+func TestARefusedLockNamesTheSocketTheHolderAnnounced(t *testing.T) {
+	home := t.TempDir()
+	l, err := Lock(home)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release()
+	sock := filepath.Join(t.TempDir(), "h1.sock")
+	if err := l.Announce(sock); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Lock(home)
+	var held *HeldError
+	if !errors.As(err, &held) || held.PID != os.Getpid() || held.Endpoint != sock {
+		t.Fatalf("second Lock: %+v %v", held, err)
+	}
+	if msg := err.Error(); !strings.Contains(msg, fmt.Sprintf("pid %d", os.Getpid())) || !strings.Contains(msg, sock) {
+		t.Errorf("message %q names no pid or socket", msg)
+	}
+}

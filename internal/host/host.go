@@ -34,6 +34,9 @@ type Config struct {
 	// host drains before they are cancelled (default 10s).
 	DrainTimeout time.Duration
 	Logger       *slog.Logger
+	// LogFile is the file Logger writes to, for host.status; empty when
+	// it is not a file.
+	LogFile string
 	// Compose builds the composition; nil serves only the host operations.
 	Compose server.ComposeFunc
 }
@@ -74,9 +77,15 @@ func Start(cfg Config) (*Host, error) {
 		lock.Release()
 		return nil, err
 	}
+	if err := lock.Announce(protocol.SocketPath(cfg.RuntimeDir, cfg.HostID)); err != nil {
+		ln.Close()
+		lock.Release()
+		return nil, err
+	}
 	h := &Host{cfg: cfg, lock: lock}
 	srv, err := server.Start(server.Config{
 		Listener: ln, HostID: cfg.HostID, Version: cfg.Version, IdleGrace: cfg.IdleGrace,
+		Home: cfg.Home, LogFile: cfg.LogFile,
 		HandshakeTimeout: cfg.HandshakeTimeout, DrainTimeout: cfg.DrainTimeout,
 		Logger: cfg.Logger, Compose: cfg.Compose,
 		OnState:   h.publish,

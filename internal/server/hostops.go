@@ -50,5 +50,7 @@ func (h *Server) Status() protocol.HostStatus {
 		Connections:        conns,
 		ActiveOperations:   int(h.activeOps.Load()),
 		ActiveResidencies:  int(h.residencies.Load()),
+		Home:               h.cfg.Home,
+		LogFile:            h.cfg.LogFile,
 	}
 }

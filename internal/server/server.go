@@ -65,6 +65,9 @@ type Config struct {
 	// HostID names the server in host.status.
 	HostID  string
 	Version string
+	// Home and LogFile are reported by host.status: the home the server's
+	// host holds and the file it logs to, when it has them.
+	Home, LogFile string
 	// IdleGrace is how long the host stays with no connection and nothing
 	// busy before it retires; zero means never.
 	IdleGrace time.Duration

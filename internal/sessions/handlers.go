@@ -21,6 +21,7 @@ func (s *Service) handlers() server.Table {
 	server.Handle(t, protocol.OpSessionGet, s.get)
 	server.Handle(t, protocol.OpSessionRename, s.rename)
 	server.Handle(t, protocol.OpSessionArchive, s.archive)
+	server.Handle(t, protocol.OpSessionUnarchive, s.unarchive)
 	server.Handle(t, protocol.OpSessionRemove, s.remove)
 	server.Handle(t, protocol.OpModelsList, s.models)
 	server.Handle(t, protocol.OpModelsSelect, s.selectModel)
@@ -127,6 +128,17 @@ func (s *Service) archive(_ context.Context, _ *server.Call, in *protocol.Sessio
 	}
 	s.stopWorker(h.ID)
 	if h, err = s.cat.Archive(h.ID); err != nil {
+		return protocol.Session{}, catalogError(err)
+	}
+	return s.session(h), nil
+}
+
+func (s *Service) unarchive(_ context.Context, _ *server.Call, in *protocol.SessionRef) (protocol.Session, error) {
+	h, err := s.resolve(in.SessionID)
+	if err != nil {
+		return protocol.Session{}, err
+	}
+	if h, err = s.cat.Unarchive(h.ID); err != nil {
 		return protocol.Session{}, catalogError(err)
 	}
 	return s.session(h), nil
