@@ -66,14 +66,21 @@ type InterruptedError struct {
 }
 
 func (e *InterruptedError) Error() string {
-	outcome := "not sent"
+	why := "the connection to the host was lost"
+	switch e.Reason {
+	case ReasonTimeout:
+		why = "no answer came in time"
+	case ReasonHostDraining:
+		why = "the host is shutting down"
+	}
+	outcome := "before the request was sent"
 	if e.Dispatched {
-		outcome = "sent"
+		outcome = "before the host answered"
 		if e.Mode == protocol.Command {
-			outcome = "sent, outcome unknown"
+			outcome += ", so whether it took effect is unknown"
 		}
 	}
-	return fmt.Sprintf("%s interrupted (%s, %s): %v", e.Operation, e.Reason, outcome, e.Err)
+	return fmt.Sprintf("%s %s: %v", why, outcome, e.Err)
 }
 
 func (e *InterruptedError) Unwrap() error { return e.Err }
@@ -113,7 +120,9 @@ type RemoteError struct {
 	Message   string
 }
 
-func (e *RemoteError) Error() string { return fmt.Sprintf("%s: %s", e.Operation, e.Message) }
+// Error returns the host's message, which is written for a person; the
+// operation's name stays in Operation, for programs and logs.
+func (e *RemoteError) Error() string { return e.Message }
 
 // Is reports whether target is the sentinel of e's code.
 func (e *RemoteError) Is(target error) bool { return sentinels[e.Code] == target }
