@@ -10,9 +10,13 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"github.com/agentd-dev/agentd/internal/version"
+	"github.com/agentd-dev/agentd/protocol"
 )
 
 // Exit codes.
@@ -43,36 +47,37 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	root.SetArgs(args)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	err := root.ExecuteContext(ctx)
+	cmd, err := root, unknownCommand(root, args)
+	if err == nil {
+		cmd, err = root.ExecuteContextC(ctx)
+	}
 	if err == nil {
 		return exitOK
 	}
-	fmt.Fprintf(stderr, "agentd: %v\n", err)
-	var ue usageError
-	if errors.As(err, &ue) {
-		return exitUsage
+	code := exitFailure
+	if isUsage(cmd, err) {
+		code = exitUsage
 	}
-	return exitFailure
+	reportError(stderr, err, code, wantsJSON(cmd, args))
+	return code
 }
 
 func newRoot(e *env) *cobra.Command {
 	root := &cobra.Command{
 		Use:           "agentd",
 		Short:         "agentd hosts coding-agent sessions that outlive their clients.",
+		Version:       version.String(),
 		SilenceErrors: true,
 		SilenceUsage:  true,
-		Args:          cobra.ArbitraryArgs,
+		Args:          noArgs, // an unknown command is caught before, by unknownCommand
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) > 0 {
-				return usagef("unknown command %q: see agentd --help", args[0])
-			}
 			return cmd.Help()
 		},
 	}
 	root.SetOut(e.stdout)
 	root.SetErr(e.stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.CompletionOptions.DisableDefaultCmd = true
+	root.SetVersionTemplate(fmt.Sprintf("agentd {{.Version}} (protocol %d..%d)\n", protocol.ProtocolVersion, protocol.ProtocolVersion))
 	hostModel = ""
 	root.PersistentFlags().StringVar(&hostModel, "host-model", "", "default model (provider/model) of a host this command starts; an error when one already runs")
 	root.AddCommand(
@@ -88,12 +93,60 @@ func newRoot(e *env) *cobra.Command {
 		newStopCmd(e),
 		newRenameCmd(e),
 		newArchiveCmd(e),
+		newUnarchiveCmd(e),
 		newRmCmd(e),
 		newModelsCmd(e),
 		newAnswerCmd(e),
 		newWorkerCmd(e),
 	)
+	// Added now rather than when the command runs, so that unknownCommand
+	// finds them.
+	root.InitDefaultHelpCmd()
+	root.InitDefaultCompletionCmd()
+	root.SuggestionsMinimumDistance = 2
+	if comp, _, err := root.Find([]string{"completion"}); err == nil && comp != root {
+		// Without a shell it prints its help; with an unknown one it is a
+		// usage error, where cobra would print the help too.
+		comp.Args = cobra.ArbitraryArgs
+		comp.RunE = func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usagef("completion %q: want one of bash, zsh, fish or powershell", args[0])
+			}
+			return cmd.Help()
+		}
+	}
 	return root
+}
+
+// unknownCommand refuses a first word that names no command, suggesting
+// the commands it is close to. It runs before cobra, which would otherwise
+// take `agentd nosuch --help` as a request for the root's help.
+func unknownCommand(root *cobra.Command, args []string) error {
+	word := ""
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--":
+			i = len(args)
+		case a == "--host-model":
+			i++ // its value
+		case strings.HasPrefix(a, "-"):
+		default:
+			word = a
+			i = len(args)
+		}
+	}
+	if word == "" || word == cobra.ShellCompRequestCmd || word == cobra.ShellCompNoDescRequestCmd {
+		return nil
+	}
+	if c, _, err := root.Find([]string{word}); err == nil && c != root {
+		return nil
+	}
+	msg := fmt.Sprintf("unknown command %q", word)
+	if s := root.SuggestionsFor(word); len(s) > 0 {
+		msg += fmt.Sprintf("; did you mean %q?", s[0])
+	}
+	return usageError{errors.New(msg + " (agentd --help lists the commands)")}
 }
 
 // noArgs refuses positional arguments as a usage error.

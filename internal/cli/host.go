@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -35,6 +36,10 @@ func newHostCmd(e *env) *cobra.Command {
 			}
 			out := e.stderr
 			if logFile != "" {
+				var err error
+				if logFile, err = filepath.Abs(logFile); err != nil {
+					return err
+				}
 				f, err := openLog(logFile)
 				if err != nil {
 					return err
@@ -67,7 +72,7 @@ func newHostCmd(e *env) *cobra.Command {
 			}
 			h, err := host.Start(host.Config{
 				Home: act.Home, RuntimeDir: act.RuntimeDir, HostID: act.HostID,
-				Version: version.String(), IdleGrace: idleGrace, Logger: logger,
+				Version: version.String(), IdleGrace: idleGrace, Logger: logger, LogFile: logFile,
 				Compose: sessions.Compose(sessions.Config{
 					Home: act.Home, RuntimeDir: act.RuntimeDir, HostID: act.HostID,
 					WorkerIdleGrace: workerGrace, WorkerLog: out, WorkerLogFormat: logFormat,

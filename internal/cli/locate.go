@@ -25,6 +25,9 @@ type located struct {
 // A selector matching on no host is not found; on several, ambiguous,
 // and the error lists where.
 func locateSession(ctx context.Context, selector string) (located, error) {
+	if selector == "" {
+		return located{}, usagef("the session must not be empty: give its id or a prefix of it")
+	}
 	own, info, _, err := client.Open(ctx, openOptions())
 	if err != nil {
 		return located{}, err
@@ -67,14 +70,14 @@ func locateSession(ctx context.Context, selector string) (located, error) {
 		if lastErr != nil {
 			return located{}, lastErr
 		}
-		return located{}, fmt.Errorf("no session %q on any host", selector)
+		return located{}, codedError{protocol.CodeNotFound, fmt.Errorf("no session %q on any host", selector)}
 	}
 	names := make([]string, len(found))
 	for i, f := range found {
 		names[i] = fmt.Sprintf("%s on host %s", f.session.SessionID, f.hostID)
 		f.conn.Close()
 	}
-	return located{}, fmt.Errorf("session %q is ambiguous across hosts: %s", selector, strings.Join(names, ", "))
+	return located{}, codedError{protocol.CodeSessionAmbiguous, fmt.Errorf("session %q is ambiguous across hosts: %s", selector, strings.Join(names, ", "))}
 }
 
 // withSession runs fn with the session selector names and a connection to

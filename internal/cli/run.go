@@ -351,6 +351,10 @@ func (p *printer) lost(cause error) error {
 	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
 	defer cancel()
 	var t protocol.TurnSnapshot
+	var closed *client.ClosedError
+	if errors.As(cause, &closed) && closed.Reason == protocol.ClosedSessionRemoved {
+		return sessionTakenAway(ctx, p.c, p.session)
+	}
 	if err := p.c.Request(ctx, protocol.OpTurnQuery, protocol.TurnRef{SessionID: p.session, TurnID: p.turn()}, &t); err != nil {
 		return fmt.Errorf("%v; the turn's outcome is unknown, and its worker may still finish it (`agentd log %s` shows how it ended): %w", cause, p.session, err)
 	}

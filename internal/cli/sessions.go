@@ -7,9 +7,11 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -66,11 +68,14 @@ func newID() string {
 	return hex.EncodeToString(b)
 }
 
+// exactArgs takes n operands, which go to the host as they are (see
+// takesOperands); names says what they are in the usage error.
 func exactArgs(n int, names string) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, args []string) error {
 		if len(args) != n {
 			return usagef("%s takes %s", cmd.CommandPath(), names)
 		}
+		takesOperands(cmd)
 		return nil
 	}
 }
@@ -122,110 +127,170 @@ func createSession(ctx context.Context, c *client.Conn, in protocol.SessionCreat
 	return s, err
 }
 
+// lsFlags are the options of ls.
+type lsFlags struct {
+	asJSON, archived, allHosts bool
+	cwd                        string
+	limit                      int
+}
+
 func newLsCmd(e *env) *cobra.Command {
-	var asJSON, archived bool
+	var f lsFlags
 	cmd := &cobra.Command{
 		Use:   "ls",
-		Short: "List sessions of every host in the runtime directory.",
+		Short: "List this home's sessions, the most recently active first.",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if f.limit < 0 {
+				return usagef("--limit %d: want 0 (every session) or more", f.limit)
+			}
+			if f.cwd != "" {
+				dir, err := filepath.Abs(f.cwd)
+				if err != nil {
+					return usagef("--cwd %q: %v", f.cwd, err)
+				}
+				f.cwd = dir
+			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), requestTimeout)
 			defer cancel()
-			// This home's host comes up if it is not running; others are listed as found.
-			own, info, _, err := client.Open(ctx, openOptions())
-			if err != nil {
-				return err
-			}
-			defer own.Close()
-			// Rows stay as the host sent them: --json passes them through
-			// with the host's id added, and the table reads only the few
-			// fields it shows, so thousands of sessions list quickly.
-			type row struct {
-				hostID string
-				raw    json.RawMessage
-			}
-			var rows []row
-			add := func(hostID string, c *client.Conn) error {
-				in := protocol.SessionListInput{IncludeArchived: archived, Limit: protocol.MaxSessionPage}
-				for {
-					var res struct {
-						Sessions   []json.RawMessage `json:"sessions"`
-						NextCursor string            `json:"nextCursor"`
-					}
-					if err := c.Request(ctx, protocol.OpSessionList, in, &res); err != nil {
-						return err
-					}
-					for _, raw := range res.Sessions {
-						rows = append(rows, row{hostID: hostID, raw: raw})
-					}
-					if res.NextCursor == "" {
-						return nil
-					}
-					in.Cursor = res.NextCursor
-				}
-			}
-			if err := add(info.HostID, own); err != nil {
-				return err
-			}
-			hosts, _ := client.Discover(ctx, mustRuntimeDir())
-			for _, h := range hosts {
-				if h.HostID == info.HostID {
-					continue
-				}
-				c, err := client.Dial(ctx, h.Endpoint, client.Options{Surface: protocol.SurfaceCLI})
-				if err != nil {
-					fmt.Fprintf(e.stderr, "agentd: host %s: %v\n", h.HostID, err)
-					continue
-				}
-				if err := add(h.HostID, c); err != nil {
-					fmt.Fprintf(e.stderr, "agentd: host %s: %v\n", h.HostID, err)
-				}
-				c.Close()
-			}
-			if asJSON {
-				out := bufio.NewWriterSize(e.stdout, 64<<10)
-				out.WriteByte('[')
-				for i, r := range rows {
-					if i > 0 {
-						out.WriteByte(',')
-					}
-					id, _ := json.Marshal(r.hostID)
-					fmt.Fprintf(out, `{"hostId":%s,`, id)
-					out.Write(bytes.TrimPrefix(bytes.TrimSpace(r.raw), []byte("{")))
-				}
-				out.WriteString("]\n")
-				return out.Flush()
-			}
-			tw := newTable(e.stdout)
-			multi := len(hosts) > 1
-			if multi {
-				fmt.Fprint(tw, "HOST\t")
-			}
-			fmt.Fprintln(tw, "ID\tTITLE\tSTATUS\tMODEL\tLAST ACTIVITY\tCWD")
-			for _, r := range rows {
-				var s struct {
-					SessionID, Title, Cwd, Model, Status string
-					LastActivityAt                       time.Time
-					Archived, Damaged                    bool
-				}
-				json.Unmarshal(r.raw, &s)
-				if multi {
-					fmt.Fprintf(tw, "%s\t", r.hostID)
-				}
-				status := s.Status
-				if s.Damaged {
-					status = "damaged"
-				} else if s.Archived {
-					status = "archived"
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.SessionID, s.Title, status, s.Model, ago(s.LastActivityAt), s.Cwd)
-			}
-			return tw.Flush()
+			return listSessions(ctx, e, f)
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the sessions as JSON")
-	cmd.Flags().BoolVar(&archived, "archived", false, "include archived sessions")
+	fl := cmd.Flags()
+	fl.BoolVar(&f.asJSON, "json", false, "print the sessions as JSON")
+	fl.BoolVar(&f.archived, "archived", false, "include archived sessions")
+	fl.BoolVar(&f.allHosts, "all-hosts", false, "list the sessions of every home whose host runs in the runtime directory")
+	fl.StringVar(&f.cwd, "cwd", "", "only the sessions working in this directory")
+	fl.IntVar(&f.limit, "limit", 0, "list at most this many sessions (0: all)")
 	return cmd
+}
+
+// listedSession is a row of ls: a session as its host sent it, with the
+// few fields ls reads.
+type listedSession struct {
+	hostID string
+	raw    json.RawMessage
+	protocol.Session
+}
+
+func listSessions(ctx context.Context, e *env, f lsFlags) error {
+	// This home's host comes up if it is not running; others are listed as found.
+	own, info, _, err := client.Open(ctx, openOptions())
+	if err != nil {
+		return err
+	}
+	defer own.Close()
+	var rows []listedSession
+	add := func(hostID string, c *client.Conn) error {
+		in := protocol.SessionListInput{IncludeArchived: f.archived, Limit: protocol.MaxSessionPage}
+		for {
+			// Rows stay as the host sent them: --json passes them
+			// through with the host's id added.
+			var res struct {
+				Sessions   []json.RawMessage `json:"sessions"`
+				NextCursor string            `json:"nextCursor"`
+			}
+			if err := c.Request(ctx, protocol.OpSessionList, in, &res); err != nil {
+				return err
+			}
+			for _, raw := range res.Sessions {
+				r := listedSession{hostID: hostID, raw: raw}
+				json.Unmarshal(raw, &r.Session)
+				if f.cwd == "" || sameDir(r.Cwd, f.cwd) {
+					rows = append(rows, r)
+				}
+			}
+			if res.NextCursor == "" {
+				return nil
+			}
+			in.Cursor = res.NextCursor
+		}
+	}
+	if err := add(info.HostID, own); err != nil {
+		return err
+	}
+	hostsListed := 1
+	if f.allHosts {
+		hosts, _ := client.Discover(ctx, mustRuntimeDir())
+		for _, h := range hosts {
+			if h.HostID == info.HostID {
+				continue
+			}
+			c, err := client.Dial(ctx, h.Endpoint, client.Options{Surface: protocol.SurfaceCLI})
+			if err != nil {
+				fmt.Fprintf(e.stderr, "agentd: host %s: %v\n", h.HostID, err)
+				continue
+			}
+			if err := add(h.HostID, c); err != nil {
+				fmt.Fprintf(e.stderr, "agentd: host %s: %v\n", h.HostID, err)
+			}
+			c.Close()
+			hostsListed++
+		}
+		slices.SortStableFunc(rows, func(a, b listedSession) int {
+			return b.LastActivityAt.Compare(a.LastActivityAt)
+		})
+	}
+	more := 0
+	if f.limit > 0 && len(rows) > f.limit {
+		more = len(rows) - f.limit
+		rows = rows[:f.limit]
+	}
+	if f.asJSON {
+		out := bufio.NewWriterSize(e.stdout, 64<<10)
+		out.WriteByte('[')
+		for i, r := range rows {
+			if i > 0 {
+				out.WriteByte(',')
+			}
+			id, _ := json.Marshal(r.hostID)
+			fmt.Fprintf(out, `{"hostId":%s,`, id)
+			out.Write(bytes.TrimPrefix(bytes.TrimSpace(r.raw), []byte("{")))
+		}
+		out.WriteString("]\n")
+		return out.Flush()
+	}
+	if len(rows) == 0 {
+		fmt.Fprintln(e.stderr, "no sessions")
+		return nil
+	}
+	pal := paletteFor(e.stdout)
+	tw := newTable(e.stdout)
+	multi := hostsListed > 1
+	heading := "ID\tTITLE\tSTATUS\tMODEL\tLAST ACTIVITY\tCWD"
+	if multi {
+		heading = "HOST\t" + heading
+	}
+	fmt.Fprintln(tw, pal.heading(heading))
+	for _, r := range rows {
+		if multi {
+			fmt.Fprintf(tw, "%s\t", r.hostID)
+		}
+		status := r.Status
+		if r.Damaged {
+			status = "damaged"
+		} else if r.Archived {
+			status = "archived"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", pal.id(r.SessionID), tui.Visible(r.Title), pal.state(status), r.Model, pal.dim(ago(r.LastActivityAt)), tui.Visible(r.Cwd))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if more > 0 {
+		fmt.Fprintf(e.stderr, "%d more not listed (--limit %d)\n", more, f.limit)
+	}
+	return nil
+}
+
+// sameDir reports whether a session's cwd is dir, which may name it
+// through symbolic links.
+func sameDir(cwd, dir string) bool {
+	if cwd == dir {
+		return true
+	}
+	real, err := filepath.EvalSymlinks(dir)
+	return err == nil && real == cwd
 }
 
 func mustRuntimeDir() string {
@@ -255,15 +320,8 @@ func sessionCmd(e *env, use, short, op string, build func(id string, args []stri
 		Args:  exactArgs(n, strings.SplitN(use, " ", 2)[1]),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return withSession(cmd, args[0], func(ctx context.Context, l located) error {
-				c, id := l.conn, l.session.SessionID
 				var s protocol.Session
-				if op == protocol.OpSessionRemove {
-					var ref protocol.SessionRef
-					if err := c.Request(ctx, op, build(id, args[1:]), &ref); err != nil {
-						return err
-					}
-					s.SessionID = ref.SessionID
-				} else if err := c.Request(ctx, op, build(id, args[1:]), &s); err != nil {
+				if err := l.conn.Request(ctx, op, build(l.session.SessionID, args[1:]), &s); err != nil {
 					return err
 				}
 				if asJSON {
@@ -274,7 +332,7 @@ func sessionCmd(e *env, use, short, op string, build func(id string, args []stri
 			})
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the session as JSON")
 	return cmd
 }
 
@@ -285,15 +343,75 @@ func newRenameCmd(e *env) *cobra.Command {
 }
 
 func newArchiveCmd(e *env) *cobra.Command {
-	return sessionCmd(e, "archive SESSION", "Archive a session: it stays on disk but takes no more turns.", protocol.OpSessionArchive, func(id string, _ []string) any {
+	return sessionCmd(e, "archive SESSION", "Archive a session: it leaves the list and takes no more turns until unarchived.", protocol.OpSessionArchive, func(id string, _ []string) any {
+		return protocol.SessionRef{SessionID: id}
+	})
+}
+
+func newUnarchiveCmd(e *env) *cobra.Command {
+	return sessionCmd(e, "unarchive SESSION", "Bring an archived session back to the list, ready for turns again.", protocol.OpSessionUnarchive, func(id string, _ []string) any {
 		return protocol.SessionRef{SessionID: id}
 	})
 }
 
 func newRmCmd(e *env) *cobra.Command {
-	return sessionCmd(e, "rm SESSION", "Remove a session and its transcript.", protocol.OpSessionRemove, func(id string, _ []string) any {
-		return protocol.SessionRef{SessionID: id}
-	})
+	var asJSON, force bool
+	cmd := &cobra.Command{
+		Use:   "rm SESSION",
+		Short: "Remove a session and its transcript (a running one: asked first, or --force).",
+		Args:  exactArgs(1, "SESSION"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return withSession(cmd, args[0], func(ctx context.Context, l located) error {
+				s := l.session
+				if s.Status != protocol.SessionIdle && !force {
+					if err := confirmRemove(e, s); err != nil {
+						return err
+					}
+				}
+				var ref protocol.SessionRef
+				if err := l.conn.Request(ctx, protocol.OpSessionRemove, protocol.SessionRef{SessionID: s.SessionID}, &ref); err != nil {
+					return err
+				}
+				if asJSON {
+					return writeJSON(e.stdout, ref)
+				}
+				fmt.Fprintf(e.stdout, "removed %s\n", ref.SessionID)
+				return nil
+			})
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the removed session's id as JSON")
+	cmd.Flags().BoolVarP(&force, "force", "f", false, "remove a session even while its turn runs, stopping the turn")
+	return cmd
+}
+
+// sessionTakenAway says what became of session id, whose stream the host
+// closed as removed while its turn ran: archived, or removed (its log with
+// it).
+func sessionTakenAway(ctx context.Context, c *client.Conn, id string) error {
+	var s protocol.Session
+	err := c.Request(ctx, protocol.OpSessionGet, protocol.SessionRef{SessionID: id}, &s)
+	switch {
+	case err == nil && s.Archived:
+		return fmt.Errorf("session %s was archived while its turn ran; `agentd unarchive %s` makes it active again", id, id)
+	case errors.Is(err, client.ErrNotFound):
+		return fmt.Errorf("session %s was removed while its turn ran", id)
+	}
+	return fmt.Errorf("session %s was removed or archived while its turn ran", id)
+}
+
+// confirmRemove asks on a terminal whether to remove session s, whose
+// turn runs; off one it refuses, naming --force.
+func confirmRemove(e *env, s protocol.Session) error {
+	if !isTerminal(e.stdin) || !isTerminal(e.stderr) {
+		return fmt.Errorf("session %s is running a turn; `agentd stop %s` stops it, or `agentd rm --force %s` removes the session all the same", s.SessionID, s.SessionID, s.SessionID)
+	}
+	fmt.Fprintf(e.stderr, "session %s (%s) is running a turn. Stop it and remove the session? [y/N] ", s.SessionID, s.Title)
+	line, _ := bufio.NewReader(e.stdin).ReadString('\n')
+	if a := strings.ToLower(strings.TrimSpace(line)); a != "y" && a != "yes" {
+		return fmt.Errorf("session %s was not removed", s.SessionID)
+	}
+	return nil
 }
 
 // rootTurn returns the session's latest turn, from a subscription snapshot.
@@ -349,7 +467,11 @@ func newAnswerCmd(e *env) *cobra.Command {
 		Use:   "answer [SESSION INTERACTION allow|deny]",
 		Short: "List pending approvals of every session, or answer one.",
 		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) != 0 && len(args) != 3 {
+			switch len(args) {
+			case 0:
+			case 3:
+				takesOperands(cmd)
+			default:
 				return usagef("answer takes no arguments (list) or SESSION INTERACTION allow|deny")
 			}
 			return nil

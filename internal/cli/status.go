@@ -7,12 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"text/tabwriter"
+	"strings"
 	"time"
 
+	"charm.land/lipgloss/v2"
 	"github.com/spf13/cobra"
 
 	"github.com/agentd-dev/agentd/client"
+	"github.com/agentd-dev/agentd/internal/tui"
 	"github.com/agentd-dev/agentd/internal/version"
 	"github.com/agentd-dev/agentd/protocol"
 )
@@ -41,10 +43,18 @@ func newStatusCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			running, err := runningSessions(ctx, c)
+			if err != nil {
+				return err
+			}
 			if asJSON {
-				return writeJSON(e.stdout, st)
+				return writeJSON(e.stdout, struct {
+					protocol.HostStatus
+					Running []protocol.Session `json:"runningSessions"`
+				}{st, running})
 			}
 			printStatus(e.stdout, st)
+			printRunning(e.stdout, running)
 			return nil
 		},
 	}
@@ -58,16 +68,64 @@ func writeJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
+// othersActive is a host's count of active operations without the
+// host.status request that asked for it.
+func othersActive(st protocol.HostStatus) int { return max(st.ActiveOperations-1, 0) }
+
 func printStatus(w io.Writer, st protocol.HostStatus) {
+	pal := paletteFor(w)
 	tw := newTable(w)
 	fmt.Fprintf(tw, "version\t%s\n", st.Version)
 	fmt.Fprintf(tw, "protocol\t%d..%d\n", st.ProtocolMin, st.ProtocolMax)
 	fmt.Fprintf(tw, "host id\t%s\n", st.HostID)
 	fmt.Fprintf(tw, "pid\t%d\n", st.PID)
-	fmt.Fprintf(tw, "state\t%s\n", st.State)
+	fmt.Fprintf(tw, "state\t%s\n", pal.state(st.State))
 	fmt.Fprintf(tw, "uptime\t%s\n", (time.Duration(st.UptimeMillis) * time.Millisecond).Round(time.Second))
+	if st.Home != "" {
+		fmt.Fprintf(tw, "home\t%s\n", st.Home)
+	}
+	logFile := st.LogFile
+	if logFile == "" {
+		logFile = pal.dim("its standard error")
+	}
+	fmt.Fprintf(tw, "log\t%s\n", logFile)
 	fmt.Fprintf(tw, "connections\t%d\n", st.Connections)
-	fmt.Fprintf(tw, "active operations\t%d\n", st.ActiveOperations)
+	fmt.Fprintf(tw, "active operations\t%d\n", othersActive(st))
+	tw.Flush()
+}
+
+// runningSessions returns the sessions of c's host whose turn runs.
+func runningSessions(ctx context.Context, c *client.Conn) ([]protocol.Session, error) {
+	running := []protocol.Session{}
+	in := protocol.SessionListInput{Limit: protocol.MaxSessionPage}
+	for {
+		var res protocol.SessionListResult
+		if err := c.Request(ctx, protocol.OpSessionList, in, &res); err != nil {
+			return nil, err
+		}
+		for _, s := range res.Sessions {
+			if s.Status != protocol.SessionIdle && !s.Damaged {
+				running = append(running, s)
+			}
+		}
+		if res.NextCursor == "" {
+			return running, nil
+		}
+		in.Cursor = res.NextCursor
+	}
+}
+
+func printRunning(w io.Writer, running []protocol.Session) {
+	pal := paletteFor(w)
+	if len(running) == 0 {
+		fmt.Fprintf(w, "\nno session is running\n")
+		return
+	}
+	fmt.Fprintf(w, "\n%s\n", pal.heading(fmt.Sprintf("%d sessions running", len(running))))
+	tw := newTable(w)
+	for _, s := range running {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", pal.id(s.SessionID), pal.state(s.Status), tui.Visible(s.Title), tui.Visible(s.Cwd))
+	}
 	tw.Flush()
 }
 
@@ -107,15 +165,16 @@ func statusAll(ctx context.Context, w io.Writer, asJSON bool) error {
 		fmt.Fprintf(w, "no agentd host is running in %s\n", act.RuntimeDir)
 		return nil
 	}
+	pal := paletteFor(w)
 	tw := newTable(w)
-	fmt.Fprintln(tw, "HOST ID\tPID\tSTATE\tVERSION\tUPTIME\tCONNECTIONS\tACTIVE\tHOME")
+	fmt.Fprintln(tw, pal.heading("HOST ID\tPID\tSTATE\tVERSION\tUPTIME\tCONNECTIONS\tACTIVE\tHOME"))
 	for _, r := range rows {
-		state := r.State
+		state := pal.state(r.State)
 		if r.Error != "" {
-			state = "unreachable: " + r.Error
+			state = pal.paint(styleBad, "unreachable: "+r.Error)
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%d\t%d\t%s\n", r.HostID, r.PID, state, r.Version,
-			(time.Duration(r.UptimeMillis) * time.Millisecond).Round(time.Second), r.Connections, r.ActiveOperations, r.Home)
+			(time.Duration(r.UptimeMillis) * time.Millisecond).Round(time.Second), r.Connections, othersActive(r.HostStatus), r.Home)
 	}
 	return tw.Flush()
 }
@@ -170,24 +229,47 @@ func newVersionCmd(e *env) *cobra.Command {
 	}
 }
 
-// table aligns columns and writes the whole table at once on Flush.
+// table aligns the tab-separated columns of what is written to it and
+// writes the whole table at once on Flush. Widths are measured as a
+// terminal shows them, so coloured cells line up.
 type table struct {
-	*tabwriter.Writer
 	buf bytes.Buffer
 	out io.Writer
 }
 
-func newTable(out io.Writer) *table {
-	t := &table{out: out}
-	t.Writer = tabwriter.NewWriter(&t.buf, 0, 0, 2, ' ', 0)
-	return t
-}
+func newTable(out io.Writer) *table { return &table{out: out} }
+
+// Write adds rows: lines of cells separated by tabs.
+func (t *table) Write(p []byte) (int, error) { return t.buf.Write(p) }
 
 // Flush aligns the table and writes it.
 func (t *table) Flush() error {
-	if err := t.Writer.Flush(); err != nil {
-		return err
+	if t.buf.Len() == 0 {
+		return nil
 	}
-	_, err := t.out.Write(t.buf.Bytes())
+	var rows [][]string
+	var widths []int
+	for _, line := range strings.Split(strings.TrimSuffix(t.buf.String(), "\n"), "\n") {
+		cells := strings.Split(line, "\t")
+		for i, c := range cells {
+			if i == len(widths) {
+				widths = append(widths, 0)
+			}
+			widths[i] = max(widths[i], lipgloss.Width(c))
+		}
+		rows = append(rows, cells)
+	}
+	var out strings.Builder
+	for _, cells := range rows {
+		for i, c := range cells {
+			out.WriteString(c)
+			if i < len(cells)-1 {
+				out.WriteString(strings.Repeat(" ", widths[i]-lipgloss.Width(c)+2))
+			}
+		}
+		out.WriteByte('\n')
+	}
+	t.buf.Reset()
+	_, err := io.WriteString(t.out, out.String())
 	return err
 }
