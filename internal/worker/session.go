@@ -573,7 +573,8 @@ func (s *session) approve(ctx context.Context, t *turn, call llm.ToolCall, tool 
 	}
 	if policy == protocol.ApprovalReadOnly {
 		s.mu.Unlock()
-		return agent.Decision{Reason: fmt.Sprintf("the session's approval policy is read-only; %s changes files or runs commands", call.Name)}, nil
+		return agent.Decision{Reason: fmt.Sprintf("the session's approval policy is read-only, which refuses %s: it changes files or runs commands. "+
+			"To allow it, run again with --approve ask to approve each such call (at the prompt, or with agentd answer) or --approve all to allow them all", call.Name)}, nil
 	}
 	s.nextID++
 	in := &interaction{
