@@ -25,6 +25,9 @@ type screen struct {
 	tty  *os.File // the PTY's controlling side
 	exit chan struct{}
 	err  error // set before exit closes: how the process ended
+	// drained is closed once all the program wrote has reached the
+	// screen: the PTY's end of file, after the program exited.
+	drained chan struct{}
 
 	mu      sync.Mutex
 	term    *vt.Emulator  // guarded by mu
@@ -49,8 +52,9 @@ func (p *place) screenOf(t *testing.T, cmd *exec.Cmd) *screen {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &screen{t: t, cmd: cmd, tty: tty, exit: make(chan struct{}), term: vt.NewEmulator(screenCols, screenRows), changed: make(chan struct{}, 1)}
+	s := &screen{t: t, cmd: cmd, tty: tty, exit: make(chan struct{}), drained: make(chan struct{}), term: vt.NewEmulator(screenCols, screenRows), changed: make(chan struct{}, 1)}
 	s.wg.Go(func() { // the program's output, onto the screen
+		defer close(s.drained)
 		buf := make([]byte, 32<<10)
 		for {
 			n, err := tty.Read(buf)
@@ -121,6 +125,10 @@ func (s *screen) waitFor(what string, cond func(screen string) bool) string {
 		select {
 		case <-s.changed:
 		case <-s.exit:
+			select { // what it wrote last may not be on the screen yet
+			case <-s.drained:
+			case <-deadline.C:
+			}
 			if text := s.text(); cond(text) {
 				return text
 			}
