@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"path/filepath"
 
@@ -36,7 +37,7 @@ func newLogCmd(e *env) *cobra.Command {
 					return err
 				}
 				feed = tui.NewFeed(0)
-				feed.OnChange = tui.NewLines(e.stdout).Change
+				feed.OnChange = linesOf(e.stdout).Change
 				for _, r := range contents.Records {
 					last = r.Seq
 					if asJSON {
@@ -56,7 +57,7 @@ func newLogCmd(e *env) *cobra.Command {
 			}
 			if feed == nil {
 				feed = tui.NewFeed(last)
-				feed.OnChange = tui.NewLines(e.stdout).Change
+				feed.OnChange = linesOf(e.stdout).Change
 			}
 			f, err := follow(cmd.Context(), sess.SessionID, nil, client.SessionOptions{Resume: true, After: last})
 			if err != nil {
@@ -68,4 +69,12 @@ func newLogCmd(e *env) *cobra.Command {
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the raw records as JSON lines")
 	cmd.Flags().BoolVarP(&following, "follow", "f", false, "after the transcript, follow the session live until interrupted")
 	return cmd
+}
+
+// linesOf returns the renderer of a session's events as lines to w,
+// coloured when w is a terminal and NO_COLOR is unset.
+func linesOf(w io.Writer) *tui.Lines {
+	l := tui.NewLines(w)
+	l.Color = colorOn(w)
+	return l
 }

@@ -1,17 +1,22 @@
 package cli
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
+	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"github.com/agentd-dev/agentd/client"
 	"github.com/agentd-dev/agentd/internal/tui"
@@ -23,17 +28,21 @@ type errTurnFailed struct{ turn protocol.TurnSnapshot }
 
 func (e errTurnFailed) Error() string {
 	if e.turn.Error != "" {
-		return fmt.Sprintf("turn %s: %s", e.turn.Status, e.turn.Error)
+		return fmt.Sprintf("turn %s: %s", e.turn.Status, tui.Visible(e.turn.Error))
 	}
 	return "turn " + e.turn.Status
 }
 
 type runFlags struct {
-	session, cwd, title, model, thinking, approve string
-	asJSON                                        bool
+	session, cwd, title, model, thinking, approve, file string
+	asJSON                                              bool
 	// queue and steer send the prompt to a session whose turn runs: to
 	// run after it, or into it at its next model call.
 	queue, steer bool
+	// resume continues the latest session of the directory (--continue).
+	resume bool
+	// detach starts the turn and returns without streaming it.
+	detach bool
 }
 
 // placement is where the prompt goes when a turn runs; empty for a turn of
@@ -48,15 +57,45 @@ func (f runFlags) placement() string {
 	return ""
 }
 
+// promptRoom is what a turn.start request needs beside its prompt: the
+// prompt, JSON-encoded, must fit in one message with it.
+const promptRoom = 4 << 10
+
+const runExamples = `  agentd run 'fix the failing test'            a new session of this directory
+  agentd run -c 'and now the docs'              continue this directory's latest session
+  agentd run --session 3kq 'go on'              continue a session (an id or a unique prefix)
+  git diff > d.txt; agentd run --file d.txt     the prompt from a file
+  echo 'summarise README.md' | agentd run       the prompt from stdin (also: agentd run -)
+  agentd run -d --approve all 'run the tests'   start the turn and return; come back with
+                                                agentd attach ID or agentd log -f ID`
+
 func newRunCmd(e *env) *cobra.Command {
 	var f runFlags
 	cmd := &cobra.Command{
-		Use:   "run PROMPT",
+		Use:   "run [PROMPT | -]",
 		Short: "Run one turn of a session's agent and stream it until it ends.",
+		Long: `Run one turn of a session's agent and stream it until it ends.
+
+The prompt is the arguments, or stdin with - or when stdin is a pipe, or a
+file with --file. A prompt is at most about 768 KiB: it must fit, encoded,
+in one message of the protocol.
+
+Without --session or -c the turn runs in a new session of the current
+directory (or --cwd). On a terminal a tool call that changes files or runs
+commands waits for y (allow), n (deny) or a (allow that tool for the rest of
+the session) under the default policy, ask; off a terminal the default is
+read-only, which refuses those calls. A session keeps its policy until
+--approve changes it.
+
+Ctrl-C interrupts the turn; a second Ctrl-C leaves at once. SIGTERM leaves
+at once and the turn runs on. With --detach (-d) the command starts the turn
+and returns with the session's id: come back to it with agentd attach ID, or
+agentd log -f ID.
+
+Exit status: 0 when the turn completes, 1 when it fails or is stopped, 2 for
+a command line that is wrong.`,
+		Example: runExamples,
 		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) == 0 || strings.TrimSpace(strings.Join(args, " ")) == "" {
-				return usagef("run needs a prompt")
-			}
 			switch f.approve {
 			case "", protocol.ApprovalAsk, protocol.ApprovalAll, protocol.ApprovalReadOnly:
 			default:
@@ -70,158 +109,416 @@ func newRunCmd(e *env) *cobra.Command {
 			if f.model != "" && !strings.Contains(strings.Trim(f.model, "/"), "/") {
 				return usagef("--model %q: provider requires a model (provider/model)", f.model)
 			}
+			session := cmd.Flags().Changed("session")
 			switch {
+			case session && strings.TrimSpace(f.session) == "":
+				return usagef("--session %q: want a session id or a unique prefix of one", f.session)
+			case session && f.resume:
+				return usagef("--session and --continue: choose one")
+			case session && f.cwd != "":
+				return usagef("--cwd is the directory of a new session; the session of --session keeps its own")
 			case f.queue && f.steer:
 				return usagef("--queue and --steer: choose one")
-			case (f.queue || f.steer) && f.session == "":
-				return usagef("--queue and --steer need --session")
+			case (f.queue || f.steer) && !session && !f.resume:
+				return usagef("--queue and --steer need --session or --continue")
 			case (f.queue || f.steer) && f.approve != "":
 				return usagef("--approve starts a turn of its own; with --queue or --steer the session's policy applies")
+			case f.file != "" && len(args) > 0:
+				return usagef("--file and a prompt argument: choose one")
+			case len(args) > 1 && slices.Contains(args, "-"):
+				return usagef("- reads the prompt from stdin and takes no other words")
 			}
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runTurn(cmd.Context(), e, f, strings.Join(args, " "))
+			prompt, err := readPrompt(e, f, args)
+			if err != nil {
+				return err
+			}
+			return runTurn(cmd.Context(), e, f, prompt)
 		},
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.session, "session", "", "continue this session (an id or a unique prefix)")
+	fl.BoolVarP(&f.resume, "continue", "c", false, "continue the latest session of the current directory (or --cwd)")
 	fl.StringVar(&f.cwd, "cwd", "", "working directory of a new session (default: the current directory)")
-	fl.StringVar(&f.title, "title", "", "title of a new session")
+	fl.StringVar(&f.title, "title", "", "title of a new session; with --session or -c, the session's new title")
 	fl.StringVar(&f.model, "model", "", "model, provider/model (default: the last selected)")
 	fl.StringVar(&f.thinking, "thinking", "", "thinking level: off, low, medium or high")
-	fl.StringVar(&f.approve, "approve", "", "which tool calls wait for you: ask (default on a terminal), all or read-only (default otherwise)")
-	fl.BoolVar(&f.asJSON, "json", false, "print the event stream as JSON lines")
+	fl.StringVar(&f.approve, "approve", "", "which tool calls wait for you: ask, all or read-only (a new session's default: ask on a terminal, read-only otherwise; a session keeps its policy until this changes it)")
+	fl.StringVar(&f.file, "file", "", "read the prompt from this file")
+	fl.BoolVar(&f.asJSON, "json", false, "print the event stream as JSON lines, its bytes exact")
+	fl.BoolVarP(&f.detach, "detach", "d", false, "start the turn and return with the session id (agentd attach ID or agentd log -f ID to come back)")
 	fl.BoolVar(&f.queue, "queue", false, "if a turn runs, run the prompt after it (and stream that turn)")
 	fl.BoolVar(&f.steer, "steer", false, "if a turn runs, send the prompt into it before its next model call (and stream that turn)")
 	return cmd
 }
 
-func runTurn(ctx context.Context, e *env, f runFlags, prompt string) error {
-	interactive := isTerminal(e.stdin) && isTerminal(e.stdout) && !f.asJSON
-	if f.approve == "" {
-		f.approve = protocol.ApprovalReadOnly
-		if interactive {
-			f.approve = protocol.ApprovalAsk
+// readPrompt reads the prompt from the arguments, stdin or --file, and
+// checks that it fits in a request.
+func readPrompt(e *env, f runFlags, args []string) (string, error) {
+	var text, from string
+	switch {
+	case f.file != "":
+		b, err := os.ReadFile(f.file)
+		if err != nil {
+			return "", fmt.Errorf("--file: %w", err)
+		}
+		text, from = string(b), "--file "+f.file
+	case len(args) == 1 && args[0] == "-", len(args) == 0 && !isTerminal(e.stdin):
+		b, err := io.ReadAll(e.stdin)
+		if err != nil {
+			return "", fmt.Errorf("reading the prompt from stdin: %w", err)
+		}
+		text, from = string(b), "stdin"
+	case len(args) == 0:
+		return "", usagef("run needs a prompt: as arguments, from stdin (- or a pipe), or --file F")
+	default:
+		text, from = strings.Join(args, " "), "the prompt"
+	}
+	if from != "the prompt" {
+		text = strings.TrimRight(text, "\r\n")
+	}
+	if strings.TrimSpace(text) == "" {
+		if from == "the prompt" {
+			return "", usagef("run needs a prompt")
+		}
+		return "", usagef("run needs a prompt: %s is empty", from)
+	}
+	encoded, _ := json.Marshal(text)
+	if len(encoded)+promptRoom > protocol.MaxMessageBytes {
+		return "", usagef("the prompt (%s) is %s; a prompt must fit, encoded, in one 768 KiB message (at most about %s of plain text)",
+			from, sizeOf(len(text)), sizeOf(protocol.MaxMessageBytes-promptRoom-2))
+	}
+	return text, nil
+}
+
+// sizeOf says n bytes for people.
+func sizeOf(n int) string {
+	if n < 1<<10 {
+		return fmt.Sprintf("%d bytes", n)
+	}
+	return fmt.Sprintf("%.1f KiB (%d bytes)", float64(n)/(1<<10), n)
+}
+
+// terminalOf returns f as a terminal's file, or nil when it is not one.
+func terminalOf(f any) *os.File {
+	if file, ok := f.(*os.File); ok && isTerminal(file) {
+		return file
+	}
+	return nil
+}
+
+// colorOn reports whether output to w is styled: w is a terminal and
+// NO_COLOR is unset.
+func colorOn(w io.Writer) bool {
+	return terminalOf(w) != nil && os.Getenv("NO_COLOR") == "" && os.Getenv("TERM") != "dumb"
+}
+
+// runSetup is what runTurn found or made before the turn starts.
+type runSetup struct {
+	c       *client.Conn
+	sess    protocol.Session
+	created bool // the session is new: a failed start removes it
+}
+
+// setupSession finds the session the prompt goes to, or creates one, and
+// applies the flags that change it.
+func setupSession(ctx context.Context, f runFlags, approve string) (s runSetup, err error) {
+	switch {
+	case f.session != "":
+		l, err := locateSession(ctx, f.session)
+		if err != nil {
+			return s, err
+		}
+		s.c, s.sess = l.conn, l.session
+	case f.resume:
+		if s.c, err = open(ctx); err != nil {
+			return s, err
+		}
+		dir := f.cwd
+		if dir == "" {
+			if dir, err = os.Getwd(); err != nil {
+				s.c.Close()
+				return s, err
+			}
+		}
+		dir, _ = filepath.Abs(dir)
+		here, err := sessionsOf(ctx, s.c, dir)
+		if err == nil && len(here) == 0 {
+			if real, rerr := filepath.EvalSymlinks(dir); rerr == nil && real != dir {
+				here, err = sessionsOf(ctx, s.c, real)
+			}
+		}
+		if err != nil {
+			s.c.Close()
+			return s, err
+		}
+		if len(here) == 0 {
+			s.c.Close()
+			return s, fmt.Errorf("no session of %s to continue: run without --continue to start one", dir)
+		}
+		s.sess = here[0]
+	default:
+		if s.c, err = open(ctx); err != nil {
+			return s, err
+		}
+		s.sess, err = createSession(ctx, s.c, protocol.SessionCreateInput{Cwd: f.cwd, Title: f.title, Model: f.model, Approval: approve})
+		if err != nil {
+			s.c.Close()
+			return s, err
+		}
+		s.created = true
+		return s, nil
+	}
+	defer func() {
+		if err != nil {
+			s.c.Close()
+		}
+	}()
+	if f.title != "" {
+		if err := s.c.Request(ctx, protocol.OpSessionRename, protocol.SessionRenameInput{SessionID: s.sess.SessionID, Title: f.title}, &s.sess); err != nil {
+			return s, err
+		}
+	}
+	if f.model != "" {
+		if err := s.c.Request(ctx, protocol.OpModelsSelect, protocol.ModelsSelectInput{SessionID: s.sess.SessionID, Model: f.model}, nil); err != nil {
+			return s, err
+		}
+		s.sess.Model = f.model
+	}
+	return s, nil
+}
+
+// removeFailed removes a session this command created for a turn that did
+// not start, so a failed start leaves nothing behind.
+func removeFailed(c *client.Conn, id string) {
+	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
+	defer cancel()
+	c.Request(ctx, protocol.OpSessionRemove, protocol.SessionRef{SessionID: id}, nil)
+}
+
+func runTurn(ctx context.Context, e *env, f runFlags, prompt string) (err error) {
+	onTerminal := isTerminal(e.stdin) && isTerminal(e.stdout) && !f.asJSON
+	// A new session's policy: ask where a person can answer, else
+	// read-only. A session that exists keeps its own unless --approve says.
+	approve := f.approve
+	if approve == "" && f.session == "" && !f.resume {
+		approve = protocol.ApprovalReadOnly
+		if onTerminal {
+			approve = protocol.ApprovalAsk
 		}
 	}
 	setup, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
-	var c *client.Conn
-	var sess protocol.Session
-	if f.session == "" {
-		var err error
-		if c, err = open(setup); err != nil {
-			return err
-		}
-		defer c.Close()
-		if sess, err = createSession(setup, c, protocol.SessionCreateInput{Cwd: f.cwd, Title: f.title, Model: f.model, Approval: f.approve}); err != nil {
-			return err
-		}
-	} else {
-		l, err := locateSession(setup, f.session)
-		if err != nil {
-			return err
-		}
-		c, sess = l.conn, l.session
-		defer c.Close()
-		if f.model != "" {
-			if err := c.Request(setup, protocol.OpModelsSelect, protocol.ModelsSelectInput{SessionID: sess.SessionID, Model: f.model}, nil); err != nil {
-				return err
+	s, err := setupSession(setup, f, approve)
+	if err != nil {
+		return err
+	}
+	c, sess := s.c, s.sess
+	defer c.Close()
+	started := false
+	if s.created {
+		defer func() {
+			if !started {
+				removeFailed(c, sess.SessionID)
 			}
-		}
+		}()
 	}
 	if f.thinking != "" {
 		if err := c.Request(setup, protocol.OpModelsThinkingSet, protocol.ThinkingSetInput{SessionID: sess.SessionID, Level: f.thinking}, nil); err != nil {
 			return err
 		}
 	}
+	p := &printer{e: e, asJSON: f.asJSON, c: c, session: sess.SessionID, out: &promptOut{w: e.stdout}}
+	if onTerminal {
+		p.keys = terminalOf(e.stdin)
+	}
+	if f.detach {
+		if err := p.begin(setup, f, approve, prompt); err != nil {
+			return err
+		}
+		started = true
+		return p.detached(sess)
+	}
 	stream, err := c.OpenSession(setup, sess.SessionID, client.SessionOptions{})
 	if err != nil {
 		return err
 	}
 	defer stream.Close()
-	p := &printer{e: e, asJSON: f.asJSON, interactive: interactive, c: c, session: sess.SessionID, in: bufio.NewReader(e.stdin),
-		feed: tui.NewFeed(stream.Snapshot().TranscriptSequence)}
-	p.feed.OnChange = tui.NewLines(e.stdout).Change
-	if err := p.begin(setup, f, prompt); err != nil {
+	p.feed = tui.NewFeed(stream.Snapshot().TranscriptSequence)
+	p.lines = tui.NewLines(p.out)
+	p.lines.Color = colorOn(e.stdout) && !f.asJSON
+	p.lines.Progress = isTerminal(e.stdout) && !f.asJSON
+	p.feed.OnChange = p.lines.Change
+	if err := p.begin(setup, f, approve, prompt); err != nil {
 		return err
 	}
+	started = true
 	if !f.asJSON {
 		fmt.Fprintf(e.stderr, "session %s · %s\n", sess.SessionID, sess.Model)
-		if p.queued {
-			fmt.Fprintf(e.stderr, "queued: the session is running a turn\n")
+		switch {
+		case p.queued:
+			fmt.Fprintf(e.stderr, "queued: the session is running a turn; this prompt runs after it\n")
+		case p.steering:
+			fmt.Fprintf(e.stderr, "steered: the prompt goes into the running turn before its next model call\n")
 		}
 	}
+	return p.stream(stream)
+}
 
-	// A first interrupt takes a queued prompt back, or stops the turn at
-	// once; a second leaves.
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, os.Interrupt)
+// stream renders the session's deltas until the turn ends. A first Ctrl-C
+// takes a queued prompt back, or interrupts the turn at once; a second
+// leaves. SIGTERM leaves at once, and the turn runs on.
+func (p *printer) stream(stream *client.Session) error {
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sigs)
-	streamCtx, stopStream := context.WithCancel(context.Background())
-	defer stopStream()
-	go func() {
-		select {
-		case <-sigs:
-			ictx, cancel := context.WithTimeout(context.Background(), requestTimeout)
-			retracted := p.interrupt(ictx)
-			cancel()
-			if retracted {
-				stopStream() // nothing of the prompt's will run
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	streamCtx, stopStream := context.WithCancelCause(context.Background())
+	defer stopStream(nil)
+	defer p.stopAsking()
+	wg.Go(func() {
+		interrupted := false
+		for {
+			select {
+			case sig := <-sigs:
+				switch {
+				case sig == syscall.SIGTERM:
+					stopStream(errTerminated)
+					return
+				case interrupted:
+					stopStream(errLeft)
+					return
+				}
+				interrupted = true
+				ictx, cancel := context.WithTimeout(context.Background(), requestTimeout)
+				retracted := p.interrupt(ictx)
+				cancel()
+				if retracted {
+					stopStream(errRetracted)
+					return
+				}
+			case <-streamCtx.Done():
 				return
 			}
-		case <-streamCtx.Done():
-			return
 		}
-		select {
-		case <-sigs:
-			stopStream()
-		case <-streamCtx.Done():
-		}
-	}()
-
+	})
+	if p.lines.Progress {
+		wg.Go(func() {
+			tick := time.NewTicker(progressTick)
+			defer tick.Stop()
+			for {
+				select {
+				case now := <-tick.C:
+					p.mu.Lock()
+					if !p.out.open {
+						p.lines.Tick(now)
+					}
+					p.mu.Unlock()
+				case <-streamCtx.Done():
+					return
+				}
+			}
+		})
+	}
 	for {
 		ev, err := stream.Next(streamCtx)
 		if err != nil {
-			if streamCtx.Err() != nil {
-				return errors.New("interrupted")
+			if cause := context.Cause(streamCtx); cause != nil && streamCtx.Err() != nil {
+				p.mu.Lock()
+				p.lines.Break()
+				p.out.end()
+				p.mu.Unlock()
+				if cause == errRetracted {
+					return errors.New("interrupted: the queued prompt was taken back")
+				}
+				return fmt.Errorf("%w: the turn runs on; `agentd attach %s` or `agentd log -f %s` to come back to it", cause, p.session, p.session)
 			}
 			return p.lost(err)
 		}
-		if done, err := p.delta(streamCtx, ev.Raw, ev.Delta); done {
+		if done, err := p.delta(ev.Raw, ev.Delta); done {
 			return err
 		}
 	}
 }
 
+// progressTick is how often the line under a silent tool call is redrawn.
+const progressTick = 200 * time.Millisecond
+
+// Why stream stopped before its turn ended.
+var (
+	errTerminated = errors.New("terminated")
+	errLeft       = errors.New("left")
+	errRetracted  = errors.New("retracted")
+)
+
 // printer renders a turn's deltas.
 type printer struct {
-	e           *env
-	asJSON      bool
-	interactive bool
-	c           *client.Conn
-	session     string
-	in          *bufio.Reader
-	feed        *tui.Feed // the turn's blocks, written as lines
+	e       *env
+	asJSON  bool
+	c       *client.Conn
+	session string
+	// keys is the terminal approvals are answered on; nil when there is
+	// none, and they are answered elsewhere.
+	keys  *os.File
+	feed  *tui.Feed  // the turn's blocks, written as lines by lines
+	lines *tui.Lines // guarded by mu
+	out   *promptOut // guarded by mu
 	// message is the prompt's message id when it was submitted to a
 	// session whose turn ran rather than starting a turn of its own;
-	// queued, whether it waited in the queue then.
-	message string
-	queued  bool
+	// queued, whether it waited in the queue then, and steering, whether
+	// it waits to go into the turn that runs. Constant after begin.
+	message          string
+	queued, steering bool
 
-	mu     sync.Mutex
-	turnID string // guarded by mu: the turn streamed; empty until known
+	asking sync.WaitGroup // the approval prompt shown
+
+	mu      sync.Mutex
+	turnID  string                 // guarded by mu: the turn streamed; empty until known
+	ask     *question              // guarded by mu: the approval asked on the terminal, nil when none
+	waiting []protocol.Interaction // guarded by mu: approvals to ask once ask is resolved
+	stopped bool                   // guarded by mu: no more approvals are asked
+}
+
+// question is an approval asked on the terminal.
+type question struct {
+	in     protocol.Interaction
+	cancel context.CancelFunc
+}
+
+// promptOut is stdout where an approval prompt may have left a line open:
+// whatever is written next starts on a fresh line.
+type promptOut struct {
+	w    io.Writer
+	open bool
+}
+
+func (o *promptOut) Write(b []byte) (int, error) {
+	if o.open && len(b) > 0 {
+		o.open = false
+		io.WriteString(o.w, "\n")
+	}
+	return o.w.Write(b)
+}
+
+// end ends the line a prompt left open.
+func (o *promptOut) end() {
+	if o.open {
+		o.open = false
+		io.WriteString(o.w, "\n")
+	}
 }
 
 // begin starts the prompt's turn, or submits the prompt to the turn that
 // runs, and notes which turn to stream.
-func (p *printer) begin(ctx context.Context, f runFlags, prompt string) error {
+func (p *printer) begin(ctx context.Context, f runFlags, approve, prompt string) error {
 	placement := f.placement()
 	if placement == "" {
 		turnID := "t" + newID()
 		err := p.c.Request(ctx, protocol.OpTurnStart, protocol.TurnStartInput{
-			SessionID: p.session, TurnID: turnID, Content: protocol.Content{Text: prompt}, Approval: f.approve,
+			SessionID: p.session, TurnID: turnID, Content: protocol.Content{Text: prompt}, Approval: approve,
 		}, nil)
 		if errors.Is(err, client.ErrOperationConflict) {
 			return fmt.Errorf("session %s is running a turn: add --queue to run this prompt after it, or --steer to send it into that turn", p.session)
@@ -236,12 +533,28 @@ func (p *printer) begin(ctx context.Context, f runFlags, prompt string) error {
 	}, &entry); err != nil {
 		return err
 	}
-	p.queued = entry.State == protocol.QueueQueued
+	p.queued = entry.State == protocol.QueueQueued && placement == protocol.PlacementNextTurn
+	p.steering = entry.State == protocol.QueueQueued && placement == protocol.PlacementSteering
 	// A follow-up, or a prompt that started a turn because none ran, has a
 	// turn of its own; steering goes into a turn the stream names.
 	if entry.State == protocol.QueueDelivered || placement == protocol.PlacementNextTurn {
 		p.setTurn("turn-" + p.message)
 	}
+	return nil
+}
+
+// detached says where the turn begun runs, and how to come back to it.
+func (p *printer) detached(sess protocol.Session) error {
+	if p.asJSON {
+		return writeJSON(p.e.stdout, struct {
+			SessionID string `json:"sessionId"`
+			TurnID    string `json:"turnId,omitempty"`
+			MessageID string `json:"messageId,omitempty"`
+		}{sess.SessionID, p.turn(), p.message})
+	}
+	fmt.Fprintln(p.e.stdout, sess.SessionID)
+	fmt.Fprintf(p.e.stderr, "the turn runs in session %s · %s: `agentd attach %s` to watch it, `agentd log -f %s` to follow it, `agentd stop %s` to stop it\n",
+		sess.SessionID, sess.Model, sess.SessionID, sess.SessionID, sess.SessionID)
 	return nil
 }
 
@@ -258,13 +571,23 @@ func (p *printer) turn() string {
 }
 
 // interrupt takes the prompt back while it waits in the queue, and
-// reports whether it did; otherwise it stops the streamed turn at once.
+// reports whether it did; otherwise it interrupts the streamed turn at
+// once, and says so.
 func (p *printer) interrupt(ctx context.Context) (retracted bool) {
 	if p.message != "" && p.c.Request(ctx, protocol.OpQueueRetract, protocol.QueueRetractInput{SessionID: p.session, EntryID: "q-" + p.message}, nil) == nil {
 		return true
 	}
-	if t := p.turn(); t != "" {
-		p.c.Request(ctx, protocol.OpTurnInterrupt, protocol.TurnRef{SessionID: p.session, TurnID: t}, nil)
+	t := p.turn()
+	if t == "" {
+		return false
+	}
+	p.mu.Lock()
+	p.lines.Break()
+	p.out.end()
+	fmt.Fprintln(p.e.stderr, "agentd: interrupting the turn (Ctrl-C again to leave now)")
+	p.mu.Unlock()
+	if err := p.c.Request(ctx, protocol.OpTurnInterrupt, protocol.TurnRef{SessionID: p.session, TurnID: t}, nil); err != nil {
+		fmt.Fprintf(p.e.stderr, "agentd: interrupting the turn: %v\n", err)
 	}
 	return false
 }
@@ -287,7 +610,7 @@ func (p *printer) steered(d protocol.SessionDelta) {
 }
 
 // delta renders one delta; done reports the end of the turn.
-func (p *printer) delta(ctx context.Context, raw json.RawMessage, d protocol.SessionDelta) (bool, error) {
+func (p *printer) delta(raw json.RawMessage, d protocol.SessionDelta) (bool, error) {
 	if p.asJSON {
 		fmt.Fprintf(p.e.stdout, "%s\n", raw)
 	}
@@ -296,18 +619,24 @@ func (p *printer) delta(ctx context.Context, raw json.RawMessage, d protocol.Ses
 		p.setTurn(d.TurnID) // steering that missed its turn leads the next
 	}
 	turnID := p.turn()
-	if d.TurnID != "" && d.TurnID != turnID && d.Event != protocol.EventInteractionAdded {
+	switch d.Event {
+	case protocol.EventInteractionAdded:
+		if in := d.Interaction; in != nil && in.State == protocol.InteractionPending && (d.TurnID == "" || d.TurnID == turnID) {
+			p.render(d)
+			p.approval(*in)
+		}
 		return false, nil
-	}
-	if d.Event == protocol.EventInteractionAdded {
-		if d.Interaction != nil && d.Interaction.State == protocol.InteractionPending {
-			return false, p.ask(ctx, *d.Interaction)
+	case protocol.EventInteractionResolved:
+		p.render(d)
+		if in := d.Interaction; in != nil {
+			p.resolved(in.InteractionID)
 		}
 		return false, nil
 	}
-	if !p.asJSON && d.Event != protocol.EventInteractionResolved {
-		p.feed.Delta(d)
+	if d.TurnID != "" && d.TurnID != turnID {
+		return false, nil
 	}
+	p.render(d)
 	if d.Event != protocol.EventRunEnd || d.Turn == nil || d.Turn.TurnID != turnID {
 		return false, nil
 	}
@@ -317,32 +646,113 @@ func (p *printer) delta(ctx context.Context, raw json.RawMessage, d protocol.Ses
 	return true, errTurnFailed{*d.Turn}
 }
 
-// ask answers a permission request inline on a terminal; elsewhere it says
-// how to answer it.
-func (p *printer) ask(ctx context.Context, in protocol.Interaction) error {
-	if !p.interactive {
+// render writes a delta through the feed, but for --json.
+func (p *printer) render(d protocol.SessionDelta) {
+	if p.asJSON {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.feed.Delta(d)
+}
+
+// approval asks a permission request on the terminal, once the one asked
+// before it is resolved; off a terminal it says how to answer it.
+func (p *printer) approval(in protocol.Interaction) {
+	if p.keys == nil {
 		if !p.asJSON {
 			fmt.Fprintf(p.e.stderr, "waiting for approval: %s\n  agentd answer %s %s allow|deny\n", tui.Visible(in.Prompt), in.SessionID, in.InteractionID)
 		}
-		return nil
+		return
 	}
-	fmt.Fprintf(p.e.stdout, "? allow %s [y/N] ", tui.Visible(in.Prompt))
-	line, err := p.in.ReadString('\n')
-	if err != nil && line == "" {
-		return nil
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ask != nil {
+		p.waiting = append(p.waiting, in)
+		return
 	}
-	answer := protocol.AnswerDeny
-	if a := strings.ToLower(strings.TrimSpace(line)); a == "y" || a == "yes" {
-		answer = protocol.AnswerAllow
+	p.askLocked(in)
+}
+
+// resolved gives the prompt of an interaction resolved, here or
+// elsewhere, way to the next one waiting.
+func (p *printer) resolved(id string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i, w := range p.waiting {
+		if w.InteractionID == id {
+			p.waiting = append(p.waiting[:i], p.waiting[i+1:]...)
+			return
+		}
 	}
-	actx, cancel := context.WithTimeout(ctx, requestTimeout)
-	defer cancel()
-	err = p.c.Request(actx, protocol.OpInteractionAnswer, protocol.InteractionAnswerInput{SessionID: in.SessionID, InteractionID: in.InteractionID, Answer: answer}, nil)
-	if errors.Is(err, client.ErrNotFound) {
-		fmt.Fprintln(p.e.stdout, "(already answered)")
-		return nil
+	if p.ask == nil || p.ask.in.InteractionID != id {
+		return
 	}
-	return err
+	p.ask.cancel()
+	p.ask = nil
+	if len(p.waiting) > 0 {
+		next := p.waiting[0]
+		p.waiting = p.waiting[1:]
+		p.askLocked(next)
+	}
+}
+
+// stopAsking takes the prompt shown away and waits until the terminal is
+// back as it was.
+func (p *printer) stopAsking() {
+	p.mu.Lock()
+	p.stopped = true
+	if p.ask != nil {
+		p.ask.cancel()
+		p.ask = nil
+	}
+	p.waiting = nil
+	p.mu.Unlock()
+	p.asking.Wait()
+}
+
+// askLocked shows the approval prompt for in and reads the answer from the
+// terminal in a goroutine of its own; the prompt gives way when the
+// interaction is resolved elsewhere, or the turn ends.
+func (p *printer) askLocked(in protocol.Interaction) {
+	if p.stopped {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	p.ask = &question{in: in, cancel: cancel}
+	tool := in.Tool()
+	if tool == "" {
+		tool = "this tool"
+	}
+	p.lines.Break()
+	fmt.Fprintf(p.out, "? allow %s  [y]es [n]o [a]lways allow %s in this session: ", tui.Visible(in.Prompt), tui.Visible(tool))
+	p.out.open = true
+	p.asking.Go(func() {
+		defer cancel()
+		key, err := readKey(ctx, p.keys, "yYnNaA\r\n\x04\x1b")
+		if err != nil {
+			return // resolved elsewhere, or the turn ended
+		}
+		answer, word := protocol.AnswerDeny, "no"
+		switch key {
+		case 'y', 'Y':
+			answer, word = protocol.AnswerAllow, "yes"
+		case 'a', 'A':
+			answer, word = protocol.AnswerAllowAlways, "always"
+		}
+		p.mu.Lock()
+		if p.ask != nil && p.ask.in.InteractionID == in.InteractionID && p.out.open {
+			p.out.open = false
+			io.WriteString(p.out.w, word+"\n")
+		}
+		p.mu.Unlock()
+		actx, acancel := context.WithTimeout(context.Background(), requestTimeout)
+		defer acancel()
+		err = p.c.Request(actx, protocol.OpInteractionAnswer, protocol.InteractionAnswerInput{SessionID: in.SessionID, InteractionID: in.InteractionID, Answer: answer}, nil)
+		if err != nil && !errors.Is(err, client.ErrNotFound) { // not found: answered elsewhere first
+			fmt.Fprintf(p.e.stderr, "agentd: answering %s: %v\n", in.InteractionID, err)
+		}
+	})
 }
 
 // lost explains a stream that ended before the turn: it asks for the
@@ -362,4 +772,56 @@ func (p *printer) lost(cause error) error {
 		return nil
 	}
 	return errTurnFailed{t}
+}
+
+// readKey reads keys from the terminal f, without waiting for Enter and
+// without echoing them, until one of accept comes; ctx ending gives up.
+// Ctrl-C still interrupts: the terminal still turns it into SIGINT.
+func readKey(ctx context.Context, f *os.File, accept string) (byte, error) {
+	fd := int(f.Fd())
+	old, err := unix.IoctlGetTermios(fd, unix.TCGETS)
+	if err != nil {
+		return 0, err
+	}
+	keys := *old
+	keys.Lflag &^= unix.ICANON | unix.ECHO
+	keys.Cc[unix.VMIN], keys.Cc[unix.VTIME] = 1, 0
+	if err := unix.IoctlSetTermios(fd, unix.TCSETS, &keys); err != nil {
+		return 0, err
+	}
+	defer unix.IoctlSetTermios(fd, unix.TCSETS, old)
+	buf := make([]byte, 64)
+	for {
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
+		// Poll for a while at a time, so that ctx ending is seen soon.
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		n, err := unix.Poll(fds, 50)
+		switch {
+		case errors.Is(err, unix.EINTR) || n == 0:
+			continue
+		case err != nil:
+			return 0, err
+		case fds[0].Revents&unix.POLLIN == 0:
+			return 0, io.EOF // hung up
+		}
+		m, err := unix.Read(fd, buf)
+		switch {
+		case errors.Is(err, unix.EINTR) || errors.Is(err, unix.EAGAIN):
+			continue
+		case err != nil:
+			return 0, err
+		case m == 0:
+			return 0, io.EOF
+		}
+		if ctx.Err() != nil {
+			return 0, ctx.Err()
+		}
+		for _, b := range buf[:m] {
+			if strings.IndexByte(accept, b) >= 0 {
+				return b, nil
+			}
+		}
+	}
 }

@@ -573,7 +573,7 @@ func TestRunQueuesOrSteersIntoABusySession(t *testing.T) {
 	if err := busy.Wait(); err != nil {
 		t.Fatalf("the steered turn: %v", err)
 	}
-	if err := steered.Wait(); err != nil || !strings.Contains(out.String(), `You said: "steer this"`) {
+	if err := steered.Wait(); err != nil || !strings.Contains(out.String(), `You said: "steer this"`) || !strings.Contains(errOut.String(), "steered:") {
 		t.Fatalf("run --steer: %v\n%s\n%s", err, out, errOut)
 	}
 	log := p.mustRun("log", id)
