@@ -75,6 +75,6 @@ func newLogCmd(e *env) *cobra.Command {
 // coloured when w is a terminal and NO_COLOR is unset.
 func linesOf(w io.Writer) *tui.Lines {
 	l := tui.NewLines(w)
-	l.Color = colorOn(w)
+	l.Color = paletteFor(w).on
 	return l
 }

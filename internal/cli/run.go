@@ -209,12 +209,6 @@ func terminalOf(f any) *os.File {
 	return nil
 }
 
-// colorOn reports whether output to w is styled: w is a terminal and
-// NO_COLOR is unset.
-func colorOn(w io.Writer) bool {
-	return terminalOf(w) != nil && os.Getenv("NO_COLOR") == "" && os.Getenv("TERM") != "dumb"
-}
-
 // runSetup is what runTurn found or made before the turn starts.
 type runSetup struct {
 	c       *client.Conn
@@ -348,7 +342,7 @@ func runTurn(ctx context.Context, e *env, f runFlags, prompt string) (err error)
 	defer stream.Close()
 	p.feed = tui.NewFeed(stream.Snapshot().TranscriptSequence)
 	p.lines = tui.NewLines(p.out)
-	p.lines.Color = colorOn(e.stdout) && !f.asJSON
+	p.lines.Color = paletteFor(e.stdout).on && !f.asJSON
 	p.lines.Progress = isTerminal(e.stdout) && !f.asJSON
 	p.feed.OnChange = p.lines.Change
 	if err := p.begin(setup, f, approve, prompt); err != nil {
