@@ -149,10 +149,20 @@ func unknownCommand(root *cobra.Command, args []string) error {
 	return usageError{errors.New(msg + " (agentd --help lists the commands)")}
 }
 
-// noArgs refuses positional arguments as a usage error.
+// noArgs refuses positional arguments as a usage error; for a command
+// with subcommands, the first is an unknown one, and the nearest is
+// suggested.
 func noArgs(cmd *cobra.Command, args []string) error {
-	if len(args) > 0 {
-		return usagef("%s takes no arguments, got %q", cmd.CommandPath(), args)
+	switch {
+	case len(args) == 0:
+		return nil
+	case cmd.HasSubCommands():
+		msg := fmt.Sprintf("unknown command %q for %s", args[0], cmd.CommandPath())
+		cmd.SuggestionsMinimumDistance = 2
+		if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+			msg += fmt.Sprintf("; did you mean %q?", s[0])
+		}
+		return usagef("%s (%s --help lists them)", msg, cmd.CommandPath())
 	}
-	return nil
+	return usagef("%s takes no arguments, got %q", cmd.CommandPath(), args)
 }

@@ -99,6 +99,7 @@ func TestMistypedCommandsAreRefusedWithASuggestion(t *testing.T) {
 		{[]string{"stauts"}, `did you mean "status"`},
 		{[]string{"nosuch", "--help"}, `unknown command "nosuch"`},
 		{[]string{"--host-model", "faux/echo", "lss"}, `did you mean "ls"`},
+		{[]string{"models", "slect"}, `did you mean "select"`},
 	}
 	for _, c := range cases {
 		stdout, errOut, code := p.run(c.args...)
@@ -394,7 +395,7 @@ func TestStatusShowsHomeLogAndRunningSessionsWithoutCountingItself(t *testing.T)
 		protocol.HostStatus
 		Running []protocol.Session `json:"runningSessions"`
 	}
-	if err := json.Unmarshal([]byte(p.mustRun("status", "--json")), &st); err != nil || st.Home != p.home || len(st.Running) != 1 || st.Running[0].SessionID != id {
+	if err := json.Unmarshal([]byte(p.mustRun("status", "--json")), &st); err != nil || st.Home != p.home || len(st.Running) != 1 || st.Running[0].SessionID != id || st.ActiveOperations != 0 {
 		t.Errorf("status --json: %+v %v", st, err)
 	}
 }

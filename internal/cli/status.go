@@ -48,6 +48,9 @@ func newStatusCmd(e *env) *cobra.Command {
 				return err
 			}
 			if asJSON {
+				// As the table does, the count leaves out this
+				// command's own request.
+				st.ActiveOperations = othersActive(st)
 				return writeJSON(e.stdout, struct {
 					protocol.HostStatus
 					Running []protocol.Session `json:"runningSessions"`
