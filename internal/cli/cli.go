@@ -101,6 +101,23 @@ func newRoot(e *env) *cobra.Command {
 	)
 	// Added now rather than when the command runs, so that unknownCommand
 	// finds them.
+	root.SetHelpCommand(&cobra.Command{
+		Use:   "help [COMMAND]",
+		Short: "Print the help of agentd or of one of its commands.",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			target, rest, err := root.Find(args)
+			if err != nil {
+				return usageError{err}
+			}
+			switch {
+			case len(rest) > 0 && target.HasSubCommands():
+				return noArgs(target, rest)
+			case len(rest) > 0:
+				return usagef("%s has no command %q", target.CommandPath(), rest[0])
+			}
+			return target.Help()
+		},
+	})
 	root.InitDefaultHelpCmd()
 	root.InitDefaultCompletionCmd()
 	root.SuggestionsMinimumDistance = 2

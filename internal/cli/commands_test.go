@@ -100,6 +100,7 @@ func TestMistypedCommandsAreRefusedWithASuggestion(t *testing.T) {
 		{[]string{"nosuch", "--help"}, `unknown command "nosuch"`},
 		{[]string{"--host-model", "faux/echo", "lss"}, `did you mean "ls"`},
 		{[]string{"models", "slect"}, `did you mean "select"`},
+		{[]string{"help", "stauts"}, `did you mean "status"`},
 	}
 	for _, c := range cases {
 		stdout, errOut, code := p.run(c.args...)
@@ -107,8 +108,13 @@ func TestMistypedCommandsAreRefusedWithASuggestion(t *testing.T) {
 			t.Errorf("agentd %q: exit %d, stdout %q, stderr %q; want exit 2 saying %q", c.args, code, stdout, errOut, c.says)
 		}
 	}
-	if out := p.mustRun("--help"); !strings.Contains(out, "Available Commands") {
-		t.Errorf("agentd --help:\n%s", out)
+	for _, args := range [][]string{{"--help"}, {"help"}} {
+		if out := p.mustRun(args...); !strings.Contains(out, "Available Commands") {
+			t.Errorf("agentd %v:\n%s", args, out)
+		}
+	}
+	if out := p.mustRun("help", "models", "select"); !strings.Contains(out, "models select PROVIDER/MODEL") {
+		t.Errorf("agentd help models select:\n%s", out)
 	}
 }
 

@@ -143,5 +143,6 @@ func readHolder(path string) (pid int, endpoint string) {
 	if err != nil || pid <= 0 {
 		return 0, ""
 	}
-	return pid, strings.TrimSpace(rest)
+	endpoint, _, _ = strings.Cut(rest, "\n")
+	return pid, strings.TrimSpace(endpoint)
 }
