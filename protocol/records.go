@@ -59,6 +59,26 @@ type InstructionFile struct {
 type TurnEndData struct {
 	Status string `json:"status"`
 	Error  string `json:"error,omitempty"`
+	// Usage is what the turn's model calls used, when their provider
+	// reported it.
+	Usage TurnUsage `json:"usage,omitzero"`
+}
+
+// TurnUsage is what a turn's model calls used, summed over the calls, as
+// their provider reported it. The prompt's tokens are split as they are
+// priced: InputTokens neither read from nor written to the provider's
+// prompt cache, CacheReadTokens and CacheWriteTokens.
+type TurnUsage struct {
+	// ModelCalls is how many model calls the turn made.
+	ModelCalls       int `json:"modelCalls"`
+	InputTokens      int `json:"inputTokens"`
+	OutputTokens     int `json:"outputTokens"`
+	CacheReadTokens  int `json:"cacheReadTokens,omitempty"`
+	CacheWriteTokens int `json:"cacheWriteTokens,omitempty"`
+	// CostUSD is what the tokens cost in US dollars at the provider's
+	// published prices; 0, and absent, when a call's model has no known
+	// price.
+	CostUSD float64 `json:"costUsd,omitempty"`
 }
 
 // UserMessageData is the data of a user_message record.

@@ -228,7 +228,7 @@ func goFields(t reflect.Type) []goField {
 		if name == "" {
 			name = f.Name
 		}
-		out = append(out, goField{name, f.Type, slices.Contains(strings.Split(opts, ","), "omitempty")})
+		out = append(out, goField{name, f.Type, slices.ContainsFunc(strings.Split(opts, ","), func(o string) bool { return o == "omitempty" || o == "omitzero" })})
 	}
 	return out
 }

@@ -310,6 +310,9 @@ type TurnSnapshot struct {
 	RunID     string `json:"runId"`
 	Status    string `json:"status"`
 	Error     string `json:"error,omitempty"`
+	// Usage is what the turn's model calls have used so far, when their
+	// provider reported it.
+	Usage TurnUsage `json:"usage,omitzero"`
 }
 
 // TurnStartResult is the result of turn.start.

@@ -47,6 +47,9 @@ type Event struct {
 	// Output is a chunk (ToolCallUpdate) or the result (ToolCallEnd).
 	Output  string
 	IsError bool
+	// Usage is what the model call used, on MessageEnd, as its provider
+	// reported it: a call that failed may have used tokens too.
+	Usage llm.Usage
 }
 
 // Decision is the answer to a tool call that needs approval.
@@ -186,11 +189,11 @@ func (l *Loop) callModel(ctx context.Context, req llm.Request) (llm.Reply, error
 		return nil
 	})
 	if err != nil {
-		l.emit(Event{Kind: MessageEnd, MessageID: id, Message: &llm.Message{Role: llm.RoleAssistant}, IsError: true})
+		l.emit(Event{Kind: MessageEnd, MessageID: id, Message: &llm.Message{Role: llm.RoleAssistant}, IsError: true, Usage: reply.Usage})
 		return llm.Reply{}, err
 	}
 	reply.Message.Role = llm.RoleAssistant
-	l.emit(Event{Kind: MessageEnd, MessageID: id, Message: &reply.Message})
+	l.emit(Event{Kind: MessageEnd, MessageID: id, Message: &reply.Message, Usage: reply.Usage})
 	return reply, nil
 }
 

@@ -136,10 +136,61 @@ const (
 	StopMaxToken = "max_tokens"
 )
 
-// Usage counts tokens.
+// Usage is what model calls used, as their provider reported it. The
+// input is split three ways, each priced apart: InputTokens are the
+// prompt's tokens neither read from nor written to the provider's prompt
+// cache, so the whole prompt is InputTokens + CacheReadTokens +
+// CacheWriteTokens.
 type Usage struct {
-	InputTokens  int `json:"inputTokens"`
-	OutputTokens int `json:"outputTokens"`
+	InputTokens      int `json:"inputTokens"`
+	OutputTokens     int `json:"outputTokens"`
+	CacheReadTokens  int `json:"cacheReadTokens,omitempty"`
+	CacheWriteTokens int `json:"cacheWriteTokens,omitempty"`
+	// Cost is what the tokens cost in US dollars, when Priced: the
+	// provider knows the model's prices. It is never guessed.
+	Cost   float64 `json:"cost,omitempty"`
+	Priced bool    `json:"priced,omitempty"`
+}
+
+// IsZero reports whether u counts no token.
+func (u Usage) IsZero() bool {
+	return u.InputTokens == 0 && u.OutputTokens == 0 && u.CacheReadTokens == 0 && u.CacheWriteTokens == 0
+}
+
+// Add returns the usage of u's calls and v's together. Its cost is known
+// only when every call that used tokens had a known cost.
+func (u Usage) Add(v Usage) Usage {
+	sum := Usage{
+		InputTokens:      u.InputTokens + v.InputTokens,
+		OutputTokens:     u.OutputTokens + v.OutputTokens,
+		CacheReadTokens:  u.CacheReadTokens + v.CacheReadTokens,
+		CacheWriteTokens: u.CacheWriteTokens + v.CacheWriteTokens,
+	}
+	switch {
+	case v.IsZero() && !v.Priced:
+		sum.Cost, sum.Priced = u.Cost, u.Priced
+	case u.IsZero() && !u.Priced:
+		sum.Cost, sum.Priced = v.Cost, v.Priced
+	case u.Priced && v.Priced:
+		sum.Cost, sum.Priced = u.Cost+v.Cost, true
+	}
+	return sum
+}
+
+// Price is what a model's tokens cost, in US dollars per million tokens.
+type Price struct {
+	Input      float64
+	Output     float64
+	CacheRead  float64
+	CacheWrite float64
+}
+
+// Priced returns u with its cost at price p.
+func (p Price) Priced(u Usage) Usage {
+	u.Cost = (float64(u.InputTokens)*p.Input + float64(u.OutputTokens)*p.Output +
+		float64(u.CacheReadTokens)*p.CacheRead + float64(u.CacheWriteTokens)*p.CacheWrite) / 1e6
+	u.Priced = true
+	return u
 }
 
 // Reply is a finished model reply.

@@ -2,6 +2,7 @@ package tui
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/agentd-dev/agentd/protocol"
@@ -19,4 +20,49 @@ func InstructionsNote(files []protocol.InstructionFile) string {
 		}
 	}
 	return "instructions: " + strings.Join(names, ", ")
+}
+
+// UsageText says what a turn's model calls used: "2,250 tokens in (2,000
+// read from the cache), 30 out, 2 model calls, $0.0018". The cost is left out
+// when it is not known (0).
+func UsageText(u protocol.TurnUsage) string {
+	in := u.InputTokens + u.CacheReadTokens + u.CacheWriteTokens
+	s := thousands(in) + " tokens in"
+	var cache []string
+	if u.CacheReadTokens > 0 {
+		cache = append(cache, thousands(u.CacheReadTokens)+" read from the cache")
+	}
+	if u.CacheWriteTokens > 0 {
+		cache = append(cache, thousands(u.CacheWriteTokens)+" written to the cache")
+	}
+	if len(cache) > 0 {
+		s += " (" + strings.Join(cache, ", ") + ")"
+	}
+	s += ", " + thousands(u.OutputTokens) + " out"
+	if u.ModelCalls == 1 {
+		s += ", 1 model call"
+	} else {
+		s += ", " + thousands(u.ModelCalls) + " model calls"
+	}
+	switch c := u.CostUSD; {
+	case c >= 1:
+		s += fmt.Sprintf(", $%.2f", c)
+	case c > 0:
+		s += fmt.Sprintf(", $%.4f", c)
+	}
+	return s
+}
+
+// thousands writes n with a comma between each three digits: 12,345.
+func thousands(n int) string {
+	s := strconv.Itoa(n)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	if neg {
+		s = "-" + s
+	}
+	return s
 }

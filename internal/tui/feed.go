@@ -190,7 +190,7 @@ func (f *Feed) Delta(d protocol.SessionDelta) {
 		}
 	case protocol.EventRunEnd:
 		if d.Turn != nil {
-			f.end(d.Turn.TurnID, d.Turn.Status, d.Turn.Error, 0)
+			f.end(d.Turn.TurnID, d.Turn.Status, d.Turn.Error, d.Turn.Usage, 0)
 			for id, b := range f.stream {
 				if b.TurnID == d.Turn.TurnID {
 					delete(f.stream, id)
@@ -275,13 +275,16 @@ func (f *Feed) turn(id string, seq uint64) {
 	f.turns[id] = f.add(&Block{Kind: BlockTurn, TurnID: id, Seq: seq, Done: true})
 }
 
-func (f *Feed) end(id, status, errText string, seq uint64) {
+func (f *Feed) end(id, status, errText string, usage protocol.TurnUsage, seq uint64) {
 	if id == "" || f.ends[id] != nil {
 		return
 	}
 	text := status
 	if errText != "" {
 		text += ": " + errText
+	}
+	if usage != (protocol.TurnUsage{}) {
+		text += " · " + UsageText(usage)
 	}
 	f.ends[id] = f.add(&Block{Kind: BlockEnd, TurnID: id, Seq: seq, Text: text, Done: true, Error: status != protocol.TurnCompleted})
 }
@@ -308,7 +311,7 @@ func (f *Feed) Record(r protocol.TranscriptRecord) {
 	case protocol.RecordTurnEnd:
 		var d protocol.TurnEndData
 		json.Unmarshal(r.Data, &d)
-		f.end(r.TurnID, d.Status, d.Error, r.Seq)
+		f.end(r.TurnID, d.Status, d.Error, d.Usage, r.Seq)
 	case protocol.RecordUserMessage:
 		var d protocol.UserMessageData
 		json.Unmarshal(r.Data, &d)

@@ -48,3 +48,19 @@ func instructionRecords(in agent.Instructions) []protocol.InstructionFile {
 	}
 	return out
 }
+
+// turnUsage is the usage a turn's snapshot and end record carry: none
+// while no call has reported any.
+func turnUsage(calls int, u llm.Usage) protocol.TurnUsage {
+	if u.IsZero() && !u.Priced {
+		return protocol.TurnUsage{}
+	}
+	out := protocol.TurnUsage{
+		ModelCalls: calls, InputTokens: u.InputTokens, OutputTokens: u.OutputTokens,
+		CacheReadTokens: u.CacheReadTokens, CacheWriteTokens: u.CacheWriteTokens,
+	}
+	if u.Priced {
+		out.CostUSD = u.Cost
+	}
+	return out
+}

@@ -23,6 +23,8 @@ import (
 // has no loop: it ran in an earlier worker.
 type turn struct {
 	snap   protocol.TurnSnapshot // guarded by session.mu
+	usage  llm.Usage             // guarded by session.mu: the model calls' so far
+	calls  int                   // guarded by session.mu: the model calls made so far
 	loop   *agent.Loop           // constant once started; nil when recovered
 	cancel context.CancelFunc    // constant once started; nil when recovered
 	done   chan struct{}
@@ -285,7 +287,7 @@ func (s *session) runTurn(ctx context.Context, t *turn, history []llm.Message) {
 	s.mu.Lock()
 	s.cancelInteractionsLocked(t)
 	s.taken = nil // a turn that failed may not have recorded all it took
-	_, werr := s.appendLocked(protocol.RecordTurnEnd, t.snap.TurnID, protocol.TurnEndData{Status: status, Error: cause})
+	_, werr := s.appendLocked(protocol.RecordTurnEnd, t.snap.TurnID, protocol.TurnEndData{Status: status, Error: cause, Usage: t.snap.Usage})
 	s.mu.Unlock()
 	if werr == nil {
 		werr = s.log.Sync() // outside mu: nothing waits on the disk but this turn
@@ -373,6 +375,9 @@ func (s *session) onAgentEvent(t *turn, e agent.Event) {
 		if e.Message != nil {
 			d.Text = e.Message.Text()
 		}
+		t.calls++
+		t.usage = t.usage.Add(e.Usage)
+		t.snap.Usage = turnUsage(t.calls, t.usage)
 	case agent.ToolCallStart, agent.ToolCallUpdate, agent.ToolCallEnd:
 		d.Event = map[string]string{
 			agent.ToolCallStart: protocol.EventToolCallStart, agent.ToolCallUpdate: protocol.EventToolCallUpdate, agent.ToolCallEnd: protocol.EventToolCallEnd,

@@ -223,7 +223,7 @@ func (s *session) recover(previousExit string) error {
 			var d protocol.TurnEndData
 			read(r, &d)
 			if t, ok := s.turns[r.TurnID]; ok {
-				t.snap.Status, t.snap.Error = d.Status, d.Error
+				t.snap.Status, t.snap.Error, t.snap.Usage = d.Status, d.Error, d.Usage
 			}
 			open = nil
 		case protocol.RecordUserMessage:

@@ -136,7 +136,7 @@ func (p *Provider) Stream(ctx context.Context, req llm.Request, emit func(llm.Ev
 	stream := p.client.Messages.NewStreaming(ctx, params)
 	defer stream.Close()
 
-	var acc accumulator
+	acc := accumulator{price: prices[req.Model]}
 	for stream.Next() {
 		if err := acc.add(stream.Current(), emit); err != nil {
 			return acc.reply(), err

@@ -72,7 +72,8 @@ func TestTextReplyStreamsDeltasInOrder(t *testing.T) {
 	if reply.StopReason != llm.StopEnd {
 		t.Errorf("stop reason = %q, want %q", reply.StopReason, llm.StopEnd)
 	}
-	if reply.Usage != (llm.Usage{InputTokens: 25, OutputTokens: 15}) {
+	// 25×3 + 15×15 dollars per million tokens.
+	if reply.Usage != (llm.Usage{InputTokens: 25, OutputTokens: 15, Cost: 0.0003, Priced: true}) {
 		t.Errorf("usage = %+v", reply.Usage)
 	}
 

@@ -30,7 +30,8 @@ type accumulator struct {
 	blocks     []*block
 	stopReason string
 	usage      llm.Usage
-	stopped    bool // message_stop arrived
+	stopped    bool       // message_stop arrived
+	price      *llm.Price // the model's, nil when it is not known
 }
 
 func (a *accumulator) block(index int64) *block {
@@ -47,8 +48,11 @@ func (a *accumulator) block(index int64) *block {
 func (a *accumulator) add(ev sdk.MessageStreamEventUnion, emit func(llm.Event) error) error {
 	switch ev.Type {
 	case "message_start":
-		a.usage.InputTokens = int(ev.Message.Usage.InputTokens)
-		a.usage.OutputTokens = int(ev.Message.Usage.OutputTokens)
+		u := ev.Message.Usage
+		a.usage = llm.Usage{
+			InputTokens: int(u.InputTokens), OutputTokens: int(u.OutputTokens),
+			CacheReadTokens: int(u.CacheReadInputTokens), CacheWriteTokens: int(u.CacheCreationInputTokens),
+		}
 	case "content_block_start":
 		if ev.Index < 0 || ev.Index > maxBlocks || a.block(ev.Index) != nil {
 			return nil // out of range, or started twice
@@ -118,11 +122,20 @@ func (a *accumulator) add(ev sdk.MessageStreamEventUnion, emit func(llm.Event) e
 		if r := string(ev.Delta.StopReason); r != "" {
 			a.stopReason = r
 		}
-		if ev.Usage.OutputTokens > 0 {
-			a.usage.OutputTokens = int(ev.Usage.OutputTokens)
-		}
-		if ev.Usage.InputTokens > 0 {
-			a.usage.InputTokens = int(ev.Usage.InputTokens)
+		// Its counts are cumulative; one it leaves out (or sends as 0)
+		// stands as message_start said.
+		for _, c := range []struct {
+			n  int64
+			to *int
+		}{
+			{ev.Usage.InputTokens, &a.usage.InputTokens},
+			{ev.Usage.OutputTokens, &a.usage.OutputTokens},
+			{ev.Usage.CacheReadInputTokens, &a.usage.CacheReadTokens},
+			{ev.Usage.CacheCreationInputTokens, &a.usage.CacheWriteTokens},
+		} {
+			if c.n > 0 {
+				*c.to = int(c.n)
+			}
 		}
 	case "message_stop":
 		a.stopped = true
@@ -164,7 +177,11 @@ func (a *accumulator) reply() llm.Reply {
 			hasCall = true
 		}
 	}
-	return llm.Reply{Message: msg, StopReason: stopReason(a.stopReason, hasCall), Usage: a.usage}
+	usage := a.usage
+	if a.price != nil {
+		usage = a.price.Priced(usage)
+	}
+	return llm.Reply{Message: msg, StopReason: stopReason(a.stopReason, hasCall), Usage: usage}
 }
 
 func stopReason(r string, hasCall bool) string {

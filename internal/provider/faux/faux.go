@@ -20,6 +20,11 @@
 //
 // With a thinking level other than off, a short thinking part comes first.
 //
+// Every reply, scripted or not, reports its usage as a model's would,
+// counted from the text: an input token per word of the request (system
+// prompt, messages, tool results) and an output token per delta or tool
+// call. It has no price, so no cost.
+//
 // # Scripts
 //
 // A script (Config.ScriptPath; the program reads AGENTD_FAUX_SCRIPT) plays
@@ -138,7 +143,7 @@ func (p *Provider) Stream(ctx context.Context, req llm.Request, emit func(llm.Ev
 		return llm.Reply{}, err
 	}
 	if p.script != nil {
-		return p.play(ctx, emit)
+		return p.play(ctx, req, emit)
 	}
 	return respond(req, emit)
 }
@@ -230,7 +235,7 @@ func (b *builder) reply(in int) llm.Reply {
 }
 
 // play plays the script's next reply.
-func (p *Provider) play(ctx context.Context, emit func(llm.Event) error) (llm.Reply, error) {
+func (p *Provider) play(ctx context.Context, req llm.Request, emit func(llm.Event) error) (llm.Reply, error) {
 	p.mu.Lock()
 	n := p.next
 	if n < len(p.script.Replies) {
@@ -242,20 +247,21 @@ func (p *Provider) play(ctx context.Context, emit func(llm.Event) error) (llm.Re
 			"%s has no reply left for model call %d: it holds %d", p.scriptName, n+1, len(p.script.Replies))}
 	}
 	b := &builder{emit: emit}
+	in := countWords(req)
 	for i, st := range p.script.Replies[n].Steps {
 		switch st.Kind {
 		case StepText, StepThinking:
 			for r := range st.Repeat {
 				if r%1024 == 1023 && ctx.Err() != nil {
-					return b.reply(0), ctx.Err()
+					return b.reply(in), ctx.Err()
 				}
 				if err := b.delta(st.Kind, st.Text); err != nil {
-					return b.reply(0), err
+					return b.reply(in), err
 				}
 			}
 		case StepDelay:
 			if err := provider.Sleep(ctx, st.Delay); err != nil {
-				return b.reply(0), err
+				return b.reply(in), err
 			}
 		case StepTool:
 			id := st.CallID
@@ -263,15 +269,15 @@ func (p *Provider) play(ctx context.Context, emit func(llm.Event) error) (llm.Re
 				id = fmt.Sprintf("faux-%d-%d", n+1, i+1)
 			}
 			if err := b.toolCall(id, st.Tool, st.Arguments); err != nil {
-				return b.reply(0), err
+				return b.reply(in), err
 			}
 		case StepError:
 			pe := &llm.ProviderError{Provider: Name, Status: st.Status, Message: st.Message, Retryable: provider.RetryableStatus(st.Status)}
 			if st.RetryAfter > 0 && pe.Retryable {
-				return b.reply(0), &provider.RetryAfterError{Err: pe, After: st.RetryAfter}
+				return b.reply(in), &provider.RetryAfterError{Err: pe, After: st.RetryAfter}
 			}
-			return b.reply(0), pe
+			return b.reply(in), pe
 		}
 	}
-	return b.reply(0), nil
+	return b.reply(in), nil
 }

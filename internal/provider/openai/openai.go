@@ -71,6 +71,7 @@ type Config struct {
 type Provider struct {
 	key        string
 	configured bool
+	official   bool // it speaks to OpenAI's own API, whose prices are known
 	chat       sdk.ChatCompletionService
 }
 
@@ -98,6 +99,7 @@ func New(cfg Config) *Provider {
 	return &Provider{
 		key:        cfg.APIKey,
 		configured: cfg.APIKey != "" || cfg.BaseURL != "",
+		official:   strings.TrimRight(baseURL, "/") == DefaultBaseURL,
 		chat:       sdk.NewChatCompletionService(opts...),
 	}
 }
@@ -143,6 +145,9 @@ func (p *Provider) Stream(ctx context.Context, req llm.Request, emit func(llm.Ev
 	defer stream.Close()
 
 	var acc accumulator
+	if p.official {
+		acc.price = prices[req.Model]
+	}
 	for stream.Next() {
 		if err := acc.add(stream.Current(), emit); err != nil {
 			return acc.reply(), err

@@ -35,11 +35,15 @@ type accumulator struct {
 	finishReason string
 	usage        llm.Usage
 	finished     bool
+	price        *llm.Price // the model's, nil when it is not known
 }
 
 func (a *accumulator) add(chunk sdk.ChatCompletionChunk, emit func(llm.Event) error) error {
-	if chunk.JSON.Usage.Valid() && (chunk.Usage.PromptTokens > 0 || chunk.Usage.CompletionTokens > 0) {
-		a.usage = llm.Usage{InputTokens: int(chunk.Usage.PromptTokens), OutputTokens: int(chunk.Usage.CompletionTokens)}
+	if u := chunk.Usage; chunk.JSON.Usage.Valid() && (u.PromptTokens > 0 || u.CompletionTokens > 0) {
+		// prompt_tokens counts the cached tokens too; they are priced
+		// apart.
+		cached := min(max(u.PromptTokensDetails.CachedTokens, 0), u.PromptTokens)
+		a.usage = llm.Usage{InputTokens: int(u.PromptTokens - cached), OutputTokens: int(u.CompletionTokens), CacheReadTokens: int(cached)}
 	}
 	for _, choice := range chunk.Choices {
 		if choice.Index != 0 {
@@ -185,5 +189,9 @@ func (a *accumulator) reply() llm.Reply {
 	case a.finishReason == "length":
 		stop = llm.StopMaxToken
 	}
-	return llm.Reply{Message: msg, StopReason: stop, Usage: a.usage}
+	usage := a.usage
+	if a.price != nil {
+		usage = a.price.Priced(usage)
+	}
+	return llm.Reply{Message: msg, StopReason: stop, Usage: usage}
 }
