@@ -124,6 +124,7 @@ func newRoot(e *env) *cobra.Command {
 	if comp, _, err := root.Find([]string{"completion"}); err == nil && comp != root {
 		// Without a shell it prints its help; with an unknown one it is a
 		// usage error, where cobra would print the help too.
+		comp.Short = "Print a shell completion script: bash, zsh, fish or powershell."
 		comp.Args = cobra.ArbitraryArgs
 		comp.RunE = func(cmd *cobra.Command, args []string) error {
 			if len(args) > 0 {

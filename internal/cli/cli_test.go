@@ -371,7 +371,7 @@ func TestExitCodes(t *testing.T) {
 func TestEveryCommandHasOneSentenceHelp(t *testing.T) {
 	p := newPlace(t)
 	out := p.mustRun("--help")
-	for _, cmd := range []string{"status", "host", "shutdown", "version"} {
+	for _, cmd := range []string{"status", "host", "shutdown", "version", "ls", "archive", "unarchive", "rm", "completion", "help"} {
 		line := ""
 		for _, l := range strings.Split(out, "\n") {
 			if f := strings.Fields(l); len(f) > 1 && f[0] == cmd {

@@ -158,6 +158,7 @@ func statusAll(ctx context.Context, w io.Writer, asJSON bool) error {
 			r.Error = err.Error()
 		} else {
 			r.HostStatus = st
+			r.ActiveOperations = othersActive(st)
 		}
 		rows = append(rows, r)
 	}
@@ -177,7 +178,7 @@ func statusAll(ctx context.Context, w io.Writer, asJSON bool) error {
 			state = pal.paint(styleBad, "unreachable: "+r.Error)
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%d\t%d\t%s\n", r.HostID, r.PID, state, r.Version,
-			(time.Duration(r.UptimeMillis) * time.Millisecond).Round(time.Second), r.Connections, othersActive(r.HostStatus), r.Home)
+			(time.Duration(r.UptimeMillis) * time.Millisecond).Round(time.Second), r.Connections, r.ActiveOperations, r.Home)
 	}
 	return tw.Flush()
 }
