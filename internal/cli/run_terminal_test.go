@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/agentd-dev/agentd/protocol"
 )
 
@@ -413,3 +415,42 @@ func TestRunRefusesFlagsThatWouldBeIgnored(t *testing.T) {
 }
 
 func asExit(err error, exit **exec.ExitError) bool { return errors.As(err, exit) }
+
+// TestRunGivesTheTerminalBackWhenTerminatedAtThePrompt: the prompt reads
+// keys without echo or Enter, and SIGTERM there leaves the terminal as it
+// was: line editing and echo back on.
+func TestRunGivesTheTerminalBackWhenTerminatedAtThePrompt(t *testing.T) {
+	p := newSessionPlace(t)
+	id := strings.TrimSpace(p.mustRun("new", "--cwd", p.workDir(), "--approve", "ask"))
+	s := p.screen(t, "run", "--session", id, "run `echo never`")
+	s.waitText(runAsked)
+	lflag := func() uint32 {
+		tio, err := unix.IoctlGetTermios(int(s.tty.Fd()), unix.TCGETS)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tio.Lflag
+	}
+	waitFor(t, "keys read one at a time", func() bool { return lflag()&(unix.ICANON|unix.ECHO) == 0 })
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	if err := s.waitExit(); err == nil {
+		t.Fatal("run exited 0 after SIGTERM")
+	}
+	if got := lflag(); got&(unix.ICANON|unix.ECHO) != unix.ICANON|unix.ECHO {
+		t.Fatalf("the terminal was left with lflag %#x", got)
+	}
+	if text := s.waitText("agentd attach " + id); !strings.Contains(text, "terminated") {
+		t.Fatalf("screen:\n%s", text)
+	}
+}
+
+// TestRunDetachWithJSONPrintsTheIDs: run -d --json prints the session and
+// the turn begun as one JSON object.
+func TestRunDetachWithJSONPrintsTheIDs(t *testing.T) {
+	p := newSessionPlace(t)
+	var got struct{ SessionID, TurnID string }
+	if err := json.Unmarshal([]byte(p.mustRun("run", "-d", "--json", "--cwd", p.workDir(), "hello")), &got); err != nil || got.SessionID == "" || got.TurnID == "" {
+		t.Fatalf("run -d --json: %+v %v", got, err)
+	}
+	waitFor(t, "the turn to end", func() bool { return strings.Contains(p.mustRun("log", got.SessionID), "── completed") })
+}
