@@ -712,6 +712,11 @@ func (p *printer) askLocked(in protocol.Interaction) {
 	if p.stopped {
 		return
 	}
+	keys, err := readKeys(p.keys)
+	if err != nil {
+		fmt.Fprintf(p.e.stderr, "waiting for approval: %s\n  agentd answer %s %s allow|deny\n", tui.Visible(in.Prompt), in.SessionID, in.InteractionID)
+		return
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	p.ask = &question{in: in, cancel: cancel}
 	tool := in.Tool()
@@ -723,7 +728,8 @@ func (p *printer) askLocked(in protocol.Interaction) {
 	p.out.open = true
 	p.asking.Go(func() {
 		defer cancel()
-		key, err := readKey(ctx, p.keys, "yYnNaA\r\n\x04\x1b")
+		key, err := keys.read(ctx, "yYnNaA\r\n\x04\x1b")
+		keys.restore()
 		if err != nil {
 			return // resolved elsewhere, or the turn ended
 		}
@@ -768,29 +774,42 @@ func (p *printer) lost(cause error) error {
 	return errTurnFailed{t}
 }
 
-// readKey reads keys from the terminal f, without waiting for Enter and
-// without echoing them, until one of accept comes; ctx ending gives up.
-// Ctrl-C still interrupts: the terminal still turns it into SIGINT.
-func readKey(ctx context.Context, f *os.File, accept string) (byte, error) {
+// keyReader reads single keys from a terminal, without waiting for Enter
+// and without echoing them. Ctrl-C still interrupts: the terminal still
+// turns it into SIGINT.
+type keyReader struct {
+	fd  int
+	old *unix.Termios // the terminal's mode, given back by restore
+}
+
+// readKeys puts the terminal f in the mode a keyReader needs; restore
+// gives it back as it was.
+func readKeys(f *os.File) (*keyReader, error) {
 	fd := int(f.Fd())
 	old, err := unix.IoctlGetTermios(fd, unix.TCGETS)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	keys := *old
 	keys.Lflag &^= unix.ICANON | unix.ECHO
 	keys.Cc[unix.VMIN], keys.Cc[unix.VTIME] = 1, 0
 	if err := unix.IoctlSetTermios(fd, unix.TCSETS, &keys); err != nil {
-		return 0, err
+		return nil, err
 	}
-	defer unix.IoctlSetTermios(fd, unix.TCSETS, old)
+	return &keyReader{fd: fd, old: old}, nil
+}
+
+func (k *keyReader) restore() { unix.IoctlSetTermios(k.fd, unix.TCSETS, k.old) }
+
+// read reads keys until one of accept comes; ctx ending gives up.
+func (k *keyReader) read(ctx context.Context, accept string) (byte, error) {
 	buf := make([]byte, 64)
 	for {
 		if err := ctx.Err(); err != nil {
 			return 0, err
 		}
 		// Poll for a while at a time, so that ctx ending is seen soon.
-		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		fds := []unix.PollFd{{Fd: int32(k.fd), Events: unix.POLLIN}}
 		n, err := unix.Poll(fds, 50)
 		switch {
 		case errors.Is(err, unix.EINTR) || n == 0:
@@ -800,7 +819,7 @@ func readKey(ctx context.Context, f *os.File, accept string) (byte, error) {
 		case fds[0].Revents&unix.POLLIN == 0:
 			return 0, io.EOF // hung up
 		}
-		m, err := unix.Read(fd, buf)
+		m, err := unix.Read(k.fd, buf)
 		switch {
 		case errors.Is(err, unix.EINTR) || errors.Is(err, unix.EAGAIN):
 			continue

@@ -71,6 +71,24 @@ func TestRunPromptGivesWayWhenAnsweredElsewhere(t *testing.T) {
 	}
 }
 
+// TestRunPromptGivesWayWhenTheTurnIsStopped: agentd stop from another
+// command cancels the approval; the prompt gives way and run exits 1
+// without a key pressed.
+func TestRunPromptGivesWayWhenTheTurnIsStopped(t *testing.T) {
+	p := newSessionPlace(t)
+	id := strings.TrimSpace(p.mustRun("new", "--cwd", p.workDir(), "--approve", "ask"))
+	s := p.screen(t, "run", "--session", id, "run `echo never`")
+	s.waitText(runAsked)
+	p.mustRun("stop", "--now", id)
+	text := s.waitText("── interrupted")
+	if err := s.waitExit(); err == nil {
+		t.Fatalf("run exited 0:\n%s", text)
+	}
+	if !strings.Contains(text, "· cancelled: run bash: echo never") || strings.Contains(text, "│ never") {
+		t.Fatalf("screen:\n%s", text)
+	}
+}
+
 // TestRunPromptAlwaysAllowsTheToolForTheSession: a at the prompt allows
 // the call and the tool's later calls in the session, without asking.
 func TestRunPromptAlwaysAllowsTheToolForTheSession(t *testing.T) {

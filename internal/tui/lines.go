@@ -74,8 +74,15 @@ func (l *Lines) Change(c Change) {
 		}
 	}
 	if c.Done {
-		if b.Kind == BlockTool {
+		switch b.Kind {
+		case BlockTool:
 			l.stopped(b)
+		case BlockNote:
+			// An approval answered: the calls it held run from now.
+			now := time.Now()
+			for _, r := range l.running {
+				l.since[r] = now
+			}
 		}
 		if l.cur == b {
 			l.endLine()
