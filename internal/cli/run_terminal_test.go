@@ -472,3 +472,46 @@ func TestRunDetachWithJSONPrintsTheIDs(t *testing.T) {
 	}
 	waitFor(t, "the turn to end", func() bool { return strings.Contains(p.mustRun("log", got.SessionID), "── completed") })
 }
+
+// readmeFirstCommand returns the arguments of the README's first command,
+// `go run ./cmd/agentd run '…'`, after the program.
+func readmeFirstCommand(t *testing.T) []string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(b), "```sh\ngo run ./cmd/agentd ")
+	line, _, _ := strings.Cut(rest, "\n")
+	line, _, _ = strings.Cut(line, "#")
+	cmd, quoted, ok2 := strings.Cut(strings.TrimSpace(line), " '")
+	if !ok || !ok2 || cmd != "run" || !strings.HasSuffix(quoted, "'") {
+		t.Fatalf("the README's first command is not `go run ./cmd/agentd run '…'`: %q", line)
+	}
+	return []string{cmd, strings.TrimSuffix(quoted, "'")}
+}
+
+// TestTheREADMEsFirstCommandDoesWhatItSays: pasted into a terminal, the
+// README's first command asks before it runs `ls -la`, and with y answers
+// with what it printed; piped, the call is refused and the answer says how
+// to allow it.
+func TestTheREADMEsFirstCommandDoesWhatItSays(t *testing.T) {
+	p := newSessionPlace(t)
+	dir := p.workDir()
+	args := readmeFirstCommand(t)
+	cmd := p.command(args...)
+	cmd.Dir = dir
+	s := p.screenOf(t, cmd)
+	s.waitText(runAsked)
+	s.typeKeys("y")
+	text := s.waitText("── completed")
+	if err := s.waitExit(); err != nil || strings.Count(text, "hello.txt") < 2 {
+		t.Fatalf("on a terminal: %v\n%s", err, text)
+	}
+	cmd = p.command(args...)
+	cmd.Dir = dir
+	out, err := cmd.Output()
+	if err != nil || strings.Contains(string(out), "hello.txt") || !strings.Contains(string(out), "--approve all") {
+		t.Fatalf("piped: %v\n%s", err, out)
+	}
+}
