@@ -61,13 +61,13 @@ func (f runFlags) placement() string {
 // prompt, JSON-encoded, must fit in one message with it.
 const promptRoom = 4 << 10
 
-const runExamples = `  agentd run 'fix the failing test'            a new session of this directory
+const runExamples = `  agentd run 'fix the failing test'             a new session of this directory
   agentd run -c 'and now the docs'              continue this directory's latest session
   agentd run --session 3kq 'go on'              continue a session (an id or a unique prefix)
-  git diff > d.txt; agentd run --file d.txt     the prompt from a file
+  agentd run --file task.md                     the prompt from a file
   echo 'summarise README.md' | agentd run       the prompt from stdin (also: agentd run -)
-  agentd run -d --approve all 'run the tests'   start the turn and return; come back with
-                                                agentd attach ID or agentd log -f ID`
+  agentd run -d --approve all 'run the tests'   start the turn and return; come back to it
+                                                with agentd attach ID or agentd log -f ID`
 
 func newRunCmd(e *env) *cobra.Command {
 	var f runFlags
