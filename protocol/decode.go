@@ -32,6 +32,12 @@ func FieldError(field, format string, args ...any) error {
 	return &DecodeError{Field: field, Reason: fmt.Sprintf(format, args...)}
 }
 
+// InvalidField returns the invalid_request error of a handler that found
+// field wrong, in the words a decoding error would use.
+func InvalidField(field, format string, args ...any) *Error {
+	return Errorf(CodeInvalidRequest, "field %q: %s", field, fmt.Sprintf(format, args...))
+}
+
 func requireString(field, v string) error {
 	if v == "" {
 		return FieldError(field, "is required")

@@ -584,6 +584,31 @@ type Resource struct {
 	EndedAt   *time.Time `json:"endedAt,omitempty"`
 }
 
+// Runtime resource kinds (Resource.Kind) and states (Resource.State).
+const (
+	// ResourceShell is a command whose output is kept, not shown live.
+	ResourceShell = "shell"
+	// ResourcePTY is a command on a pseudo-terminal: its screen is kept and
+	// its output streams to the subscriptions that chose it.
+	ResourcePTY = "pty"
+
+	ResourceRunning = "running"
+	ResourceExited  = "exited"
+)
+
+// Bounds of runtime resources.
+const (
+	// MaxPTYCols and MaxPTYRows bound a PTY's size.
+	MaxPTYCols = 1000
+	MaxPTYRows = 1000
+	// MaxControlDataBytes bounds the input one control call writes.
+	MaxControlDataBytes = 64 << 10
+	// MaxControlSequence is a controller's last sequence: the call that
+	// carries it releases the controller. It is the largest integer every
+	// JSON peer reads exactly.
+	MaxControlSequence = 1<<53 - 1
+)
+
 // ResourceQueryResult is the result of runtime.resource.query.
 type ResourceQueryResult struct {
 	Revision   uint64     `json:"revision"`
@@ -609,7 +634,21 @@ func (in *ResourceStartInput) Validate() error {
 	if err := requireString("input.launchId", in.LaunchID); err != nil {
 		return err
 	}
-	return requireString("input.command", in.Command)
+	if err := requireString("input.command", in.Command); err != nil {
+		return err
+	}
+	return checkPTYSize(in.Cols, in.Rows)
+}
+
+// checkPTYSize checks a PTY size, where 0 leaves a dimension as it is.
+func checkPTYSize(cols, rows int) error {
+	if cols < 0 || cols > MaxPTYCols {
+		return FieldError("input.cols", "must be between 1 and %d, or 0 to leave it", MaxPTYCols)
+	}
+	if rows < 0 || rows > MaxPTYRows {
+		return FieldError("input.rows", "must be between 1 and %d, or 0 to leave it", MaxPTYRows)
+	}
+	return nil
 }
 
 // ControllerAcquireResult is the result of runtime.resource.controller.acquire.
@@ -651,10 +690,13 @@ func (in *ControlInput) Validate() error {
 	if err := (&ControllerRef{in.SessionID, in.Ref, in.ControllerID}).Validate(); err != nil {
 		return err
 	}
-	if in.Sequence == 0 {
-		return FieldError("input.sequence", "must be at least 1")
+	if in.Sequence == 0 || in.Sequence > MaxControlSequence {
+		return FieldError("input.sequence", "must be between 1 and %d", uint64(MaxControlSequence))
 	}
-	return nil
+	if len(in.Data) > MaxControlDataBytes {
+		return FieldError("input.data", "is %d bytes, more than the %d one call may write: send it in parts", len(in.Data), MaxControlDataBytes)
+	}
+	return checkPTYSize(in.Cols, in.Rows)
 }
 
 // ControlResult is the result of runtime.resource.controller.control.

@@ -1,0 +1,89 @@
+package resource
+
+import (
+	"os"
+	"os/exec"
+	"syscall"
+	"time"
+
+	"github.com/creack/pty"
+)
+
+// Shell returns the shell commands are run with: bash, or sh without it.
+func Shell() string {
+	if p, err := exec.LookPath("bash"); err == nil {
+		return p
+	}
+	return "sh"
+}
+
+// started is a process with the file its output is read from.
+type started struct {
+	cmd *exec.Cmd
+	out *os.File // the read end of the output pipe, or the PTY's master
+	pty bool
+}
+
+// startShell starts command in its own process group, stdin from
+// /dev/null, stdout and stderr into one pipe so their order holds.
+func startShell(sh, command, dir string, env []string) (*started, error) {
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(sh, "-c", command)
+	cmd.Dir, cmd.Env = dir, env
+	cmd.Stdout, cmd.Stderr = pw, pw
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	err = cmd.Start()
+	pw.Close() // the children hold their own copies
+	if err != nil {
+		pr.Close()
+		return nil, err
+	}
+	return &started{cmd: cmd, out: pr}, nil
+}
+
+// startPTY starts command on a new pseudo-terminal of cols × rows, as the
+// leader of its own session with the terminal as its controlling one.
+func startPTY(sh, command, dir string, env []string, cols, rows int) (*started, error) {
+	cmd := exec.Command(sh, "-c", command)
+	cmd.Dir, cmd.Env = dir, env
+	f, err := pty.StartWithSize(cmd, &pty.Winsize{Cols: uint16(cols), Rows: uint16(rows)})
+	if err != nil {
+		return nil, err
+	}
+	return &started{cmd: cmd, out: f, pty: true}, nil
+}
+
+// signalGroup signals the process group pgid leads; false when none of it
+// is left.
+func signalGroup(pgid int, sig syscall.Signal) bool {
+	return syscall.Kill(-pgid, sig) == nil
+}
+
+// exitCode is how a shell reports a process's end: its status, or 128 and
+// the signal that ended it.
+func exitCode(state *os.ProcessState) int {
+	if ws, ok := state.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return state.ExitCode()
+}
+
+// terminate ends the process group pgid: SIGTERM, then SIGKILL if the
+// group's leader has not exited (exited closes) within grace.
+func terminate(pgid int, exited <-chan struct{}, grace time.Duration) {
+	if !signalGroup(pgid, syscall.SIGTERM) {
+		return
+	}
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case <-exited:
+		// The leader is gone; what it left in its group goes with it.
+		signalGroup(pgid, syscall.SIGKILL)
+	case <-t.C:
+		signalGroup(pgid, syscall.SIGKILL)
+	}
+}
