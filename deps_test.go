@@ -41,6 +41,7 @@ var arrows = map[string][]string{
 	"internal/provider/openai":       {"internal/llm", "internal/provider", "internal/redact"},
 	"internal/provider/providertest": {"internal/llm"},
 	"internal/redact":                {},
+	"internal/resource":              {"protocol"},
 	"internal/server":                {"internal/home", "internal/redact", "internal/transport", "protocol"},
 	"internal/sessions":              {"client", "internal/catalog", "internal/proc", "internal/server", "protocol"},
 	"internal/tools":                 {"internal/atomicfile", "internal/llm", "internal/proc", "protocol"},
@@ -48,7 +49,7 @@ var arrows = map[string][]string{
 	"internal/transport":             {"protocol"},
 	"internal/tui":                   {"client", "protocol"},
 	"internal/version":               {},
-	"internal/worker":                {"internal/agent", "internal/atomicfile", "internal/llm", "internal/server", "internal/tools", "internal/transcript", "protocol"},
+	"internal/worker":                {"internal/agent", "internal/atomicfile", "internal/llm", "internal/resource", "internal/server", "internal/tools", "internal/transcript", "protocol"},
 	"internal/cli": {
 		"client", "internal/host", "internal/provider", "internal/provider/anthropic", "internal/provider/faux",
 		"internal/provider/openai", "internal/redact", "internal/sessions", "internal/tools", "internal/transcript",

@@ -458,8 +458,8 @@ func TestDecodeHostFramePushedIntoItsType(t *testing.T) {
 		t.Fatalf("Unmarshal: %v", err)
 	}
 	want := protocol.RuntimeResourcePtyDataFrame{
-		Pushed:    protocol.Pushed{Kind: protocol.KindRuntimeResourcePtyData, HostEpoch: "e1", SubscriptionID: "sub1", Sequence: 9},
-		SessionID: "s1", Ref: "pty-1", PtySequence: 4, Data: "$ ls\r\n",
+		Pushed:                 protocol.Pushed{Kind: protocol.KindRuntimeResourcePtyData, HostEpoch: "e1", SubscriptionID: "sub1", Sequence: 9},
+		RuntimeResourcePtyData: protocol.RuntimeResourcePtyData{SessionID: "s1", Ref: "pty-1", PtySequence: 4, Data: "$ ls\r\n"},
 	}
 	if f != want {
 		t.Errorf("frame = %+v, want %+v", f, want)

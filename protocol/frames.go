@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"bytes"
 	"encoding/json"
 	"strconv"
 )
@@ -129,6 +130,11 @@ type SessionDeltaFrame struct {
 // RuntimeResourceUpdateFrame carries a runtime resource's changed state.
 type RuntimeResourceUpdateFrame struct {
 	Pushed
+	RuntimeResourceUpdate
+}
+
+// RuntimeResourceUpdate is what a runtime_resource_update frame says.
+type RuntimeResourceUpdate struct {
 	SessionID string          `json:"sessionId"`
 	Ref       string          `json:"ref"`
 	Resource  json.RawMessage `json:"resource"`
@@ -137,10 +143,21 @@ type RuntimeResourceUpdateFrame struct {
 // RuntimeResourcePtyDataFrame carries PTY output, in order per resource.
 type RuntimeResourcePtyDataFrame struct {
 	Pushed
-	SessionID   string `json:"sessionId"`
-	Ref         string `json:"ref"`
+	RuntimeResourcePtyData
+}
+
+// RuntimeResourcePtyData is what a runtime_resource_pty_data frame says.
+type RuntimeResourcePtyData struct {
+	SessionID string `json:"sessionId"`
+	Ref       string `json:"ref"`
+	// PtySequence is the sequence of the last piece of the PTY's output
+	// the frame carries: increasing, with gaps where pieces were merged.
 	PtySequence uint64 `json:"ptySequence"`
 	Data        string `json:"data"`
+	// Screen marks data that redraws the PTY's whole screen as it is:
+	// the first frame of a PTY a subscription chooses. Output frames
+	// follow it, none missing.
+	Screen bool `json:"screen,omitempty"`
 }
 
 // Reasons a subscription is closed.
@@ -173,5 +190,26 @@ func AppendDeltaFrame(b []byte, hostEpoch, subscriptionID string, sequence uint6
 	b = strconv.AppendUint(b, sequence, 10)
 	b = append(b, `,"delta":`...)
 	b = append(b, delta...)
+	return append(b, '}')
+}
+
+// AppendPushedFrame appends to b the pushed frame of kind whose fields
+// beside its kind, epoch, subscription and sequence are those of the JSON
+// object fields: a fan-out encodes the rest of a frame once and wraps it
+// for each subscriber.
+func AppendPushedFrame(b []byte, kind, hostEpoch, subscriptionID string, sequence uint64, fields []byte) []byte {
+	b = append(b, `{"kind":`...)
+	b = strconv.AppendQuote(b, kind)
+	b = append(b, `,"hostEpoch":`...)
+	b = strconv.AppendQuote(b, hostEpoch)
+	b = append(b, `,"subscriptionId":`...)
+	b = strconv.AppendQuote(b, subscriptionID)
+	b = append(b, `,"sequence":`...)
+	b = strconv.AppendUint(b, sequence, 10)
+	if inner := bytes.TrimSpace(fields); len(inner) > 2 {
+		b = append(b, ',')
+		b = append(b, inner[1:]...) // the fields and the closing brace
+		return b
+	}
 	return append(b, '}')
 }

@@ -533,6 +533,9 @@ func (in *SubscriptionRef) Validate() error {
 type PtyInterestInput struct {
 	SubscriptionID string   `json:"subscriptionId"`
 	Refs           []string `json:"refs"`
+	// Redraw names PTYs of Refs chosen before whose screen the
+	// subscription is sent again.
+	Redraw []string `json:"redraw,omitempty"`
 }
 
 // Validate checks the input.

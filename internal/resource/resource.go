@@ -469,10 +469,12 @@ func (m *Manager) write(r *resource, data []byte) error {
 	return nil
 }
 
-// Screen answers a PTY's screen as it is now, drawn as a terminal draws
-// it (the cursor left where the program left it), with the sequence of
-// the last output it shows: output after it comes with later sequences.
-func (m *Manager) Screen(ref string) (screen string, seq uint64, err error) {
+// Screen calls fn with a PTY's screen as it is now, drawn as a terminal
+// draws it (the cursor left where the program left it), and the sequence
+// of the last output it shows. No output is passed to OnOutput while fn
+// runs, so whatever fn starts watching from there misses nothing: the
+// output after the screen comes with later sequences.
+func (m *Manager) Screen(ref string, fn func(screen string, seq uint64)) error {
 	m.mu.Lock()
 	r, err := m.findLocked(ref)
 	if err == nil && r.screen == nil {
@@ -480,10 +482,13 @@ func (m *Manager) Screen(ref string) (screen string, seq uint64, err error) {
 	}
 	m.mu.Unlock()
 	if err != nil {
-		return "", 0, err
+		return err
 	}
+	r.outMu.Lock()
+	defer r.outMu.Unlock()
 	lines, cursor, seq := r.screen.draw()
-	return drawLines(lines, cursor), seq, nil
+	fn(drawLines(lines, cursor), seq)
+	return nil
 }
 
 // Drain refuses new resources, ends every controller and stops every

@@ -310,8 +310,9 @@ func TestAPTYKeepsItsScreenAndStreamsItsOutputInOrder(t *testing.T) {
 		t.Fatalf("started %+v", r)
 	}
 	s.printed(t, r.Ref, "line 3")
-	screen, seq, err := m.Screen(r.Ref)
-	if err != nil {
+	var screen string
+	var seq uint64
+	if err := m.Screen(r.Ref, func(sc string, q uint64) { screen, seq = sc, q }); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"red", "plain", "line 1\r\n", "line 3", "\x1b[31m"} {

@@ -80,8 +80,8 @@ func TestOutboundSchedulingPrioritizesControlsFairDataAndFences(t *testing.T) {
 	defer w.Close()
 	pty := func(seq int) []byte {
 		b, _ := json.Marshal(protocol.RuntimeResourcePtyDataFrame{
-			Pushed:    protocol.Pushed{Kind: protocol.KindRuntimeResourcePtyData, HostEpoch: "host-1", SubscriptionID: "subscription-1", Sequence: uint64(seq)},
-			SessionID: "session-1", Ref: "agentd://runtime/shell-1", PtySequence: uint64(seq), Data: "bytes",
+			Pushed:                 protocol.Pushed{Kind: protocol.KindRuntimeResourcePtyData, HostEpoch: "host-1", SubscriptionID: "subscription-1", Sequence: uint64(seq)},
+			RuntimeResourcePtyData: protocol.RuntimeResourcePtyData{SessionID: "session-1", Ref: "agentd://runtime/shell-1", PtySequence: uint64(seq), Data: "bytes"},
 		})
 		return b
 	}

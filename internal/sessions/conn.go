@@ -2,6 +2,8 @@ package sessions
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"sync"
 
 	"github.com/agentd-dev/agentd/internal/server"
@@ -16,9 +18,10 @@ type clientConn struct {
 	out *server.OutboundWriter
 
 	// Lock order: subscription.mu before mu.
-	mu      sync.Mutex
-	subs    map[string]*subscription   // guarded by mu: by id
-	waiting map[*subscription]struct{} // guarded by mu: held back while the connection's queue was high
+	mu          sync.Mutex
+	subs        map[string]*subscription   // guarded by mu: by id
+	waiting     map[*subscription]struct{} // guarded by mu: held back while the connection's queue was high
+	controllers map[string]controllerHeld  // guarded by mu: PTY controllers it acquired, by id
 }
 
 // connBudget is how many bytes a connection may have queued before its
@@ -55,15 +58,17 @@ func (c *clientConn) wake() {
 	}
 }
 
-// Close ends the connection's subscriptions; nothing more is written.
+// Close ends the connection's subscriptions, and releases the PTYs it
+// controlled; nothing more is written.
 func (c *clientConn) Close(context.Context) error {
 	c.mu.Lock()
-	subs := c.subs
-	c.subs = map[string]*subscription{}
+	subs, held := c.subs, c.controllers
+	c.subs, c.controllers = map[string]*subscription{}, map[string]controllerHeld{}
 	c.mu.Unlock()
 	for _, sub := range subs {
 		sub.close(protocol.ClosedClientClosed)
 	}
+	c.s.releaseControllers(slices.Collect(maps.Values(held)))
 	return nil
 }
 

@@ -29,7 +29,9 @@ func (w *worker) openFeed(ctx context.Context) (*client.Watcher, error) {
 	w.mu.Lock()
 	w.proj = protocol.NewProjector(snap)
 	w.busy = snap.Session.Status != protocol.SessionIdle
+	w.live = map[string]bool{}
 	w.mu.Unlock()
+	w.feedID = open.SubscriptionID
 	watch := w.conn.Follow(open.SubscriptionID)
 	if err := w.conn.Request(ctx, protocol.OpSubscriptionReady, protocol.SubscriptionRef{SubscriptionID: open.SubscriptionID}, nil); err != nil {
 		watch.Close()
@@ -48,10 +50,17 @@ func (w *worker) follow(watch *client.Watcher) {
 		if err != nil {
 			return
 		}
-		if f.Kind != protocol.KindSessionDelta {
-			if f.Kind == protocol.KindSubscriptionClosed {
-				w.s.log.Error("the worker closed the host's stream", "session", w.sessionID, "frame", string(f.Raw))
+		switch f.Kind {
+		case protocol.KindSessionDelta:
+		case protocol.KindRuntimeResourceUpdate, protocol.KindRuntimeResourcePtyData:
+			if err := w.publishResource(f.Kind, f.Raw); err != nil {
+				w.s.log.Error("a worker frame cannot be read", "session", w.sessionID, "kind", f.Kind, "err", err)
 			}
+			continue
+		case protocol.KindSubscriptionClosed:
+			w.s.log.Error("the worker closed the host's stream", "session", w.sessionID, "frame", string(f.Raw))
+			continue
+		default:
 			continue
 		}
 		var frame protocol.SessionDeltaFrame
@@ -161,7 +170,7 @@ func (w *worker) subscribe(c *clientConn, in *protocol.SubscriptionOpenInput) (*
 	snap := w.proj.Projection()
 	sub := &subscription{
 		id: w.sessionID + "." + w.s.host.Epoch()[:6] + "." + strconv.FormatUint(w.s.nextSub.Add(1), 10),
-		c:  c, w: w, s: w.s, upTo: snap.TranscriptSequence, ended: make(chan struct{}),
+		c:  c, w: w, s: w.s, upTo: snap.TranscriptSequence, ended: make(chan struct{}), ptys: map[string]ptyState{},
 	}
 	if in.Transcript.Kind == protocol.TranscriptAfter {
 		sub.after = &in.Transcript.Sequence

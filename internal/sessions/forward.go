@@ -30,6 +30,12 @@ var sessionOps = []struct {
 	{protocol.OpInteractionQuery, false},
 	{protocol.OpInteractionAnswer, true},
 	{protocol.OpModelsThinkingSet, true},
+	{protocol.OpRuntimeResourceQuery, false},
+	{protocol.OpRuntimeResourceStart, true},
+	{protocol.OpRuntimeResourceStop, true},
+	{protocol.OpRuntimeResourceControllerAcquire, true},
+	{protocol.OpRuntimeResourceControllerControl, true},
+	{protocol.OpRuntimeResourceControllerRelease, true},
 }
 
 // addSessionOps fills t with the forwarded session operations.
@@ -57,7 +63,11 @@ func (s *Service) forwardCall(ctx context.Context, call *server.Call, command bo
 		return nil, err
 	}
 	field.SetString(h.ID)
-	return forward[json.RawMessage](ctx, s, h, &call.Caller, call.Operation.Name, in)
+	res, err := forward[json.RawMessage](ctx, s, h, &call.Caller, call.Operation.Name, in)
+	if err == nil {
+		s.trackController(call, in, res)
+	}
+	return res, err
 }
 
 // authorize checks that call's client may act on the session: for now

@@ -29,6 +29,7 @@ func (s *Service) handlers() server.Table {
 	server.Handle(t, protocol.OpSubscriptionReady, s.ready)
 	server.Handle(t, protocol.OpSubscriptionClose, s.closeSubscription)
 	server.Handle(t, protocol.OpSessionTranscriptPage, s.pageTranscript)
+	server.Handle(t, protocol.OpSubscriptionPtyInterestSet, s.setPtyInterest)
 	s.addSessionOps(t)
 	return t
 }

@@ -169,7 +169,7 @@ func (s *Service) Close(ctx context.Context) error {
 // AttachConnection implements server.ConnectionAttacher: it tracks the
 // subscriptions each client connection holds.
 func (s *Service) AttachConnection(id server.Identity, out *server.OutboundWriter) server.Attachment {
-	return &clientConn{s: s, id: id, out: out, subs: map[string]*subscription{}, waiting: map[*subscription]struct{}{}}
+	return &clientConn{s: s, id: id, out: out, subs: map[string]*subscription{}, waiting: map[*subscription]struct{}{}, controllers: map[string]controllerHeld{}}
 }
 
 // Fanout counts the work of the session fan-out, for host.diagnostics.query.

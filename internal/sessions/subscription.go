@@ -50,10 +50,13 @@ func (c *counters) snapshot() protocol.FanoutCounters {
 }
 
 // item is one delta on its way to subscribers. body is the delta's JSON,
-// shared by every subscriber; d is its decoded form, read-only.
+// shared by every subscriber; d is its decoded form, read-only. An item
+// of another kind (a runtime resource's state, a PTY's output) has no d:
+// body is then its frame's fields beside the pushed header.
 type item struct {
 	body []byte
 	d    *protocol.SessionDelta
+	kind string    // the frame's kind: "" for a delta
 	at   time.Time // when it reached the host
 }
 
@@ -73,9 +76,10 @@ func (p *pending) size() int {
 	return len(p.body)
 }
 
-// mergeable reports whether d may be folded into p.
-func (p *pending) mergeable(d *protocol.SessionDelta) bool {
-	return p.size()+len(d.Text)+len(d.Thinking)+outputLen(d) <= mergeCap && p.d.Continues(d)
+// mergeable reports whether next may be folded into p.
+func (p *pending) mergeable(next *item) bool {
+	d := next.d
+	return p.d != nil && d != nil && p.size()+len(d.Text)+len(d.Thinking)+outputLen(d) <= mergeCap && p.d.Continues(d)
 }
 
 func outputLen(d *protocol.SessionDelta) int {
@@ -129,6 +133,8 @@ type subscription struct {
 	upTo  uint64        // constant: the last record of the opening snapshot
 	ended chan struct{} // closed once it has closed
 
+	ptys map[string]ptyState // guarded by w.mu: the PTYs whose output it chose
+
 	mu       sync.Mutex
 	readied  bool        // guarded by mu
 	catching bool        // guarded by mu: transcript records are still being sent
@@ -149,7 +155,7 @@ func (sub *subscription) push(it *item) {
 	if sub.closed != "" {
 		return
 	}
-	if n := len(sub.backlog); n > 0 && sub.backlog[n-1].mergeable(it.d) {
+	if n := len(sub.backlog); n > 0 && sub.backlog[n-1].mergeable(it) {
 		last := sub.backlog[n-1]
 		before := last.size()
 		last.merge(it.d)
@@ -286,7 +292,7 @@ func (sub *subscription) deliverLocked() {
 			if i == len(batch)-1 {
 				then = sub.flushed
 			}
-			queued, err := sub.writeLocked(p.encoded(), then)
+			queued, err := sub.writeLocked(p.kind, p.encoded(), then)
 			if err != nil {
 				sub.backlog, sub.bytes = nil, 0
 				sub.endLocked(protocol.ClosedClientClosed) // the connection is going; nothing more is written
@@ -320,12 +326,19 @@ func (sub *subscription) resume() {
 	sub.sendEndLocked()
 }
 
-// writeLocked wraps one encoded delta in the subscription's frame and
-// queues it, with then to run once it is flushed. A frame past the wire
-// limit is left out and logged: it reports false then.
-func (sub *subscription) writeLocked(body []byte, then func()) (bool, error) {
+// writeLocked wraps one encoded delta (or, of another kind, a frame's
+// fields) in the subscription's frame and queues it, with then to run once
+// it is flushed. A frame past the wire limit is left out and logged: it
+// reports false then.
+func (sub *subscription) writeLocked(kind string, body []byte, then func()) (bool, error) {
 	epoch := sub.s.host.Epoch()
-	frame := protocol.AppendDeltaFrame(make([]byte, 0, 96+len(epoch)+len(sub.id)+len(body)), epoch, sub.id, sub.seq+1, body)
+	buf := make([]byte, 0, 128+len(epoch)+len(sub.id)+len(body))
+	var frame []byte
+	if kind == "" {
+		frame = protocol.AppendDeltaFrame(buf, epoch, sub.id, sub.seq+1, body)
+	} else {
+		frame = protocol.AppendPushedFrame(buf, kind, epoch, sub.id, sub.seq+1, body)
+	}
 	if len(frame) > protocol.MaxMessageBytes {
 		sub.s.log.Error("a delta frame passes the wire limit and is left out", "subscription", sub.id, "bytes", len(frame))
 		return false, nil
@@ -411,7 +424,7 @@ func (sub *subscription) sendRecords(records []json.RawMessage) (done chan struc
 		if i == len(records)-1 {
 			then = flushed
 		}
-		queued, err := sub.writeLocked(entryDelta(rec), then)
+		queued, err := sub.writeLocked("", entryDelta(rec), then)
 		if err != nil {
 			sub.catching = false
 			sub.backlog, sub.bytes = nil, 0

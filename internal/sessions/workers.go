@@ -42,13 +42,22 @@ type worker struct {
 	uses     int                        // guarded by mu: requests holding the worker
 	idle     *time.Timer                // guarded by mu
 	busy     bool                       // guarded by mu: a turn runs or waits, as the stream says
+	live     map[string]bool            // guarded by mu: the runtime resources running, as the stream says
+	feedID   string                     // constant once started: the worker's one subscription
+	watched  []string                   // guarded by interest: the PTYs the worker's stream carries
+
+	interest sync.Mutex // serializes changes of the PTYs the worker's stream carries
 }
 
 func (w *worker) running() bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.busy
+	return w.activeLocked()
 }
+
+// activeLocked reports whether a turn or a runtime resource runs: the
+// worker is not idle.
+func (w *worker) activeLocked() bool { return w.busy || len(w.live) > 0 }
 
 func (w *worker) exitCause() string {
 	select {
@@ -394,7 +403,7 @@ func (w *worker) stop() {
 func (w *worker) armIdle() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.stopping || w.busy || len(w.subs) > 0 || w.uses > 0 {
+	if w.stopping || w.activeLocked() || len(w.subs) > 0 || w.uses > 0 {
 		return
 	}
 	if w.idle == nil {
@@ -406,7 +415,7 @@ func (w *worker) armIdle() {
 func (w *worker) idleFired() {
 	w.mu.Lock()
 	w.idle = nil
-	if w.stopping || w.busy || len(w.subs) > 0 || w.uses > 0 {
+	if w.stopping || w.activeLocked() || len(w.subs) > 0 || w.uses > 0 {
 		w.mu.Unlock()
 		return
 	}

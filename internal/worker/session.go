@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentd-dev/agentd/internal/agent"
 	"github.com/agentd-dev/agentd/internal/llm"
+	"github.com/agentd-dev/agentd/internal/resource"
 	"github.com/agentd-dev/agentd/internal/server"
 	"github.com/agentd-dev/agentd/internal/tools"
 	"github.com/agentd-dev/agentd/internal/transcript"
@@ -44,19 +45,20 @@ type interaction struct {
 // everything mutable; every change is emitted to subscribers under it, so
 // they see changes in the order they happened.
 type session struct {
-	id        string           // constant
-	epoch     string           // constant: the worker's epoch
-	log       *transcript.Log  // constant; safe for concurrent use
-	providers ProviderResolver // constant
-	tools     []tools.Tool     // constant
-	system    string           // constant
-	logger    *slog.Logger     // constant
-	todo      *tools.Todo      // constant; safe for concurrent use
-	runs      sync.WaitGroup   // turn goroutines
-	pumps     sync.WaitGroup   // subscription deliveries waiting for their batch
-	base      context.Context  // cancelled when the worker stops
-	checkIdle func()           // constant once serving: the host's CheckIdle
-	header    protocol.Session // guarded by mu: with the session's model, thinking and approval policy
+	id        string            // constant
+	epoch     string            // constant: the worker's epoch
+	log       *transcript.Log   // constant; safe for concurrent use
+	providers ProviderResolver  // constant
+	tools     []tools.Tool      // constant
+	system    string            // constant
+	logger    *slog.Logger      // constant
+	todo      *tools.Todo       // constant; safe for concurrent use
+	res       *resource.Manager // constant: the session's shell runs and PTYs; never called with mu held
+	runs      sync.WaitGroup    // turn goroutines
+	pumps     sync.WaitGroup    // subscription deliveries waiting for their batch
+	base      context.Context   // cancelled when the worker stops
+	checkIdle func()            // constant once serving: the host's CheckIdle
+	header    protocol.Session  // guarded by mu: with the session's model, thinking and approval policy
 
 	mu       sync.Mutex
 	history  []llm.Message                  // guarded by mu
@@ -98,6 +100,13 @@ func (s *session) handlers() server.Table {
 	server.Handle(t, protocol.OpSubscriptionOpen, s.openSubscription)
 	server.Handle(t, protocol.OpSubscriptionReady, s.readySubscription)
 	server.Handle(t, protocol.OpSubscriptionClose, s.closeSubscription)
+	server.Handle(t, protocol.OpSubscriptionPtyInterestSet, s.setPtyInterest)
+	server.Handle(t, protocol.OpRuntimeResourceQuery, s.queryResources)
+	server.Handle(t, protocol.OpRuntimeResourceStart, s.startResource)
+	server.Handle(t, protocol.OpRuntimeResourceStop, s.stopResource)
+	server.Handle(t, protocol.OpRuntimeResourceControllerAcquire, s.acquireController)
+	server.Handle(t, protocol.OpRuntimeResourceControllerControl, s.controlController)
+	server.Handle(t, protocol.OpRuntimeResourceControllerRelease, s.releaseController)
 	return t
 }
 
@@ -748,9 +757,13 @@ func (s *session) setThinking(_ context.Context, _ *server.Call, in *protocol.Th
 	return protocol.ModelSelection{SessionID: s.id, Model: s.header.Model, Thinking: in.Level}, nil
 }
 
-// Busy reports whether a turn runs, or no host has claimed the worker yet:
-// a worker is an orphan only once the host that started it has gone.
+// Busy reports whether a turn or a runtime resource runs, or no host has
+// claimed the worker yet: a worker is an orphan only once the host that
+// started it has gone.
 func (s *session) Busy() bool {
+	if s.res.Running() > 0 {
+		return true
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.current != nil || !s.claimed

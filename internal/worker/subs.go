@@ -56,6 +56,9 @@ type subscription struct {
 	wake    chan struct{} // buffered 1: there is work for the pump
 	logger  *slog.Logger  // constant
 
+	sessionID string          // constant
+	ptys      map[string]bool // guarded by session.mu: the PTYs whose output it carries
+
 	// Lock order: session.mu before mu.
 	mu      sync.Mutex
 	ready   bool            // guarded by mu
@@ -65,11 +68,45 @@ type subscription struct {
 }
 
 // pendingDelta is a delta not yet encoded; text updates grow in builders so
-// merging many small ones stays linear.
+// merging many small ones stays linear. It is also one of the other frames
+// a subscription carries: a runtime resource's state, or a PTY's output
+// (in output).
 type pendingDelta struct {
+	kind           itemKind
 	d              protocol.SessionDelta
 	text, thinking strings.Builder
 	output         strings.Builder
+
+	res    protocol.Resource // itemResource
+	ref    string            // itemPTY
+	ptySeq uint64            // itemPTY: the sequence of its output's last piece
+	screen bool              // itemPTY: the output redraws the whole screen
+}
+
+// itemKind is what a pendingDelta carries.
+type itemKind int
+
+const (
+	itemDelta    itemKind = iota // a session delta
+	itemResource                 // a runtime_resource_update frame
+	itemPTY                      // a runtime_resource_pty_data frame
+)
+
+// absorb folds next into p when the two travel as one: updates of one
+// message's text or one tool call's output, or output of one PTY (up to
+// maxChunk, so a frame of it never needs cutting).
+func (p *pendingDelta) absorb(next *pendingDelta) bool {
+	switch {
+	case p.kind == itemDelta && next.kind == itemDelta && p.mergeable(next.d):
+		p.add(next.d)
+	case p.kind == itemPTY && next.kind == itemPTY && p.ref == next.ref && !next.screen &&
+		p.output.Len()+next.output.Len() <= maxChunk:
+		p.output.WriteString(next.output.String())
+		p.ptySeq = next.ptySeq
+	default:
+		return false
+	}
+	return true
 }
 
 func (p *pendingDelta) size() int { return p.text.Len() + p.thinking.Len() + p.output.Len() }
@@ -270,7 +307,7 @@ func (s *session) openSubscription(_ context.Context, call *server.Call, in *pro
 	}
 	s.nextSub++
 	sub := &subscription{
-		id: s.id + "." + s.epoch[:6] + "." + strconv.Itoa(s.nextSub), conn: conn, epoch: s.epoch,
+		id: s.id + "." + s.epoch[:6] + "." + strconv.Itoa(s.nextSub), conn: conn, epoch: s.epoch, sessionID: s.id, ptys: map[string]bool{},
 		release: call.AcquireResidency(), wake: make(chan struct{}, 1), logger: s.logger,
 	}
 	s.subs[sub.id] = sub
@@ -310,8 +347,21 @@ func (s *session) closeSubscription(_ context.Context, _ *server.Call, in *proto
 // happen later, outside mu, on each subscription's pump.
 func (s *session) emitLocked(d protocol.SessionDelta) {
 	s.live.Apply(d)
+	s.deliverLocked(func() *pendingDelta {
+		p := &pendingDelta{d: d}
+		p.add(d)
+		return p
+	}, nil)
+}
+
+// deliverLocked queues an item for every subscription to wants (every one
+// when nil); a subscription whose backlog is full is closed.
+func (s *session) deliverLocked(item func() *pendingDelta, to func(*subscription) bool) {
 	for id, sub := range s.subs {
-		if !sub.add(d) {
+		if to != nil && !to(sub) {
+			continue
+		}
+		if !sub.queue(item()) {
 			s.logger.Error("a subscription fell too far behind and is closed", "subscription", id, "backlog", maxBacklog)
 			delete(s.subs, id)
 			sub.close(protocol.ClosedSlowConsumer)
@@ -319,21 +369,18 @@ func (s *session) emitLocked(d protocol.SessionDelta) {
 	}
 }
 
-// add queues d; it reports false when the backlog is full.
-func (sub *subscription) add(d protocol.SessionDelta) bool {
+// queue queues p, folded into the last item when they travel as one; it
+// reports false when the backlog is full.
+func (sub *subscription) queue(p *pendingDelta) bool {
 	sub.mu.Lock()
 	defer sub.mu.Unlock()
 	if sub.closing != "" {
 		return true
 	}
-	if n := len(sub.pending); n > 0 && sub.pending[n-1].mergeable(d) {
-		sub.pending[n-1].add(d)
-	} else {
+	if n := len(sub.pending); n == 0 || !sub.pending[n-1].absorb(p) {
 		if len(sub.pending) >= maxBacklog {
 			return false
 		}
-		p := &pendingDelta{d: d}
-		p.add(d)
 		sub.pending = append(sub.pending, p)
 	}
 	if sub.ready {
@@ -404,6 +451,20 @@ func (sub *subscription) write(batch []*pendingDelta) bool {
 	var last *server.Receipt
 	written := 0
 	for _, p := range batch {
+		if p.kind != itemDelta {
+			b, err := sub.frame(p)
+			if err != nil {
+				sub.logger.Error("a runtime resource frame cannot be encoded and is left out", "subscription", sub.id, "err", err)
+				continue
+			}
+			r, err := sub.conn.out.Enqueue(server.Control, b)
+			if err != nil {
+				return false
+			}
+			last = r
+			written += len(b)
+			continue
+		}
 		for _, d := range splitUpdate(p.delta()) {
 			raw, ok := encodeDelta(d)
 			if !ok {
@@ -426,3 +487,26 @@ func (sub *subscription) write(batch []*pendingDelta) bool {
 	}
 	return last == nil || last.Err() == nil
 }
+
+// frame encodes a runtime resource item as its frame, with the
+// subscription's next sequence.
+func (sub *subscription) frame(p *pendingDelta) ([]byte, error) {
+	sub.seq++
+	pushed := protocol.Pushed{HostEpoch: sub.epoch, SubscriptionID: sub.id, Sequence: sub.seq}
+	if p.kind == itemResource {
+		res, err := json.Marshal(p.res)
+		if err != nil {
+			return nil, err
+		}
+		pushed.Kind = protocol.KindRuntimeResourceUpdate
+		return json.Marshal(protocol.RuntimeResourceUpdateFrame{Pushed: pushed, RuntimeResourceUpdate: protocol.RuntimeResourceUpdate{SessionID: sub.sessionID, Ref: p.res.Ref, Resource: res}})
+	}
+	pushed.Kind = protocol.KindRuntimeResourcePtyData
+	return json.Marshal(protocol.RuntimeResourcePtyDataFrame{Pushed: pushed, RuntimeResourcePtyData: protocol.RuntimeResourcePtyData{
+		SessionID: sub.sessionID, Ref: p.ref, PtySequence: p.ptySeq, Data: p.output.String(), Screen: p.screen,
+	}})
+}
+
+// watches reports whether the subscription carries PTY ref's output.
+// Call with session.mu held.
+func (sub *subscription) watches(ref string) bool { return sub.ptys[ref] }

@@ -98,6 +98,8 @@ func Run(ctx context.Context, cfg Config) error {
 		messages:  map[string]protocol.QueueEntry{},
 		allowed:   map[string]bool{},
 	}
+	s.res = s.newResources(filepath.Join(filepath.Dir(cfg.TranscriptPath), "resources"), nil)
+	defer s.res.Close()
 	s.todo.OnChange = func(items []protocol.TodoItem) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -172,6 +174,7 @@ func (c *composition) BeginDrain() { c.stop() }
 
 func (c *composition) Close(context.Context) error {
 	c.stop()
+	c.s.res.Drain()
 	c.s.runs.Wait()
 	// The connections are closed: every batch's receipt has settled.
 	c.s.pumps.Wait()

@@ -1,0 +1,206 @@
+package sessions
+
+import (
+	"context"
+	"encoding/json"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/agentd-dev/agentd/internal/server"
+	"github.com/agentd-dev/agentd/protocol"
+)
+
+// A session's runtime resources live in its worker. The host forwards
+// their operations (forward.go), fans their frames out, and chooses, for
+// the worker's one stream, the PTYs any of its subscriptions chose.
+
+// ptyState is where a subscription stands with a PTY it chose.
+type ptyState int
+
+const (
+	// ptyAwaiting: the PTY's screen has not reached the subscription yet;
+	// its output until then is in that screen.
+	ptyAwaiting ptyState = iota + 1
+	// ptyStreaming: the subscription has the screen and gets the output.
+	ptyStreaming
+)
+
+// publishResource fans out a runtime resource frame of the worker's
+// stream: a resource's state to every subscription, a PTY's output to the
+// subscriptions that chose the PTY (its screen to those awaiting it).
+func (w *worker) publishResource(kind string, raw []byte) error {
+	it := &item{kind: kind, at: time.Now()}
+	if kind == protocol.KindRuntimeResourceUpdate {
+		var f protocol.RuntimeResourceUpdateFrame
+		var r protocol.Resource
+		if err := json.Unmarshal(raw, &f); err != nil {
+			return err
+		}
+		if err := json.Unmarshal(f.Resource, &r); err != nil {
+			return err
+		}
+		it.body, _ = json.Marshal(f.RuntimeResourceUpdate)
+		w.mu.Lock()
+		if r.State == protocol.ResourceRunning {
+			w.live[r.Ref] = true
+		} else {
+			delete(w.live, r.Ref)
+		}
+		for sub := range w.subs {
+			sub.push(it)
+		}
+		w.mu.Unlock()
+		w.armIdle()
+		return nil
+	}
+	var f protocol.RuntimeResourcePtyDataFrame
+	if err := json.Unmarshal(raw, &f); err != nil {
+		return err
+	}
+	it.body, _ = json.Marshal(f.RuntimeResourcePtyData)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for sub := range w.subs {
+		switch st := sub.ptys[f.Ref]; {
+		case f.Screen && st == ptyAwaiting:
+			sub.ptys[f.Ref] = ptyStreaming
+			sub.push(it)
+		case !f.Screen && st == ptyStreaming:
+			sub.push(it)
+		}
+	}
+	return nil
+}
+
+// setPtyInterest chooses the PTYs whose output a subscription receives.
+// Each newly chosen gets its screen first: the worker's stream carries
+// every PTY some subscription chose, and sends a screen again for one a
+// subscription chooses while others already watch it.
+func (s *Service) setPtyInterest(ctx context.Context, call *server.Call, in *protocol.PtyInterestInput) (protocol.SubscriptionRef, error) {
+	sub, err := subscriptionOf(call, in.SubscriptionID)
+	if err != nil {
+		return protocol.SubscriptionRef{}, err
+	}
+	w := sub.w
+	w.interest.Lock()
+	defer w.interest.Unlock()
+
+	chosen := map[string]bool{}
+	for _, ref := range in.Refs {
+		chosen[ref] = true
+	}
+	w.mu.Lock()
+	var fresh []string
+	for ref := range chosen {
+		if sub.ptys[ref] == 0 || slices.Contains(in.Redraw, ref) {
+			fresh = append(fresh, ref)
+		}
+	}
+	was := maps.Clone(sub.ptys)
+	for ref := range sub.ptys {
+		if !chosen[ref] {
+			delete(sub.ptys, ref)
+		}
+	}
+	for _, ref := range fresh {
+		sub.ptys[ref] = ptyAwaiting
+	}
+	watched := w.watchedLocked()
+	w.mu.Unlock()
+
+	// The worker sends a screen for a PTY its stream did not carry, and
+	// for one carried already that this subscription newly chose.
+	var redraw []string
+	for _, ref := range fresh {
+		if slices.Contains(w.watched, ref) {
+			redraw = append(redraw, ref)
+		}
+	}
+	fwd := protocol.PtyInterestInput{SubscriptionID: w.feedID, Refs: watched, Redraw: redraw}
+	var res protocol.SubscriptionRef
+	if err := w.conn.Request(ctx, protocol.OpSubscriptionPtyInterestSet, fwd, &res); err != nil {
+		w.mu.Lock()
+		sub.ptys = was
+		w.mu.Unlock()
+		return protocol.SubscriptionRef{}, err
+	}
+	w.watched = watched
+	return protocol.SubscriptionRef{SubscriptionID: in.SubscriptionID}, nil
+}
+
+// watchedLocked returns the PTYs some subscription chose, sorted.
+func (w *worker) watchedLocked() []string {
+	set := map[string]bool{}
+	for sub := range w.subs {
+		for ref := range sub.ptys {
+			set[ref] = true
+		}
+	}
+	out := make([]string, 0, len(set))
+	for ref := range set {
+		out = append(out, ref)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// controllerHeld is a PTY controller a client connection acquired: it is
+// released when the connection closes.
+type controllerHeld struct {
+	caller protocol.Caller
+	in     protocol.ControllerRef
+}
+
+// trackController remembers a controller call acquired, and forgets one
+// it released.
+func (s *Service) trackController(call *server.Call, in any, result json.RawMessage) {
+	c, err := clientOf(call)
+	if err != nil {
+		return
+	}
+	switch call.Operation.Name {
+	case protocol.OpRuntimeResourceControllerAcquire:
+		ref := in.(*protocol.ResourceRef)
+		var res protocol.ControllerAcquireResult
+		if json.Unmarshal(result, &res) != nil {
+			return
+		}
+		c.mu.Lock()
+		c.controllers[res.ControllerID] = controllerHeld{call.Caller, protocol.ControllerRef{SessionID: ref.SessionID, Ref: ref.Ref, ControllerID: res.ControllerID}}
+		c.mu.Unlock()
+	case protocol.OpRuntimeResourceControllerRelease:
+		ref := in.(*protocol.ControllerRef)
+		c.mu.Lock()
+		delete(c.controllers, ref.ControllerID)
+		c.mu.Unlock()
+	}
+}
+
+// releaseControllers releases what a closed connection controlled, in the
+// workers that still run: a worker that exited took its PTYs with it.
+func (s *Service) releaseControllers(held []controllerHeld) {
+	for _, h := range held {
+		s.mu.Lock()
+		w := s.workers[h.in.SessionID]
+		s.mu.Unlock()
+		if w == nil {
+			continue
+		}
+		s.wg.Go(func() {
+			select {
+			case <-w.ready:
+			case <-w.exited:
+				return
+			}
+			if w.startErr != nil {
+				return
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := w.conn.RequestFor(ctx, &h.caller, protocol.OpRuntimeResourceControllerRelease, &h.in, nil); err != nil {
+				s.log.Warn("releasing a closed connection's PTY controller", "session", h.in.SessionID, "ref", h.in.Ref, "err", err)
+			}
+		})
+	}
+}

@@ -1,0 +1,279 @@
+package sessions_test
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentd-dev/agentd/client"
+	"github.com/agentd-dev/agentd/internal/agentdtest"
+	"github.com/agentd-dev/agentd/protocol"
+)
+
+// ptyWatch reads one subscription's frames of a PTY: the text it would
+// show, and whether its first frame was the screen.
+type ptyWatch struct {
+	t       *testing.T
+	w       *client.Watcher
+	ref     string
+	text    strings.Builder
+	frames  []protocol.RuntimeResourcePtyData
+	updates []protocol.Resource
+}
+
+// until reads frames until the PTY's output shows want.
+func (p *ptyWatch) until(want string) {
+	p.t.Helper()
+	ctx := agentdtest.Context(p.t)
+	for !strings.Contains(p.text.String(), want) {
+		f, err := p.w.Next(ctx)
+		if err != nil {
+			p.t.Fatalf("waiting for %q (have %q): %v", want, p.text.String(), err)
+		}
+		switch f.Kind {
+		case protocol.KindRuntimeResourcePtyData:
+			var d protocol.RuntimeResourcePtyDataFrame
+			if err := f.Decode(&d); err != nil {
+				p.t.Fatal(err)
+			}
+			if d.Ref != p.ref {
+				p.t.Fatalf("output of %s reached a subscription that chose %s", d.Ref, p.ref)
+			}
+			if n := len(p.frames); n > 0 && d.PtySequence <= p.frames[n-1].PtySequence {
+				p.t.Fatalf("pty sequence %d follows %d", d.PtySequence, p.frames[n-1].PtySequence)
+			}
+			if len(p.frames) == 0 && !d.Screen {
+				p.t.Fatalf("the first frame of %s is not its screen: %+v", p.ref, d.RuntimeResourcePtyData)
+			}
+			if len(p.frames) > 0 && d.Screen {
+				p.t.Fatalf("a second screen of %s reached a subscription that had one", p.ref)
+			}
+			p.frames = append(p.frames, d.RuntimeResourcePtyData)
+			p.text.WriteString(d.Data)
+		case protocol.KindRuntimeResourceUpdate:
+			var u protocol.RuntimeResourceUpdateFrame
+			var r protocol.Resource
+			if err := f.Decode(&u); err != nil || json.Unmarshal(u.Resource, &r) != nil {
+				p.t.Fatalf("an update frame: %s", f.Raw)
+			}
+			p.updates = append(p.updates, r)
+		}
+	}
+}
+
+// watchPTY subscribes c to session id and chooses its PTY ref.
+func watchPTY(t *testing.T, c *client.Conn, id, ref string) *ptyWatch {
+	t.Helper()
+	ctx := agentdtest.Context(t)
+	var open protocol.SubscriptionOpenResult
+	in := protocol.SubscriptionOpenInput{SessionID: id, Transcript: protocol.TranscriptBootstrap{Kind: protocol.TranscriptNone}}
+	if err := c.Request(ctx, protocol.OpSubscriptionOpen, in, &open); err != nil {
+		t.Fatal(err)
+	}
+	w := c.Watch(open.SubscriptionID)
+	t.Cleanup(w.Close)
+	if err := c.Request(ctx, protocol.OpSubscriptionReady, protocol.SubscriptionRef{SubscriptionID: open.SubscriptionID}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Request(ctx, protocol.OpSubscriptionPtyInterestSet, protocol.PtyInterestInput{SubscriptionID: open.SubscriptionID, Refs: []string{ref}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	return &ptyWatch{t: t, w: w, ref: ref}
+}
+
+func wantCode(t *testing.T, err error, code protocol.Code) {
+	t.Helper()
+	var re *client.RemoteError
+	if !errors.As(err, &re) || re.Code != code {
+		t.Fatalf("error %v, want %s", err, code)
+	}
+}
+
+// A PTY one client starts is seen by every client that chooses it, each
+// from its screen as it is then; one client at a time types into it, and
+// its control ends with its connection.
+func TestAPTYIsSeenByEveryClientThatChoosesItAndControlledByOneAtATime(t *testing.T) {
+	h, a, work := newHost(t, time.Hour)
+	ctx := agentdtest.Context(t)
+	var s protocol.Session
+	if err := a.Request(ctx, protocol.OpSessionCreate, protocol.SessionCreateInput{Cwd: work}, &s); err != nil {
+		t.Fatal(err)
+	}
+	var pty protocol.Resource
+	start := protocol.ResourceStartInput{SessionID: s.SessionID, LaunchID: "l1", Command: "stty -echo; echo ready in $PWD; cat", PTY: true, Cols: 60, Rows: 12}
+	if err := a.Request(ctx, protocol.OpRuntimeResourceStart, start, &pty); err != nil {
+		t.Fatal(err)
+	}
+	if pty.Kind != protocol.ResourcePTY || pty.State != protocol.ResourceRunning || pty.Cwd != work {
+		t.Fatalf("started %+v", pty)
+	}
+	var again protocol.Resource
+	if err := a.Request(ctx, protocol.OpRuntimeResourceStart, start, &again); err != nil || again.Ref != pty.Ref {
+		t.Fatalf("a retry of the launch answered %+v, %v", again, err)
+	}
+	wa := watchPTY(t, a, s.SessionID, pty.Ref)
+	wa.until("ready in " + work)
+
+	var ctl protocol.ControllerAcquireResult
+	if err := a.Request(ctx, protocol.OpRuntimeResourceControllerAcquire, protocol.ResourceRef{SessionID: s.SessionID, Ref: pty.Ref}, &ctl); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(ctl.Screen, "ready in") || ctl.NextSequence != 1 {
+		t.Fatalf("acquired %+v", ctl)
+	}
+	control := func(c *client.Conn, seq uint64, data string) error {
+		return c.Request(ctx, protocol.OpRuntimeResourceControllerControl, protocol.ControlInput{
+			SessionID: s.SessionID, Ref: pty.Ref, ControllerID: ctl.ControllerID, Sequence: seq, Data: data,
+		}, nil)
+	}
+	if err := control(a, 1, "first line\n"); err != nil {
+		t.Fatal(err)
+	}
+	wa.until("first line")
+
+	// A second client chooses the PTY later: its first frame is the
+	// screen, with what was typed already; the first client gets no
+	// second screen, only the output that follows.
+	b := h.Connect(t)
+	wb := watchPTY(t, b, s.SessionID, pty.Ref)
+	wb.until("first line")
+	if !wb.frames[0].Screen || !strings.Contains(wb.frames[0].Data, "first line") {
+		t.Fatalf("the second client's first frame: %+v", wb.frames[0])
+	}
+	var other protocol.ControllerAcquireResult
+	err := b.Request(ctx, protocol.OpRuntimeResourceControllerAcquire, protocol.ResourceRef{SessionID: s.SessionID, Ref: pty.Ref}, &other)
+	wantCode(t, err, protocol.CodeOperationConflict)
+	wantCode(t, control(b, 2, "not yours\n"), protocol.CodeOperationConflict)
+
+	if err := control(a, 2, "second line\n"); err != nil {
+		t.Fatal(err)
+	}
+	wa.until("second line")
+	wb.until("second line")
+	if strings.Contains(wb.text.String(), "not yours") {
+		t.Fatal("a client that does not control the PTY wrote to it")
+	}
+
+	// The controlling client goes: its control goes with it.
+	a.Close()
+	deadline := time.Now().Add(agentdtest.Timeout)
+	for {
+		err := b.Request(ctx, protocol.OpRuntimeResourceControllerAcquire, protocol.ResourceRef{SessionID: s.SessionID, Ref: pty.Ref}, &other)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the PTY is still controlled after its controller's connection closed: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond) // the release follows the close
+	}
+
+	// Stopping it reaches its watcher as the resource's state.
+	var stopped protocol.Resource
+	if err := b.Request(ctx, protocol.OpRuntimeResourceStop, protocol.ResourceRef{SessionID: s.SessionID, Ref: pty.Ref}, &stopped); err != nil {
+		t.Fatal(err)
+	}
+	if stopped.State != protocol.ResourceExited {
+		t.Fatalf("stopped %+v", stopped)
+	}
+	for !exitedIn(wb.updates, pty.Ref) {
+		f, err := wb.w.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.Kind == protocol.KindRuntimeResourceUpdate {
+			var u protocol.RuntimeResourceUpdateFrame
+			var r protocol.Resource
+			f.Decode(&u)
+			json.Unmarshal(u.Resource, &r)
+			wb.updates = append(wb.updates, r)
+		}
+	}
+	var list protocol.ResourceQueryResult
+	if err := b.Request(ctx, protocol.OpRuntimeResourceQuery, protocol.ResourceQueryInput{SessionID: s.SessionID}, &list); err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Resources) != 1 || list.Resources[0].State != protocol.ResourceExited {
+		t.Fatalf("listed %+v", list.Resources)
+	}
+}
+
+func exitedIn(rs []protocol.Resource, ref string) bool {
+	for _, r := range rs {
+		if r.Ref == ref && r.State == protocol.ResourceExited {
+			return true
+		}
+	}
+	return false
+}
+
+// Seed 004: mutations of an archived session fail with session_archived and
+// of an unknown session with not_found.
+func TestResourceMutationsOfAnArchivedSessionFailAndOfAnUnknownOneAreNotFound(t *testing.T) {
+	_, c, work := newHost(t, time.Hour)
+	ctx := agentdtest.Context(t)
+	var s protocol.Session
+	if err := c.Request(ctx, protocol.OpSessionCreate, protocol.SessionCreateInput{Cwd: work}, &s); err != nil {
+		t.Fatal(err)
+	}
+	var r protocol.Resource
+	if err := c.Request(ctx, protocol.OpRuntimeResourceStart, protocol.ResourceStartInput{SessionID: s.SessionID, LaunchID: "l1", Command: "sleep 1000"}, &r); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Request(ctx, protocol.OpSessionArchive, protocol.SessionRef{SessionID: s.SessionID}, nil); err != nil {
+		t.Fatal(err)
+	}
+	ref := protocol.ResourceRef{SessionID: s.SessionID, Ref: r.Ref}
+	for _, call := range []struct {
+		op string
+		in any
+	}{
+		{protocol.OpRuntimeResourceStart, protocol.ResourceStartInput{SessionID: s.SessionID, LaunchID: "l2", Command: "true"}},
+		{protocol.OpRuntimeResourceStop, ref},
+		{protocol.OpRuntimeResourceControllerAcquire, ref},
+		{protocol.OpRuntimeResourceControllerControl, protocol.ControlInput{SessionID: s.SessionID, Ref: r.Ref, ControllerID: "ctl-1", Sequence: 1}},
+		{protocol.OpRuntimeResourceControllerRelease, protocol.ControllerRef{SessionID: s.SessionID, Ref: r.Ref, ControllerID: "ctl-1"}},
+	} {
+		wantCode(t, c.Request(ctx, call.op, call.in, nil), protocol.CodeSessionArchived)
+	}
+	// Reading is not a mutation.
+	var list protocol.ResourceQueryResult
+	if err := c.Request(ctx, protocol.OpRuntimeResourceQuery, protocol.ResourceQueryInput{SessionID: s.SessionID}, &list); err != nil {
+		t.Fatal(err)
+	}
+	err := c.Request(ctx, protocol.OpRuntimeResourceStart, protocol.ResourceStartInput{SessionID: "nosuchsession", LaunchID: "l3", Command: "true"}, nil)
+	wantCode(t, err, protocol.CodeNotFound)
+}
+
+// A worker whose session runs a resource is not idle: it stops once the
+// resource has ended, not before.
+func TestARunningResourceKeepsItsWorker(t *testing.T) {
+	h, c, work := newHost(t, 50*time.Millisecond)
+	ctx := agentdtest.Context(t)
+	var s protocol.Session
+	if err := c.Request(ctx, protocol.OpSessionCreate, protocol.SessionCreateInput{Cwd: work}, &s); err != nil {
+		t.Fatal(err)
+	}
+	var r protocol.Resource
+	if err := c.Request(ctx, protocol.OpRuntimeResourceStart, protocol.ResourceStartInput{SessionID: s.SessionID, LaunchID: "l1", Command: "sleep 1000"}, &r); err != nil {
+		t.Fatal(err)
+	}
+	pid := workerPID(t, h.Home, s.SessionID)
+	// Ten idle graces pass with no client watching.
+	timer := time.NewTimer(500 * time.Millisecond)
+	select {
+	case <-timer.C:
+	case <-ctx.Done():
+		t.Fatal(ctx.Err())
+	}
+	if workerGone(h.Home, s.SessionID)() || workerPID(t, h.Home, s.SessionID) != pid {
+		t.Fatal("the worker stopped while its session ran a resource")
+	}
+	if err := c.Request(ctx, protocol.OpRuntimeResourceStop, protocol.ResourceRef{SessionID: s.SessionID, Ref: r.Ref}, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the worker to stop once idle", workerGone(h.Home, s.SessionID))
+}
+

@@ -1,0 +1,165 @@
+package worker
+
+import (
+	"context"
+	"slices"
+
+	"github.com/agentd-dev/agentd/internal/resource"
+	"github.com/agentd-dev/agentd/internal/server"
+	"github.com/agentd-dev/agentd/protocol"
+)
+
+// The session's runtime resources: shell runs and PTYs its clients (and,
+// later, its agent) start. The worker owns them; its subscriptions carry
+// their changes as runtime_resource_update frames, and a PTY's output as
+// runtime_resource_pty_data frames to the subscriptions that chose it.
+//
+// Lock order: the resource Manager's locks before session.mu. The Manager
+// calls back into the session (admit, resourceChanged, ptyOutput) with its
+// locks held, so the session never calls the Manager while holding mu.
+
+// newResources returns the session's resource Manager, its output logs in
+// dir.
+func (s *session) newResources(dir string, env []string) *resource.Manager {
+	return resource.New(resource.Config{
+		SessionID: s.id, Dir: dir, Env: env, Logger: s.logger,
+		Admit: s.admitResource, OnUpdate: s.resourceChanged, OnOutput: s.ptyOutput,
+	})
+}
+
+// admitResource answers the directory a resource starts in, read with the
+// session's header: an archived session starts nothing.
+func (s *session) admitResource() (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.header.Archived {
+		return "", protocol.Errorf(protocol.CodeSessionArchived, "session %s is archived: `agentd unarchive %s` makes it usable again", s.id, s.id)
+	}
+	return s.header.Cwd, nil
+}
+
+// resourceChanged tells every subscription of a resource's new state.
+func (s *session) resourceChanged(r protocol.Resource) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.deliverLocked(func() *pendingDelta { return &pendingDelta{kind: itemResource, res: r} }, nil)
+	if r.State == protocol.ResourceExited && s.checkIdle != nil {
+		go s.checkIdle() // the worker may be idle now
+	}
+}
+
+// ptyOutput passes a PTY's output to the subscriptions that chose it.
+func (s *session) ptyOutput(ref string, seq uint64, data string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.deliverLocked(func() *pendingDelta { return ptyItem(ref, seq, data, false) },
+		func(sub *subscription) bool { return sub.watches(ref) })
+}
+
+func ptyItem(ref string, seq uint64, data string, screen bool) *pendingDelta {
+	p := &pendingDelta{kind: itemPTY, ref: ref, ptySeq: seq, screen: screen}
+	p.output.WriteString(data)
+	return p
+}
+
+func (s *session) queryResources(_ context.Context, _ *server.Call, in *protocol.ResourceQueryInput) (protocol.ResourceQueryResult, error) {
+	if err := s.checkSession(in.SessionID); err != nil {
+		return protocol.ResourceQueryResult{}, err
+	}
+	return s.res.Query(*in)
+}
+
+func (s *session) startResource(_ context.Context, _ *server.Call, in *protocol.ResourceStartInput) (protocol.Resource, error) {
+	if err := s.checkSession(in.SessionID); err != nil {
+		return protocol.Resource{}, err
+	}
+	return s.res.Start(resource.StartInput{LaunchID: in.LaunchID, Command: in.Command, PTY: in.PTY, Cols: in.Cols, Rows: in.Rows})
+}
+
+func (s *session) stopResource(_ context.Context, _ *server.Call, in *protocol.ResourceRef) (protocol.Resource, error) {
+	if err := s.checkSession(in.SessionID); err != nil {
+		return protocol.Resource{}, err
+	}
+	return s.res.Stop(in.Ref)
+}
+
+// A PTY's controller is the end client's connection, as the host names it.
+
+func (s *session) acquireController(_ context.Context, call *server.Call, in *protocol.ResourceRef) (protocol.ControllerAcquireResult, error) {
+	if err := s.checkSession(in.SessionID); err != nil {
+		return protocol.ControllerAcquireResult{}, err
+	}
+	return s.res.Acquire(call.Caller.ConnectionID, in.Ref)
+}
+
+func (s *session) controlController(_ context.Context, call *server.Call, in *protocol.ControlInput) (protocol.ControlResult, error) {
+	if err := s.checkSession(in.SessionID); err != nil {
+		return protocol.ControlResult{}, err
+	}
+	return s.res.Control(call.Caller.ConnectionID, *in)
+}
+
+func (s *session) releaseController(_ context.Context, call *server.Call, in *protocol.ControllerRef) (protocol.ResourceRef, error) {
+	if err := s.checkSession(in.SessionID); err != nil {
+		return protocol.ResourceRef{}, err
+	}
+	return protocol.ResourceRef{SessionID: in.SessionID, Ref: in.Ref}, s.res.Release(call.Caller.ConnectionID, in.Ref, in.ControllerID)
+}
+
+// setPtyInterest chooses the PTYs whose output a subscription carries.
+// Each PTY newly chosen, or named in Redraw, first gets its screen as it is
+// now, marked as one, then its output from there on.
+func (s *session) setPtyInterest(_ context.Context, _ *server.Call, in *protocol.PtyInterestInput) (protocol.SubscriptionRef, error) {
+	s.mu.Lock()
+	sub, ok := s.subs[in.SubscriptionID]
+	s.mu.Unlock()
+	if !ok {
+		return protocol.SubscriptionRef{}, protocol.Errorf(protocol.CodeNotFound, "no subscription %q", in.SubscriptionID)
+	}
+	chosen := map[string]bool{}
+	for _, ref := range in.Refs {
+		chosen[ref] = true
+	}
+	for _, ref := range in.Redraw {
+		if !chosen[ref] {
+			return protocol.SubscriptionRef{}, protocol.InvalidField("input.redraw", "names %s, which input.refs does not", ref)
+		}
+	}
+	for ref := range chosen {
+		r, err := s.res.Get(ref)
+		if err != nil {
+			return protocol.SubscriptionRef{}, err
+		}
+		if r.Kind != protocol.ResourcePTY {
+			return protocol.SubscriptionRef{}, protocol.InvalidField("input.refs", "%s is a shell run: only a PTY's output streams", ref)
+		}
+	}
+	s.mu.Lock()
+	for ref := range sub.ptys {
+		if !chosen[ref] {
+			delete(sub.ptys, ref)
+		}
+	}
+	s.mu.Unlock()
+	for _, ref := range in.Refs {
+		s.mu.Lock()
+		known := sub.ptys[ref]
+		s.mu.Unlock()
+		if known && !slices.Contains(in.Redraw, ref) {
+			continue
+		}
+		// The screen is queued with the PTY's output held back, so the
+		// output after it follows it, none missing.
+		err := s.res.Screen(ref, func(screen string, seq uint64) {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			sub.ptys[ref] = true
+			s.deliverLocked(func() *pendingDelta { return ptyItem(ref, seq, screen, true) },
+				func(other *subscription) bool { return other == sub })
+		})
+		if err != nil {
+			return protocol.SubscriptionRef{}, err
+		}
+	}
+	return protocol.SubscriptionRef{SubscriptionID: in.SubscriptionID}, nil
+}
