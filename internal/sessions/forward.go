@@ -65,9 +65,25 @@ func (s *Service) forwardCall(ctx context.Context, call *server.Call, command bo
 	field.SetString(h.ID)
 	res, err := forward[json.RawMessage](ctx, s, h, &call.Caller, call.Operation.Name, in)
 	if err == nil {
+		s.keepRequested(in)
 		s.trackController(call, in, res)
 	}
 	return res, err
+}
+
+// keepRequested records in the catalog a setting a command the worker
+// carried out changed, before the client hears it did: the worker's
+// session_changed says so too, but a worker that dies at once must not
+// take the change with it.
+func (s *Service) keepRequested(in any) {
+	switch in := in.(type) {
+	case *protocol.TurnStartInput:
+		if in.Approval != "" {
+			s.keepSettings(protocol.Session{SessionID: in.SessionID, Approval: in.Approval})
+		}
+	case *protocol.ThinkingSetInput:
+		s.keepSettings(protocol.Session{SessionID: in.SessionID, Thinking: in.Level})
+	}
 }
 
 // authorize checks that call's client may act on the session: for now
