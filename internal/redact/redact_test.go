@@ -31,7 +31,7 @@ func TestStringRemovesPlantedSecrets(t *testing.T) {
 }
 
 func TestStringKeepsOrdinaryText(t *testing.T) {
-	for _, s := range []string{"connection closed", "turn.query failed: not_found", "state=ready pid=42", "max_tokens: 8192 is too large"} {
+	for _, s := range []string{"connection closed", "turn.query failed: not_found", "state=ready pid=42", "max_tokens: 8192 is too large", "wait... then **bold** text", "task-list... done", "2 * 3 = 6"} {
 		if got := String(s); got != s {
 			t.Errorf("String(%q) = %q", s, got)
 		}
@@ -48,5 +48,37 @@ func TestHandlerRedactsMessagesAndAttributes(t *testing.T) {
 		if strings.Contains(out, secret) {
 			t.Fatalf("log line holds %q: %s", secret, out)
 		}
+	}
+}
+
+func TestStringRemovesMaskedKeysAServiceEchoes(t *testing.T) {
+	cases := []struct{ in, tail string }{
+		{"Incorrect API key provided: sk-proj-abc1********************************wxyz. You can find your API key at …", "wxyz"},
+		{"invalid key sk-...Q7rT", "Q7rT"},
+		{"key ending in ************9f3e was revoked", "9f3e"},
+	}
+	for _, c := range cases {
+		got := String(c.in)
+		if strings.Contains(got, c.tail) || !strings.Contains(got, Marker) {
+			t.Errorf("String(%q) = %q: the key's tail %q is still there", c.in, got, c.tail)
+		}
+	}
+}
+
+func TestRegisteredSecretsAndTheirTailsAreRemoved(t *testing.T) {
+	const key = "Zq81xLmNoPqrStUv42kk" // no known key shape
+	Register(key)
+	Register("short") // too short to register: ordinary words stay
+	for _, in := range []string{
+		"the key " + key + " failed",
+		"unauthorized: key …UvZ" + key[len(key)-8:] + " is not valid",
+	} {
+		got := String(in)
+		if strings.Contains(got, key[len(key)-minSuffix:]) || !strings.Contains(got, Marker) {
+			t.Errorf("String(%q) = %q: the registered key or its tail is still there", in, got)
+		}
+	}
+	if got := String("a short answer"); got != "a short answer" {
+		t.Errorf("a secret below the minimum was registered: %q", got)
 	}
 }
