@@ -27,6 +27,9 @@ var (
 	// ErrNotConfigured is returned when a spec names a provider that lacks
 	// its configuration (an API key).
 	ErrNotConfigured = errors.New("provider is not configured")
+	// ErrUnknownModel is returned when a spec names a model its provider
+	// does not list and the provider serves only the models it lists.
+	ErrUnknownModel = errors.New("unknown model")
 )
 
 // UnknownProviderError is returned when a spec names no registered provider.
@@ -86,6 +89,22 @@ func (e *NotConfiguredError) Error() string {
 
 // Is reports whether target is ErrNotConfigured.
 func (e *NotConfiguredError) Is(target error) bool { return target == ErrNotConfigured }
+
+// UnknownModelError is returned when a spec names a model its provider does
+// not list, and the provider serves only those it lists.
+type UnknownModelError struct {
+	Provider string
+	Model    string
+	// Models are the provider's models.
+	Models []string
+}
+
+func (e *UnknownModelError) Error() string {
+	return fmt.Sprintf("%s has no model %q (its models: %s)", e.Provider, e.Model, strings.Join(e.Models, ", "))
+}
+
+// Is reports whether target is ErrUnknownModel.
+func (e *UnknownModelError) Is(target error) bool { return target == ErrUnknownModel }
 
 // RetryAfterError is a provider failure that carries how long the service
 // asked callers to wait before trying again (an HTTP retry-after). It

@@ -1,6 +1,7 @@
 // Package provider holds the model providers behind llm.Provider, registered
 // explicitly: a Registry that resolves "provider/model" specs, the retry
-// policy every remote provider runs under (WithRetry), and the mapping of a
+// policy every remote provider runs under (WithRetry), providers whose API
+// key may change while the program runs (Keyed), and the mapping of a
 // service's HTTP failures to *llm.ProviderError shared by the providers in
 // the packages below it (faux, anthropic, openai).
 //
@@ -10,6 +11,7 @@ package provider
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -28,6 +30,22 @@ type Configurable interface {
 	ConfigEnv() string
 }
 
+// AnyModel is implemented by a provider that may serve models it does not
+// list: an OpenAI-compatible server at a base URL serves whatever it has.
+type AnyModel interface {
+	// AnyModel reports whether a model the provider does not list may be
+	// asked for.
+	AnyModel() bool
+}
+
+// KeySourcer is implemented by a provider that can say where its API key
+// comes from (see Keyed).
+type KeySourcer interface {
+	// KeySource returns where the key in use comes from, "" when there is
+	// none.
+	KeySource() string
+}
+
 // Info describes a registered provider for a model listing.
 type Info struct {
 	Name string `json:"name"`
@@ -39,6 +57,12 @@ type Info struct {
 	// Env names the environment variable that configures the provider;
 	// empty for a provider that needs nothing.
 	Env string `json:"env,omitempty"`
+	// Source says where the provider's API key comes from (SourceEnv,
+	// SourceFile); empty when it has none or needs none.
+	Source string `json:"source,omitempty"`
+	// AnyModel reports whether the provider accepts models it does not
+	// list.
+	AnyModel bool `json:"anyModel,omitempty"`
 }
 
 // Registry holds the providers a program registered, in registration order.
@@ -94,10 +118,13 @@ func (r *Registry) Available() []Info {
 	defer r.mu.Unlock()
 	infos := make([]Info, 0, len(r.providers))
 	for _, p := range r.providers {
-		info := Info{Name: p.Name(), Models: p.Models(), Configured: true}
+		info := Info{Name: p.Name(), Models: p.Models(), Configured: true, AnyModel: anyModel(p)}
 		if c, ok := p.(Configurable); ok {
 			info.Configured = c.Configured()
 			info.Env = c.ConfigEnv()
+		}
+		if k, ok := p.(KeySourcer); ok {
+			info.Source = k.KeySource()
 		}
 		infos = append(infos, info)
 	}
@@ -154,9 +181,9 @@ func (r *Registry) Lookup(spec string) (llm.Provider, string, error) {
 // Resolve finds the provider and model a "provider/model" spec names, ready
 // to call. The model is everything after the first slash, so
 // "openai/meta-llama/Llama-3.1-8B" names the model "meta-llama/Llama-3.1-8B".
-// A model the provider does not list is passed through: the service decides.
-// Its errors are *UnknownProviderError, *ModelRequiredError and
-// *NotConfiguredError.
+// The model must be one the provider lists, unless the provider serves any
+// (AnyModel). Its errors are *UnknownProviderError, *ModelRequiredError,
+// *NotConfiguredError and *UnknownModelError.
 func (r *Registry) Resolve(spec string) (llm.Provider, string, error) {
 	p, model, err := r.Lookup(spec)
 	if err != nil {
@@ -165,7 +192,24 @@ func (r *Registry) Resolve(spec string) (llm.Provider, string, error) {
 	if c, ok := p.(Configurable); ok && !c.Configured() {
 		return nil, "", &NotConfiguredError{Provider: p.Name(), Env: c.ConfigEnv()}
 	}
+	if models := p.Models(); !slices.Contains(models, model) && !anyModel(p) {
+		return nil, "", &UnknownModelError{Provider: p.Name(), Model: model, Models: models}
+	}
 	return p, model, nil
+}
+
+// KeyEnvs returns the environment variables that hold the registered
+// providers' keys, in registration order.
+func (r *Registry) KeyEnvs() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var envs []string
+	for _, p := range r.providers {
+		if c, ok := p.(Configurable); ok && c.ConfigEnv() != "" {
+			envs = append(envs, c.ConfigEnv())
+		}
+	}
+	return envs
 }
 
 // SplitSpec splits "provider/model" at its first slash, trimming spaces. A
@@ -190,6 +234,11 @@ func (r *Registry) namesLocked() []string {
 		names = append(names, p.Name())
 	}
 	return names
+}
+
+func anyModel(p llm.Provider) bool {
+	a, ok := p.(AnyModel)
+	return ok && a.AnyModel()
 }
 
 func configured(p llm.Provider) bool {

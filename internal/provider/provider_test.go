@@ -71,7 +71,6 @@ func TestResolveNamesProviderAndModel(t *testing.T) {
 	for _, tc := range []struct{ spec, provider, model string }{
 		{"anthropic/claude-sonnet-4-5", "anthropic", "claude-sonnet-4-5"},
 		{" faux/echo ", "faux", "echo"},
-		{"anthropic/claude-not-listed", "anthropic", "claude-not-listed"},
 	} {
 		p, model, err := reg.Resolve(tc.spec)
 		if err != nil {
@@ -84,15 +83,42 @@ func TestResolveNamesProviderAndModel(t *testing.T) {
 	}
 }
 
+// anyModel is a stub serving any model, as an OpenAI-compatible server does.
+type anyModel struct{ *stub }
+
+func (anyModel) AnyModel() bool { return true }
+
 func TestAModelMayHoldSlashes(t *testing.T) {
-	reg := registry("")
-	reg2 := provider.NewRegistry()
-	reg2.Register(&stub{name: "local", models: []string{"x"}})
-	p, model, err := reg2.Resolve("local/meta-llama/Llama-3.1-8B")
+	reg := provider.NewRegistry()
+	reg.Register(anyModel{&stub{name: "local", models: []string{"x"}}})
+	p, model, err := reg.Resolve("local/meta-llama/Llama-3.1-8B")
 	if err != nil || p.Name() != "local" || model != "meta-llama/Llama-3.1-8B" {
 		t.Errorf("Resolve = %v, %q, %v", p, model, err)
 	}
-	_ = reg
+}
+
+func TestResolveRefusesAModelTheProviderDoesNotList(t *testing.T) {
+	reg := registry("k")
+	for _, spec := range []string{"faux/nosuch", "anthropic/claude-not-listed"} {
+		_, _, err := reg.Resolve(spec)
+		var um *provider.UnknownModelError
+		if !errors.Is(err, provider.ErrUnknownModel) || !errors.As(err, &um) {
+			t.Errorf("Resolve(%q) = %v, want ErrUnknownModel", spec, err)
+			continue
+		}
+		if !strings.Contains(err.Error(), "its models: ") || !strings.Contains(err.Error(), um.Models[0]) {
+			t.Errorf("Resolve(%q) = %q: does not list the provider's models", spec, err)
+		}
+	}
+	// A provider that serves any model takes one it does not list.
+	wide := provider.NewRegistry()
+	wide.Register(provider.WithRetry(anyModel{&stub{name: "openai", models: []string{"gpt-5"}}}, provider.DefaultRetryPolicy()))
+	if _, model, err := wide.Resolve("openai/llama3.1"); err != nil || model != "llama3.1" {
+		t.Errorf("an any-model provider: %q %v", model, err)
+	}
+	if !wide.Available()[0].AnyModel {
+		t.Errorf("Available does not say the provider serves any model")
+	}
 }
 
 func TestResolveRejectsBadSpecsClearly(t *testing.T) {

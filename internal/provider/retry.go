@@ -71,7 +71,8 @@ func (e *RetryError) Unwrap() error { return e.Err }
 // A failure after more than one attempt is a *RetryError naming the count;
 // a first failure that is not retryable (a 401) is returned as it is.
 //
-// The returned provider keeps p's Configurable answers.
+// The returned provider keeps p's Configurable, AnyModel and KeySourcer
+// answers.
 func WithRetry(p llm.Provider, policy RetryPolicy) llm.Provider {
 	if policy.Attempts < 1 {
 		policy.Attempts = 1
@@ -98,6 +99,18 @@ func (r *retrying) Configured() bool { return configured(r.inner) }
 func (r *retrying) ConfigEnv() string {
 	if c, ok := r.inner.(Configurable); ok {
 		return c.ConfigEnv()
+	}
+	return ""
+}
+
+// AnyModel reports whether the wrapped provider serves models it does not
+// list.
+func (r *retrying) AnyModel() bool { return anyModel(r.inner) }
+
+// KeySource says where the wrapped provider's key comes from.
+func (r *retrying) KeySource() string {
+	if k, ok := r.inner.(KeySourcer); ok {
+		return k.KeySource()
 	}
 	return ""
 }

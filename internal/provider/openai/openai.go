@@ -53,6 +53,7 @@ var models = []string{"gpt-5", "gpt-5-mini", "gpt-4.1", "o4-mini"}
 var (
 	_ llm.Provider          = (*Provider)(nil)
 	_ provider.Configurable = (*Provider)(nil)
+	_ provider.AnyModel     = (*Provider)(nil)
 )
 
 // Config configures the provider.
@@ -115,6 +116,10 @@ func (p *Provider) Configured() bool { return p.configured }
 
 // ConfigEnv returns OPENAI_API_KEY.
 func (p *Provider) ConfigEnv() string { return APIKeyEnv }
+
+// AnyModel reports whether the provider talks to a server at a base URL
+// other than OpenAI's, which may serve any model name.
+func (p *Provider) AnyModel() bool { return !p.official }
 
 // ReasoningEffort returns the reasoning_effort sent for a model at a
 // thinking level, "" when none is sent.
