@@ -31,6 +31,7 @@ var arrows = map[string][]string{
 	"internal/agentdtest":            {"client", "internal/host", "internal/server", "protocol"},
 	"internal/atomicfile":            {},
 	"internal/catalog":               {"internal/atomicfile", "protocol"},
+	"internal/credentials":           {"internal/atomicfile"},
 	"internal/home":                  {"internal/atomicfile", "protocol"},
 	"internal/host":                  {"internal/home", "internal/server", "protocol"},
 	"internal/llm":                   {},
@@ -51,7 +52,7 @@ var arrows = map[string][]string{
 	"internal/version":               {},
 	"internal/worker":                {"internal/agent", "internal/atomicfile", "internal/llm", "internal/resource", "internal/server", "internal/tools", "internal/transcript", "protocol"},
 	"internal/cli": {
-		"client", "internal/host", "internal/provider", "internal/provider/anthropic", "internal/provider/faux",
+		"client", "internal/credentials", "internal/host", "internal/llm", "internal/provider", "internal/provider/anthropic", "internal/provider/faux",
 		"internal/provider/openai", "internal/redact", "internal/sessions", "internal/tools", "internal/transcript",
 		"internal/tui", "internal/version", "internal/worker", "protocol",
 	},

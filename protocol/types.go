@@ -40,6 +40,8 @@ type HostStatus struct {
 	// LogFile is the file the host logs to; empty when it logs to its
 	// standard error.
 	LogFile string `json:"logFile,omitempty"`
+	// Providers are the host's model providers, configured or not.
+	Providers []ProviderStatus `json:"providers,omitempty"`
 }
 
 // DiagnosticsQueryInput is the input of host.diagnostics.query.
@@ -425,12 +427,45 @@ type ModelsListInput struct{}
 type Model struct {
 	Provider string `json:"provider"`
 	ModelID  string `json:"modelId"`
+	// Unavailable says why the model cannot run now, and what to do about
+	// it; empty when it can.
+	Unavailable string `json:"unavailable,omitempty"`
 }
 
 // ModelsListResult is the result of models.list.
 type ModelsListResult struct {
 	Models  []Model `json:"models"`
 	Default *Model  `json:"default"`
+	// Providers are the host's model providers, configured or not.
+	Providers []ProviderStatus `json:"providers,omitempty"`
+}
+
+// Where a provider's API key comes from (ProviderStatus.KeySource).
+const (
+	// KeySourceEnvironment is a key in the host's environment.
+	KeySourceEnvironment = "environment"
+	// KeySourceFile is a key in the home's credentials file.
+	KeySourceFile = "credentials file"
+)
+
+// ProviderStatus says whether a model provider can be called and where
+// its API key comes from. It never carries a key.
+type ProviderStatus struct {
+	Name       string `json:"name"`
+	Configured bool   `json:"configured"`
+	// KeySource is where the key in use comes from: KeySourceEnvironment
+	// or KeySourceFile; empty when the provider has none (it needs none,
+	// or talks to a server at a base URL without one).
+	KeySource string `json:"keySource,omitempty"`
+	// KeyEnv is the environment variable the provider's key is read from;
+	// empty for a provider that takes no key.
+	KeyEnv string `json:"keyEnv,omitempty"`
+	// AnyModel is set when the provider accepts models it does not list
+	// (an OpenAI-compatible server at a base URL).
+	AnyModel bool `json:"anyModel,omitempty"`
+	// Unavailable says why the provider cannot be called, and what to do
+	// about it; empty when it is configured.
+	Unavailable string `json:"unavailable,omitempty"`
 }
 
 // ModelsSelectInput is the input of models.select. Without a session it

@@ -54,6 +54,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if err == nil {
 		return exitOK
 	}
+	err = hostLacksKey(err)
 	code := exitFailure
 	if isUsage(cmd, err) {
 		code = exitUsage
@@ -96,6 +97,7 @@ func newRoot(e *env) *cobra.Command {
 		newUnarchiveCmd(e),
 		newRmCmd(e),
 		newModelsCmd(e),
+		newAuthCmd(e),
 		newAnswerCmd(e),
 		newWorkerCmd(e),
 	)

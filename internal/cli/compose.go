@@ -1,64 +1,164 @@
 package cli
 
 import (
+	"errors"
+	"fmt"
+	"maps"
 	"os"
+	"slices"
+	"strings"
 
+	"github.com/agentd-dev/agentd/client"
+	"github.com/agentd-dev/agentd/internal/credentials"
+	"github.com/agentd-dev/agentd/internal/llm"
 	"github.com/agentd-dev/agentd/internal/provider"
 	"github.com/agentd-dev/agentd/internal/provider/anthropic"
 	"github.com/agentd-dev/agentd/internal/provider/faux"
 	"github.com/agentd-dev/agentd/internal/provider/openai"
+	"github.com/agentd-dev/agentd/internal/redact"
 	"github.com/agentd-dev/agentd/protocol"
 )
 
 // EnvFauxScript scripts the built-in offline model from a file.
 const EnvFauxScript = "AGENTD_FAUX_SCRIPT"
 
+// keyEnvs maps each provider that takes an API key to the environment
+// variable it is read from.
+var keyEnvs = map[string]string{
+	anthropic.Name: anthropic.APIKeyEnv,
+	openai.Name:    openai.APIKeyEnv,
+}
+
+// keyring is where the providers' keys come from: the home's credentials
+// file, read again whenever it changes, and otherwise the environment the
+// process started with. A stored key wins: it is the one a person can
+// change without restarting the host.
+type keyring struct {
+	env  map[string]string  // constant: provider → key from the environment
+	file *credentials.Store // constant
+}
+
+func newKeyring(home string) *keyring {
+	k := &keyring{env: map[string]string{}, file: credentials.NewStore(home)}
+	for name, v := range keyEnvs {
+		if key := os.Getenv(v); key != "" {
+			k.env[name] = key
+			redact.Register(key)
+		}
+	}
+	return k
+}
+
+// Key returns the key of the provider named name and where it comes from.
+func (k *keyring) Key(name string) (string, string) {
+	if key := k.file.Key(name); key != "" {
+		redact.Register(key)
+		return key, provider.SourceFile
+	}
+	if key := k.env[name]; key != "" {
+		return key, provider.SourceEnv
+	}
+	return "", ""
+}
+
+// toolEnv is the environment the agent's tools run commands with: this
+// process's, without the providers' key variables, any variable the
+// credentials file names a provider of, and any variable whose value is
+// a key in use.
+func (k *keyring) toolEnv() []string {
+	drop := map[string]bool{}
+	for _, v := range keyEnvs {
+		drop[v] = true
+	}
+	keys := map[string]bool{}
+	for _, key := range k.env {
+		keys[key] = true
+	}
+	f, _ := k.file.Current()
+	for name, key := range f.Keys {
+		keys[key] = true
+		drop[strings.ToUpper(strings.ReplaceAll(name, "-", "_"))+"_API_KEY"] = true
+	}
+	var env []string
+	for _, kv := range os.Environ() {
+		name, value, _ := strings.Cut(kv, "=")
+		if drop[name] || keys[value] {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return env
+}
+
 // providers registers the model providers, explicitly, configured from
-// the environment.
-func providers() (*provider.Registry, error) {
+// the environment and, for their keys, from home's credentials file.
+func providers(home string) (*provider.Registry, *keyring, error) {
 	reg := provider.NewRegistry()
 	f, err := faux.New(faux.Config{ScriptPath: os.Getenv(EnvFauxScript)})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	reg.Register(f)
+	keys := newKeyring(home)
 	retry := provider.DefaultRetryPolicy()
-	reg.Register(provider.WithRetry(anthropic.New(anthropic.Config{
-		APIKey: os.Getenv("ANTHROPIC_API_KEY"), BaseURL: os.Getenv("ANTHROPIC_BASE_URL"),
+	anthropicURL := os.Getenv(anthropic.BaseURLEnv)
+	reg.Register(provider.WithRetry(provider.Keyed(anthropic.Name, anthropic.APIKeyEnv, keys, func(key string) llm.Provider {
+		return anthropic.New(anthropic.Config{APIKey: key, BaseURL: anthropicURL})
 	}), retry))
-	reg.Register(provider.WithRetry(openai.New(openai.Config{
-		APIKey: os.Getenv("OPENAI_API_KEY"), BaseURL: os.Getenv("OPENAI_BASE_URL"),
+	openaiURL := os.Getenv(openai.BaseURLEnv)
+	reg.Register(provider.WithRetry(provider.Keyed(openai.Name, openai.APIKeyEnv, keys, func(key string) llm.Provider {
+		return openai.New(openai.Config{APIKey: key, BaseURL: openaiURL})
 	}), retry))
-	return reg, nil
+	return reg, keys, nil
 }
 
-// models adapts the registry to what the host's session service asks.
+// models adapts the registry to what the host's session service and the
+// worker ask, saying in each refusal what a person can do about it.
 type models struct {
 	reg *provider.Registry
 	def string // the host's default model; the registry's when empty
 }
 
+// Available lists every registered provider's models, those that cannot
+// run now saying why.
 func (m models) Available() []protocol.Model {
 	var out []protocol.Model
 	for _, info := range m.reg.Available() {
+		why := ""
 		if !info.Configured {
-			continue
+			why = notConfigured(info.Name, info.Env)
 		}
 		for _, id := range info.Models {
-			out = append(out, protocol.Model{Provider: info.Name, ModelID: id})
+			out = append(out, protocol.Model{Provider: info.Name, ModelID: id, Unavailable: why})
 		}
 	}
 	return out
 }
 
+// Providers reports every registered provider.
+func (m models) Providers() []protocol.ProviderStatus {
+	var out []protocol.ProviderStatus
+	for _, info := range m.reg.Available() {
+		st := protocol.ProviderStatus{Name: info.Name, Configured: info.Configured, KeySource: info.Source, KeyEnv: info.Env, AnyModel: info.AnyModel}
+		if !info.Configured {
+			st.Unavailable = notConfigured(info.Name, info.Env)
+		}
+		out = append(out, st)
+	}
+	return out
+}
+
 func (m models) Check(spec string) error {
-	_, _, err := m.reg.Lookup(spec)
+	_, _, err := m.Resolve(spec)
 	return err
 }
 
-func (m models) Ready(spec string) error {
-	_, _, err := m.reg.Resolve(spec)
-	return err
+func (m models) Ready(spec string) error { return m.Check(spec) }
+
+// Resolve finds the provider and model of spec, ready to call.
+func (m models) Resolve(spec string) (llm.Provider, string, error) {
+	p, model, err := m.reg.Resolve(spec)
+	return p, model, explainModel(err)
 }
 
 func (m models) Default() string {
@@ -66,4 +166,64 @@ func (m models) Default() string {
 		return m.def
 	}
 	return m.reg.Default()
+}
+
+// explainModel adds to a refused model what a person can do about it.
+func explainModel(err error) error {
+	var nc *provider.NotConfiguredError
+	var um *provider.UnknownModelError
+	switch {
+	case errors.As(err, &nc):
+		return &explained{msg: notConfigured(nc.Provider, nc.Env), err: err}
+	case errors.As(err, &um):
+		return fmt.Errorf("%w: choose one of those (`agentd models` lists them)", err)
+	}
+	return err
+}
+
+// explained is an error with a message that says more than its cause's.
+type explained struct {
+	msg string
+	err error
+}
+
+func (e *explained) Error() string { return e.msg }
+func (e *explained) Unwrap() error { return e.err }
+
+// notConfigured says that a provider has no key, and how to give it one.
+func notConfigured(name, env string) string {
+	if env == "" {
+		return name + " is not configured"
+	}
+	msg := fmt.Sprintf("%s is not configured: the host has no %s key; store one with `agentd auth set %s` (the running host uses it at once), or set %s and restart the host (`agentd shutdown`)", name, name, name, env)
+	if name == openai.Name {
+		msg += "; for a compatible local server, set " + openai.BaseURLEnv + " instead"
+	}
+	return msg
+}
+
+// hostLacksKey rewrites the refusal of a provider that is not configured
+// when this process's environment has the provider's key: the running
+// host was started without it, and the user has just set it. The message
+// names both ways out; the error keeps its code.
+func hostLacksKey(err error) error {
+	if err == nil {
+		return nil
+	}
+	for _, name := range slices.Sorted(maps.Keys(keyEnvs)) {
+		env := keyEnvs[name]
+		if !strings.Contains(err.Error(), name+" is not configured") || os.Getenv(env) == "" {
+			continue
+		}
+		msg := fmt.Sprintf("%s is set here, but the running host started without it and has no %s key. "+
+			"Either store the key for the running host with `agentd auth set %s` (it reads the key from standard input), "+
+			"or stop the host with `agentd shutdown` and run this again, so that a new host starts with this environment", env, name, name)
+		var re *client.RemoteError
+		if errors.As(err, &re) {
+			re.Message = msg
+			return err
+		}
+		return errors.New(msg)
+	}
+	return err
 }

@@ -55,7 +55,7 @@ func newHostCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			reg, err := providers()
+			reg, _, err := providers(act.Home)
 			if err != nil {
 				return err
 			}

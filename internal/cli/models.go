@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"io"
 
 	"github.com/spf13/cobra"
 
@@ -14,7 +15,7 @@ func newModelsCmd(e *env) *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "models",
-		Short: "List the configured providers' models, or select one.",
+		Short: "List the models, marking the default (*) and those that cannot run, or select one.",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return withHost(cmd, func(ctx context.Context, c *client.Conn) error {
@@ -25,13 +26,7 @@ func newModelsCmd(e *env) *cobra.Command {
 				if asJSON {
 					return writeJSON(e.stdout, res)
 				}
-				for _, m := range res.Models {
-					mark := " "
-					if res.Default != nil && *res.Default == m {
-						mark = "*"
-					}
-					fmt.Fprintf(e.stdout, "%s %s/%s\n", mark, m.Provider, m.ModelID)
-				}
+				printModels(e.stdout, res)
 				return nil
 			})
 		},
@@ -40,7 +35,7 @@ func newModelsCmd(e *env) *cobra.Command {
 	var session string
 	sel := &cobra.Command{
 		Use:   "select PROVIDER/MODEL",
-		Short: "Select the model of a session (--session) or of new sessions.",
+		Short: "Select the model of new sessions, or of one session alone (--session).",
 		Args:  exactArgs(1, "PROVIDER/MODEL"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return withHost(cmd, func(ctx context.Context, c *client.Conn) error {
@@ -76,4 +71,38 @@ func newModelsCmd(e *env) *cobra.Command {
 	thinking.Flags().StringVar(&thinkingSession, "session", "", "the session")
 	cmd.AddCommand(sel, thinking)
 	return cmd
+}
+
+// printModels lists every model, "*" marking the default for new sessions
+// and a model that cannot run saying why; then, once per provider, what to
+// do about it.
+func printModels(w io.Writer, res protocol.ModelsListResult) {
+	spec := func(m protocol.Model) string { return m.Provider + "/" + m.ModelID }
+	def := ""
+	if res.Default != nil {
+		def = spec(*res.Default)
+	}
+	tw := newTable(w)
+	listed := false
+	for _, m := range res.Models {
+		mark := " "
+		if spec(m) == def {
+			mark, listed = "*", true
+		}
+		if m.Unavailable != "" {
+			fmt.Fprintf(tw, "%s %s\tcannot run: %s has no key\n", mark, spec(m), m.Provider)
+		} else {
+			fmt.Fprintf(tw, "%s %s\n", mark, spec(m))
+		}
+	}
+	if def != "" && !listed {
+		// A model its provider does not list, on a server that serves any.
+		fmt.Fprintf(tw, "* %s\n", def)
+	}
+	tw.Flush()
+	for _, p := range res.Providers {
+		if p.Unavailable != "" {
+			fmt.Fprintf(w, "%s\n", p.Unavailable)
+		}
+	}
 }

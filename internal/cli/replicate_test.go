@@ -161,7 +161,12 @@ func TestModelsServiceAcrossConcurrentClients(t *testing.T) {
 	if fauxModels == 0 {
 		t.Fatalf("models %+v lack faux", list.Models)
 	}
-	chosen := "faux/" + list.Models[len(list.Models)-1].ModelID
+	var chosen string
+	for _, m := range list.Models {
+		if m.Unavailable == "" {
+			chosen = m.Provider + "/" + m.ModelID // the last that can run
+		}
+	}
 	if err := a.Request(ctx, protocol.OpModelsSelect, protocol.ModelsSelectInput{Model: chosen}, nil); err != nil {
 		t.Fatal(err)
 	}

@@ -53,11 +53,12 @@ func newWorkerCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			reg, err := providers()
+			reg, keys, err := providers(cfg.Home)
 			if err != nil {
 				return err
 			}
-			cfg.Providers = reg
+			cfg.Providers = models{reg: reg}
+			cfg.ToolEnv = keys.toolEnv
 			cfg.Tools = tools.Builtin()
 			cfg.System = systemPrompt
 			cfg.Logger = logger.With("role", "worker")

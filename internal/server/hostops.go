@@ -35,6 +35,10 @@ func (h *Server) Status() protocol.HostStatus {
 	h.mu.Lock()
 	state, conns := h.state, len(h.sessions)
 	h.mu.Unlock()
+	var providers []protocol.ProviderStatus
+	if p, ok := h.composition().(Providers); ok {
+		providers = p.Providers()
+	}
 	return protocol.HostStatus{
 		HostID:             h.cfg.HostID,
 		HostEpoch:          h.epoch,
@@ -52,5 +56,6 @@ func (h *Server) Status() protocol.HostStatus {
 		ActiveResidencies:  int(h.residencies.Load()),
 		Home:               h.cfg.Home,
 		LogFile:            h.cfg.LogFile,
+		Providers:          providers,
 	}
 }

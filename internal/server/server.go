@@ -55,6 +55,12 @@ type Fanout interface {
 	Fanout() protocol.FanoutCounters
 }
 
+// Providers is implemented by compositions that run model providers:
+// host.status reports them.
+type Providers interface {
+	Providers() []protocol.ProviderStatus
+}
+
 // ComposeFunc builds the composition. It runs while the host is already
 // accepting connections in state recovering; requests for domain
 // operations meanwhile answer host_not_ready.

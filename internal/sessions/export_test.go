@@ -13,7 +13,10 @@ type EchoModels struct{}
 func (EchoModels) Available() []protocol.Model {
 	return []protocol.Model{{Provider: "faux", ModelID: "echo"}}
 }
-func (EchoModels) Default() string           { return "faux/echo" }
+func (EchoModels) Default() string { return "faux/echo" }
+func (EchoModels) Providers() []protocol.ProviderStatus {
+	return []protocol.ProviderStatus{{Name: "faux", Configured: true}}
+}
 func (m EchoModels) Ready(spec string) error { return m.Check(spec) }
 func (EchoModels) Check(spec string) error {
 	if spec != "faux/echo" {

@@ -173,7 +173,7 @@ func (s *Service) stopWorker(id string) {
 func (s *Service) models(context.Context, *server.Call, *protocol.ModelsListInput) (protocol.ModelsListResult, error) {
 	def := s.cat.ModelForNew(s.cfg.Models.Default())
 	m, err := parseModel(def)
-	out := protocol.ModelsListResult{Models: s.cfg.Models.Available()}
+	out := protocol.ModelsListResult{Models: s.cfg.Models.Available(), Providers: s.cfg.Models.Providers()}
 	if err == nil {
 		out.Default = &m
 	}
@@ -199,28 +199,24 @@ func (s *Service) selectModel(ctx context.Context, call *server.Call, in *protoc
 	if err := s.cfg.Models.Check(in.Model); err != nil {
 		return protocol.ModelSelection{}, protocol.Errorf(protocol.CodeInvalidRequest, "%v", err)
 	}
-	var res protocol.ModelSelection
 	if in.SessionID != "" {
-		// The session's worker holds its model; the catalog follows.
+		// The session's worker holds its model; the catalog follows. The
+		// choice is that session's alone.
 		h, err := s.resolveLive(in.SessionID)
 		if err != nil {
-			return res, err
+			return protocol.ModelSelection{}, err
 		}
 		if err := authorize(call, h); err != nil {
-			return res, err
+			return protocol.ModelSelection{}, err
 		}
 		in.SessionID = h.ID
-		if res, err = forward[protocol.ModelSelection](ctx, s, h, &call.Caller, protocol.OpModelsSelect, in); err != nil {
-			return res, err
-		}
-	} else {
-		res.Model = in.Model
+		return forward[protocol.ModelSelection](ctx, s, h, &call.Caller, protocol.OpModelsSelect, in)
 	}
 	// The model a person last chose is the one new sessions start with.
 	if _, err := s.cat.RecordSelectedModel(in.Model); err != nil {
 		return protocol.ModelSelection{}, catalogError(err)
 	}
-	return res, nil
+	return protocol.ModelSelection{Model: in.Model}, nil
 }
 
 func (s *Service) open(ctx context.Context, call *server.Call, in *protocol.SubscriptionOpenInput) (protocol.SubscriptionOpenResult, error) {

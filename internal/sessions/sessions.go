@@ -33,14 +33,19 @@ import (
 type Models interface {
 	// Available lists the models of every registered provider.
 	Available() []protocol.Model
-	// Check reports why spec ("provider/model") names no model of a
-	// registered provider, or nil.
+	// Check reports why spec ("provider/model") cannot be chosen for a
+	// session: it names no registered provider, a provider that is not
+	// configured, or a model the provider does not serve. The error says
+	// what to do about it.
 	Check(spec string) error
 	// Ready reports why spec cannot run now (its provider is not
 	// configured: the error names what to set), or nil.
 	Ready(spec string) error
 	// Default is the host's default model.
 	Default() string
+	// Providers says of every registered provider whether it can be
+	// called, and where its key comes from.
+	Providers() []protocol.ProviderStatus
 }
 
 // Config configures the service.
@@ -175,6 +180,11 @@ func (s *Service) AttachConnection(id server.Identity, out *server.OutboundWrite
 // Fanout counts the work of the session fan-out, for host.diagnostics.query.
 func (s *Service) Fanout() protocol.FanoutCounters {
 	return s.counters.snapshot()
+}
+
+// Providers reports the model providers, for host.status.
+func (s *Service) Providers() []protocol.ProviderStatus {
+	return s.cfg.Models.Providers()
 }
 
 // status is the runtime status of a session the host knows of.

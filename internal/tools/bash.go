@@ -97,6 +97,7 @@ func runShell(ctx context.Context, env *Env, command string, timeout time.Durati
 	}
 	cmd := exec.Command(sh, "-c", command)
 	cmd.Dir = env.Cwd
+	cmd.Env = env.Environ
 	cmd.Stdout, cmd.Stderr = pw, pw // one pipe keeps stdout and stderr in order
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	err = cmd.Start()

@@ -45,6 +45,10 @@ type Env struct {
 	Cwd string
 	// Todo is the session's plan, changed by the todo tool.
 	Todo *Todo
+	// Environ is the environment commands run with (bash), as
+	// os.Environ gives it; nil means the process's own. The worker leaves
+	// the model providers' keys out of it.
+	Environ []string
 	// Progress, when set, receives partial output of a long-running tool
 	// (bash) as it arrives. It is called from another goroutine than Run's,
 	// one call at a time, and never after Run has returned.

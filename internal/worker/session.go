@@ -50,6 +50,7 @@ type session struct {
 	log       *transcript.Log   // constant; safe for concurrent use
 	providers ProviderResolver  // constant
 	tools     []tools.Tool      // constant
+	toolEnv   func() []string   // constant; nil: the worker's environment
 	system    string            // constant
 	logger    *slog.Logger      // constant
 	todo      *tools.Todo       // constant; safe for concurrent use
@@ -224,7 +225,7 @@ func (s *session) beginTurnLocked(turnID, messageID, text string) (*turn, error)
 	}
 	t.loop = &agent.Loop{
 		Provider: prov, Model: model, Thinking: s.header.Thinking, System: agent.SystemPrompt(s.system, instructions), Tools: s.tools,
-		Env: &tools.Env{Cwd: s.header.Cwd, Todo: s.todo},
+		Env: &tools.Env{Cwd: s.header.Cwd, Todo: s.todo, Environ: s.turnEnviron()},
 		Approve: func(ctx context.Context, call llm.ToolCall, tool tools.Tool) (agent.Decision, error) {
 			return s.approve(ctx, t, call, tool)
 		},
@@ -242,6 +243,15 @@ func (s *session) beginTurnLocked(turnID, messageID, text string) (*turn, error)
 	first := s.history[len(s.history)-1]
 	s.runs.Go(func() { s.runTurn(ctx, t, append(history, first)) })
 	return t, nil
+}
+
+// turnEnviron is the environment a turn's tools run commands with; nil
+// means the worker's own.
+func (s *session) turnEnviron() []string {
+	if s.toolEnv == nil {
+		return nil
+	}
+	return s.toolEnv()
 }
 
 func ptr[T any](v T) *T { return &v }

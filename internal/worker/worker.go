@@ -40,9 +40,12 @@ type Config struct {
 	TranscriptPath string
 	Providers      ProviderResolver
 	Tools          []tools.Tool
-	System         string
-	Logger         *slog.Logger
-	Version        string
+	// ToolEnv, when set, gives the environment the tools run commands
+	// with, asked once per turn; nil means the worker's own.
+	ToolEnv func() []string
+	System  string
+	Logger  *slog.Logger
+	Version string
 	// PreviousExit, when set, is why the session's previous worker ended:
 	// a turn it left running is recorded as failed with this cause.
 	PreviousExit string
@@ -86,6 +89,7 @@ func Run(ctx context.Context, cfg Config) error {
 		log:       log,
 		providers: cfg.Providers,
 		tools:     cfg.Tools,
+		toolEnv:   cfg.ToolEnv,
 		system:    cfg.System,
 		logger:    logger,
 		todo:      &tools.Todo{},
