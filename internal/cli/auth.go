@@ -189,8 +189,7 @@ func homeDir() (string, error) {
 // terminal, else the whole of standard input, trimmed.
 func readAPIKey(ctx context.Context, e *env, name string) (string, error) {
 	if f, ok := e.stdin.(*os.File); ok && isTerminal(f) {
-		fmt.Fprintf(e.stderr, "%s API key (not shown): ", name)
-		key, err := readNoEcho(ctx, f)
+		key, err := readNoEcho(ctx, f, func() { fmt.Fprintf(e.stderr, "%s API key (not shown): ", name) })
 		fmt.Fprintln(e.stderr)
 		if err != nil {
 			return "", err
@@ -215,9 +214,10 @@ func checkRead(name, key string) (string, error) {
 	return key, nil
 }
 
-// readNoEcho reads one line from the terminal f with echo off, restoring
-// the terminal's settings however it ends. Ctrl-C gives up.
-func readNoEcho(ctx context.Context, f *os.File) (string, error) {
+// readNoEcho turns the terminal f's echo off, asks with prompt, and reads
+// one line, restoring the terminal's settings however it ends. Ctrl-C
+// gives up.
+func readNoEcho(ctx context.Context, f *os.File, prompt func()) (string, error) {
 	fd := int(f.Fd())
 	old, err := unix.IoctlGetTermios(fd, unix.TCGETS)
 	if err != nil {
@@ -230,6 +230,7 @@ func readNoEcho(ctx context.Context, f *os.File) (string, error) {
 		return "", fmt.Errorf("reading the key: %w", err)
 	}
 	defer unix.IoctlSetTermios(fd, unix.TCSETS, old)
+	prompt() // only now: a key typed at once is not echoed
 	type line struct {
 		s   string
 		err error

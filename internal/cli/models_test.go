@@ -15,21 +15,23 @@ func TestModelsThatCannotRunAreRefusedWithTheReasonAndTheFix(t *testing.T) {
 	dir := p.workDir()
 	unlisted := []string{`faux has no model "nosuch"`, "agentd models"}
 	noKey := []string{"anthropic is not configured", "agentd auth set anthropic", "ANTHROPIC_API_KEY"}
+	// A model named as an operand (models select) is a usage error.
 	cases := []struct {
 		args []string
+		code int
 		says []string
 	}{
-		{[]string{"run", "--cwd", dir, "--model", "faux/nosuch", "hi"}, unlisted},
-		{[]string{"new", "--cwd", dir, "--model", "faux/nosuch"}, unlisted},
-		{[]string{"models", "select", "faux/nosuch"}, unlisted},
-		{[]string{"run", "--cwd", dir, "--model", "anthropic/claude-opus-4-6", "hi"}, noKey},
-		{[]string{"models", "select", "anthropic/claude-opus-4-6"}, noKey},
-		{[]string{"new", "--cwd", dir, "--model", "openai/gpt-5"}, []string{"openai is not configured", "agentd auth set openai", "OPENAI_BASE_URL"}},
+		{[]string{"run", "--cwd", dir, "--model", "faux/nosuch", "hi"}, 1, unlisted},
+		{[]string{"new", "--cwd", dir, "--model", "faux/nosuch"}, 1, unlisted},
+		{[]string{"models", "select", "faux/nosuch"}, 2, unlisted},
+		{[]string{"run", "--cwd", dir, "--model", "anthropic/claude-opus-4-6", "hi"}, 1, noKey},
+		{[]string{"models", "select", "anthropic/claude-opus-4-6"}, 2, noKey},
+		{[]string{"new", "--cwd", dir, "--model", "openai/gpt-5"}, 1, []string{"openai is not configured", "agentd auth set openai", "OPENAI_BASE_URL"}},
 	}
 	for _, c := range cases {
 		_, errOut, code := p.run(c.args...)
-		if code != 1 {
-			t.Errorf("agentd %v: exit %d, want 1: %s", c.args, code, errOut)
+		if code != c.code {
+			t.Errorf("agentd %v: exit %d, want %d: %s", c.args, code, c.code, errOut)
 		}
 		for _, want := range c.says {
 			if !strings.Contains(errOut, want) {
