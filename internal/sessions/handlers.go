@@ -210,7 +210,16 @@ func (s *Service) selectModel(ctx context.Context, call *server.Call, in *protoc
 			return protocol.ModelSelection{}, err
 		}
 		in.SessionID = h.ID
-		return forward[protocol.ModelSelection](ctx, s, h, &call.Caller, protocol.OpModelsSelect, in)
+		res, err := forward[protocol.ModelSelection](ctx, s, h, &call.Caller, protocol.OpModelsSelect, in)
+		if err != nil {
+			return res, err
+		}
+		// Recorded before the answer, so a worker killed at once does not
+		// take the choice with it.
+		if _, err := s.cat.SetModel(h.ID, in.Model); err != nil {
+			return res, catalogError(err)
+		}
+		return res, nil
 	}
 	// The model a person last chose is the one new sessions start with.
 	if _, err := s.cat.RecordSelectedModel(in.Model); err != nil {
