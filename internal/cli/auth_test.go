@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/agentd-dev/agentd/client"
+	"github.com/agentd-dev/agentd/internal/agentdtest"
 	"github.com/agentd-dev/agentd/internal/credentials"
 	"github.com/agentd-dev/agentd/internal/provider/providertest"
 	"github.com/agentd-dev/agentd/protocol"
@@ -181,7 +182,26 @@ func TestKeysDoNotReachTheAgentsTools(t *testing.T) {
 	if !strings.Contains(out, "A[] O[] C[] P[visible]") {
 		t.Fatalf("the command saw keys, or not the rest of the environment:\n%s", out)
 	}
-	transcript := p.mustRun("log", sessionIDFrom(t, errOut))
+	id := sessionIDFrom(t, errOut)
+
+	// Nor a shell run a client starts in the session.
+	c := p.open(t)
+	marker := filepath.Join(p.workDir(), "env.txt")
+	start := protocol.ResourceStartInput{SessionID: id, LaunchID: "l1",
+		Command: `echo "A[$ANTHROPIC_API_KEY] O[$OPENAI_API_KEY] C[$COPY_OF_KEY] P[$PLAIN_VAR]" > ` + marker}
+	if err := c.Request(agentdtest.Context(t), protocol.OpRuntimeResourceStart, start, nil); err != nil {
+		t.Fatal(err)
+	}
+	var seen []byte
+	waitFor(t, "the shell run's line", func() bool {
+		seen, _ = os.ReadFile(marker)
+		return bytes.HasSuffix(seen, []byte("\n"))
+	})
+	if string(seen) != "A[] O[] C[] P[visible]\n" {
+		t.Fatalf("a shell run saw keys, or not the rest of the environment: %q", seen)
+	}
+
+	transcript := p.mustRun("log", id)
 	hostLog, _ := os.ReadFile(filepath.Join(p.home, client.LogFileName))
 	for _, key := range []string{envKey, storedKey} {
 		if strings.Contains(out+transcript+string(hostLog), key) {

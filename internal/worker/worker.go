@@ -102,7 +102,9 @@ func Run(ctx context.Context, cfg Config) error {
 		messages:  map[string]protocol.QueueEntry{},
 		allowed:   map[string]bool{},
 	}
-	s.res = s.newResources(filepath.Join(filepath.Dir(cfg.TranscriptPath), "resources"), nil)
+	// The session's shell runs and PTYs start, like the tools' commands,
+	// without the model providers' keys.
+	s.res = s.newResources(filepath.Join(filepath.Dir(cfg.TranscriptPath), "resources"), s.turnEnviron())
 	defer s.res.Close()
 	s.todo.OnChange = func(items []protocol.TodoItem) {
 		s.mu.Lock()
