@@ -626,3 +626,55 @@ func TestBadInputNamesWhatIsWrongAndDisturbsNothing(t *testing.T) {
 	}
 	s.printed(t, p.Ref, "size 30 100")
 }
+
+// Seed 004: a started shell runs in the session's working directory,
+// admitted atomically with the header read. Here the session moves
+// between starts (a relocation, say): each resource runs where the
+// admission that started it said, whatever moved meanwhile.
+func TestAStartedShellRunsInTheDirectoryItsAdmissionRead(t *testing.T) {
+	base := t.TempDir()
+	var mu sync.Mutex
+	moves := 0
+	m, _, _ := newManager(t, func(c *Config) {
+		c.Admit = func() (string, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			moves++
+			dir := filepath.Join(base, fmt.Sprint("place-", moves))
+			return dir, os.Mkdir(dir, 0o755)
+		}
+	})
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			if _, err := m.Start(StartInput{LaunchID: fmt.Sprint("l", i), Command: "pwd"}); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	m.mu.Lock()
+	all := slices.Clone(m.order)
+	m.mu.Unlock()
+	for _, r := range all {
+		<-r.drained // its output is all read
+	}
+	page, err := m.Query(protocol.ResourceQueryInput{SessionID: "s1"})
+	if err != nil || len(page.Resources) != 8 {
+		t.Fatalf("listed %d resources, %v", len(page.Resources), err)
+	}
+	seen := map[string]bool{}
+	for _, r := range page.Resources {
+		out, _, err := m.Output(r.Ref)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.TrimSpace(string(out)); got != r.Cwd {
+			t.Fatalf("%s was admitted in %s and ran in %q", r.Ref, r.Cwd, got)
+		}
+		if seen[r.Cwd] {
+			t.Fatalf("two resources admitted in %s", r.Cwd)
+		}
+		seen[r.Cwd] = true
+	}
+}
