@@ -499,13 +499,13 @@ func TestAControllerIsReleasedWhenItsConnectionClosesItsResourceExitsOrItsSequen
 		t.Fatal(err)
 	}
 	s.exited(t, q.Ref)
-	wantCode(t, control(m, "conn-3", q.Ref, qid, 2, "x"), protocol.CodeOperationConflict)
 	m.mu.Lock()
 	_, held := m.controllers[qid]
 	m.mu.Unlock()
 	if held {
 		t.Fatal("the controller of an exited PTY is still held")
 	}
+	wantCode(t, control(m, "conn-3", q.Ref, qid, 2, "x"), protocol.CodeOperationConflict)
 	_ = id
 }
 
