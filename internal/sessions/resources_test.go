@@ -276,4 +276,3 @@ func TestARunningResourceKeepsItsWorker(t *testing.T) {
 	}
 	waitFor(t, "the worker to stop once idle", workerGone(h.Home, s.SessionID))
 }
-
