@@ -48,10 +48,11 @@ func (a *accumulator) block(index int64) *block {
 func (a *accumulator) add(ev sdk.MessageStreamEventUnion, emit func(llm.Event) error) error {
 	switch ev.Type {
 	case "message_start":
+		// A count below 0, which no service sends, counts as 0.
 		u := ev.Message.Usage
 		a.usage = llm.Usage{
-			InputTokens: int(u.InputTokens), OutputTokens: int(u.OutputTokens),
-			CacheReadTokens: int(u.CacheReadInputTokens), CacheWriteTokens: int(u.CacheCreationInputTokens),
+			InputTokens: int(max(u.InputTokens, 0)), OutputTokens: int(max(u.OutputTokens, 0)),
+			CacheReadTokens: int(max(u.CacheReadInputTokens, 0)), CacheWriteTokens: int(max(u.CacheCreationInputTokens, 0)),
 		}
 	case "content_block_start":
 		if ev.Index < 0 || ev.Index > maxBlocks || a.block(ev.Index) != nil {

@@ -41,9 +41,10 @@ type accumulator struct {
 func (a *accumulator) add(chunk sdk.ChatCompletionChunk, emit func(llm.Event) error) error {
 	if u := chunk.Usage; chunk.JSON.Usage.Valid() && (u.PromptTokens > 0 || u.CompletionTokens > 0) {
 		// prompt_tokens counts the cached tokens too; they are priced
-		// apart.
-		cached := min(max(u.PromptTokensDetails.CachedTokens, 0), u.PromptTokens)
-		a.usage = llm.Usage{InputTokens: int(u.PromptTokens - cached), OutputTokens: int(u.CompletionTokens), CacheReadTokens: int(cached)}
+		// apart. A count below 0, which no service sends, counts as 0.
+		prompt := max(u.PromptTokens, 0)
+		cached := min(max(u.PromptTokensDetails.CachedTokens, 0), prompt)
+		a.usage = llm.Usage{InputTokens: int(prompt - cached), OutputTokens: int(max(u.CompletionTokens, 0)), CacheReadTokens: int(cached)}
 	}
 	for _, choice := range chunk.Choices {
 		if choice.Index != 0 {
