@@ -469,6 +469,30 @@ func (m *Manager) write(r *resource, data []byte) error {
 	return nil
 }
 
+// ScreenText answers a PTY's screen as plain text, without its styles,
+// after all output so far.
+func (m *Manager) ScreenText(ref string) (string, error) {
+	m.mu.Lock()
+	r, err := m.findLocked(ref)
+	m.mu.Unlock()
+	if err != nil {
+		return "", err
+	}
+	if r.screen == nil {
+		return "", protocol.Errorf(protocol.CodeInvalidRequest, "%s is a shell run, which has no screen", ref)
+	}
+	return r.screen.text(), nil
+}
+
+// LogPath returns the file a resource's output is logged to, or "" when
+// it has none.
+func (m *Manager) LogPath(ref string) string {
+	if m.cfg.Dir == "" {
+		return ""
+	}
+	return filepath.Join(m.cfg.Dir, ref+".log")
+}
+
 // Screen calls fn with a PTY's screen as it is now, drawn as a terminal
 // draws it (the cursor left where the program left it), and the sequence
 // of the last output it shows. No output is passed to OnOutput while fn

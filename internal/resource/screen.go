@@ -127,6 +127,14 @@ func (s *screen) draw() (lines []string, cursor string, seq uint64) {
 	return lines, fmt.Sprintf("\x1b[%d;%dH", pos.Y+1, pos.X+1), s.seq
 }
 
+// text returns the screen as plain text after all output so far.
+func (s *screen) text() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.catchUpLocked()
+	return s.emu.String()
+}
+
 // resize resizes the model after taking in the output printed before.
 func (s *screen) resize(cols, rows int) {
 	s.mu.Lock()

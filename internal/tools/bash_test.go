@@ -298,3 +298,11 @@ func TestBashStopsWaitingForOutputHeldByAProcessThatLeftTheGroup(t *testing.T) {
 		t.Errorf("content = %q", got)
 	}
 }
+
+func TestBashRefusesAPTYInTheForegroundAndABackgroundRunWithoutResources(t *testing.T) {
+	env := &Env{Cwd: t.TempDir()}
+	mustFail(t, run(t, bashTool{}, env, `{"command":"top","pty":true}`), "bash: pty goes with background")
+	mustFail(t, run(t, bashTool{}, env, `{"command":"sleep 1","background":true}`), "bash: this session cannot run commands in the background")
+	mustFail(t, run(t, bashOutputTool{}, env, `{"ref":"shell-1"}`), "bash_output: this session has no background runs")
+	mustFail(t, run(t, bashStopTool{}, env, `{}`), `bash_stop: argument "ref" is required`)
+}

@@ -49,6 +49,9 @@ type Env struct {
 	// os.Environ gives it; nil means the process's own. The worker leaves
 	// the model providers' keys out of it.
 	Environ []string
+	// Background, when set, runs the commands bash starts in the
+	// background, as the session's runtime resources.
+	Background Background
 	// Progress, when set, receives partial output of a long-running tool
 	// (bash) as it arrives. It is called from another goroutine than Run's,
 	// one call at a time, and never after Run has returned.
@@ -67,10 +70,13 @@ type Result struct {
 }
 
 // Builtin returns the standard tools, in the order they are offered to a
-// model: bash, read, write, edit, ls, find, grep, todo.
+// model: bash, bash_output, bash_stop, read, write, edit, ls, find, grep,
+// todo.
 func Builtin() []Tool {
 	return []Tool{
 		bashTool{},
+		bashOutputTool{},
+		bashStopTool{},
 		readTool{},
 		writeTool{},
 		editTool{},

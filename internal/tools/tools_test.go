@@ -17,7 +17,7 @@ func TestBuiltinToolsAreNamedInOrderAndMarkedReadOnlyOrNot(t *testing.T) {
 		name     string
 		readOnly bool
 	}{
-		{"bash", false}, {"read", true}, {"write", false}, {"edit", false},
+		{"bash", false}, {"bash_output", true}, {"bash_stop", false}, {"read", true}, {"write", false}, {"edit", false},
 		{"ls", true}, {"find", true}, {"grep", true}, {"todo", true},
 	}
 	got := Builtin()
@@ -174,7 +174,7 @@ func TestSetLooksUpToolsByNameAndKeepsTheirOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	names := set.Names()
-	if !slices.Equal(names, []string{"bash", "read", "write", "edit", "ls", "find", "grep", "todo"}) {
+	if !slices.Equal(names, []string{"bash", "bash_output", "bash_stop", "read", "write", "edit", "ls", "find", "grep", "todo"}) {
 		t.Errorf("Names() = %v", names)
 	}
 	specs := set.Specs()
@@ -189,7 +189,7 @@ func TestSetLooksUpToolsByNameAndKeepsTheirOrder(t *testing.T) {
 	if _, ok := set.Lookup("rm"); ok {
 		t.Error("Lookup(rm) found a tool")
 	}
-	if len(set.Tools()) != 8 {
+	if len(set.Tools()) != 10 {
 		t.Errorf("Tools() has %d tools", len(set.Tools()))
 	}
 }

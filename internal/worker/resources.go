@@ -3,9 +3,11 @@ package worker
 import (
 	"context"
 	"slices"
+	"strconv"
 
 	"github.com/agentd-dev/agentd/internal/resource"
 	"github.com/agentd-dev/agentd/internal/server"
+	"github.com/agentd-dev/agentd/internal/tools"
 	"github.com/agentd-dev/agentd/protocol"
 )
 
@@ -163,3 +165,30 @@ func (s *session) setPtyInterest(_ context.Context, _ *server.Call, in *protocol
 	}
 	return protocol.SubscriptionRef{SubscriptionID: in.SubscriptionID}, nil
 }
+
+// background is the agent's side of the session's resources: the runs
+// bash starts with background true, and what bash_output and bash_stop
+// read and stop. Its calls come from a turn's tools, never with mu held.
+type background struct{ s *session }
+
+func (b background) Start(command string, pty bool) (protocol.Resource, error) {
+	launch := "agent-" + strconv.FormatUint(b.s.launches.Add(1), 10)
+	return b.s.res.Start(resource.StartInput{LaunchID: launch, Command: command, PTY: pty})
+}
+
+func (b background) Read(ref string) (tools.BackgroundRun, error) {
+	r, err := b.s.res.Get(ref)
+	if err != nil {
+		return tools.BackgroundRun{}, err
+	}
+	run := tools.BackgroundRun{Resource: r, Log: b.s.res.LogPath(ref)}
+	if r.Kind == protocol.ResourcePTY {
+		run.Output, err = b.s.res.ScreenText(ref)
+		return run, err
+	}
+	out, dropped, err := b.s.res.Output(ref)
+	run.Output, run.Dropped = string(out), dropped
+	return run, err
+}
+
+func (b background) Stop(ref string) (protocol.Resource, error) { return b.s.res.Stop(ref) }

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/agentd-dev/agentd/internal/agent"
 	"github.com/agentd-dev/agentd/internal/llm"
@@ -54,6 +55,7 @@ type session struct {
 	system    string            // constant
 	logger    *slog.Logger      // constant
 	todo      *tools.Todo       // constant; safe for concurrent use
+	launches  atomic.Uint64     // background runs the agent started
 	res       *resource.Manager // constant: the session's shell runs and PTYs; never called with mu held
 	runs      sync.WaitGroup    // turn goroutines
 	pumps     sync.WaitGroup    // subscription deliveries waiting for their batch
@@ -225,7 +227,7 @@ func (s *session) beginTurnLocked(turnID, messageID, text string) (*turn, error)
 	}
 	t.loop = &agent.Loop{
 		Provider: prov, Model: model, Thinking: s.header.Thinking, System: agent.SystemPrompt(s.system, instructions), Tools: s.tools,
-		Env: &tools.Env{Cwd: s.header.Cwd, Todo: s.todo, Environ: s.turnEnviron()},
+		Env: &tools.Env{Cwd: s.header.Cwd, Todo: s.todo, Environ: s.turnEnviron(), Background: background{s}},
 		Approve: func(ctx context.Context, call llm.ToolCall, tool tools.Tool) (agent.Decision, error) {
 			return s.approve(ctx, t, call, tool)
 		},

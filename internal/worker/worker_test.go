@@ -691,3 +691,66 @@ func TestAPageCarriesARecordTooLargeForTheWireWithoutItsData(t *testing.T) {
 		}
 	}
 }
+
+// A command the agent starts in the background outlives its turn as one
+// of the session's runtime resources; a later turn reads its output and
+// stops it.
+func TestABackgroundRunTheAgentStartsOutlivesItsTurn(t *testing.T) {
+	r := start(t, protocol.ApprovalAll, `{"replies":[
+		{"steps":[{"tool":"bash","arguments":{"command":"echo serving on 8080; sleep 1000","background":true}}]},
+		{"steps":[{"text":"started"}]},
+		{"steps":[{"tool":"bash_output","arguments":{"ref":"shell-1"}}]},
+		{"steps":[{"text":"it serves"}]},
+		{"steps":[{"tool":"bash_stop","arguments":{"ref":"shell-1"}}]},
+		{"steps":[{"text":"stopped"}]}
+	]}`, "", "")
+	deltas := follow(t, r.conn)
+	ctx := agentdtest.Context(t)
+	toolOutput := func(turn string) string {
+		t.Helper()
+		var out string
+		for _, d := range until(t, deltas, runEnd(turn)) {
+			if d.Event == protocol.EventToolCallEnd {
+				out += d.ToolCall.Output
+			}
+		}
+		return out
+	}
+	resources := func() []protocol.Resource {
+		t.Helper()
+		var res protocol.ResourceQueryResult
+		if err := r.conn.Request(ctx, protocol.OpRuntimeResourceQuery, protocol.ResourceQueryInput{SessionID: "s1"}, &res); err != nil {
+			t.Fatal(err)
+		}
+		return res.Resources
+	}
+
+	startTurn(t, r.conn, "t1", "start the server")
+	if out := toolOutput("t1"); !strings.Contains(out, "started shell-1") {
+		t.Fatalf("bash answered %q", out)
+	}
+	if rs := resources(); len(rs) != 1 || rs[0].State != protocol.ResourceRunning {
+		t.Fatalf("after the turn: %+v", rs)
+	}
+	log := filepath.Join(filepath.Dir(r.transcript), "resources", "shell-1.log")
+	for deadline := time.Now().Add(agentdtest.Timeout); ; time.Sleep(5 * time.Millisecond) {
+		if b, _ := os.ReadFile(log); strings.Contains(string(b), "serving") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the background run never printed")
+		}
+	}
+
+	startTurn(t, r.conn, "t2", "is it up?")
+	if out := toolOutput("t2"); !strings.Contains(out, "serving on 8080") || !strings.Contains(out, "shell-1 (shell, `echo serving on 8080; sleep 1000`) running") {
+		t.Fatalf("bash_output answered %q", out)
+	}
+	startTurn(t, r.conn, "t3", "stop it")
+	if out := toolOutput("t3"); !strings.Contains(out, "stopped shell-1") || !strings.Contains(out, "exited with code 143") {
+		t.Fatalf("bash_stop answered %q", out)
+	}
+	if rs := resources(); rs[0].State != protocol.ResourceExited {
+		t.Fatalf("after bash_stop: %+v", rs)
+	}
+}
