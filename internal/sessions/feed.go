@@ -187,7 +187,11 @@ func (w *worker) subscribe(c *clientConn, in *protocol.SubscriptionOpenInput) (*
 func (w *worker) dropSubscription(sub *subscription) {
 	w.mu.Lock()
 	delete(w.subs, sub)
+	watched := len(sub.ptys) > 0
 	w.mu.Unlock()
+	if watched {
+		w.narrowInterest()
+	}
 	w.armIdle()
 }
 

@@ -129,6 +129,31 @@ func (s *Service) setPtyInterest(ctx context.Context, call *server.Call, in *pro
 	return protocol.SubscriptionRef{SubscriptionID: in.SubscriptionID}, nil
 }
 
+// narrowInterest stops the worker's stream carrying the PTYs no
+// subscription watches any more.
+func (w *worker) narrowInterest() {
+	w.interest.Lock()
+	defer w.interest.Unlock()
+	w.mu.Lock()
+	watched := w.watchedLocked()
+	w.mu.Unlock()
+	if slices.Equal(watched, w.watched) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	fwd := protocol.PtyInterestInput{SubscriptionID: w.feedID, Refs: watched}
+	if err := w.conn.Request(ctx, protocol.OpSubscriptionPtyInterestSet, fwd, nil); err != nil {
+		select {
+		case <-w.exited: // the stream went with its worker
+		default:
+			w.s.log.Warn("narrowing the PTYs the worker's stream carries", "session", w.sessionID, "err", err)
+		}
+		return
+	}
+	w.watched = watched
+}
+
 // watchedLocked returns the PTYs some subscription chose, sorted.
 func (w *worker) watchedLocked() []string {
 	set := map[string]bool{}
