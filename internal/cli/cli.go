@@ -54,6 +54,10 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if err == nil {
 		return exitOK
 	}
+	var own exitCodeError
+	if errors.As(err, &own) {
+		return own.code
+	}
 	err = hostLacksKey(err)
 	code := exitFailure
 	if isUsage(cmd, err) {
@@ -99,6 +103,9 @@ func newRoot(e *env) *cobra.Command {
 		newModelsCmd(e),
 		newAuthCmd(e),
 		newAnswerCmd(e),
+		newPsCmd(e),
+		newShellCmd(e),
+		newPtyCmd(e),
 		newWorkerCmd(e),
 	)
 	// Added now rather than when the command runs, so that unknownCommand

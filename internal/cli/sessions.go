@@ -431,12 +431,23 @@ func rootTurn(ctx context.Context, c *client.Conn, id string) (*protocol.TurnSna
 func newStopCmd(e *env) *cobra.Command {
 	var now bool
 	cmd := &cobra.Command{
-		Use:   "stop SESSION",
-		Short: "Stop a session's running turn after its current step (--now: at once).",
-		Args:  exactArgs(1, "SESSION"),
+		Use:   "stop SESSION [REF]",
+		Short: "Stop a session's running turn after its current step (--now: at once), or one of its resources.",
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 2 && now {
+				return usagef("stop --now is for a turn: give no REF")
+			}
+			if len(args) == 2 {
+				return exactArgs(2, "SESSION REF")(cmd, args)
+			}
+			return exactArgs(1, "SESSION, or SESSION REF")(cmd, args)
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return withSession(cmd, args[0], func(ctx context.Context, l located) error {
 				c := l.conn
+				if len(args) == 2 {
+					return stopResource(ctx, e, c, l.session.SessionID, args[1])
+				}
 				t, err := rootTurn(ctx, c, l.session.SessionID)
 				if err != nil {
 					return err
@@ -459,6 +470,17 @@ func newStopCmd(e *env) *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&now, "now", false, "interrupt at once, killing a running tool")
 	return cmd
+}
+
+// stopResource stops resource ref of session id (TERM, then KILL after a
+// grace) and says how it ended.
+func stopResource(ctx context.Context, e *env, c *client.Conn, id, ref string) error {
+	var r protocol.Resource
+	if err := c.Request(ctx, protocol.OpRuntimeResourceStop, protocol.ResourceRef{SessionID: id, Ref: ref}, &r); err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stdout, "%s stopped (%s)\n", r.Ref, exitOf(r))
+	return nil
 }
 
 func newAnswerCmd(e *env) *cobra.Command {

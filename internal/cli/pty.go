@@ -1,0 +1,514 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
+
+	"github.com/agentd-dev/agentd/client"
+	"github.com/agentd-dev/agentd/protocol"
+)
+
+// detachKey is Ctrl-\: typed on an attached PTY, it detaches and leaves
+// the PTY running.
+const detachKey = 0x1c
+
+// exitCodeError ends a command with an exit code of its own, having said
+// all there was to say.
+type exitCodeError struct{ code int }
+
+func (e exitCodeError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
+func newPsCmd(e *env) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "ps [SESSION]",
+		Short: "List a session's shell runs and PTYs (default: the current directory's latest session).",
+		Args:  resourceSessionArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, cancel := context.WithTimeout(cmd.Context(), requestTimeout)
+			defer cancel()
+			id, c, err := sessionOfArgs(ctx, args)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			rs, err := c.Resources(ctx, id)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				if rs == nil {
+					rs = []protocol.Resource{}
+				}
+				return writeJSON(e.stdout, rs)
+			}
+			if len(rs) == 0 {
+				fmt.Fprintf(e.stdout, "session %s runs nothing: `agentd shell %s` starts a shell\n", id, id)
+				return nil
+			}
+			now := time.Now()
+			fmt.Fprintf(e.stdout, "%-9s %-6s %-8s %-6s %-5s %s\n", "REF", "KIND", "STATE", "AGE", "EXIT", "COMMAND")
+			for _, r := range rs {
+				exit := "-"
+				if r.ExitCode != nil {
+					exit = fmt.Sprint(*r.ExitCode)
+				}
+				fmt.Fprintf(e.stdout, "%-9s %-6s %-8s %-6s %-5s %s\n", r.Ref, r.Kind, r.State, age(now.Sub(r.StartedAt)), exit, oneLine(r.Command))
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the resources as a JSON array")
+	return cmd
+}
+
+// resourceSessionArgs takes at most one SESSION.
+func resourceSessionArgs(cmd *cobra.Command, args []string) error {
+	if len(args) > 1 {
+		return usagef("%s takes at most one SESSION", cmd.CommandPath())
+	}
+	takesOperands(cmd)
+	return nil
+}
+
+// sessionOfArgs returns the session args name, or the latest of the
+// current directory, with a connection to its host.
+func sessionOfArgs(ctx context.Context, args []string) (string, *client.Conn, error) {
+	if len(args) == 1 {
+		l, err := locateSession(ctx, args[0])
+		if err != nil {
+			return "", nil, err
+		}
+		return l.session.SessionID, l.conn, nil
+	}
+	c, err := open(ctx)
+	if err != nil {
+		return "", nil, err
+	}
+	wd, err := os.Getwd()
+	if err == nil {
+		var here []protocol.Session
+		if here, err = sessionsOf(ctx, c, wd); err == nil && len(here) == 0 {
+			err = fmt.Errorf("no session of %s: name one, or `agentd new` starts one", wd)
+		}
+		if err == nil {
+			return here[0].SessionID, c, nil
+		}
+	}
+	c.Close()
+	return "", nil, err
+}
+
+// age says how long ago something started, in its largest unit.
+func age(d time.Duration) string {
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh", int(d.Hours()))
+	}
+	return fmt.Sprintf("%dd", int(d.Hours()/24))
+}
+
+// oneLine shows a command on one line of a table.
+func oneLine(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > 60 {
+		return string(r[:59]) + "…"
+	}
+	return s
+}
+
+func newShellCmd(e *env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "shell [SESSION]",
+		Short: "Start a shell on a PTY in a session's directory and attach to it (ctrl+\\ detaches).",
+		Args:  resourceSessionArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			in, out, err := ptyTerminal(e)
+			if err != nil {
+				return err
+			}
+			setup, cancel := context.WithTimeout(cmd.Context(), requestTimeout)
+			defer cancel()
+			id, c, err := sessionOfArgs(setup, args)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			shell := os.Getenv("SHELL")
+			if shell == "" {
+				shell = "/bin/sh"
+			}
+			cols, rows := windowSize(in)
+			start := protocol.ResourceStartInput{SessionID: id, LaunchID: newID(), Command: "exec " + shellQuote(shell), PTY: true, Cols: cols, Rows: rows}
+			var r protocol.Resource
+			if err := c.Request(setup, protocol.OpRuntimeResourceStart, start, &r); err != nil {
+				return err
+			}
+			return attachPTY(cmd.Context(), e, c, in, out, r, attachControl)
+		},
+	}
+	return cmd
+}
+
+// shellQuote quotes s as one word of sh.
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+func newPtyCmd(e *env) *cobra.Command {
+	var watch bool
+	cmd := &cobra.Command{
+		Use:   "pty SESSION REF",
+		Short: "Attach to a session's PTY: control it when free, else watch it (ctrl+\\ detaches).",
+		Args:  exactArgs(2, "SESSION REF"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			in, out, err := ptyTerminal(e)
+			if err != nil {
+				return err
+			}
+			setup, cancel := context.WithTimeout(cmd.Context(), requestTimeout)
+			defer cancel()
+			l, err := locateSession(setup, args[0])
+			if err != nil {
+				return err
+			}
+			defer l.conn.Close()
+			var q protocol.ResourceQueryResult
+			if err := l.conn.Request(setup, protocol.OpRuntimeResourceQuery, protocol.ResourceQueryInput{SessionID: l.session.SessionID, Ref: args[1]}, &q); err != nil {
+				return err
+			}
+			if len(q.Resources) != 1 {
+				return codedError{protocol.CodeNotFound, fmt.Errorf("session %s has no resource %q: `agentd ps %s` lists them", l.session.SessionID, args[1], l.session.SessionID)}
+			}
+			r := q.Resources[0]
+			switch {
+			case r.Kind != protocol.ResourcePTY:
+				return codedError{protocol.CodeInvalidRequest, fmt.Errorf("%s is a %s run, not a PTY: `agentd ps` lists its state", r.Ref, r.Kind)}
+			case r.State != protocol.ResourceRunning:
+				return fmt.Errorf("%s has exited (%s)", r.Ref, exitOf(r))
+			}
+			mode := attachControl
+			if watch {
+				mode = attachWatch
+			}
+			return attachPTY(cmd.Context(), e, l.conn, in, out, r, mode)
+		},
+	}
+	cmd.Flags().BoolVar(&watch, "watch", false, "watch only, never taking control")
+	return cmd
+}
+
+func exitOf(r protocol.Resource) string {
+	if r.ExitCode == nil {
+		return "exit status unknown"
+	}
+	return fmt.Sprintf("exit status %d", *r.ExitCode)
+}
+
+// ptyTerminal returns the command's terminal, which attaching to a PTY
+// needs on both stdin and stdout.
+func ptyTerminal(e *env) (in, out *os.File, err error) {
+	in, _ = e.stdin.(*os.File)
+	out, _ = e.stdout.(*os.File)
+	if in == nil || out == nil || !isTerminal(in) || !isTerminal(out) {
+		return nil, nil, errors.New("attaching to a PTY needs a terminal on stdin and stdout")
+	}
+	return in, out, nil
+}
+
+// windowSize returns the size of terminal f, or 0, 0 when it has none.
+func windowSize(f *os.File) (cols, rows int) {
+	ws, err := unix.IoctlGetWinsize(int(f.Fd()), unix.TIOCGWINSZ)
+	if err != nil {
+		return 0, 0
+	}
+	return min(int(ws.Col), protocol.MaxPTYCols), min(int(ws.Row), protocol.MaxPTYRows)
+}
+
+type attachMode int
+
+const (
+	attachControl attachMode = iota // take control when free, else watch
+	attachWatch                     // never take control
+)
+
+// attachPTY shows PTY r on the terminal in raw mode, its screen first,
+// then its output, as tmux attach does; while it controls the PTY, what
+// is typed goes to it and the terminal's size follows. Ctrl-\ detaches;
+// when the PTY's program exits, the command exits with its code. The
+// terminal is given back on every way out.
+func attachPTY(ctx context.Context, e *env, c *client.Conn, in, out *os.File, r protocol.Resource, mode attachMode) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	setup, setupDone := context.WithTimeout(ctx, requestTimeout)
+	defer setupDone()
+	// Chosen before control is taken: the stream's screen is the one
+	// drawn, and its output follows it with nothing missing, so the
+	// acquire result's screen is not drawn.
+	stream, err := c.WatchPTY(setup, r.SessionID, r.Ref)
+	if err != nil {
+		return err
+	}
+	defer stream.Close()
+	var ctl *client.Controller
+	if mode == attachControl {
+		ctl, err = c.AcquirePTY(setup, r.SessionID, r.Ref)
+		switch {
+		case errors.Is(err, client.ErrOperationConflict):
+			fmt.Fprintf(e.stderr, "agentd: another client controls %s: watching it read-only (ctrl+\\ detaches)\n", r.Ref)
+			ctl = nil
+		case err != nil:
+			return err
+		}
+	}
+	if ctl != nil {
+		defer func() {
+			rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), requestTimeout)
+			defer rcancel()
+			ctl.Release(rctx) // an exited PTY's control is gone already
+		}()
+		if cols, rows := windowSize(in); cols > 0 && rows > 0 {
+			if err := ctl.Control(setup, nil, cols, rows); err != nil {
+				return err
+			}
+		}
+	}
+	setupDone()
+
+	raw, err := makeRaw(in)
+	if err != nil {
+		return err
+	}
+	defer raw.restore()
+	// Signals that would leave the terminal raw end the attachment
+	// instead; SIGINT and SIGTERM end ctx already.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP, syscall.SIGQUIT)
+	defer signal.Stop(hup)
+	winch := make(chan os.Signal, 1)
+	signal.Notify(winch, syscall.SIGWINCH)
+	defer signal.Stop(winch)
+
+	a := &attachment{ctl: ctl, stream: stream, out: out, wake: make(chan struct{}, 1)}
+	var wg sync.WaitGroup
+	ended := make(chan error, 3)
+	wg.Go(func() { ended <- a.show(ctx) })
+	wg.Go(func() { ended <- a.readKeys(ctx, in) })
+	if ctl != nil {
+		wg.Go(func() { ended <- a.send(ctx) })
+	}
+	var end error
+	for end == nil {
+		select {
+		case end = <-ended:
+		case <-hup:
+			end = context.Canceled
+		case <-ctx.Done():
+			end = ctx.Err()
+		case <-winch:
+			a.resize(windowSize(in))
+		}
+	}
+	cancel()
+	wg.Wait()
+	raw.restore()
+	var exited errExited
+	switch {
+	case errors.As(end, &exited):
+		if exited.r.ExitCode != nil && *exited.r.ExitCode != 0 {
+			return exitCodeError{*exited.r.ExitCode}
+		}
+		if exited.r.ExitCode == nil {
+			return fmt.Errorf("%s exited, its status unknown", exited.r.Ref)
+		}
+		return nil
+	case errors.Is(end, errDetached):
+		fmt.Fprintf(e.stderr, "\r\nagentd: detached from %s, which runs on: `agentd pty %s %s` attaches again\n", r.Ref, r.SessionID, r.Ref)
+		return nil
+	case errors.Is(end, context.Canceled):
+		return nil
+	}
+	return end
+}
+
+// errDetached ends an attachment at Ctrl-\.
+var errDetached = errors.New("detached")
+
+// errExited ends an attachment whose PTY exited.
+type errExited struct{ r protocol.Resource }
+
+func (e errExited) Error() string { return e.r.Ref + " exited" }
+
+// attachment is one terminal attached to one PTY.
+type attachment struct {
+	ctl    *client.Controller // nil while watching; constant
+	stream *client.PTYStream  // constant
+	out    io.Writer          // constant
+
+	mu         sync.Mutex
+	typed      []byte // guarded by mu: typed, not sent yet
+	cols, rows int    // guarded by mu: a size not sent yet, or 0
+	wake       chan struct{}
+}
+
+// show writes the PTY's screen and output to the terminal until the PTY
+// exits.
+func (a *attachment) show(ctx context.Context) error {
+	for {
+		ev, err := a.stream.Next(ctx)
+		if err != nil {
+			return err
+		}
+		if ev.Resource != nil && ev.Resource.State == protocol.ResourceExited {
+			return errExited{*ev.Resource}
+		}
+		if len(ev.Data) > 0 {
+			if _, err := a.out.Write(ev.Data); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// readKeys reads the terminal's keys until Ctrl-\, passing them on to be
+// sent while the PTY is controlled.
+func (a *attachment) readKeys(ctx context.Context, in *os.File) error {
+	fd := int(in.Fd())
+	buf := make([]byte, 4<<10)
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		// Poll for a while at a time, so that ctx ending is seen soon.
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		n, err := unix.Poll(fds, 50)
+		switch {
+		case errors.Is(err, unix.EINTR) || n == 0:
+			continue
+		case err != nil:
+			return err
+		case fds[0].Revents&unix.POLLIN == 0:
+			return io.EOF // hung up
+		}
+		m, err := unix.Read(fd, buf)
+		switch {
+		case errors.Is(err, unix.EINTR) || errors.Is(err, unix.EAGAIN):
+			continue
+		case err != nil:
+			return err
+		case m == 0:
+			return io.EOF
+		}
+		keys := buf[:m]
+		i := strings.IndexByte(string(keys), detachKey)
+		if i >= 0 {
+			keys = keys[:i]
+		}
+		if a.ctl != nil && len(keys) > 0 {
+			a.mu.Lock()
+			a.typed = append(a.typed, keys...)
+			a.mu.Unlock()
+			a.poke()
+		}
+		if i >= 0 {
+			return errDetached
+		}
+	}
+}
+
+// resize notes the terminal's new size, sent with the next call.
+func (a *attachment) resize(cols, rows int) {
+	if a.ctl == nil || cols == 0 || rows == 0 {
+		return
+	}
+	a.mu.Lock()
+	a.cols, a.rows = cols, rows
+	a.mu.Unlock()
+	a.poke()
+}
+
+func (a *attachment) poke() {
+	select {
+	case a.wake <- struct{}{}:
+	default:
+	}
+}
+
+// send makes the control calls, one at a time: each carries all that was
+// typed while the one before was in flight, and the latest size.
+func (a *attachment) send(ctx context.Context) error {
+	for {
+		select {
+		case <-a.wake:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		for {
+			a.mu.Lock()
+			data := a.typed[:min(len(a.typed), protocol.MaxControlDataBytes)]
+			cols, rows := a.cols, a.rows
+			a.typed = a.typed[len(data):]
+			a.cols, a.rows = 0, 0
+			a.mu.Unlock()
+			if len(data) == 0 && cols == 0 {
+				break
+			}
+			// The call's own deadline, not ctx: keys typed before a
+			// detach still reach the PTY.
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), requestTimeout)
+			err := a.ctl.Control(cctx, data, cols, rows)
+			cancel()
+			switch {
+			case errors.Is(err, client.ErrOperationConflict):
+				return nil // the PTY exited, or control was lost: show says which
+			case err != nil:
+				return fmt.Errorf("sending keys: %w", err)
+			}
+		}
+	}
+}
+
+// rawTerminal is a terminal put in raw mode, and how to give it back.
+type rawTerminal struct {
+	fd   int
+	old  *unix.Termios
+	once sync.Once
+}
+
+// makeRaw puts terminal f in raw mode: keys arrive one by one, unechoed,
+// Ctrl-C and Ctrl-Z as bytes for the PTY.
+func makeRaw(f *os.File) (*rawTerminal, error) {
+	fd := int(f.Fd())
+	old, err := unix.IoctlGetTermios(fd, unix.TCGETS)
+	if err != nil {
+		return nil, err
+	}
+	t := *old
+	t.Iflag &^= unix.IGNBRK | unix.BRKINT | unix.PARMRK | unix.ISTRIP | unix.INLCR | unix.IGNCR | unix.ICRNL | unix.IXON
+	t.Oflag &^= unix.OPOST
+	t.Lflag &^= unix.ECHO | unix.ECHONL | unix.ICANON | unix.ISIG | unix.IEXTEN
+	t.Cflag &^= unix.CSIZE | unix.PARENB
+	t.Cflag |= unix.CS8
+	t.Cc[unix.VMIN], t.Cc[unix.VTIME] = 1, 0
+	if err := unix.IoctlSetTermios(fd, unix.TCSETS, &t); err != nil {
+		return nil, err
+	}
+	return &rawTerminal{fd: fd, old: old}, nil
+}
+
+func (r *rawTerminal) restore() {
+	r.once.Do(func() { unix.IoctlSetTermios(r.fd, unix.TCSETS, r.old) })
+}

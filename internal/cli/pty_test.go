@@ -1,0 +1,231 @@
+package cli_test
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/creack/pty"
+	"golang.org/x/sys/unix"
+
+	"github.com/agentd-dev/agentd/protocol"
+)
+
+// newShellPlace is a place whose shell is sh, with a session of its work
+// directory; it returns the session's id.
+func newShellPlace(t *testing.T) (*place, string) {
+	p := newSessionPlace(t)
+	p.extraEnv = append(p.extraEnv, "SHELL=/bin/sh")
+	id := strings.TrimSpace(p.mustRun("new", "--cwd", p.workDir()))
+	return p, id
+}
+
+// stderrFile is a command's stderr written straight to a file, so what
+// the command said is there as soon as it said it.
+type stderrFile struct {
+	t    *testing.T
+	path string
+}
+
+func (f stderrFile) String() string {
+	b, err := os.ReadFile(f.path)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return string(b)
+}
+
+// ptyScreen runs `agentd args…` in directory dir on a screen, its stderr
+// kept apart: an attached PTY's first screen clears what was said on it
+// before.
+func (p *place) ptyScreen(t *testing.T, dir string, args ...string) (*screen, stderrFile) {
+	t.Helper()
+	cmd := p.commandIn(dir, args...)
+	f, err := os.CreateTemp(t.TempDir(), "stderr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	cmd.Stderr = f
+	return p.screenOf(t, cmd), stderrFile{t, f.Name()}
+}
+
+// wantCooked checks that s's terminal was given back as it was: line by
+// line, echoing.
+func wantCooked(t *testing.T, s *screen) {
+	t.Helper()
+	tio, err := unix.IoctlGetTermios(int(s.tty.Fd()), unix.TCGETS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tio.Lflag&unix.ICANON == 0 || tio.Lflag&unix.ECHO == 0 {
+		t.Fatalf("the terminal is left raw: lflag %#x", tio.Lflag)
+	}
+}
+
+// listResources runs `agentd ps --json id`.
+func listResources(t *testing.T, p *place, id string) []protocol.Resource {
+	t.Helper()
+	var rs []protocol.Resource
+	if err := json.Unmarshal([]byte(p.mustRun("ps", "--json", id)), &rs); err != nil {
+		t.Fatal(err)
+	}
+	return rs
+}
+
+// TestAShellRunsOnAPTYOfTheSessionAndOutlivesItsDetach: agentd shell
+// starts a shell in the session's directory and types into it; ctrl+\
+// detaches and gives the terminal back, and ps lists the shell running;
+// agentd pty attaches again to the screen as it was, a second agentd pty
+// watches read-only what the first types, the size follows the terminal,
+// and `exit 3` ends the attached command with 3.
+func TestAShellRunsOnAPTYOfTheSessionAndOutlivesItsDetach(t *testing.T) {
+	p, id := newShellPlace(t)
+	work := p.workDir()
+	s, _ := p.ptyScreen(t, work, "shell")
+	s.typeKeys("echo hello-$((6*7)) in $PWD\r")
+	s.waitText("hello-42 in " + work)
+	s.typeKeys("\x1c")
+	if err := s.waitExit(); err != nil {
+		t.Fatalf("detach: %v", err)
+	}
+	wantCooked(t, s)
+
+	rs := listResources(t, p, id)
+	if len(rs) != 1 || rs[0].Kind != protocol.ResourcePTY || rs[0].State != protocol.ResourceRunning || rs[0].Cwd != work {
+		t.Fatalf("ps --json after the detach: %+v", rs)
+	}
+	ref := rs[0].Ref
+	table := p.mustRun("ps", id)
+	if !strings.Contains(table, ref) || !strings.Contains(table, "running") || !strings.Contains(table, "/bin/sh") {
+		t.Fatalf("ps after the detach:\n%s", table)
+	}
+
+	a, _ := p.ptyScreen(t, work, "pty", id, ref)
+	a.waitText("hello-42 in " + work)
+	b, bErr := p.ptyScreen(t, work, "pty", id, ref)
+	b.waitText("hello-42 in " + work)
+	if !strings.Contains(bErr.String(), "read-only") {
+		t.Fatalf("the second client did not say it watches read-only: %q", bErr.String())
+	}
+	b.typeKeys("echo typed-in-b\r")
+	a.typeKeys("echo typed-in-a-$((1+1))\r")
+	for _, s := range []*screen{a, b} {
+		s.waitText("typed-in-a-2")
+	}
+	if text := a.text(); strings.Contains(text, "typed-in-b") {
+		t.Fatalf("a watching client's keys reached the PTY:\n%s", text)
+	}
+
+	// The terminal of the controlling client changes size: the PTY's
+	// follows.
+	if err := pty.Setsize(a.tty, &pty.Winsize{Cols: 100, Rows: 30}); err != nil {
+		t.Fatal(err)
+	}
+	a.typeKeys(`while [ "$(stty size)" != "30 100" ]; do sleep 0.05; done; echo resized-$(stty size | tr ' ' x)` + "\r")
+	for _, s := range []*screen{a, b} {
+		s.waitText("resized-30x100")
+	}
+
+	a.typeKeys("exit 3\r")
+	for _, s := range []*screen{a, b} {
+		var exit *exec.ExitError
+		if err := s.waitExit(); !errors.As(err, &exit) || exit.ExitCode() != 3 {
+			t.Fatalf("agentd pty after exit 3: %v\n%s", err, s.text())
+		}
+		wantCooked(t, s)
+	}
+	// Once nothing runs, the worker may retire and its list with it.
+	if rs = listResources(t, p, id); len(rs) > 0 && (rs[0].State != protocol.ResourceExited || rs[0].ExitCode == nil || *rs[0].ExitCode != 3) {
+		t.Fatalf("ps --json after exit 3: %+v", rs)
+	}
+}
+
+// TestExitInAShellEndsItsCommandWithTheShellsCode: `exit 3` in agentd
+// shell ends it with 3, the terminal given back.
+func TestExitInAShellEndsItsCommandWithTheShellsCode(t *testing.T) {
+	p, id := newShellPlace(t)
+	s, _ := p.ptyScreen(t, p.workDir(), "shell", id)
+	s.typeKeys("echo ready-$((2+3))\r")
+	s.waitText("ready-5")
+	s.typeKeys("exit 3\r")
+	var exit *exec.ExitError
+	if err := s.waitExit(); !errors.As(err, &exit) || exit.ExitCode() != 3 {
+		t.Fatalf("agentd shell after exit 3: %v\n%s", err, s.text())
+	}
+	wantCooked(t, s)
+}
+
+// TestWatchNeverTakesControlAndStopEndsOneResource: agentd pty --watch
+// shows a PTY no one controls without typing into it; agentd stop
+// SESSION REF stops that resource, which ends the watching command.
+func TestWatchNeverTakesControlAndStopEndsOneResource(t *testing.T) {
+	p, id := newShellPlace(t)
+	work := p.workDir()
+	s, _ := p.ptyScreen(t, work, "shell", id)
+	s.typeKeys("echo before-$((3+4))\r")
+	s.waitText("before-7")
+	s.typeKeys("\x1c")
+	if err := s.waitExit(); err != nil {
+		t.Fatalf("detach: %v", err)
+	}
+	ref := listResources(t, p, id)[0].Ref
+
+	w, _ := p.ptyScreen(t, work, "pty", "--watch", id, ref)
+	w.waitText("before-7")
+	w.typeKeys("echo from-the-watcher\r")
+	// Another client can take control: the watcher holds none.
+	a, aErr := p.ptyScreen(t, work, "pty", id, ref)
+	a.typeKeys("echo controlled-$((4+4))\r")
+	for _, s := range []*screen{a, w} {
+		s.waitText("controlled-8")
+	}
+	if strings.Contains(aErr.String(), "read-only") || strings.Contains(a.text(), "from-the-watcher") {
+		t.Fatalf("the watcher took control or typed: %q\n%s", aErr.String(), a.text())
+	}
+
+	if out := p.mustRun("stop", id, ref); !strings.Contains(out, ref+" stopped") {
+		t.Fatalf("stop %s %s: %q", id, ref, out)
+	}
+	for _, s := range []*screen{a, w} {
+		if err := s.waitExit(); err == nil {
+			t.Fatalf("agentd pty of a stopped PTY exited 0")
+		}
+		wantCooked(t, s)
+	}
+	if rs := listResources(t, p, id); len(rs) > 0 && rs[0].State != protocol.ResourceExited {
+		t.Fatalf("ps --json after stop: %+v", rs)
+	}
+	_, errOut, code := p.run("stop", id, "pty-99")
+	if code == 0 || !strings.Contains(errOut, "pty-99") {
+		t.Fatalf("stop of an unknown ref: exit %d: %s", code, errOut)
+	}
+}
+
+// TestAttachingToAPTYNeedsATerminalAndARunningPTY: off a terminal, and for
+// refs that are not a running PTY, the commands say what is wrong.
+func TestAttachingToAPTYNeedsATerminalAndARunningPTY(t *testing.T) {
+	p, id := newShellPlace(t)
+	if _, errOut, code := p.run("shell", id); code != 1 || !strings.Contains(errOut, "needs a terminal") {
+		t.Fatalf("shell off a terminal: exit %d: %s", code, errOut)
+	}
+	if _, errOut, code := p.run("pty", id); code != 2 || !strings.Contains(errOut, "SESSION REF") {
+		t.Fatalf("pty without a REF: exit %d: %s", code, errOut)
+	}
+	if _, errOut, code := p.run("ps", id, "extra"); code != 2 {
+		t.Fatalf("ps with two arguments: exit %d: %s", code, errOut)
+	}
+	if out := p.mustRun("ps", id); !strings.Contains(out, "runs nothing") {
+		t.Fatalf("ps of a session that runs nothing: %q", out)
+	}
+	if _, errOut, code := p.run("stop", "--now", id, "pty-1"); code != 2 {
+		t.Fatalf("stop --now with a REF: exit %d: %s", code, errOut)
+	}
+	s, errOut := p.ptyScreen(t, p.workDir(), "pty", id, "pty-7")
+	if err := s.waitExit(); err == nil || !strings.Contains(errOut.String(), "pty-7") {
+		t.Fatalf("pty of an unknown ref: %v: %q", err, errOut.String())
+	}
+}
