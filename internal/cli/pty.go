@@ -324,6 +324,9 @@ func attachPTY(ctx context.Context, e *env, c *client.Conn, in, out *os.File, r 
 	}
 	cancel()
 	wg.Wait()
+	if errors.Is(end, errDetached) {
+		a.flush() // the keys typed with ctrl+\ before it
+	}
 	raw.restore()
 	var exited errExited
 	switch {
@@ -478,6 +481,26 @@ func (a *attachment) send(ctx context.Context) error {
 				return fmt.Errorf("sending keys: %w", err)
 			}
 		}
+	}
+}
+
+// flush sends what was typed and not sent yet, once send has returned.
+func (a *attachment) flush() {
+	if a.ctl == nil {
+		return
+	}
+	a.mu.Lock()
+	typed := a.typed
+	a.typed = nil
+	a.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
+	defer cancel()
+	for len(typed) > 0 {
+		n := min(len(typed), protocol.MaxControlDataBytes)
+		if a.ctl.Control(ctx, typed[:n], 0, 0) != nil {
+			return // the PTY exited or the connection went: nothing to type into
+		}
+		typed = typed[n:]
 	}
 }
 

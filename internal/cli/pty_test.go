@@ -174,8 +174,16 @@ func TestWatchNeverTakesControlAndStopEndsOneResource(t *testing.T) {
 	}
 	ref := listResources(t, p, id)[0].Ref
 
+	// Keys typed together with ctrl+\ reach the PTY before the detach.
+	d, _ := p.ptyScreen(t, work, "pty", id, ref)
+	d.waitText("before-7")
+	d.typeKeys("echo typed-with-the-detach-$((5*5))\r\x1c")
+	if err := d.waitExit(); err != nil {
+		t.Fatalf("detach: %v", err)
+	}
+
 	w, _ := p.ptyScreen(t, work, "pty", "--watch", id, ref)
-	w.waitText("before-7")
+	w.waitText("typed-with-the-detach-25")
 	w.typeKeys("echo from-the-watcher\r")
 	// Another client can take control: the watcher holds none.
 	a, aErr := p.ptyScreen(t, work, "pty", id, ref)
