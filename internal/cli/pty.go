@@ -263,26 +263,27 @@ func attachPTY(ctx context.Context, e *env, c *client.Conn, in, out *os.File, r 
 		return err
 	}
 	defer stream.Close()
-	var ctl *client.Controller
-	if mode == attachControl {
-		ctl, err = c.AcquirePTY(setup, r.SessionID, r.Ref)
-		switch {
-		case errors.Is(err, client.ErrOperationConflict):
-			fmt.Fprintf(e.stderr, "agentd: another client controls %s: watching it read-only (ctrl+\\ detaches)\n", r.Ref)
-			ctl = nil
-		case err != nil:
-			return err
-		}
-	}
-	if ctl != nil {
-		defer func() {
+	a := &attachment{c: c, res: r, mayTake: mode == attachControl, stream: stream, out: out, wake: make(chan struct{}, 1)}
+	defer func() {
+		if ctl := a.controller(); ctl != nil {
 			rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), requestTimeout)
 			defer rcancel()
 			ctl.Release(rctx) // an exited PTY's control is gone already
-		}()
-		if cols, rows := windowSize(in); cols > 0 && rows > 0 {
-			if err := ctl.Control(setup, nil, cols, rows); err != nil {
-				return err
+		}
+	}()
+	if mode == attachControl {
+		ctl, err := c.AcquirePTY(setup, r.SessionID, r.Ref)
+		switch {
+		case errors.Is(err, client.ErrOperationConflict):
+			fmt.Fprintf(e.stderr, "agentd: another client controls %s: watching it read-only until it is free and a key is typed (ctrl+\\ detaches)\n", r.Ref)
+		case err != nil:
+			return err
+		default:
+			a.ctl = ctl
+			if cols, rows := windowSize(in); cols > 0 && rows > 0 {
+				if err := ctl.Control(setup, nil, cols, rows); err != nil {
+					return err
+				}
 			}
 		}
 	}
@@ -302,12 +303,11 @@ func attachPTY(ctx context.Context, e *env, c *client.Conn, in, out *os.File, r 
 	signal.Notify(winch, syscall.SIGWINCH)
 	defer signal.Stop(winch)
 
-	a := &attachment{ctl: ctl, stream: stream, out: out, wake: make(chan struct{}, 1)}
 	var wg sync.WaitGroup
 	ended := make(chan error, 3)
 	wg.Go(func() { ended <- a.show(ctx) })
 	wg.Go(func() { ended <- a.readKeys(ctx, in) })
-	if ctl != nil {
+	if a.mayTake {
 		wg.Go(func() { ended <- a.send(ctx) })
 	}
 	var end error
@@ -357,13 +357,16 @@ func (e errExited) Error() string { return e.r.Ref + " exited" }
 
 // attachment is one terminal attached to one PTY.
 type attachment struct {
-	ctl    *client.Controller // nil while watching; constant
-	stream *client.PTYStream  // constant
-	out    io.Writer          // constant
+	c       *client.Conn      // constant
+	res     protocol.Resource // constant
+	mayTake bool              // constant: control may be taken
+	stream  *client.PTYStream // constant
+	out     io.Writer         // constant
 
 	mu         sync.Mutex
-	typed      []byte // guarded by mu: typed, not sent yet
-	cols, rows int    // guarded by mu: a size not sent yet, or 0
+	ctl        *client.Controller // guarded by mu: nil while watching
+	typed      []byte             // guarded by mu: typed, not sent yet
+	cols, rows int                // guarded by mu: a size not sent yet, or 0
 	wake       chan struct{}
 }
 
@@ -420,7 +423,7 @@ func (a *attachment) readKeys(ctx context.Context, in *os.File) error {
 		if i >= 0 {
 			keys = keys[:i]
 		}
-		if a.ctl != nil && len(keys) > 0 {
+		if len(keys) > 0 && a.controlFor(ctx, in) != nil {
 			a.mu.Lock()
 			a.typed = append(a.typed, keys...)
 			a.mu.Unlock()
@@ -432,9 +435,35 @@ func (a *attachment) readKeys(ctx context.Context, in *os.File) error {
 	}
 }
 
+func (a *attachment) controller() *client.Controller {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.ctl
+}
+
+// controlFor returns the PTY's controller to send keys with: the one held,
+// or, when control may be taken and no other client holds it any more, a
+// new one, sized as terminal in. Nil: the keys are not sent.
+func (a *attachment) controlFor(ctx context.Context, in *os.File) *client.Controller {
+	if ctl := a.controller(); ctl != nil || !a.mayTake {
+		return ctl
+	}
+	actx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	ctl, err := a.c.AcquirePTY(actx, a.res.SessionID, a.res.Ref)
+	if err != nil {
+		return nil // still controlled by another, or gone: show says which
+	}
+	cols, rows := windowSize(in)
+	a.mu.Lock()
+	a.ctl, a.cols, a.rows = ctl, cols, rows
+	a.mu.Unlock()
+	return ctl
+}
+
 // resize notes the terminal's new size, sent with the next call.
 func (a *attachment) resize(cols, rows int) {
-	if a.ctl == nil || cols == 0 || rows == 0 {
+	if a.controller() == nil || cols == 0 || rows == 0 {
 		return
 	}
 	a.mu.Lock()
@@ -472,7 +501,7 @@ func (a *attachment) send(ctx context.Context) error {
 			// The call's own deadline, not ctx: keys typed before a
 			// detach still reach the PTY.
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), requestTimeout)
-			err := a.ctl.Control(cctx, data, cols, rows)
+			err := a.controller().Control(cctx, data, cols, rows)
 			cancel()
 			switch {
 			case errors.Is(err, client.ErrOperationConflict):
@@ -486,7 +515,8 @@ func (a *attachment) send(ctx context.Context) error {
 
 // flush sends what was typed and not sent yet, once send has returned.
 func (a *attachment) flush() {
-	if a.ctl == nil {
+	ctl := a.controller()
+	if ctl == nil {
 		return
 	}
 	a.mu.Lock()
@@ -497,7 +527,7 @@ func (a *attachment) flush() {
 	defer cancel()
 	for len(typed) > 0 {
 		n := min(len(typed), protocol.MaxControlDataBytes)
-		if a.ctl.Control(ctx, typed[:n], 0, 0) != nil {
+		if ctl.Control(ctx, typed[:n], 0, 0) != nil {
 			return // the PTY exited or the connection went: nothing to type into
 		}
 		typed = typed[n:]

@@ -81,7 +81,8 @@ func listResources(t *testing.T, p *place, id string) []protocol.Resource {
 // detaches and gives the terminal back, and ps lists the shell running;
 // agentd pty attaches again to the screen as it was, a second agentd pty
 // watches read-only what the first types, the size follows the terminal,
-// and `exit 3` ends the attached command with 3.
+// the watcher takes control once the first detaches, and `exit 3` ends the
+// attached command with 3.
 func TestAShellRunsOnAPTYOfTheSessionAndOutlivesItsDetach(t *testing.T) {
 	p, id := newShellPlace(t)
 	work := p.workDir()
@@ -130,14 +131,20 @@ func TestAShellRunsOnAPTYOfTheSessionAndOutlivesItsDetach(t *testing.T) {
 		s.waitText("resized-30x100")
 	}
 
-	a.typeKeys("exit 3\r")
-	for _, s := range []*screen{a, b} {
-		var exit *exec.ExitError
-		if err := s.waitExit(); !errors.As(err, &exit) || exit.ExitCode() != 3 {
-			t.Fatalf("agentd pty after exit 3: %v\n%s", err, s.text())
-		}
-		wantCooked(t, s)
+	// The controlling client detaches: the watching one takes control at
+	// its next key.
+	a.typeKeys("\x1c")
+	if err := a.waitExit(); err != nil {
+		t.Fatalf("detach: %v", err)
 	}
+	b.typeKeys("echo b-took-over-$((9*9))\r")
+	b.waitText("b-took-over-81")
+	b.typeKeys("exit 3\r")
+	var exit *exec.ExitError
+	if err := b.waitExit(); !errors.As(err, &exit) || exit.ExitCode() != 3 {
+		t.Fatalf("agentd pty after exit 3: %v\n%s", err, b.text())
+	}
+	wantCooked(t, b)
 	// Once nothing runs, the worker may retire and its list with it.
 	if rs = listResources(t, p, id); len(rs) > 0 && (rs[0].State != protocol.ResourceExited || rs[0].ExitCode == nil || *rs[0].ExitCode != 3) {
 		t.Fatalf("ps --json after exit 3: %+v", rs)
