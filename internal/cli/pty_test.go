@@ -152,17 +152,20 @@ func TestAShellRunsOnAPTYOfTheSessionAndOutlivesItsDetach(t *testing.T) {
 }
 
 // TestExitInAShellEndsItsCommandWithTheShellsCode: `exit 3` in agentd
-// shell ends it with 3, the terminal given back.
+// shell ends it with 3, the terminal given back, after all the shell
+// printed.
 func TestExitInAShellEndsItsCommandWithTheShellsCode(t *testing.T) {
 	p, id := newShellPlace(t)
 	s, _ := p.ptyScreen(t, p.workDir(), "shell", id)
 	s.typeKeys("echo ready-$((2+3))\r")
 	s.waitText("ready-5")
-	s.typeKeys("exit 3\r")
+	// What the shell prints just before it exits is shown, none lost.
+	s.typeKeys("i=0; while [ $i -lt 300 ]; do echo line-$i; i=$((i+1)); done; echo last-$((7*6)); exit 3\r")
 	var exit *exec.ExitError
 	if err := s.waitExit(); !errors.As(err, &exit) || exit.ExitCode() != 3 {
 		t.Fatalf("agentd shell after exit 3: %v\n%s", err, s.text())
 	}
+	s.waitText("last-42")
 	wantCooked(t, s)
 }
 

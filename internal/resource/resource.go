@@ -292,6 +292,15 @@ func (m *Manager) output(r *resource, p []byte) {
 // wait waits for r's process and records how it ended.
 func (m *Manager) wait(r *resource, p *started) {
 	err := p.cmd.Wait()
+	// Its output goes out before its end, so that a watcher that stops at
+	// the end has all of it; output a process that left the group holds
+	// open is not waited for past the grace.
+	t := time.NewTimer(m.cfg.Grace)
+	select {
+	case <-r.drained:
+	case <-t.C:
+	}
+	t.Stop()
 	code := -1
 	if p.cmd.ProcessState != nil {
 		code = exitCode(p.cmd.ProcessState)
