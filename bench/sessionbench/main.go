@@ -83,8 +83,8 @@ func main() {
 	flag.StringVar(&cfg.piDir, "pi-dir", "", "where npm installs pi (default: the user cache directory)")
 	flag.BoolVar(&cfg.noPi, "no-pi", false, "do not run pi: its anchors are reported unavailable")
 	flag.StringVar(&cfg.profile, "profile", "", "write CPU profiles of every agentd host and worker, and of this client, into `dir`; agentd then runs inside this binary")
-	flag.StringVar(&skip, "skip", "", "comma-separated parts to skip: run,stream,ls,attach,fanout (rss comes with run)")
-	flag.StringVar(&only, "only", "", "comma-separated parts to run, the others skipped: run,stream,ls,attach,fanout")
+	flag.StringVar(&skip, "skip", "", "comma-separated parts to skip: run,stream,ls,attach,fanout,pty (rss comes with run)")
+	flag.StringVar(&only, "only", "", "comma-separated parts to run, the others skipped: run,stream,ls,attach,fanout,pty")
 	flag.IntVar(&cfg.sessions, "sessions", 0, "sessions listed by `agentd ls` (default 10000, -quick 2000)")
 	flag.IntVar(&cfg.deltas, "deltas", 0, "text deltas of the streamed turn (default 100000)")
 	flag.DurationVar(&cfg.fanInterval, "fan-interval", 0, "pause between the fan-out turn's timestamp lines (default 1ms)")
@@ -105,7 +105,7 @@ func main() {
 }
 
 // parts are the bench's parts, in the order they run.
-var parts = []string{"run", "stream", "ls", "attach", "fanout"}
+var parts = []string{"run", "stream", "ls", "attach", "fanout", "pty"}
 
 func (c *config) fill(skip, only string) {
 	c.coldRuns, c.warmRuns, c.newRuns, c.piRuns = 15, 20, 10, 10
@@ -218,7 +218,7 @@ func (b *bench) run(ctx context.Context) error {
 	}
 
 	fns := map[string]func(context.Context) error{
-		"run": b.runPart, "stream": b.streamPart, "ls": b.lsPart, "attach": b.attachPart, "fanout": b.fanoutPart,
+		"run": b.runPart, "stream": b.streamPart, "ls": b.lsPart, "attach": b.attachPart, "fanout": b.fanoutPart, "pty": b.ptyPart,
 	}
 	for _, name := range parts {
 		p := struct {

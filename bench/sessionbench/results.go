@@ -19,6 +19,7 @@ type results struct {
 	ls     lsResults
 	attach attachResults
 	fanout fanoutResults
+	pty    ptyResults
 }
 
 // Goals, from the issue.
@@ -188,6 +189,9 @@ func (b *bench) rows() []row {
 	}
 	if !b.cfg.skip["fanout"] {
 		rows = append(rows, r.fanout.rows()...)
+	}
+	if !b.cfg.skip["pty"] {
+		rows = append(rows, r.pty.rows()...)
 	}
 	return rows
 }

@@ -241,6 +241,13 @@ func (w *OutboundWriter) Queued() int {
 	return w.bytes
 }
 
+// QueuedFrames returns how many frames are queued and not yet written.
+func (w *OutboundWriter) QueuedFrames() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.frames
+}
+
 // Done is closed when the writer goroutine has stopped.
 func (w *OutboundWriter) Done() <-chan struct{} { return w.done }
 

@@ -30,10 +30,15 @@ type clientConn struct {
 // that then lags is bounded by its own backlog.
 const connBudget = protocol.MaxOutboundQueueBytes / 2
 
+// connFrameBudget is the same for frames: a PTY's output may come in
+// frames of a few bytes, which would reach the frame bound
+// (protocol.MaxOutboundQueueFrames) long before the byte bound.
+const connFrameBudget = protocol.MaxOutboundQueueFrames / 2
+
 // hasRoom reports whether sub may hand the connection a batch now; if
 // not, sub waits until a batch of the connection has been flushed.
 func (c *clientConn) hasRoom(sub *subscription) bool {
-	if c.out.Queued() <= connBudget {
+	if c.out.Queued() <= connBudget && c.out.QueuedFrames() <= connFrameBudget {
 		return true
 	}
 	c.mu.Lock()

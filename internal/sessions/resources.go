@@ -59,6 +59,7 @@ func (w *worker) publishResource(kind string, raw []byte) error {
 		return err
 	}
 	it.body, _ = json.Marshal(f.RuntimeResourcePtyData)
+	it.pty = &f.RuntimeResourcePtyData
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for sub := range w.subs {

@@ -3,6 +3,7 @@ package sessions_test
 import (
 	"encoding/json"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -30,7 +31,8 @@ func (p *ptyWatch) until(want string) {
 	for !strings.Contains(p.text.String(), want) {
 		f, err := p.w.Next(ctx)
 		if err != nil {
-			p.t.Fatalf("waiting for %q (have %q): %v", want, p.text.String(), err)
+			have := p.text.String()
+			p.t.Fatalf("waiting for %q (have %d bytes, ending %q): %v", want, len(have), have[max(0, len(have)-200):], err)
 		}
 		switch f.Kind {
 		case protocol.KindRuntimeResourcePtyData:
@@ -72,7 +74,7 @@ func watchPTY(t *testing.T, c *client.Conn, id, ref string) *ptyWatch {
 	if err := c.Request(ctx, protocol.OpSubscriptionOpen, in, &open); err != nil {
 		t.Fatal(err)
 	}
-	w := c.Watch(open.SubscriptionID)
+	w := c.Follow(open.SubscriptionID)
 	t.Cleanup(w.Close)
 	if err := c.Request(ctx, protocol.OpSubscriptionReady, protocol.SubscriptionRef{SubscriptionID: open.SubscriptionID}, nil); err != nil {
 		t.Fatal(err)
@@ -275,4 +277,44 @@ func TestARunningResourceKeepsItsWorker(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "the worker to stop once idle", workerGone(h.Home, s.SessionID))
+}
+
+// A PTY that prints megabytes as fast as it can reaches the client that
+// watches it whole, in order.
+func TestAPTYFloodReachesItsWatcherWhole(t *testing.T) {
+	_, c, work := newHost(t, time.Hour)
+	ctx := agentdtest.Context(t)
+	var s protocol.Session
+	if err := c.Request(ctx, protocol.OpSessionCreate, protocol.SessionCreateInput{Cwd: work}, &s); err != nil {
+		t.Fatal(err)
+	}
+	var pty protocol.Resource
+	if err := c.Request(ctx, protocol.OpRuntimeResourceStart, protocol.ResourceStartInput{
+		SessionID: s.SessionID, LaunchID: "flood", Command: "stty -echo; read go; seq 1 1000000; echo flood-done", PTY: true,
+	}, &pty); err != nil {
+		t.Fatal(err)
+	}
+	w := watchPTY(t, c, s.SessionID, pty.Ref)
+	w.until("") // the screen
+	var ctl protocol.ControllerAcquireResult
+	if err := c.Request(ctx, protocol.OpRuntimeResourceControllerAcquire, protocol.ResourceRef{SessionID: s.SessionID, Ref: pty.Ref}, &ctl); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Request(ctx, protocol.OpRuntimeResourceControllerControl, protocol.ControlInput{
+		SessionID: s.SessionID, Ref: pty.Ref, ControllerID: ctl.ControllerID, Sequence: 1, Data: "\n",
+	}, nil); err != nil {
+		t.Fatal(err)
+	}
+	w.until("flood-done")
+	var want strings.Builder
+	for i := 1; i <= 1000000; i++ {
+		want.WriteString(strconv.Itoa(i))
+		want.WriteString("\r\n")
+	}
+	got := w.text.String()
+	i := strings.Index(got, "1\r\n2\r\n3\r\n")
+	j := strings.Index(got, "flood-done")
+	if i < 0 || got[i:j] != want.String() {
+		t.Fatalf("the flood arrived changed: %d bytes from its start, want %d", j-i, want.Len())
+	}
 }

@@ -31,6 +31,8 @@ const (
 	// connection's outbound queue holds at most one batch of each of its
 	// subscriptions.
 	batchBytes = 64 << 10
+	// batchFrames bounds the frames of one batch.
+	batchFrames = 256
 	// mergeCap bounds the text one merged update carries.
 	mergeCap = 64 << 10
 	// pageBytes bounds a transcript page read for a resuming subscriber.
@@ -56,8 +58,9 @@ func (c *counters) snapshot() protocol.FanoutCounters {
 type item struct {
 	body []byte
 	d    *protocol.SessionDelta
-	kind string    // the frame's kind: "" for a delta
-	at   time.Time // when it reached the host
+	kind string                           // the frame's kind: "" for a delta
+	pty  *protocol.RuntimeResourcePtyData // a PTY's output, decoded, read-only
+	at   time.Time                        // when it reached the host
 }
 
 // pending is an item in one subscription's backlog. A merged one owns
@@ -66,7 +69,8 @@ type pending struct {
 	*item
 	merged         bool
 	text, thinking strings.Builder
-	output         strings.Builder
+	output         strings.Builder // a tool call's output, or a PTY's
+	ptySeq         uint64          // the sequence of a PTY's merged output
 }
 
 func (p *pending) size() int {
@@ -76,8 +80,12 @@ func (p *pending) size() int {
 	return len(p.body)
 }
 
-// mergeable reports whether next may be folded into p.
+// mergeable reports whether next may be folded into p: text of one
+// message, output of one tool call, or output of one PTY.
 func (p *pending) mergeable(next *item) bool {
+	if p.pty != nil && next.pty != nil {
+		return next.pty.Ref == p.pty.Ref && !next.pty.Screen && p.size()+len(next.pty.Data) <= mergeCap
+	}
 	d := next.d
 	return p.d != nil && d != nil && p.size()+len(d.Text)+len(d.Thinking)+outputLen(d) <= mergeCap && p.d.Continues(d)
 }
@@ -89,7 +97,17 @@ func outputLen(d *protocol.SessionDelta) int {
 	return len(d.ToolCall.Output)
 }
 
-func (p *pending) merge(d *protocol.SessionDelta) {
+func (p *pending) merge(next *item) {
+	if p.pty != nil {
+		if !p.merged {
+			p.merged = true
+			p.output.WriteString(p.pty.Data)
+		}
+		p.output.WriteString(next.pty.Data)
+		p.ptySeq = next.pty.PtySequence
+		return
+	}
+	d := next.d
 	if !p.merged {
 		p.merged = true
 		p.text.WriteString(p.d.Text)
@@ -105,10 +123,16 @@ func (p *pending) merge(d *protocol.SessionDelta) {
 	}
 }
 
-// encoded returns the pending delta's JSON.
+// encoded returns the pending delta's JSON (or the fields of its frame).
 func (p *pending) encoded() []byte {
 	if !p.merged {
 		return p.body
+	}
+	if p.pty != nil {
+		f := *p.pty
+		f.Data, f.PtySequence = p.output.String(), p.ptySeq
+		b, _ := json.Marshal(f)
+		return b
 	}
 	d := *p.d
 	d.Text, d.Thinking = p.text.String(), p.thinking.String()
@@ -158,7 +182,7 @@ func (sub *subscription) push(it *item) {
 	if n := len(sub.backlog); n > 0 && sub.backlog[n-1].mergeable(it) {
 		last := sub.backlog[n-1]
 		before := last.size()
-		last.merge(it.d)
+		last.merge(it)
 		sub.bytes += last.size() - before
 		sub.s.counters.coalesced.Add(1)
 	} else {
@@ -280,7 +304,7 @@ func (sub *subscription) deliverLocked() {
 			return
 		}
 		n, size := 0, 0
-		for n < len(sub.backlog) && (n == 0 || size < batchBytes) {
+		for n < len(sub.backlog) && (n == 0 || size < batchBytes && n < batchFrames) {
 			size += sub.backlog[n].size()
 			n++
 		}

@@ -22,6 +22,9 @@ const (
 	// connection to take it: a connection's outbound queue holds at most
 	// one such batch of a subscription.
 	batchBytes = 256 << 10
+	// batchFrames bounds the frames the pump writes before it waits: a
+	// PTY's output may come in pieces of a few bytes.
+	batchFrames = 512
 	// maxMerged bounds the text or output one waiting update gathers
 	// while its subscriber lags; past it the middle is left out, and the
 	// update says how much. The host reads its stream as fast as it comes,
@@ -449,7 +452,7 @@ func (sub *subscription) pump() {
 // reports false when the connection is going away.
 func (sub *subscription) write(batch []*pendingDelta) bool {
 	var last *server.Receipt
-	written := 0
+	written, frames := 0, 0
 	for _, p := range batch {
 		if p.kind != itemDelta {
 			b, err := sub.frame(p)
@@ -462,7 +465,13 @@ func (sub *subscription) write(batch []*pendingDelta) bool {
 				return false
 			}
 			last = r
-			written += len(b)
+			frames++
+			if written += len(b); written >= batchBytes || frames >= batchFrames {
+				if last.Err() != nil {
+					return false
+				}
+				written, frames = 0, 0
+			}
 			continue
 		}
 		for _, d := range splitUpdate(p.delta()) {

@@ -1,0 +1,243 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/creack/pty"
+
+	"github.com/agentd-dev/agentd/client"
+	"github.com/agentd-dev/agentd/protocol"
+
+	"github.com/agentd-dev/agentd/bench/internal/table"
+)
+
+// The pty part: a PTY's output relayed by agentd (worker → host → one
+// subscribed client) against the same output read straight from a PTY in
+// this process; and what ten idle PTYs cost their worker in memory.
+
+const (
+	goalPTYVsRaw  = 0.70    // agentd's relay ≥ 70% of reading the PTY directly
+	goalIdlePTYs  = 4 << 20 // ten idle PTYs: worker RSS growth
+	idlePTYs      = 10
+	ptyRelayLines = 80 // bytes a line of the relayed file
+)
+
+type ptyResults struct {
+	bytes        int64
+	rawRate      []float64 // bytes/s read straight from a PTY
+	agentdRate   []float64 // bytes/s reaching the subscribed client
+	rssBefore    int64
+	rssAfter     int64
+	relayErr     string
+	workerCPU    time.Duration
+	hostCPU      time.Duration
+	framesPerMiB float64
+}
+
+func (b *bench) ptyPart(ctx context.Context) error {
+	r := &b.res.pty
+	size := int64(64 << 20)
+	if b.cfg.quick {
+		size = 16 << 20
+	}
+	dir := filepath.Join(b.base, "p")
+	home, runDir, err := newPlace(dir)
+	if err != nil {
+		return err
+	}
+	file := filepath.Join(dir, "relay.txt")
+	if r.bytes, err = writeRelayFile(file, size); err != nil {
+		return err
+	}
+	c, info, err := b.openHost(ctx, home, runDir, "AGENTD_WORKER_IDLE_GRACE=10m")
+	if err != nil {
+		return err
+	}
+	defer b.shutdown(ctx, home, runDir)
+	defer c.Close()
+	fmt.Printf("pty: %d rounds of `cat` of a %d MiB text file on a PTY: read straight from the PTY in this process (the anchor), and relayed by agentd to one client that chose the PTY; then %d idle PTYs in one session\n",
+		b.cfg.rounds, size>>20, idlePTYs)
+	for round := range b.cfg.rounds {
+		raw, err := rawPTYRate(ctx, file)
+		if err != nil {
+			return fmt.Errorf("raw PTY: %w", err)
+		}
+		r.rawRate = append(r.rawRate, raw)
+		sub, err := subscribe(ctx, c, home, b.work, fmt.Sprintf("pty %d", round))
+		if err != nil {
+			return err
+		}
+		pid := workerPID(home, sub.session)
+		w0, h0 := procCPU(pid), procCPU(info.PID)
+		rate, frames, werr := relayRate(ctx, sub, file, r.bytes)
+		if werr != nil {
+			r.relayErr = werr.Error()
+			sub.close(ctx)
+			fmt.Printf("  round %d: raw %.1f MB/s; agentd FAILED: %v\n", round+1, raw/1e6, werr)
+			continue
+		}
+		r.workerCPU += procCPU(pid) - w0
+		r.hostCPU += procCPU(info.PID) - h0
+		r.framesPerMiB = float64(frames) / float64(r.bytes>>20)
+		r.agentdRate = append(r.agentdRate, rate)
+		fmt.Printf("  round %d: raw %.1f MB/s, agentd %.1f MB/s (%.2f×), %d frames\n", round+1, raw/1e6, rate/1e6, rate/raw, frames)
+		sub.close(ctx)
+	}
+
+	// Ten idle PTYs in one session.
+	sub, err := subscribe(ctx, c, home, b.work, "idle ptys")
+	if err != nil {
+		return err
+	}
+	defer sub.close(ctx)
+	if err := startResource(ctx, c, sub.session, "warm", "true", false); err != nil {
+		return err
+	}
+	pid := workerPID(home, sub.session)
+	time.Sleep(b.cfg.settle)
+	r.rssBefore = rssBytes(pid)
+	for i := range idlePTYs {
+		if err := startResource(ctx, c, sub.session, fmt.Sprint("idle-", i), "exec sleep 3600", true); err != nil {
+			return err
+		}
+	}
+	time.Sleep(b.cfg.settle)
+	r.rssAfter = rssBytes(pid)
+	fmt.Printf("  worker RSS %s with no PTY, %s with %d idle PTYs\n", mib(r.rssBefore), mib(r.rssAfter), idlePTYs)
+	return nil
+}
+
+// writeRelayFile writes size bytes of numbered text lines.
+func writeRelayFile(path string, size int64) (int64, error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return 0, err
+	}
+	w := bufio.NewWriterSize(f, 1<<20)
+	var n int64
+	for i := 0; n < size; i++ {
+		line := fmt.Sprintf("%08d %s\n", i, strings.Repeat("abcdefghij", (ptyRelayLines-10)/10))
+		w.WriteString(line)
+		n += int64(len(line))
+	}
+	if err := w.Flush(); err != nil {
+		f.Close()
+		return 0, err
+	}
+	return n, f.Close()
+}
+
+// rawPTYRate runs `cat file` on a PTY and reads it to its end.
+func rawPTYRate(ctx context.Context, file string) (float64, error) {
+	cmd := exec.CommandContext(ctx, "cat", file)
+	start := time.Now()
+	f, err := pty.StartWithSize(cmd, &pty.Winsize{Cols: 120, Rows: 40})
+	if err != nil {
+		return 0, err
+	}
+	n, _ := io.Copy(io.Discard, f) // ends with EIO once cat exits
+	elapsed := time.Since(start)
+	f.Close()
+	cmd.Wait()
+	return float64(n) / elapsed.Seconds(), nil
+}
+
+func startResource(ctx context.Context, c *client.Conn, session, launch, command string, onPTY bool) error {
+	return c.Request(ctx, protocol.OpRuntimeResourceStart, protocol.ResourceStartInput{
+		SessionID: session, LaunchID: launch, Command: command, PTY: onPTY, Cols: 120, Rows: 40,
+	}, nil)
+}
+
+// relayRate starts a PTY that waits for a line and then cats file, chooses
+// it on the subscription, sends the line and reads the output until the
+// PTY exits; it returns the bytes/s of output that reached the client, and
+// the frames that carried it.
+func relayRate(ctx context.Context, sub *subscription, file string, want int64) (float64, int, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	var res protocol.Resource
+	if err := sub.c.Request(ctx, protocol.OpRuntimeResourceStart, protocol.ResourceStartInput{
+		SessionID: sub.session, LaunchID: "relay", Command: "stty -echo; read go; exec cat " + file, PTY: true, Cols: 120, Rows: 40,
+	}, &res); err != nil {
+		return 0, 0, err
+	}
+	if err := sub.c.Request(ctx, protocol.OpSubscriptionPtyInterestSet, protocol.PtyInterestInput{SubscriptionID: sub.id, Refs: []string{res.Ref}}, nil); err != nil {
+		return 0, 0, err
+	}
+	var ctl protocol.ControllerAcquireResult
+	if err := sub.c.Request(ctx, protocol.OpRuntimeResourceControllerAcquire, protocol.ResourceRef{SessionID: sub.session, Ref: res.Ref}, &ctl); err != nil {
+		return 0, 0, err
+	}
+	start := time.Now()
+	if err := sub.c.Request(ctx, protocol.OpRuntimeResourceControllerControl, protocol.ControlInput{
+		SessionID: sub.session, Ref: res.Ref, ControllerID: ctl.ControllerID, Sequence: 1, Data: "\n",
+	}, nil); err != nil {
+		return 0, 0, err
+	}
+	var got int64
+	frames := 0
+	for {
+		f, err := sub.w.Next(ctx)
+		if err != nil {
+			return 0, frames, fmt.Errorf("after %d of %d bytes: %w", got, want, err)
+		}
+		switch f.Kind {
+		case protocol.KindRuntimeResourcePtyData:
+			var d protocol.RuntimeResourcePtyDataFrame
+			if err := f.Decode(&d); err != nil {
+				return 0, frames, err
+			}
+			if !d.Screen {
+				got += int64(len(d.Data))
+				frames++
+			}
+		case protocol.KindRuntimeResourceUpdate:
+			var u protocol.RuntimeResourceUpdateFrame
+			var rs protocol.Resource
+			if f.Decode(&u) == nil && json.Unmarshal(u.Resource, &rs) == nil && rs.Ref == res.Ref && rs.State == protocol.ResourceExited {
+				elapsed := time.Since(start)
+				// A PTY turns "\n" into "\r\n": the client gets a byte
+				// more a line.
+				if got < want {
+					return 0, frames, fmt.Errorf("%d of %d bytes reached the client", got, want)
+				}
+				return float64(want) / elapsed.Seconds(), frames, nil
+			}
+		case protocol.KindSubscriptionClosed:
+			return 0, frames, errors.New("the subscription closed: " + string(f.Raw))
+		}
+	}
+}
+
+func (r ptyResults) rows() []row {
+	rawRate, agentdRate := math.NaN(), math.NaN()
+	if len(r.rawRate) > 0 {
+		rawRate = median(r.rawRate)
+	}
+	if len(r.agentdRate) > 0 {
+		agentdRate = median(r.agentdRate)
+	}
+	q := agentdRate / rawRate
+	verdict := table.Verdict(r.relayErr == "" && q >= goalPTYVsRaw)
+	agentd := fmt.Sprintf("%.1f MB/s", agentdRate/1e6)
+	if r.relayErr != "" {
+		agentd = "failed: " + r.relayErr
+	}
+	growth := r.rssAfter - r.rssBefore
+	return []row{
+		{fmt.Sprintf("PTY relay: `cat` of %d MiB to one client, median of %d", r.bytes>>20, len(r.rawRate)), agentd, fmt.Sprintf("%.1f MB/s raw PTY", rawRate/1e6), q, "≥ 0.70×", verdict},
+		{"  frames a MiB of output", fmt.Sprintf("%.1f", r.framesPerMiB), "-", math.NaN(), "-", "info"},
+		{fmt.Sprintf("worker RSS growth, %d idle PTYs", idlePTYs), mib(growth), mib(r.rssBefore) + " without", math.NaN(), "≤ 4 MiB", table.Verdict(growth <= goalIdlePTYs)},
+	}
+}
