@@ -62,16 +62,41 @@ func (w *worker) publishResource(kind string, raw []byte) error {
 	it.pty = &f.RuntimeResourcePtyData
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	redraw := false
 	for sub := range w.subs {
 		switch st := sub.ptys[f.Ref]; {
 		case f.Screen && st == ptyAwaiting:
 			sub.ptys[f.Ref] = ptyStreaming
 			sub.push(it)
 		case !f.Screen && st == ptyStreaming:
-			sub.push(it)
+			if !sub.pushPTY(it) {
+				// It lags: rather than close it, as a subscriber that
+				// lags on the session's deltas, skip it to the screen.
+				sub.ptys[f.Ref] = ptyAwaiting
+				redraw = true
+			}
 		}
 	}
+	if redraw {
+		w.s.wg.Go(func() { w.redraw(f.Ref) })
+	}
 	return nil
+}
+
+// redraw asks the worker for a PTY's screen again, for the subscriptions
+// awaiting it.
+func (w *worker) redraw(ref string) {
+	w.interest.Lock()
+	defer w.interest.Unlock()
+	if !slices.Contains(w.watched, ref) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	fwd := protocol.PtyInterestInput{SubscriptionID: w.feedID, Refs: w.watched, Redraw: []string{ref}}
+	if err := w.conn.Request(ctx, protocol.OpSubscriptionPtyInterestSet, fwd, nil); err != nil {
+		w.s.log.Warn("asking again for a PTY's screen", "session", w.sessionID, "ref", ref, "err", err)
+	}
 }
 
 // setPtyInterest chooses the PTYs whose output a subscription receives.

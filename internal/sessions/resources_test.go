@@ -295,7 +295,7 @@ func TestAPTYFloodReachesItsWatcherWhole(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := watchPTY(t, c, s.SessionID, pty.Ref)
-	w.until("") // the screen
+	w.until("\x1b[2J") // the screen
 	var ctl protocol.ControllerAcquireResult
 	if err := c.Request(ctx, protocol.OpRuntimeResourceControllerAcquire, protocol.ResourceRef{SessionID: s.SessionID, Ref: pty.Ref}, &ctl); err != nil {
 		t.Fatal(err)
@@ -318,3 +318,4 @@ func TestAPTYFloodReachesItsWatcherWhole(t *testing.T) {
 		t.Fatalf("the flood arrived changed: %d bytes from its start, want %d", j-i, want.Len())
 	}
 }
+

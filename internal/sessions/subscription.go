@@ -200,6 +200,30 @@ func (sub *subscription) push(it *item) {
 	}
 }
 
+// pushPTY adds a PTY's output like push, unless the backlog would pass
+// its bound: then the PTY's output it holds is dropped, and it reports
+// false, for the subscriber to be sent the PTY's screen instead. A PTY
+// prints faster than a person reads; its screen is what matters.
+func (sub *subscription) pushPTY(it *item) bool {
+	sub.mu.Lock()
+	if sub.closed == "" && sub.bytes+len(it.body) > sub.s.cfg.BacklogBytes {
+		kept := sub.backlog[:0]
+		for _, p := range sub.backlog {
+			if p.pty != nil && p.pty.Ref == it.pty.Ref {
+				sub.bytes -= p.size()
+				continue
+			}
+			kept = append(kept, p)
+		}
+		sub.backlog = kept
+		sub.mu.Unlock()
+		return false
+	}
+	sub.mu.Unlock()
+	sub.push(it)
+	return true
+}
+
 // overdueLocked reports whether the backlog passed its bound at now.
 func (sub *subscription) overdueLocked(now time.Time) bool {
 	if len(sub.backlog) == 0 {

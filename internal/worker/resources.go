@@ -50,12 +50,24 @@ func (s *session) resourceChanged(r protocol.Resource) {
 	}
 }
 
-// ptyOutput passes a PTY's output to the subscriptions that chose it.
+// ptyOutput passes a PTY's output to the subscriptions that chose it,
+// then waits while one of them holds too much of it: the PTY is read no
+// faster than its output goes out.
 func (s *session) ptyOutput(ref string, seq uint64, data string) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	var watching []*subscription
 	s.deliverLocked(func() *pendingDelta { return ptyItem(ref, seq, data, false) },
-		func(sub *subscription) bool { return sub.watches(ref) })
+		func(sub *subscription) bool {
+			if !sub.watches(ref) {
+				return false
+			}
+			watching = append(watching, sub)
+			return true
+		})
+	s.mu.Unlock()
+	for _, sub := range watching {
+		sub.waitPTYRoom(s.base.Done())
+	}
 }
 
 func ptyItem(ref string, seq uint64, data string, screen bool) *pendingDelta {

@@ -63,11 +63,13 @@ type subscription struct {
 	ptys      map[string]bool // guarded by session.mu: the PTYs whose output it carries
 
 	// Lock order: session.mu before mu.
-	mu      sync.Mutex
-	ready   bool            // guarded by mu
-	pending []*pendingDelta // guarded by mu
-	closing string          // guarded by mu: the reason to close with, once set
-	seq     uint64          // pump only
+	mu       sync.Mutex
+	ptyBytes int             // guarded by mu: PTY output pending
+	ptyRoom  chan struct{}   // guarded by mu: closed when the pending PTY output is taken
+	ready    bool            // guarded by mu
+	pending  []*pendingDelta // guarded by mu
+	closing  string          // guarded by mu: the reason to close with, once set
+	seq      uint64          // pump only
 }
 
 // pendingDelta is a delta not yet encoded; text updates grow in builders so
@@ -380,6 +382,9 @@ func (sub *subscription) queue(p *pendingDelta) bool {
 	if sub.closing != "" {
 		return true
 	}
+	if p.kind == itemPTY {
+		sub.ptyBytes += p.output.Len()
+	}
 	if n := len(sub.pending); n == 0 || !sub.pending[n-1].absorb(p) {
 		if len(sub.pending) >= maxBacklog {
 			return false
@@ -412,6 +417,7 @@ func (sub *subscription) close(reason string) {
 		if reason == protocol.ClosedSlowConsumer || reason == "" {
 			sub.pending = nil
 		}
+		sub.tookPTYLocked() // nobody waits on a closed subscription
 	}
 	sub.mu.Unlock()
 	sub.signal()
@@ -427,6 +433,7 @@ func (sub *subscription) pump() {
 			batch = nil
 		} else {
 			sub.pending = nil
+			sub.tookPTYLocked()
 		}
 		closing, ready := sub.closing, sub.ready
 		sub.mu.Unlock()
@@ -519,3 +526,40 @@ func (sub *subscription) frame(p *pendingDelta) ([]byte, error) {
 // watches reports whether the subscription carries PTY ref's output.
 // Call with session.mu held.
 func (sub *subscription) watches(ref string) bool { return sub.ptys[ref] }
+
+// maxPTYPending bounds the PTY output a subscription holds before the
+// PTY's reader waits: a PTY prints faster than a host can carry, and the
+// kernel's buffer then holds the program back, as a terminal does.
+const maxPTYPending = 1 << 20
+
+// tookPTYLocked notes that the pending PTY output went out, waking the
+// readers that wait for room.
+func (sub *subscription) tookPTYLocked() {
+	sub.ptyBytes = 0
+	if sub.ptyRoom != nil {
+		close(sub.ptyRoom)
+		sub.ptyRoom = nil
+	}
+}
+
+// waitPTYRoom waits while the subscription holds more than maxPTYPending
+// of PTY output, until done closes.
+func (sub *subscription) waitPTYRoom(done <-chan struct{}) {
+	for {
+		sub.mu.Lock()
+		if sub.ptyBytes <= maxPTYPending || sub.closing != "" {
+			sub.mu.Unlock()
+			return
+		}
+		if sub.ptyRoom == nil {
+			sub.ptyRoom = make(chan struct{})
+		}
+		room := sub.ptyRoom
+		sub.mu.Unlock()
+		select {
+		case <-room:
+		case <-done:
+			return
+		}
+	}
+}
