@@ -318,4 +318,3 @@ func TestAPTYFloodReachesItsWatcherWhole(t *testing.T) {
 		t.Fatalf("the flood arrived changed: %d bytes from its start, want %d", j-i, want.Len())
 	}
 }
-
