@@ -3,6 +3,7 @@ package sessions_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/agentd-dev/agentd/client"
 	"github.com/agentd-dev/agentd/internal/agentdtest"
+	"github.com/agentd-dev/agentd/internal/sessions"
 	"github.com/agentd-dev/agentd/protocol"
 )
 
@@ -316,5 +318,107 @@ func TestAPTYFloodReachesItsWatcherWhole(t *testing.T) {
 	j := strings.Index(got, "flood-done")
 	if i < 0 || got[i:j] != want.String() {
 		t.Fatalf("the flood arrived changed: %d bytes from its start, want %d", j-i, want.Len())
+	}
+}
+
+// A client that stops reading while a PTY floods is not closed as a slow
+// consumer: the PTY's output it would have lagged on is skipped, and once
+// it reads again it gets the PTY's screen, then the output from there.
+func TestAWatcherThatLagsOnAPTYIsSkippedToItsScreen(t *testing.T) {
+	h, c, work := newHostWith(t, func(cfg *sessions.Config) { cfg.BacklogBytes = 256 << 10 })
+	ctx := agentdtest.Context(t)
+	var s protocol.Session
+	if err := c.Request(ctx, protocol.OpSessionCreate, protocol.SessionCreateInput{Cwd: work}, &s); err != nil {
+		t.Fatal(err)
+	}
+	var pty protocol.Resource
+	if err := c.Request(ctx, protocol.OpRuntimeResourceStart, protocol.ResourceStartInput{
+		SessionID: s.SessionID, LaunchID: "flood", Command: "stty -echo; read go; seq 1 1000000; echo flood-done", PTY: true,
+	}, &pty); err != nil {
+		t.Fatal(err)
+	}
+
+	// The watcher reads by hand, so it can stop reading.
+	rc := dialRaw(t, h.Endpoint())
+	request := func(id, line string) frame {
+		t.Helper()
+		rc.send(line)
+		for {
+			if f := rc.next(); f.RequestID == id {
+				if !f.OK {
+					t.Fatalf("%s: %s", id, f.Result)
+				}
+				return f
+			}
+		}
+	}
+	f := request("open", fmt.Sprintf(`{"requestId":"open","operation":"subscription.open","input":{"sessionId":%q,"transcript":{"kind":"none"}}}`, s.SessionID))
+	var open protocol.SubscriptionOpenResult
+	json.Unmarshal(f.Result, &open)
+	request("ready", fmt.Sprintf(`{"requestId":"ready","operation":"subscription.ready","input":{"subscriptionId":%q}}`, open.SubscriptionID))
+	request("interest", fmt.Sprintf(`{"requestId":"interest","operation":"subscription.pty_interest.set","input":{"subscriptionId":%q,"refs":[%q]}}`, open.SubscriptionID, pty.Ref))
+
+	// Another client waits for the PTY's end, told as its resource's state.
+	ended := make(chan struct{})
+	var open2 protocol.SubscriptionOpenResult
+	if err := c.Request(ctx, protocol.OpSubscriptionOpen, protocol.SubscriptionOpenInput{SessionID: s.SessionID, Transcript: protocol.TranscriptBootstrap{Kind: protocol.TranscriptNone}}, &open2); err != nil {
+		t.Fatal(err)
+	}
+	states := c.Follow(open2.SubscriptionID)
+	t.Cleanup(states.Close)
+	if err := c.Request(ctx, protocol.OpSubscriptionReady, protocol.SubscriptionRef{SubscriptionID: open2.SubscriptionID}, nil); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		defer close(ended)
+		for {
+			f, err := states.Next(ctx)
+			if err != nil {
+				return
+			}
+			var u protocol.RuntimeResourceUpdateFrame
+			var r protocol.Resource
+			if f.Kind == protocol.KindRuntimeResourceUpdate && f.Decode(&u) == nil && json.Unmarshal(u.Resource, &r) == nil && r.State == protocol.ResourceExited {
+				return
+			}
+		}
+	}()
+	var ctl protocol.ControllerAcquireResult
+	if err := c.Request(ctx, protocol.OpRuntimeResourceControllerAcquire, protocol.ResourceRef{SessionID: s.SessionID, Ref: pty.Ref}, &ctl); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Request(ctx, protocol.OpRuntimeResourceControllerControl, protocol.ControlInput{
+		SessionID: s.SessionID, Ref: pty.Ref, ControllerID: ctl.ControllerID, Sequence: 1, Data: "\n",
+	}, nil); err != nil {
+		t.Fatal(err)
+	}
+	// The flood runs to its end while the watcher reads nothing.
+	<-ended
+	if ctx.Err() != nil {
+		t.Fatal("the flood never ended")
+	}
+
+	// The watcher reads again: it was skipped to a screen somewhere, and its
+	// stream goes on to the end, open.
+	screens := 0
+	var text strings.Builder
+	for !strings.Contains(text.String(), "flood-done") {
+		line := rc.read()
+		var f protocol.RuntimeResourcePtyDataFrame
+		if err := json.Unmarshal([]byte(line), &f); err != nil {
+			t.Fatal(err)
+		}
+		switch f.Kind {
+		case protocol.KindSubscriptionClosed:
+			t.Fatalf("the lagging watcher was closed: %s", line)
+		case protocol.KindRuntimeResourcePtyData:
+			if f.Screen {
+				screens++
+			}
+			text.WriteString(f.Data)
+		}
+	}
+	if screens < 2 {
+		t.Fatalf("%d screens: the watcher got the whole flood, so it never lagged and the test shows nothing", screens)
 	}
 }
