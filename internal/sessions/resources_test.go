@@ -67,8 +67,9 @@ func (p *ptyWatch) until(want string) {
 	}
 }
 
-// watchPTY subscribes c to session id and chooses its PTY ref.
-func watchPTY(t *testing.T, c *client.Conn, id, ref string) *ptyWatch {
+// followSession opens a ready subscription of c to session id, read
+// without loss, and returns it with its id.
+func followSession(t *testing.T, c *client.Conn, id string) (*client.Watcher, string) {
 	t.Helper()
 	ctx := agentdtest.Context(t)
 	var open protocol.SubscriptionOpenResult
@@ -81,10 +82,34 @@ func watchPTY(t *testing.T, c *client.Conn, id, ref string) *ptyWatch {
 	if err := c.Request(ctx, protocol.OpSubscriptionReady, protocol.SubscriptionRef{SubscriptionID: open.SubscriptionID}, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Request(ctx, protocol.OpSubscriptionPtyInterestSet, protocol.PtyInterestInput{SubscriptionID: open.SubscriptionID, Refs: []string{ref}}, nil); err != nil {
+	return w, open.SubscriptionID
+}
+
+// watchPTY subscribes c to session id and chooses its PTY ref.
+func watchPTY(t *testing.T, c *client.Conn, id, ref string) *ptyWatch {
+	t.Helper()
+	w, sub := followSession(t, c, id)
+	if err := c.Request(agentdtest.Context(t), protocol.OpSubscriptionPtyInterestSet, protocol.PtyInterestInput{SubscriptionID: sub, Refs: []string{ref}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	return &ptyWatch{t: t, w: w, ref: ref}
+}
+
+// sessionWithPTY creates a session of work on c whose PTY runs command.
+func sessionWithPTY(t *testing.T, c *client.Conn, work, command string) (protocol.Session, protocol.Resource) {
+	t.Helper()
+	ctx := agentdtest.Context(t)
+	var s protocol.Session
+	if err := c.Request(ctx, protocol.OpSessionCreate, protocol.SessionCreateInput{Cwd: work}, &s); err != nil {
+		t.Fatal(err)
+	}
+	var pty protocol.Resource
+	if err := c.Request(ctx, protocol.OpRuntimeResourceStart, protocol.ResourceStartInput{
+		SessionID: s.SessionID, LaunchID: "l1", Command: command, PTY: true,
+	}, &pty); err != nil {
+		t.Fatal(err)
+	}
+	return s, pty
 }
 
 func wantCode(t *testing.T, err error, code protocol.Code) {
@@ -286,16 +311,7 @@ func TestARunningResourceKeepsItsWorker(t *testing.T) {
 func TestAPTYFloodReachesItsWatcherWhole(t *testing.T) {
 	_, c, work := newHost(t, time.Hour)
 	ctx := agentdtest.Context(t)
-	var s protocol.Session
-	if err := c.Request(ctx, protocol.OpSessionCreate, protocol.SessionCreateInput{Cwd: work}, &s); err != nil {
-		t.Fatal(err)
-	}
-	var pty protocol.Resource
-	if err := c.Request(ctx, protocol.OpRuntimeResourceStart, protocol.ResourceStartInput{
-		SessionID: s.SessionID, LaunchID: "flood", Command: "stty -echo; read go; seq 1 1000000; echo flood-done", PTY: true,
-	}, &pty); err != nil {
-		t.Fatal(err)
-	}
+	s, pty := sessionWithPTY(t, c, work, "stty -echo; read go; seq 1 1000000; echo flood-done")
 	w := watchPTY(t, c, s.SessionID, pty.Ref)
 	w.until("\x1b[2J") // the screen
 	var ctl protocol.ControllerAcquireResult
@@ -327,16 +343,7 @@ func TestAPTYFloodReachesItsWatcherWhole(t *testing.T) {
 func TestAWatcherThatLagsOnAPTYIsSkippedToItsScreen(t *testing.T) {
 	h, c, work := newHostWith(t, func(cfg *sessions.Config) { cfg.BacklogBytes = 256 << 10 })
 	ctx := agentdtest.Context(t)
-	var s protocol.Session
-	if err := c.Request(ctx, protocol.OpSessionCreate, protocol.SessionCreateInput{Cwd: work}, &s); err != nil {
-		t.Fatal(err)
-	}
-	var pty protocol.Resource
-	if err := c.Request(ctx, protocol.OpRuntimeResourceStart, protocol.ResourceStartInput{
-		SessionID: s.SessionID, LaunchID: "flood", Command: "stty -echo; read go; seq 1 1000000; echo flood-done", PTY: true,
-	}, &pty); err != nil {
-		t.Fatal(err)
-	}
+	s, pty := sessionWithPTY(t, c, work, "stty -echo; read go; seq 1 1000000; echo flood-done")
 
 	// The watcher reads by hand, so it can stop reading.
 	rc := dialRaw(t, h.Endpoint())
@@ -360,15 +367,7 @@ func TestAWatcherThatLagsOnAPTYIsSkippedToItsScreen(t *testing.T) {
 
 	// Another client waits for the PTY's end, told as its resource's state.
 	ended := make(chan struct{})
-	var open2 protocol.SubscriptionOpenResult
-	if err := c.Request(ctx, protocol.OpSubscriptionOpen, protocol.SubscriptionOpenInput{SessionID: s.SessionID, Transcript: protocol.TranscriptBootstrap{Kind: protocol.TranscriptNone}}, &open2); err != nil {
-		t.Fatal(err)
-	}
-	states := c.Follow(open2.SubscriptionID)
-	t.Cleanup(states.Close)
-	if err := c.Request(ctx, protocol.OpSubscriptionReady, protocol.SubscriptionRef{SubscriptionID: open2.SubscriptionID}, nil); err != nil {
-		t.Fatal(err)
-	}
+	states, _ := followSession(t, c, s.SessionID)
 	go func() {
 		defer close(ended)
 		for {
