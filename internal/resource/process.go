@@ -9,8 +9,9 @@ import (
 	"github.com/creack/pty"
 )
 
-// Shell returns the shell commands are run with: bash, or sh without it.
-func Shell() string {
+// defaultShell returns the shell commands are run with: bash, or sh
+// without it.
+func defaultShell() string {
 	if p, err := exec.LookPath("bash"); err == nil {
 		return p
 	}
@@ -21,7 +22,6 @@ func Shell() string {
 type started struct {
 	cmd *exec.Cmd
 	out *os.File // the read end of the output pipe, or the PTY's master
-	pty bool
 }
 
 // startShell starts command in its own process group, stdin from
@@ -53,7 +53,7 @@ func startPTY(sh, command, dir string, env []string, cols, rows int) (*started, 
 	if err != nil {
 		return nil, err
 	}
-	return &started{cmd: cmd, out: f, pty: true}, nil
+	return &started{cmd: cmd, out: f}, nil
 }
 
 // signalGroup signals the process group pgid leads; false when none of it

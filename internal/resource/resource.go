@@ -45,7 +45,7 @@ type Config struct {
 	Dir string
 	// Env is the environment commands start with.
 	Env []string
-	// Shell runs commands with -c; empty: Shell().
+	// Shell runs commands with -c; empty: bash, or sh without it.
 	Shell string
 	// Grace is the time between SIGTERM and SIGKILL; 0: DefaultGrace.
 	Grace time.Duration
@@ -135,7 +135,7 @@ type controlReplay struct {
 // New returns a Manager of no resources.
 func New(cfg Config) *Manager {
 	if cfg.Shell == "" {
-		cfg.Shell = Shell()
+		cfg.Shell = defaultShell()
 	}
 	if cfg.Grace <= 0 {
 		cfg.Grace = DefaultGrace
