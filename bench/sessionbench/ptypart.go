@@ -27,6 +27,7 @@ import (
 // this process; and what ten idle PTYs cost their worker in memory.
 
 const (
+	goalPTYVsTmux = 1.5     // agentd's relay ≥ 1.5× tmux relaying to an attached client
 	goalPTYVsRaw  = 0.70    // agentd's relay ≥ 70% of reading the PTY directly
 	goalIdlePTYs  = 4 << 20 // ten idle PTYs: worker RSS growth
 	idlePTYs      = 10
@@ -36,6 +37,8 @@ const (
 type ptyResults struct {
 	bytes        int64
 	rawRate      []float64 // bytes/s read straight from a PTY
+	tmuxRate     []float64 // bytes/s through tmux to an attached client
+	tmuxErr      string
 	delivered    []float64 // the share of the output the client got as output
 	agentdRate   []float64 // bytes/s reaching the subscribed client
 	rssBefore    int64
@@ -75,6 +78,12 @@ func (b *bench) ptyPart(ctx context.Context) error {
 			return fmt.Errorf("raw PTY: %w", err)
 		}
 		r.rawRate = append(r.rawRate, raw)
+		if tm, err := tmuxRelayRate(ctx, dir, file, r.bytes); err != nil {
+			r.tmuxErr = err.Error()
+		} else {
+			r.tmuxRate = append(r.tmuxRate, tm)
+			fmt.Printf("  round %d: tmux %.1f MB/s to an attached client\n", round+1, tm/1e6)
+		}
 		sub, err := subscribe(ctx, c, home, b.work, fmt.Sprintf("pty %d", round))
 		if err != nil {
 			return err
@@ -227,13 +236,19 @@ func (r ptyResults) rows() []row {
 	rawRate, agentdRate := medianOr(r.rawRate), medianOr(r.agentdRate)
 	q := agentdRate / rawRate
 	verdict := table.Verdict(r.relayErr == "" && q >= goalPTYVsRaw)
-	agentd := fmt.Sprintf("%.1f MB/s", agentdRate/1e6)
+	agent := fmt.Sprintf("%.1f MB/s", agentdRate/1e6)
 	if r.relayErr != "" {
-		agentd = "failed: " + r.relayErr
+		agent = "failed: " + r.relayErr
 	}
 	growth := r.rssAfter - r.rssBefore
+	tmuxRate := medianOr(r.tmuxRate)
+	tmuxAnchor, tmuxVerdict := fmt.Sprintf("%.1f MB/s tmux attached", tmuxRate/1e6), table.Verdict(r.relayErr == "" && agentdRate/tmuxRate >= goalPTYVsTmux)
+	if r.tmuxErr != "" {
+		tmuxAnchor, tmuxVerdict = "tmux failed: "+r.tmuxErr, "n/a (no anchor)"
+	}
 	return []row{
-		{fmt.Sprintf("PTY relay: `cat` of %d MiB, one client attached, to its end; median of %d", r.bytes>>20, len(r.rawRate)), agentd, fmt.Sprintf("%.1f MB/s raw PTY", rawRate/1e6), q, "≥ 0.70×", verdict},
+		{"PTY relay, against tmux relaying the same `cat` to an attached client", agent, tmuxAnchor, agentdRate / tmuxRate, "≥ 1.5×", tmuxVerdict},
+		{fmt.Sprintf("PTY relay: `cat` of %d MiB, one client attached, to its end; median of %d", r.bytes>>20, len(r.rawRate)), agent, fmt.Sprintf("%.1f MB/s raw PTY", rawRate/1e6), q, "≥ 0.70×", verdict},
 		{"  frames a MiB of output", fmt.Sprintf("%.1f", r.framesPerMiB), "-", math.NaN(), "-", "info"},
 		{"  output that reached the client as output (the rest: screens)", fmt.Sprintf("%.0f%%", 100*medianOr(r.delivered)), "-", math.NaN(), "-", "info"},
 		{fmt.Sprintf("worker RSS growth, %d idle PTYs", idlePTYs), mib(growth), mib(r.rssBefore) + " without", math.NaN(), "≤ 4 MiB", table.Verdict(growth <= goalIdlePTYs)},
@@ -246,4 +261,62 @@ func medianOr(v []float64) float64 {
 		return math.NaN()
 	}
 	return median(v)
+}
+
+// tmuxRelayRate runs `cat file` in a tmux pane with a client attached in
+// a PTY of this process (its output read and dropped), and times it from
+// the key that starts it to its end, which the pane signals with
+// `tmux wait-for`.
+func tmuxRelayRate(ctx context.Context, dir, file string, size int64) (float64, error) {
+	if _, err := exec.LookPath("tmux"); err != nil {
+		return 0, errors.New("no tmux")
+	}
+	t := &tmuxSide{sock: filepath.Join(dir, "tmux-relay.sock")}
+	for _, kv := range cleanEnv() {
+		if !strings.HasPrefix(kv, "TMUX") && !strings.HasPrefix(kv, "TERM=") {
+			t.env = append(t.env, kv)
+		}
+	}
+	t.env = append(t.env, "TERM=xterm-256color")
+	tmux := func(args ...string) error {
+		out, err := command(ctx, t.env, "tmux", append([]string{"-S", t.sock}, args...)...).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("tmux %s: %v: %s", args[0], err, out)
+		}
+		return nil
+	}
+	pane := fmt.Sprintf("stty -echo; read go; cat %s; tmux -S %s wait-for -S relay-done; exec sleep 3600", file, t.sock)
+	if err := tmux("-f", "/dev/null", "new-session", "-d", "-s", "relay", "-x", "120", "-y", "40", pane); err != nil {
+		return 0, err
+	}
+	tmuxServers.Store(t, true)
+	defer func() {
+		t.stop()
+		tmuxServers.Delete(t)
+	}()
+	client := command(ctx, t.env, "tmux", "-S", t.sock, "attach-session", "-t", "relay")
+	f, err := pty.StartWithSize(client, &pty.Winsize{Cols: 120, Rows: 40})
+	if err != nil {
+		return 0, err
+	}
+	defer func() { f.Close(); client.Wait() }()
+	go io.Copy(io.Discard, f)
+	// Wait for the client to be attached.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		out, _ := command(ctx, t.env, "tmux", "-S", t.sock, "list-clients").Output()
+		if len(strings.TrimSpace(string(out))) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			return 0, errors.New("the tmux client never attached")
+		}
+	}
+	start := time.Now()
+	if err := tmux("send-keys", "-t", "relay", "Enter"); err != nil {
+		return 0, err
+	}
+	if err := tmux("wait-for", "relay-done"); err != nil {
+		return 0, err
+	}
+	return float64(size) / time.Since(start).Seconds(), nil
 }
