@@ -115,22 +115,9 @@ func chooseSession(ctx context.Context, e *env, args []string, create bool, cwd,
 // latest active first.
 func sessionsOf(ctx context.Context, c *client.Conn, dir string) ([]protocol.Session, error) {
 	dir = filepath.Clean(dir)
-	var here []protocol.Session
-	in := protocol.SessionListInput{Limit: protocol.MaxSessionPage}
-	for {
-		var res protocol.SessionListResult
-		if err := c.Request(ctx, protocol.OpSessionList, in, &res); err != nil {
-			return nil, err
-		}
-		for _, s := range res.Sessions {
-			if filepath.Clean(s.Cwd) == dir && !s.Archived {
-				here = append(here, s)
-			}
-		}
-		if res.NextCursor == "" {
-			break
-		}
-		in.Cursor = res.NextCursor
+	here, err := sessionsWhere(ctx, c, func(s protocol.Session) bool { return filepath.Clean(s.Cwd) == dir && !s.Archived })
+	if err != nil {
+		return nil, err
 	}
 	slices.SortStableFunc(here, func(a, b protocol.Session) int { return b.LastActivityAt.Compare(a.LastActivityAt) })
 	return here, nil

@@ -513,15 +513,12 @@ func newAnswerCmd(e *env) *cobra.Command {
 					fmt.Fprintf(e.stdout, "%s: %s\n", in.InteractionID, in.Answer)
 					return nil
 				}
-				var list protocol.SessionListResult
-				if err := c.Request(ctx, protocol.OpSessionList, protocol.SessionListInput{}, &list); err != nil {
+				running, err := runningSessions(ctx, c)
+				if err != nil {
 					return err
 				}
 				pending := []protocol.Interaction{}
-				for _, s := range list.Sessions {
-					if s.Status == protocol.SessionIdle || s.Damaged {
-						continue
-					}
+				for _, s := range running {
 					var res protocol.InteractionQueryResult
 					if err := c.Request(ctx, protocol.OpInteractionQuery, protocol.SessionRef{SessionID: s.SessionID}, &res); err != nil {
 						return err

@@ -102,7 +102,13 @@ func printStatus(w io.Writer, st protocol.HostStatus) {
 
 // runningSessions returns the sessions of c's host whose turn runs.
 func runningSessions(ctx context.Context, c *client.Conn) ([]protocol.Session, error) {
-	running := []protocol.Session{}
+	return sessionsWhere(ctx, c, func(s protocol.Session) bool { return s.Status != protocol.SessionIdle && !s.Damaged })
+}
+
+// sessionsWhere returns the sessions of c's host that keep keeps, reading
+// every page of the host's list.
+func sessionsWhere(ctx context.Context, c *client.Conn, keep func(protocol.Session) bool) ([]protocol.Session, error) {
+	kept := []protocol.Session{}
 	in := protocol.SessionListInput{Limit: protocol.MaxSessionPage}
 	for {
 		var res protocol.SessionListResult
@@ -110,12 +116,12 @@ func runningSessions(ctx context.Context, c *client.Conn) ([]protocol.Session, e
 			return nil, err
 		}
 		for _, s := range res.Sessions {
-			if s.Status != protocol.SessionIdle && !s.Damaged {
-				running = append(running, s)
+			if keep(s) {
+				kept = append(kept, s)
 			}
 		}
 		if res.NextCursor == "" {
-			return running, nil
+			return kept, nil
 		}
 		in.Cursor = res.NextCursor
 	}

@@ -88,14 +88,33 @@ func (w *worker) publishResource(kind string, raw []byte) error {
 func (w *worker) redraw(ref string) {
 	w.interest.Lock()
 	defer w.interest.Unlock()
-	if !slices.Contains(w.watched, ref) {
-		return
+	if slices.Contains(w.watched, ref) {
+		w.chooseNow(w.watched, []string{ref}, "asking again for a PTY's screen")
 	}
+}
+
+// choose sets the PTYs the worker's stream carries, and those whose
+// screen it sends again. Called with w.interest held.
+func (w *worker) choose(ctx context.Context, refs, redraw []string) error {
+	fwd := protocol.PtyInterestInput{SubscriptionID: w.feedID, Refs: refs, Redraw: redraw}
+	if err := w.conn.Request(ctx, protocol.OpSubscriptionPtyInterestSet, fwd, nil); err != nil {
+		return err
+	}
+	w.watched = refs
+	return nil
+}
+
+// chooseNow is choose for the host's own ends, with no client waiting:
+// a failure is logged as what, unless the worker has gone.
+func (w *worker) chooseNow(refs, redraw []string, what string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	fwd := protocol.PtyInterestInput{SubscriptionID: w.feedID, Refs: w.watched, Redraw: []string{ref}}
-	if err := w.conn.Request(ctx, protocol.OpSubscriptionPtyInterestSet, fwd, nil); err != nil {
-		w.s.log.Warn("asking again for a PTY's screen", "session", w.sessionID, "ref", ref, "err", err)
+	if err := w.choose(ctx, refs, redraw); err != nil {
+		select {
+		case <-w.exited: // the stream went with its worker
+		default:
+			w.s.log.Warn(what, "session", w.sessionID, "err", err)
+		}
 	}
 }
 
@@ -143,15 +162,12 @@ func (s *Service) setPtyInterest(ctx context.Context, call *server.Call, in *pro
 			redraw = append(redraw, ref)
 		}
 	}
-	fwd := protocol.PtyInterestInput{SubscriptionID: w.feedID, Refs: watched, Redraw: redraw}
-	var res protocol.SubscriptionRef
-	if err := w.conn.Request(ctx, protocol.OpSubscriptionPtyInterestSet, fwd, &res); err != nil {
+	if err := w.choose(ctx, watched, redraw); err != nil {
 		w.mu.Lock()
 		sub.ptys = was
 		w.mu.Unlock()
 		return protocol.SubscriptionRef{}, err
 	}
-	w.watched = watched
 	return protocol.SubscriptionRef{SubscriptionID: in.SubscriptionID}, nil
 }
 
@@ -163,21 +179,9 @@ func (w *worker) narrowInterest() {
 	w.mu.Lock()
 	watched := w.watchedLocked()
 	w.mu.Unlock()
-	if slices.Equal(watched, w.watched) {
-		return
+	if !slices.Equal(watched, w.watched) {
+		w.chooseNow(watched, nil, "narrowing the PTYs the worker's stream carries")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	fwd := protocol.PtyInterestInput{SubscriptionID: w.feedID, Refs: watched}
-	if err := w.conn.Request(ctx, protocol.OpSubscriptionPtyInterestSet, fwd, nil); err != nil {
-		select {
-		case <-w.exited: // the stream went with its worker
-		default:
-			w.s.log.Warn("narrowing the PTYs the worker's stream carries", "session", w.sessionID, "err", err)
-		}
-		return
-	}
-	w.watched = watched
 }
 
 // watchedLocked returns the PTYs some subscription chose, sorted.
