@@ -343,7 +343,7 @@ func TestAPTYFloodReachesItsWatcherWhole(t *testing.T) {
 func TestAWatcherThatLagsOnAPTYIsSkippedToItsScreen(t *testing.T) {
 	h, c, work := newHostWith(t, func(cfg *sessions.Config) { cfg.BacklogBytes = 256 << 10 })
 	ctx := agentdtest.Context(t)
-	s, pty := sessionWithPTY(t, c, work, "stty -echo; read go; seq 1 1000000; echo flood-done")
+	s, pty := sessionWithPTY(t, c, work, "stty -echo; read go; seq 1 300000; echo flood-done")
 
 	// The watcher reads by hand, so it can stop reading.
 	rc := dialRaw(t, h.Endpoint())
