@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/agentd-dev/agentd/internal/transport"
 	"github.com/agentd-dev/agentd/protocol"
 )
 
@@ -159,47 +160,95 @@ func TestOutboundWriterFailsOnceOnClosedTransport(t *testing.T) {
 	}
 }
 
+// gatedWriter holds its first write until release is closed, then writes
+// through to a real transport: what the writer queues behind that write
+// stays queued, so its bounds are reached at a known frame.
+type gatedWriter struct {
+	out     *transport.Conn
+	release chan struct{}
+	once    sync.Once
+}
+
+func (g *gatedWriter) Write(msg []byte) error {
+	g.once.Do(func() { <-g.release })
+	return g.out.Write(msg)
+}
+
+func (g *gatedWriter) Flush() error { return g.out.Flush() }
+
 func TestOutboundWriterReportsByteBoundBeforeFrameBound(t *testing.T) {
-	cli, _ := pair(t) // the peer never reads
-	var failures atomic.Int32
-	w := NewOutboundWriter(cli, func(error) { failures.Add(1) })
-	defer w.Close()
-	large := func(id string) []byte {
-		return encodeResponse(id, protocol.OpHostStatus, nil,
-			protocol.Errorf(protocol.CodeInternalFailure, "%s", strings.Repeat("x", 48<<10)))
-	}
-	var receipts []*Receipt
-	var overload error
-	for i := range 512 {
-		r, err := w.Enqueue(Control, large(fmt.Sprintf("byte-bound-%d", i)))
-		if err != nil {
-			overload = err
-			break
+	// The bounds the wire contract promises, written out here so that a
+	// change of the constants fails this test rather than moving with it.
+	const byteBound, frameBound = 2 << 20, 4096
+	// sized encodes a failure response of exactly n bytes, the newline
+	// excluded, as the writer counts them.
+	sized := func(i, n int) []byte {
+		id := fmt.Sprintf("bound-%05d", i)
+		msg := func(pad int) []byte {
+			return encodeResponse(id, protocol.OpHostStatus, nil,
+				protocol.Errorf(protocol.CodeInternalFailure, "%s", strings.Repeat("x", pad)))
 		}
-		receipts = append(receipts, r)
-	}
-	var qerr *QueueError
-	if !errors.As(overload, &qerr) || qerr.Code != "byte_limit" {
-		t.Fatalf("overload = %v, want a byte_limit QueueError", overload)
-	}
-	if failures.Load() != 1 {
-		t.Fatalf("failures = %d, want 1", failures.Load())
-	}
-	rejected := 0
-	for _, r := range receipts {
-		wait(t, r.Done(), "receipt settled")
-		switch err := r.Err(); {
-		case err == overload:
-			rejected++
-		case err != nil:
-			t.Fatalf("receipt failed with %v, want the overload", err)
+		b := msg(n - len(msg(0)))
+		if len(b) != n {
+			t.Fatalf("frame of %d bytes, want %d", len(b), n)
 		}
+		return b
 	}
-	if rejected == 0 {
-		t.Fatal("no queued frame was rejected with the overload")
-	}
-	if len(receipts) >= protocol.MaxOutboundQueueFrames {
-		t.Fatal("frame bound reached before the byte bound")
+	for _, tc := range []struct {
+		name     string
+		size     int    // bytes of every frame
+		accepted int    // frames queued before the overload
+		code     string // the bound reported
+	}{
+		// The seed's case: 48 KiB failures fill 2 MiB long before 4,096 frames.
+		{"large frames reach the byte bound", 48<<10 + 64, byteBound / (48<<10 + 64), "byte_limit"},
+		// 4,096 frames of 512 bytes are exactly 2 MiB: the next crosses
+		// both bounds at once, and the byte bound is the one reported.
+		{"both bounds crossed at once report the byte bound", byteBound / frameBound, frameBound, "byte_limit"},
+		// Small frames reach the frame bound with bytes to spare.
+		{"small frames reach the frame bound", 256, frameBound, "frame_limit"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cli, _ := pair(t) // the peer never reads
+			gate := &gatedWriter{out: cli, release: make(chan struct{})}
+			var failures atomic.Int32
+			w := NewOutboundWriter(gate, func(error) { failures.Add(1) })
+			defer func() { w.Close(); close(gate.release); wait(t, w.Done(), "writer stopped") }()
+
+			var receipts []*Receipt
+			var overload error
+			for i := range frameBound + 1 {
+				r, err := w.Enqueue(Control, sized(i, tc.size))
+				if err != nil {
+					overload = err
+					break
+				}
+				receipts = append(receipts, r)
+			}
+			var qerr *QueueError
+			if !errors.As(overload, &qerr) || qerr.Code != tc.code {
+				t.Fatalf("overload = %v, want a %s QueueError", overload, tc.code)
+			}
+			if len(receipts) != tc.accepted {
+				t.Fatalf("%d frames of %d bytes accepted before the overload, want %d (bounds %d bytes, %d frames)",
+					len(receipts), tc.size, tc.accepted, byteBound, frameBound)
+			}
+			if failures.Load() != 1 {
+				t.Fatalf("failures = %d, want 1", failures.Load())
+			}
+			for i, r := range receipts {
+				wait(t, r.Done(), "receipt settled")
+				if err := r.Err(); err != overload {
+					t.Fatalf("frame %d settled with %v, want the overload itself", i, err)
+				}
+			}
+			if _, err := w.Enqueue(Control, sized(0, tc.size)); !errors.Is(err, ErrWriterClosed) {
+				t.Fatalf("enqueue after the overload: %v, want ErrWriterClosed", err)
+			}
+			if failures.Load() != 1 {
+				t.Fatal("failure reported twice")
+			}
+		})
 	}
 }
 
