@@ -239,7 +239,9 @@ func TestTranscriptPagesAreSerializedPerConnection(t *testing.T) {
 	}
 }
 
-// halfClosed dispatches one turn.query, then half-closes the client side.
+// halfClosed dispatches one turn.query, half-closes the client side and
+// waits until the connection has read that EOF, so what follows happens
+// while the dispatched response drains.
 func halfClosed(t *testing.T) (cli *transport.Conn, f *fixture, release chan struct{}) {
 	cli, srv := pair(t)
 	entered := make(chan struct{})
@@ -251,6 +253,12 @@ func halfClosed(t *testing.T) (cli *transport.Conn, f *fixture, release chan str
 	wait(t, entered, "handler dispatched")
 	if err := cli.CloseWrite(); err != nil {
 		t.Fatal(err)
+	}
+	wait(t, f.s.inputClosed, "the connection read EOF")
+	select {
+	case <-f.tornDown:
+		t.Fatal("the connection was torn down at a clean EOF with a response in flight")
+	default:
 	}
 	return cli, f, release
 }
@@ -273,8 +281,15 @@ func TestCleanReadEOFDrainsDispatchedResponse(t *testing.T) {
 
 func TestFatalCloseDuringEOFDrainTearsDownOnce(t *testing.T) {
 	_, f, release := halfClosed(t)
-	f.srv.Abort(errors.New("forced transport failure"))
+	forced := errors.New("forced transport failure")
+	f.srv.Abort(forced)
 	wait(t, f.tornDown, "fatal close interrupted the drain")
+	if cause := context.Cause(f.s.ctx); cause != forced {
+		t.Fatalf("torn down by %v, want the forced transport failure", cause)
+	}
+	if n := f.teardowns.Load(); n != 1 {
+		t.Fatalf("teardowns = %d, want 1", n)
+	}
 	close(release)
 	wait(t, f.runDone, "connection settled after its handler completed")
 	if n := f.teardowns.Load(); n != 1 {
