@@ -17,6 +17,7 @@ import (
 	"github.com/creack/pty"
 
 	"github.com/agentd-dev/agentd/client"
+	"github.com/agentd-dev/agentd/internal/resource"
 	"github.com/agentd-dev/agentd/protocol"
 
 	"github.com/agentd-dev/agentd/bench/internal/table"
@@ -118,12 +119,15 @@ func (b *bench) ptyPart(ctx context.Context) error {
 	pid := workerPID(home, sub.session)
 	time.Sleep(b.cfg.settle)
 	r.rssBefore = rssBytes(pid)
+	// Each prints a screenful and a prompt, as a shell that ran a command
+	// does, then waits; the worker drops an idle PTY's screen model after
+	// resource.DefaultScreenSleep, so the count is taken after that.
 	for i := range idlePTYs {
-		if err := startResource(ctx, c, sub.session, fmt.Sprint("idle-", i), "exec sleep 3600", true); err != nil {
+		if err := startResource(ctx, c, sub.session, fmt.Sprint("idle-", i), "seq 1 100; printf 'idle $ '; exec sleep 3600", true); err != nil {
 			return err
 		}
 	}
-	time.Sleep(b.cfg.settle)
+	time.Sleep(resource.DefaultScreenSleep + b.cfg.settle)
 	r.rssAfter = rssBytes(pid)
 	fmt.Printf("  worker RSS %s with no PTY, %s with %d idle PTYs\n", mib(r.rssBefore), mib(r.rssAfter), idlePTYs)
 	return nil

@@ -60,6 +60,12 @@ type Config struct {
 	// sequence in the PTY's output from 1. It is called with the PTY's
 	// lock held: it must not call the Manager.
 	OnOutput func(ref string, seq uint64, data string)
+	// ScreenSleep is how long a PTY prints nothing before its screen
+	// model sleeps; 0: DefaultScreenSleep.
+	ScreenSleep time.Duration
+	// OnScreenSleep is told when a screen model has been dropped: memory
+	// the process may give back to the system.
+	OnScreenSleep func()
 	// Logger logs what no caller is told; nil discards.
 	Logger *slog.Logger
 }
@@ -140,6 +146,9 @@ func New(cfg Config) *Manager {
 	if cfg.Grace <= 0 {
 		cfg.Grace = DefaultGrace
 	}
+	if cfg.ScreenSleep <= 0 {
+		cfg.ScreenSleep = DefaultScreenSleep
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -182,7 +191,7 @@ func (m *Manager) Start(in StartInput) (protocol.Resource, error) {
 	if in.PTY {
 		cols, rows := cmp.Or(in.Cols, defaultCols), cmp.Or(in.Rows, defaultRows)
 		p, err = startPTY(m.cfg.Shell, in.Command, cwd, m.cfg.Env, cols, rows)
-		r.screen = newScreen(cols, rows)
+		r.screen = newScreen(cols, rows, m.cfg.ScreenSleep, m.cfg.OnScreenSleep)
 	} else {
 		p, err = startShell(m.cfg.Shell, in.Command, cwd, m.cfg.Env)
 	}
@@ -208,7 +217,6 @@ func (m *Manager) Start(in StartInput) (protocol.Resource, error) {
 	m.launches[in.LaunchID] = r
 	m.changedLocked(r)
 	if r.screen != nil {
-		m.wg.Go(r.screen.drain)
 		m.wg.Go(func() { r.screen.run(r.drained) })
 	}
 	m.wg.Go(func() { m.read(r) })
@@ -243,9 +251,6 @@ func (m *Manager) read(r *resource) {
 	defer r.outMu.Unlock()
 	if r.log != nil {
 		r.log.Close()
-	}
-	if r.screen != nil {
-		r.screen.close()
 	}
 }
 

@@ -339,7 +339,7 @@ func TestAPTYKeepsItsScreenAndStreamsItsOutputInOrder(t *testing.T) {
 func TestPTYOutputCutInsideAUTF8SequenceIsSentWhole(t *testing.T) {
 	m, s, _ := newManager(t)
 	r := &resource{info: protocol.Resource{Ref: "pty-1"}, kept: newRing(16)}
-	r.screen = newScreen(10, 5)
+	r.screen = newScreen(10, 5, time.Hour, nil)
 	euro := []byte("€") // three bytes
 	m.output(r, append([]byte("a"), euro[:1]...))
 	m.output(r, euro[1:2])

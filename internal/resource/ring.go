@@ -2,16 +2,17 @@ package resource
 
 // ring keeps the last bytes written to it, up to its size.
 type ring struct {
-	buf   []byte
-	start int   // index of the oldest byte when full
-	total int64 // bytes ever written
+	size  int
+	buf   []byte // grows to size as bytes come
+	start int    // index of the oldest byte when full
+	total int64  // bytes ever written
 }
 
-func newRing(size int) *ring { return &ring{buf: make([]byte, 0, size)} }
+func newRing(size int) *ring { return &ring{size: size} }
 
 func (r *ring) Write(p []byte) {
 	r.total += int64(len(p))
-	size := cap(r.buf)
+	size := r.size
 	if len(p) >= size {
 		r.buf = append(r.buf[:0], p[len(p)-size:]...)
 		r.start = 0

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/charmbracelet/x/ansi"
 	"github.com/charmbracelet/x/vt"
 )
 
@@ -21,10 +22,23 @@ const minScreenTail = 32 << 10
 // the output's relay never waits on it. While output floods it skips to
 // the latest, and uses at most about a fifth of a core; a screen drawn
 // for a client first takes in everything printed so far.
+//
+// A model holds a few megabytes, so a screen whose PTY has printed
+// nothing for a while (sleepAfter) falls asleep: it keeps its drawing, the
+// cursor and the modes the program changed, and drops the model. Output
+// wakes it into a new model that draws what it kept first. What a model
+// knows beyond that (a scroll region, a saved cursor, the pen a program
+// set and has not drawn with) is not kept, so a screen on the alternate
+// screen, where full-screen programs keep such state, stays awake.
 type screen struct {
-	mu  sync.Mutex   // serializes feeding: output reaches emu in order
-	emu *vt.Emulator // guarded by mu
-	seq uint64       // guarded by mu: the last output sequence emu was fed
+	mu         sync.Mutex
+	emu        *vt.Emulator // guarded by mu; nil while asleep
+	cols, rows int          // guarded by mu
+	seq        uint64       // guarded by mu: the last output sequence emu was fed
+	modes      modeChanges  // guarded by mu: the modes the program changed
+	slept      drawing      // guarded by mu: the screen as it fell asleep
+	sleepAfter time.Duration
+	onSleep    func() // constant: told after the model is dropped
 
 	pmu     sync.Mutex
 	pending []byte // guarded by pmu: output not fed yet
@@ -35,11 +49,92 @@ type screen struct {
 	kick chan struct{}
 }
 
-func newScreen(cols, rows int) *screen {
-	return &screen{emu: vt.NewEmulator(cols, rows), tail: tailFor(cols, rows), kick: make(chan struct{}, 1)}
+// drawing is a screen drawn: its lines, top first, the sequence that puts
+// the cursor where the program left it, and its plain text.
+type drawing struct {
+	lines  []string
+	cursor string
+	text   string
+}
+
+// modeChanges are the terminal modes a program set or reset, by mode.
+type modeChanges map[ansi.Mode]bool
+
+// DefaultScreenSleep is how long a PTY prints nothing before its screen
+// model is dropped.
+const DefaultScreenSleep = 5 * time.Second
+
+func newScreen(cols, rows int, sleepAfter time.Duration, onSleep func()) *screen {
+	s := &screen{
+		cols: cols, rows: rows, modes: modeChanges{}, sleepAfter: sleepAfter, onSleep: onSleep,
+		tail: tailFor(cols, rows), kick: make(chan struct{}, 1),
+	}
+	s.wakeLocked()
+	return s
 }
 
 func tailFor(cols, rows int) int { return max(minScreenTail, 4*cols*rows) }
+
+// wakeLocked gives the screen a model, drawn as it fell asleep.
+func (s *screen) wakeLocked() {
+	if s.emu != nil {
+		return
+	}
+	emu := vt.NewEmulator(s.cols, s.rows)
+	emu.SetScrollbackSize(1) // the screen is all a client is drawn
+	// The model's answers to a program's queries are the attached
+	// terminal's to give: closing its input discards them.
+	emu.InputPipe().(io.Closer).Close()
+	if s.slept.lines != nil {
+		for mode, set := range s.modes {
+			if set {
+				emu.WriteString(ansi.SetMode(mode))
+			} else {
+				emu.WriteString(ansi.ResetMode(mode))
+			}
+		}
+		emu.WriteString(drawLines(s.slept.lines, s.slept.cursor))
+		s.slept = drawing{}
+	}
+	emu.SetCallbacks(vt.Callbacks{
+		EnableMode:  func(m ansi.Mode) { s.modes.change(m, true) },
+		DisableMode: func(m ansi.Mode) { s.modes.change(m, false) },
+	})
+	s.emu = emu
+}
+
+func (c modeChanges) change(m ansi.Mode, set bool) {
+	switch m {
+	case ansi.ModeAltScreen, ansi.ModeAltScreenSaveCursor, ansi.ModeSaveCursor:
+		// A sleeping screen is the main screen, its cursor where it is.
+	default:
+		c[m] = set
+	}
+}
+
+// sleep drops the model, keeping its drawing, unless output waits for it
+// or, while its PTY may print more, it shows the alternate screen.
+func (s *screen) sleep(ended bool) {
+	s.mu.Lock()
+	s.catchUpLocked()
+	slept := s.sleepLocked(ended)
+	s.mu.Unlock()
+	if slept && s.onSleep != nil {
+		s.onSleep()
+	}
+}
+
+func (s *screen) sleepLocked(ended bool) bool {
+	s.pmu.Lock()
+	waiting := len(s.pending) > 0
+	s.pmu.Unlock()
+	if s.emu == nil || waiting || (s.emu.IsAltScreen() && !ended) {
+		return false
+	}
+	s.slept = s.drawLocked()
+	s.emu = nil
+	return true
+}
 
 // add queues output seq for the model.
 func (s *screen) add(p []byte, seq uint64) {
@@ -57,18 +152,28 @@ func (s *screen) add(p []byte, seq uint64) {
 		s.skipped = true
 	}
 	s.pmu.Unlock()
+	s.kickRun()
+}
+
+// kickRun tells run there is work: output to feed, or a model that should
+// sleep again after a while.
+func (s *screen) kickRun() {
 	select {
 	case s.kick <- struct{}{}:
 	default:
 	}
 }
 
-// catchUpLocked feeds the model what is pending.
+// catchUpLocked feeds the model what is pending, waking it for that.
 func (s *screen) catchUpLocked() {
 	s.pmu.Lock()
 	p, seq, skipped := s.pending, s.pendSeq, s.skipped
 	s.pending, s.skipped = nil, false
 	s.pmu.Unlock()
+	if len(p) == 0 && !skipped {
+		return
+	}
+	s.wakeLocked()
 	if skipped {
 		// Cancel any sequence the model is inside and reset it: what
 		// follows is drawn on a clean screen.
@@ -80,13 +185,21 @@ func (s *screen) catchUpLocked() {
 	}
 }
 
-// run feeds the model as output comes until done closes, pausing four
-// times as long as each feed took.
+// run feeds the model as output comes until the output ends (done
+// closes), pausing four times as long as each feed took, and lets it sleep
+// once output stops; when the output has ended, the screen is final and
+// sleeps.
 func (s *screen) run(done <-chan struct{}) {
+	idle := time.NewTimer(s.sleepAfter)
+	defer idle.Stop()
 	for {
 		select {
 		case <-s.kick:
+		case <-idle.C:
+			s.sleep(false)
+			continue
 		case <-done:
+			s.sleep(true)
 			return
 		}
 		start := time.Now()
@@ -99,32 +212,40 @@ func (s *screen) run(done <-chan struct{}) {
 			case <-t.C:
 			case <-done:
 				t.Stop()
+				s.sleep(true)
 				return
 			}
 		}
+		idle.Reset(s.sleepAfter)
 	}
 }
 
-// drain discards the model's answers to a program's queries: they are
-// the attached terminal's to give. It returns once close is called.
-func (s *screen) drain() { io.Copy(io.Discard, s.emu) }
-
-// close ends drain.
-func (s *screen) close() { s.emu.InputPipe().(io.Closer).Close() }
-
-// draw returns the screen as it is after all output so far: its lines, top
-// first, the sequence that puts the cursor where the program left it, and
-// the last output sequence it shows.
+// draw returns the screen as it is after all output so far, and the last
+// output sequence it shows.
 func (s *screen) draw() (lines []string, cursor string, seq uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.catchUpLocked()
+	d := s.drawingLocked()
+	return d.lines, d.cursor, s.seq
+}
+
+// drawingLocked returns the screen drawn, asleep or awake.
+func (s *screen) drawingLocked() drawing {
+	if s.emu == nil {
+		return s.slept
+	}
+	return s.drawLocked()
+}
+
+// drawLocked draws the model.
+func (s *screen) drawLocked() drawing {
 	pos := s.emu.CursorPosition()
-	lines = strings.Split(s.emu.Render(), "\n")
+	lines := strings.Split(s.emu.Render(), "\n")
 	for i, l := range lines {
 		lines[i] = strings.TrimRight(l, " ") // the screen is cleared first
 	}
-	return lines, fmt.Sprintf("\x1b[%d;%dH", pos.Y+1, pos.X+1), s.seq
+	return drawing{lines: lines, cursor: fmt.Sprintf("\x1b[%d;%dH", pos.Y+1, pos.X+1), text: s.emu.String()}
 }
 
 // text returns the screen as plain text after all output so far.
@@ -132,7 +253,7 @@ func (s *screen) text() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.catchUpLocked()
-	return s.emu.String()
+	return s.drawingLocked().text
 }
 
 // resize resizes the model after taking in the output printed before.
@@ -140,17 +261,20 @@ func (s *screen) resize(cols, rows int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.catchUpLocked()
+	s.wakeLocked()
 	s.emu.Resize(cols, rows)
+	s.cols, s.rows = cols, rows
 	s.pmu.Lock()
 	s.tail = tailFor(cols, rows)
 	s.pmu.Unlock()
+	s.kickRun()
 }
 
 // size returns the model's size.
 func (s *screen) size() (cols, rows int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.emu.Width(), s.emu.Height()
+	return s.cols, s.rows
 }
 
 // drawLines draws a screen's lines for a terminal from its top left.

@@ -2,8 +2,10 @@ package worker
 
 import (
 	"context"
+	"runtime/debug"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/agentd-dev/agentd/internal/resource"
 	"github.com/agentd-dev/agentd/internal/server"
@@ -26,7 +28,20 @@ func (s *session) newResources(dir string, env []string) *resource.Manager {
 	return resource.New(resource.Config{
 		SessionID: s.id, Dir: dir, Env: env, Logger: s.logger,
 		Admit: s.admitResource, OnUpdate: s.resourceChanged, OnOutput: s.ptyOutput,
+		OnScreenSleep: s.screenSlept,
 	})
+}
+
+// screenSlept gives the memory of the PTY screen models that fell asleep
+// back to the system, a moment after the first of them: an idle worker
+// allocates nothing, so Go would otherwise hold it for minutes.
+func (s *session) screenSlept() {
+	if s.freeing.CompareAndSwap(false, true) {
+		time.AfterFunc(time.Second, func() {
+			s.freeing.Store(false)
+			debug.FreeOSMemory()
+		})
+	}
 }
 
 // admitResource answers the directory a resource starts in, read with the

@@ -57,6 +57,7 @@ type session struct {
 	todo      *tools.Todo       // constant; safe for concurrent use
 	launches  atomic.Uint64     // background runs the agent started
 	res       *resource.Manager // constant: the session's shell runs and PTYs; never called with mu held
+	freeing   atomic.Bool       // memory of slept screens is about to go back to the system
 	runs      sync.WaitGroup    // turn goroutines
 	pumps     sync.WaitGroup    // subscription deliveries waiting for their batch
 	base      context.Context   // cancelled when the worker stops
