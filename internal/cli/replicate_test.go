@@ -141,47 +141,138 @@ func TestClientsReplicateTurnStateAcrossConsecutivePrompts(t *testing.T) {
 	}
 }
 
+// modelsView follows one session's model and thinking level as one client
+// sees them: its subscription's snapshot, then every session_changed.
+type modelsView struct {
+	mu      sync.Mutex
+	state   protocol.ModelSelection // guarded by mu
+	changed chan struct{}           // guarded by mu: closed and replaced at each change
+}
+
+func watchModels(t *testing.T, c *client.Conn, session string) *modelsView {
+	t.Helper()
+	ctx := agentdtest.Context(t)
+	var open protocol.SubscriptionOpenResult
+	if err := c.Request(ctx, protocol.OpSubscriptionOpen, protocol.SubscriptionOpenInput{SessionID: session, Transcript: protocol.TranscriptBootstrap{Kind: "none"}}, &open); err != nil {
+		t.Fatal(err)
+	}
+	var snap protocol.SessionProjection
+	if err := json.Unmarshal(open.Snapshot, &snap); err != nil {
+		t.Fatal(err)
+	}
+	v := &modelsView{state: protocol.ModelSelection{Model: snap.Session.Model, Thinking: snap.Session.Thinking}, changed: make(chan struct{})}
+	w := c.Watch(open.SubscriptionID)
+	if err := c.Request(ctx, protocol.OpSubscriptionReady, protocol.SubscriptionRef{SubscriptionID: open.SubscriptionID}, nil); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			f, err := w.Next(context.Background())
+			if err != nil {
+				return
+			}
+			var d protocol.SessionDeltaFrame
+			var delta protocol.SessionDelta
+			if f.Decode(&d) != nil || json.Unmarshal(d.Delta, &delta) != nil || delta.Event != protocol.EventSessionChanged || delta.Session == nil {
+				continue
+			}
+			v.mu.Lock()
+			v.state = protocol.ModelSelection{Model: delta.Session.Model, Thinking: delta.Session.Thinking}
+			close(v.changed)
+			v.changed = make(chan struct{})
+			v.mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() { w.Close(); <-done })
+	return v
+}
+
+func (v *modelsView) get() protocol.ModelSelection {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.state
+}
+
+// waitFor waits until the view shows want.
+func (v *modelsView) waitFor(t *testing.T, who string, want protocol.ModelSelection) {
+	t.Helper()
+	ctx := agentdtest.Context(t)
+	for {
+		v.mu.Lock()
+		got, changed := v.state, v.changed
+		v.mu.Unlock()
+		if got == want {
+			return
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			t.Fatalf("%s sees %+v, want %+v", who, got, want)
+		}
+	}
+}
+
 func TestModelsServiceAcrossConcurrentClients(t *testing.T) {
 	p := newSessionPlace(t)
+	// A key configures anthropic: its first model becomes the host's
+	// default and its others can be selected. No turn runs, so nothing
+	// calls it.
+	p.extraEnv = append(p.extraEnv, "ANTHROPIC_API_KEY=sk-ant-test-not-a-key")
 	a, b := p.open(t), p.open(t)
 	ctx := agentdtest.Context(t)
-	var list protocol.ModelsListResult
-	if err := b.Request(ctx, protocol.OpModelsList, nil, &list); err != nil {
-		t.Fatal(err)
-	}
-	if list.Default == nil || list.Default.Provider != "faux" {
-		t.Fatalf("default model %+v, want faux's", list.Default)
-	}
-	fauxModels := 0
-	for _, m := range list.Models {
-		if m.Provider == "faux" {
-			fauxModels++
-		}
-	}
-	if fauxModels == 0 {
-		t.Fatalf("models %+v lack faux", list.Models)
-	}
-	var chosen string
-	for _, m := range list.Models {
-		if m.Unavailable == "" {
-			chosen = m.Provider + "/" + m.ModelID // the last that can run
-		}
-	}
-	if err := a.Request(ctx, protocol.OpModelsSelect, protocol.ModelsSelectInput{Model: chosen}, nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Request(ctx, protocol.OpModelsList, nil, &list); err != nil {
-		t.Fatal(err)
-	}
-	if list.Default == nil || list.Default.Provider+"/"+list.Default.ModelID != chosen {
-		t.Fatalf("the other client sees default %+v, want %s", list.Default, chosen)
-	}
 	var s protocol.Session
-	if err := b.Request(ctx, protocol.OpSessionCreate, protocol.SessionCreateInput{Cwd: p.workDir()}, &s); err != nil {
+	if err := a.Request(ctx, protocol.OpSessionCreate, protocol.SessionCreateInput{Cwd: p.workDir()}, &s); err != nil {
 		t.Fatal(err)
 	}
-	if s.Model != chosen {
-		t.Fatalf("a new session got %q, want the last selected %q", s.Model, chosen)
+	first := watchModels(t, a, s.SessionID)
+	pid := workerPID(t, p, s.SessionID)
+	second := watchModels(t, b, s.SessionID)
+	if got := workerPID(t, p, s.SessionID); got != pid {
+		t.Fatalf("the second client reached worker %d, the first %d", got, pid)
+	}
+	state := first.get()
+	if state.Model != "anthropic/claude-sonnet-4-5" {
+		t.Fatalf("the session's model %q, want the host's default anthropic/claude-sonnet-4-5", state.Model)
+	}
+	if got := second.get(); got != state {
+		t.Fatalf("the second client hydrated %+v, the first %+v", got, state)
+	}
+
+	// One client changes the session's thinking level; both follow.
+	level := "high"
+	if state.Thinking == level {
+		level = "low"
+	}
+	var sel protocol.ModelSelection
+	if err := a.Request(ctx, protocol.OpModelsThinkingSet, protocol.ThinkingSetInput{SessionID: s.SessionID, Level: level}, &sel); err != nil {
+		t.Fatal(err)
+	}
+	state.Thinking = level
+	if sel != (protocol.ModelSelection{SessionID: s.SessionID, Model: state.Model, Thinking: level}) {
+		t.Fatalf("thinking set answered %+v", sel)
+	}
+	first.waitFor(t, "the client that set the thinking level", state)
+	second.waitFor(t, "the other client", state)
+
+	// The other selects the session's model; both follow, and the model
+	// of new sessions stays.
+	if err := b.Request(ctx, protocol.OpModelsSelect, protocol.ModelsSelectInput{SessionID: s.SessionID, Model: "anthropic/claude-opus-4-6"}, &sel); err != nil {
+		t.Fatal(err)
+	}
+	state.Model = "anthropic/claude-opus-4-6"
+	second.waitFor(t, "the client that selected the model", state)
+	first.waitFor(t, "the other client", state)
+	var list protocol.ModelsListResult
+	if err := a.Request(ctx, protocol.OpModelsList, nil, &list); err != nil {
+		t.Fatal(err)
+	}
+	if list.Default == nil || list.Default.Provider+"/"+list.Default.ModelID != "anthropic/claude-sonnet-4-5" {
+		t.Fatalf("a session's model changed the default for new sessions to %+v", list.Default)
+	}
+	if got := workerPID(t, p, s.SessionID); got != pid {
+		t.Fatalf("the session moved to worker %d from %d", got, pid)
 	}
 	err := a.Request(ctx, protocol.OpModelsSelect, protocol.ModelsSelectInput{Model: "anthropic"}, nil)
 	if !errors.Is(err, client.ErrInvalidRequest) || !strings.Contains(err.Error(), "provider requires a model") {
