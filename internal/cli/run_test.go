@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -259,31 +258,44 @@ func TestIdleWorkerStopsAfterItsClientDisconnects(t *testing.T) {
 }
 
 func TestOneWorkerPerSessionAllStoppedAtShutdown(t *testing.T) {
-	p := newPlace(t) // workers idle for the default grace: they outlive their clients
+	p := newPlace(t)
+	// Idle or orphaned, a worker lives on for an hour: within the test's
+	// deadline only the host's shutdown can stop one.
+	p.extraEnv = append(p.extraEnv, "AGENTD_WORKER_IDLE_GRACE=1h")
 	dir := p.workDir()
 	ids := make([]string, 3)
-	var wg sync.WaitGroup
 	for i := range ids {
 		ids[i] = strings.TrimSpace(p.mustRun("new", "--cwd", dir))
 	}
+	pids := map[int]string{}
 	for _, id := range ids {
-		wg.Go(func() {
-			if _, errOut, code := p.run("run", "--session", id, "hi"); code != 0 {
-				t.Errorf("run %s: %s", id, errOut)
+		subscribe(t, p.open(t), id) // each session attached by a client of its own
+		pid := workerPID(t, p, id)
+		if other, ok := pids[pid]; ok {
+			t.Fatalf("sessions %s and %s share worker %d", other, id, pid)
+		}
+		pids[pid] = id
+	}
+	t.Cleanup(func() {
+		for pid := range pids {
+			if !processGone(pid) {
+				syscall.Kill(pid, syscall.SIGKILL)
 			}
-		})
+		}
+	})
+	for pid, id := range pids {
+		if processGone(pid) {
+			t.Fatalf("the worker of attached session %s (%d) is not running", id, pid)
+		}
 	}
-	wg.Wait()
-	pids := map[int]bool{}
-	for _, id := range ids {
-		pids[workerPID(t, p, id)] = true
-	}
-	if len(pids) != len(ids) {
-		t.Fatalf("worker pids %v for %d sessions", pids, len(ids))
-	}
+	// shutdown returns once the host has exited, and the host drains by
+	// stopping its workers.
 	p.mustRun("shutdown")
-	for pid := range pids {
-		waitProcessGone(t, pid)
+	for pid, id := range pids {
+		if !processGone(pid) {
+			t.Fatalf("the worker of session %s (%d) outlived its host's shutdown", id, pid)
+		}
+		waitGone(t, protocol.WorkerRegistrationPath(p.home, id))
 	}
 }
 
