@@ -9,9 +9,9 @@ import (
 	"testing"
 )
 
-// Seed 002: "preserves an existing Session model when the server default
-// changes".
-func TestPreservesAnExistingSessionModelWhenTheServerDefaultChanges(t *testing.T) {
+// A session keeps its model when the home's default changes; sessions
+// created after get the new default.
+func TestASessionKeepsItsModelWhenTheDefaultChanges(t *testing.T) {
 	c, home := openHome(t)
 	if _, err := c.SetDefaultModel("anthropic/claude-opus-4-6"); err != nil {
 		t.Fatal(err)
@@ -41,8 +41,9 @@ func TestPreservesAnExistingSessionModelWhenTheServerDefaultChanges(t *testing.T
 	}
 }
 
-// Seed 002: "uses the most recently selected model for a new Session".
-func TestUsesTheMostRecentlySelectedModelForANewSession(t *testing.T) {
+// A new session gets the model selected last, which outlives the catalog
+// that recorded it and leaves existing sessions as they were.
+func TestANewSessionGetsTheModelSelectedLast(t *testing.T) {
 	c, home := openHome(t)
 	cwd := workDir(t, "w")
 	if _, err := c.SetDefaultModel("anthropic/claude-sonnet-4-5"); err != nil {

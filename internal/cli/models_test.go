@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/agentd-dev/agentd/internal/agentdtest"
+	"github.com/agentd-dev/agentd/internal/provider/providertest"
 	"github.com/agentd-dev/agentd/protocol"
 )
 
@@ -107,5 +108,107 @@ func TestSelectingASessionsModelChangesThatSessionAlone(t *testing.T) {
 	}
 	if s.Model == "openai/llama3.1" {
 		t.Errorf("a new session got the other session's model")
+	}
+}
+
+// attachedModel attaches a client to session id, reads the session's model
+// from the worker's state the subscription opens with, and detaches. It
+// returns the model and the worker's pid.
+func attachedModel(t *testing.T, p *place, id string) (string, int) {
+	t.Helper()
+	c := p.open(t)
+	defer c.Close()
+	return watchModels(t, c, id).get().Model, workerPID(t, p, id)
+}
+
+// modelCalled is the model the one request fake received asked for.
+func modelCalled(t *testing.T, fake *providertest.Server) string {
+	t.Helper()
+	reqs := fake.Requests()
+	if len(reqs) != 1 {
+		t.Fatalf("the model endpoint got %d requests, want 1", len(reqs))
+	}
+	m, _ := reqs[0].JSON(t)["model"].(string)
+	return m
+}
+
+func TestPreservesAnExistingSessionModelWhenTheServerDefaultChanges(t *testing.T) {
+	p := newSessionPlace(t)
+	fake := fakeAnthropic(t, 1)
+	p.extraEnv = append(append(p.extraEnv, noKeys...), "ANTHROPIC_API_KEY=sk-ant-test-not-a-key", "ANTHROPIC_BASE_URL="+fake.URL)
+	dir := p.workDir()
+	const opus = "anthropic/claude-opus-4-6"
+
+	p.startHost("--default-model", opus)
+	id := strings.TrimSpace(p.mustRun("new", "--cwd", dir))
+	m, pid := attachedModel(t, p, id)
+	if m != opus {
+		t.Fatalf("a session of a host defaulting to %s has model %q", opus, m)
+	}
+	waitProcessGone(t, pid)
+	p.mustRun("shutdown")
+
+	// The next host of the home has another default: new sessions get it,
+	// the existing one keeps its model, and its worker calls that model.
+	p.startHost("--default-model", "faux/echo")
+	var fresh protocol.Session
+	if err := json.Unmarshal([]byte(p.mustRun("new", "--json", "--cwd", dir)), &fresh); err != nil || fresh.Model != "faux/echo" {
+		t.Fatalf("a new session on the second host: %+v %v, want faux/echo", fresh, err)
+	}
+	if m, _ := attachedModel(t, p, id); m != opus {
+		t.Fatalf("the existing session's worker has model %q after the default changed, want %s", m, opus)
+	}
+	if out := p.mustRun("run", "--session", id, "hi"); !strings.Contains(out, "Hello, world.") {
+		t.Fatalf("run: %s", out)
+	}
+	if m := modelCalled(t, fake); m != "claude-opus-4-6" {
+		t.Fatalf("the session's turn called model %q, want claude-opus-4-6", m)
+	}
+}
+
+func TestUsesTheMostRecentlySelectedModelForANewSession(t *testing.T) {
+	p := newSessionPlace(t)
+	fake := fakeAnthropic(t, 1)
+	p.extraEnv = append(append(p.extraEnv, noKeys...), "ANTHROPIC_API_KEY=sk-ant-test-not-a-key", "ANTHROPIC_BASE_URL="+fake.URL)
+	dir := p.workDir()
+	ctx := agentdtest.Context(t)
+	c := p.open(t)
+	var first protocol.Session
+	if err := c.Request(ctx, protocol.OpSessionCreate, protocol.SessionCreateInput{Cwd: dir}, &first); err != nil {
+		t.Fatal(err)
+	}
+	if first.Model != "anthropic/claude-sonnet-4-5" {
+		t.Fatalf("the first session's model %q, want the host's default", first.Model)
+	}
+	watchModels(t, c, first.SessionID)
+	pid := workerPID(t, p, first.SessionID)
+	// One client selects twice for new sessions, while attached to one.
+	for _, m := range []string{"anthropic/claude-haiku-4-5", "anthropic/claude-opus-4-6"} {
+		if err := c.Request(ctx, protocol.OpModelsSelect, protocol.ModelsSelectInput{Model: m}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.Close()
+	waitProcessGone(t, pid)
+
+	// Another client's next session gets the model selected last.
+	var second protocol.Session
+	if err := json.Unmarshal([]byte(p.mustRun("new", "--json", "--cwd", dir)), &second); err != nil {
+		t.Fatal(err)
+	}
+	if second.Model != "anthropic/claude-opus-4-6" {
+		t.Fatalf("the next session's model %q, want the one selected last, anthropic/claude-opus-4-6", second.Model)
+	}
+	if m, _ := attachedModel(t, p, second.SessionID); m != "anthropic/claude-opus-4-6" {
+		t.Fatalf("the next session's worker has model %q", m)
+	}
+	if m, _ := attachedModel(t, p, first.SessionID); m != "anthropic/claude-sonnet-4-5" {
+		t.Fatalf("selecting for new sessions changed an existing one's model to %q", m)
+	}
+	if out := p.mustRun("run", "--session", second.SessionID, "hi"); !strings.Contains(out, "Hello, world.") {
+		t.Fatalf("run: %s", out)
+	}
+	if m := modelCalled(t, fake); m != "claude-opus-4-6" {
+		t.Fatalf("the next session's turn called model %q, want claude-opus-4-6", m)
 	}
 }

@@ -219,7 +219,7 @@ func TestModelsServiceAcrossConcurrentClients(t *testing.T) {
 	// A key configures anthropic: its first model becomes the host's
 	// default and its others can be selected. No turn runs, so nothing
 	// calls it.
-	p.extraEnv = append(p.extraEnv, "ANTHROPIC_API_KEY=sk-ant-test-not-a-key")
+	p.extraEnv = append(append(p.extraEnv, noKeys...), "ANTHROPIC_API_KEY=sk-ant-test-not-a-key")
 	a, b := p.open(t), p.open(t)
 	ctx := agentdtest.Context(t)
 	var s protocol.Session
