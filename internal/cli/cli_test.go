@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -238,14 +239,23 @@ func TestStatusAllDiscoversMultipleHostsInOneRuntimeDirectory(t *testing.T) {
 	second.hostID = "00000000-0000-4000-8000-000000000002"
 	firstHost := first.startHost()
 	second.startHost()
+	for _, p := range []*place{first, second} {
+		for _, id := range []string{"demo-1", "demo-2"} {
+			p.mustRun("new", "--id", id, "--cwd", p.workDir())
+		}
+		if fi, err := os.Lstat(protocol.SocketPath(p.rundir, p.hostID)); err != nil || fi.Mode().Type() != fs.ModeSocket {
+			t.Fatalf("host %s's socket: %v %v", p.hostID, fi, err)
+		}
+	}
 
-	list := func() []string {
+	hosts := func() []string {
+		t.Helper()
 		var rows []struct {
 			HostID string `json:"hostId"`
 			State  string `json:"state"`
 			Error  string `json:"error"`
 		}
-		if err := json.Unmarshal([]byte(first.mustRun("status", "--all", "--json")), &rows); err != nil {
+		if err := json.Unmarshal([]byte(second.mustRun("status", "--all", "--json")), &rows); err != nil {
 			t.Fatal(err)
 		}
 		var ids []string
@@ -255,17 +265,50 @@ func TestStatusAllDiscoversMultipleHostsInOneRuntimeDirectory(t *testing.T) {
 			}
 			ids = append(ids, r.HostID)
 		}
+		slices.Sort(ids)
 		return ids
 	}
-	if got := list(); fmt.Sprint(got) != fmt.Sprint([]string{first.hostID, second.hostID}) {
-		t.Fatalf("hosts %v", got)
+	// sessions lists host/session pairs as a client of p's home sees them
+	// across the runtime directory.
+	sessions := func(p *place) []string {
+		t.Helper()
+		var rows []struct {
+			HostID    string `json:"hostId"`
+			SessionID string `json:"sessionId"`
+		}
+		if err := json.Unmarshal([]byte(p.mustRun("ls", "--all-hosts", "--json")), &rows); err != nil {
+			t.Fatal(err)
+		}
+		var pairs []string
+		for _, r := range rows {
+			pairs = append(pairs, r.HostID+"/"+r.SessionID)
+		}
+		slices.Sort(pairs)
+		return pairs
 	}
+	both := []string{first.hostID, second.hostID}
+	if got := hosts(); !slices.Equal(got, both) {
+		t.Fatalf("hosts %v, want %v", got, both)
+	}
+	all := []string{
+		first.hostID + "/demo-1", first.hostID + "/demo-2",
+		second.hostID + "/demo-1", second.hostID + "/demo-2",
+	}
+	for _, p := range []*place{first, second} {
+		if got := sessions(p); !slices.Equal(got, all) {
+			t.Fatalf("sessions listed from %s's home: %v, want %v", p.hostID, got, all)
+		}
+	}
+
 	firstHost.Process.Signal(syscall.SIGTERM)
 	waitGone(t, protocol.SocketPath(first.rundir, first.hostID))
-	if got := list(); fmt.Sprint(got) != fmt.Sprint([]string{second.hostID}) {
+	if got := hosts(); !slices.Equal(got, []string{second.hostID}) {
 		t.Fatalf("hosts after the first stopped: %v", got)
 	}
-	if out := first.mustRun("status", "--all"); !strings.Contains(out, second.hostID) || strings.Contains(out, first.hostID) {
+	if got, want := sessions(second), all[2:]; !slices.Equal(got, want) {
+		t.Fatalf("sessions after the first host stopped: %v, want %v", got, want)
+	}
+	if out := second.mustRun("status", "--all"); !strings.Contains(out, second.hostID) || strings.Contains(out, first.hostID) {
 		t.Fatalf("status --all:\n%s", out)
 	}
 }
