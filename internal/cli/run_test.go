@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -71,29 +72,68 @@ func TestRunWithTheOfflineModelRunsBashAndStreamsTheAnswer(t *testing.T) {
 
 func TestRunJSONStreamsPromptEventsInOrder(t *testing.T) {
 	p := newSessionPlace(t)
-	out, errOut, code := p.run("run", "--cwd", p.workDir(), "--json", "--approve", "all", "run `echo hi`")
+	writeScript(t, p, `{"replies":[
+		{"steps":[{"text":"Checking "},{"text":"first."},{"tool":"bash","arguments":{"command":"echo hi"},"id":"call-1"}]},
+		{"steps":[{"text":"deterministic "},{"text":"remote answer"}]}
+	]}`)
+	out, errOut, code := p.run("run", "--cwd", p.workDir(), "--json", "--approve", "all", "question")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
+	// Each delta as the line it is told by: its event, with the type of
+	// the record it adds, the text a message ended with, or the status a
+	// turn ended in. Updates of one message or tool call may travel
+	// coalesced, as one line or several; session_changed is left out.
 	var events []string
+	var messages []string        // message ids, as they start
+	texts := map[string]string{} // message id: its updates, appended
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 		var d protocol.SessionDelta
 		if err := json.Unmarshal([]byte(line), &d); err != nil {
 			t.Fatalf("not a delta: %q", line)
 		}
-		if len(events) == 0 || events[len(events)-1] != d.Event {
-			events = append(events, d.Event)
+		e := d.Event
+		switch d.Event {
+		case protocol.EventSessionChanged, protocol.EventToolCallUpdate:
+			continue
+		case protocol.EventMessageStart:
+			messages = append(messages, d.MessageID)
+		case protocol.EventMessageUpdate:
+			texts[d.MessageID] += d.Text
+			if len(events) > 0 && events[len(events)-1] == e {
+				continue
+			}
+		case protocol.EventMessageEnd:
+			e += " " + d.Text
+		case protocol.EventEntryAdded:
+			var rec struct {
+				Type string `json:"type"`
+				Data struct {
+					Text string `json:"text"`
+				} `json:"data"`
+			}
+			json.Unmarshal(d.Entry, &rec)
+			e += " " + rec.Type
+			if rec.Type == "user_message" {
+				e += " " + rec.Data.Text
+			}
+		case protocol.EventRunEnd:
+			e += " " + d.Turn.Status
 		}
+		events = append(events, e)
 	}
-	want := []string{protocol.EventRunStart, protocol.EventMessageStart, protocol.EventToolCallStart, protocol.EventToolCallEnd, protocol.EventRunEnd}
-	i := 0
-	for _, e := range events {
-		if i < len(want) && e == want[i] {
-			i++
-		}
+	want := []string{
+		"entry_added turn_start", "entry_added user_message question", "run_start",
+		"message_start", "message_update", "message_end Checking first.", "entry_added assistant_message",
+		"tool_call_start", "tool_call_end", "entry_added tool_results",
+		"message_start", "message_update", "message_end deterministic remote answer", "entry_added assistant_message",
+		"entry_added turn_end", "run_end completed",
 	}
-	if i != len(want) {
-		t.Fatalf("events %v do not contain %v in order", events, want)
+	if !slices.Equal(events, want) {
+		t.Fatalf("events:\n%s\nwant:\n%s", strings.Join(events, "\n"), strings.Join(want, "\n"))
+	}
+	if texts[messages[0]] != "Checking first." || texts[messages[1]] != "deterministic remote answer" {
+		t.Fatalf("message updates add up to %q", texts)
 	}
 }
 
