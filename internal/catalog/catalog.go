@@ -52,6 +52,11 @@ type Catalog struct {
 	// settingsBusy is set while settings.json is being written. Guarded
 	// by mu.
 	settingsBusy bool
+	// copies maps a session id to the other folders whose header names
+	// it (a folder copied by hand, or restored from a backup beside the
+	// original): a session so claimed is not selectable until one is
+	// gone. Read at Open; a removed folder leaves it. Guarded by mu.
+	copies map[string][]string
 }
 
 // entry is one session folder. Its fields are guarded by Catalog.mu.
@@ -88,7 +93,8 @@ func WithLogger(l *slog.Logger) Option {
 // damaged entry; a settings.json that cannot be read is moved aside to
 // settings.json.damaged-<time> and the settings start empty. Entries of
 // the sessions directory that are not folders named by a valid id are
-// ignored.
+// ignored, unless their header names a session: then that session is
+// held by two folders, and selecting it fails with a *DuplicateError.
 func Open(home string, opts ...Option) (*Catalog, error) {
 	if home == "" {
 		return nil, errors.New("open catalog: empty home path")
@@ -100,6 +106,7 @@ func Open(home string, opts ...Option) (*Catalog, error) {
 		newID:   newID,
 		log:     slog.New(slog.DiscardHandler),
 		entries: make(map[string]*entry),
+		copies:  make(map[string][]string),
 	}
 	for _, o := range opts {
 		o(c)
@@ -133,12 +140,20 @@ func (c *Catalog) loadSessions() error {
 			}
 			continue
 		}
-		if !de.IsDir() || validID(name) != nil {
+		if !de.IsDir() {
+			continue
+		}
+		if validID(name) != nil {
+			// Not a session's folder, but perhaps a copy of one.
+			if id, ok := headerID(filepath.Join(c.dir, name)); ok {
+				c.copies[id] = append(c.copies[id], name)
+			}
 			continue
 		}
 		names = append(names, name)
 	}
 	headers := make([]Header, len(names))
+	claims := make([]string, len(names)) // the id a folder's header names, when not its own
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	for range min(loadWorkers, len(names)) {
@@ -148,20 +163,39 @@ func (c *Catalog) loadSessions() error {
 				if i >= len(names) {
 					return
 				}
-				headers[i] = c.loadHeader(filepath.Join(c.dir, names[i]), names[i])
+				headers[i], claims[i] = c.loadHeader(filepath.Join(c.dir, names[i]), names[i])
 			}
 		})
 	}
 	wg.Wait()
-	for _, h := range headers {
+	for i, h := range headers {
 		c.entries[h.ID] = &entry{h: &h}
+		if claims[i] != "" {
+			c.copies[claims[i]] = append(c.copies[claims[i]], names[i])
+		}
 	}
 	return nil
 }
 
+// headerID returns the session id the header in folder dir names, if it
+// has a header that can be read. It changes nothing on disk.
+func headerID(dir string) (string, bool) {
+	b, err := readFileLimited(filepath.Join(dir, headerName), maxHeaderBytes)
+	if err != nil {
+		return "", false
+	}
+	h, err := decodeHeader(b)
+	if err != nil {
+		return "", false
+	}
+	return h.ID, true
+}
+
 // loadHeader reads the header of the session folder dir, named id. It
-// never fails: a header that cannot be read gives a damaged Header.
-func (c *Catalog) loadHeader(dir, id string) Header {
+// never fails: a header that cannot be read gives a damaged Header. A
+// header naming another session gives a damaged Header too, and that
+// session's id as claims.
+func (c *Catalog) loadHeader(dir, id string) (h Header, claims string) {
 	// A temp file is what remains of a write interrupted before its
 	// rename; header.json is the complete header from before it. One left
 	// in place does no harm but take room, so a failure to remove it is
@@ -169,8 +203,8 @@ func (c *Catalog) loadHeader(dir, id string) Header {
 	if err := removeLeftovers(dir, headerName, legacyHeaderTemp); err != nil {
 		c.log.Warn("cannot remove what an interrupted header write left", "session", id, "err", err)
 	}
-	damaged := func(format string, args ...any) Header {
-		return Header{ID: id, Damaged: true, Damage: fmt.Sprintf(format, args...)}
+	damaged := func(format string, args ...any) (Header, string) {
+		return Header{ID: id, Damaged: true, Damage: fmt.Sprintf(format, args...)}, ""
 	}
 	b, err := readFileLimited(filepath.Join(dir, headerName), maxHeaderBytes)
 	switch {
@@ -179,14 +213,15 @@ func (c *Catalog) loadHeader(dir, id string) Header {
 	case err != nil:
 		return damaged("read %s: %v", headerName, err)
 	}
-	h, err := decodeHeader(b)
+	h, err = decodeHeader(b)
 	if err != nil {
 		return damaged("%v", err)
 	}
 	if h.ID != id {
-		return damaged("header names session %q but its folder is %q", h.ID, id)
+		d, _ := damaged("header names session %q but its folder is %q", h.ID, id)
+		return d, h.ID
 	}
-	return h
+	return h, ""
 }
 
 // Dir returns the folder of session id. It does not check that the session
@@ -251,9 +286,10 @@ func (c *Catalog) Get(id string) (Header, error) {
 // Resolve returns the session selector names: the session whose id is
 // selector, else the only session whose id starts with it. No match is a
 // *NotFoundError (ErrNotFound); several are an *AmbiguousError
-// (ErrAmbiguous) listing them; an empty selector, or one longer than
-// MaxIDLen, is an *InvalidError. Archived and damaged sessions are
-// selectable.
+// (ErrAmbiguous) listing them; a session whose id another folder's header
+// names too is a *DuplicateError (ErrAmbiguous as well) naming the
+// folders; an empty selector, or one longer than MaxIDLen, is an
+// *InvalidError. Archived and damaged sessions are selectable.
 func (c *Catalog) Resolve(selector string) (Header, error) {
 	switch {
 	case selector == "":
@@ -264,10 +300,9 @@ func (c *Catalog) Resolve(selector string) (Header, error) {
 		return Header{}, invalid("selector", "is %d characters long; a session id has at most %d", len(selector), MaxIDLen)
 	}
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	if e := c.entries[selector]; e != nil && !e.creating {
-		h := *e.h // e.h is replaced under mu when the header changes
-		c.mu.Unlock()
-		return h, nil
+		return c.selectedLocked(*e.h) // e.h is replaced under mu when the header changes
 	}
 	var matches []*Header
 	for id, e := range c.entries {
@@ -275,12 +310,22 @@ func (c *Catalog) Resolve(selector string) (Header, error) {
 			matches = append(matches, e.h)
 		}
 	}
-	c.mu.Unlock()
 	switch len(matches) {
 	case 0:
 		return Header{}, &NotFoundError{Selector: selector}
 	case 1:
-		return *matches[0], nil
+		return c.selectedLocked(*matches[0])
 	}
 	return Header{}, &AmbiguousError{Selector: selector, Candidates: sorted(matches)}
+}
+
+// selectedLocked returns h, the one session a selector matched, unless
+// other folders hold copies of it.
+func (c *Catalog) selectedLocked(h Header) (Header, error) {
+	if copies := c.copies[h.ID]; len(copies) > 0 {
+		folders := append([]string{h.ID}, copies...)
+		slices.Sort(folders)
+		return Header{}, &DuplicateError{ID: h.ID, Folders: folders}
+	}
+	return h, nil
 }

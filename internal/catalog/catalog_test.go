@@ -291,7 +291,7 @@ func TestListOrdersByLastActivityThenID(t *testing.T) {
 }
 
 // Seed 002: "rejects a duplicate session ID within one durable repository".
-func TestRejectsADuplicateSessionIDWithinOneDurableRepository(t *testing.T) {
+func TestCreatingASessionWithAnIDInUseFails(t *testing.T) {
 	c, home := openHome(t)
 	first := mustCreate(t, c, CreateOptions{ID: "demo-1", Cwd: workDir(t, "one"), Title: "first"})
 

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/agentd-dev/agentd/internal/atomicfile"
@@ -51,7 +52,7 @@ func (c *Catalog) Create(opts CreateOptions) (Header, error) {
 		for c.entries[opts.ID] != nil && c.entries[opts.ID].creating {
 			c.idle.Wait()
 		}
-		if c.entries[opts.ID] != nil {
+		if c.entries[opts.ID] != nil || len(c.copies[opts.ID]) > 0 {
 			c.mu.Unlock()
 			return Header{}, fmt.Errorf("cannot create session %s: %w", opts.ID, ErrDuplicate)
 		}
@@ -63,7 +64,7 @@ func (c *Catalog) Create(opts CreateOptions) (Header, error) {
 				return Header{}, errors.New("cannot create session: could not allocate an unused id")
 			}
 			h.ID = c.newID()
-			if _, ok := c.entries[h.ID]; !ok {
+			if _, ok := c.entries[h.ID]; !ok && len(c.copies[h.ID]) == 0 {
 				break
 			}
 		}
@@ -398,6 +399,16 @@ func (c *Catalog) Remove(id string) error {
 		return fmt.Errorf("cannot remove session %s: %w", id, err)
 	}
 	delete(c.entries, id)
+	// A removed copy no longer holds the id its header named.
+	for claimed, folders := range c.copies {
+		if i := slices.Index(folders, id); i >= 0 {
+			if folders = slices.Delete(folders, i, i+1); len(folders) == 0 {
+				delete(c.copies, claimed)
+			} else {
+				c.copies[claimed] = folders
+			}
+		}
+	}
 	return nil
 }
 

@@ -236,3 +236,53 @@ func TestAnUnreadableSettingsFileIsMovedAsideNotLost(t *testing.T) {
 		t.Errorf("reopened: moved %q, settings %+v", again.DamagedSettingsPath(), again.Settings())
 	}
 }
+
+// A session folder copied by hand, or restored from a backup beside the
+// original, holds a header naming the same id: selecting that id then
+// fails naming every folder, until the copies are gone.
+func TestACopiedSessionFolderMakesItsIDAmbiguous(t *testing.T) {
+	c, home := openHome(t)
+	mustCreate(t, c, CreateOptions{ID: "demo-1", Cwd: workDir(t, "one"), Title: "first"})
+	b, err := os.ReadFile(filepath.Join(home, "sessions", "demo-1", "header.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeSessionFolder(t, home, "demo-1-copy", b)       // a valid id: its own damaged entry
+	writeSessionFolder(t, home, "demo-1 (restored)", b) // not an id: only a copy
+	again := mustOpen(t, home)
+
+	_, err = again.Resolve("demo-1")
+	var dup *DuplicateError
+	if !errors.As(err, &dup) || !errors.Is(err, ErrAmbiguous) {
+		t.Fatalf("Resolve(demo-1) = %v, want a DuplicateError", err)
+	}
+	if want := []string{"demo-1", "demo-1 (restored)", "demo-1-copy"}; dup.ID != "demo-1" || !slices.Equal(dup.Folders, want) {
+		t.Fatalf("duplicate %+v, want demo-1 held by %v", dup, want)
+	}
+	for _, f := range dup.Folders {
+		if !strings.Contains(err.Error(), f) {
+			t.Errorf("%q does not name folder %q", err, f)
+		}
+	}
+	if _, err := again.Create(CreateOptions{ID: "demo-1", Cwd: workDir(t, "two")}); !errors.Is(err, ErrDuplicate) {
+		t.Errorf("Create(demo-1) = %v, want ErrDuplicate", err)
+	}
+	// The copy with an id's name is listed as damaged, and removing it
+	// leaves the other copy.
+	if h, err := again.Resolve("demo-1-copy"); err != nil || !h.Damaged || !strings.Contains(h.Damage, `names session "demo-1"`) {
+		t.Fatalf("Resolve(demo-1-copy) = %+v, %v", h, err)
+	}
+	if err := again.Remove("demo-1-copy"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := again.Resolve("demo-1"); !errors.As(err, &dup) || !slices.Equal(dup.Folders, []string{"demo-1", "demo-1 (restored)"}) {
+		t.Fatalf("after removing one copy: %v", err)
+	}
+	// The other is moved out by hand; the next catalog selects the session.
+	if err := os.Rename(filepath.Join(home, "sessions", "demo-1 (restored)"), filepath.Join(home, "restored")); err != nil {
+		t.Fatal(err)
+	}
+	if h, err := mustOpen(t, home).Resolve("demo-1"); err != nil || h.Title != "first" {
+		t.Fatalf("with the copies gone: %+v, %v", h, err)
+	}
+}

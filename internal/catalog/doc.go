@@ -7,7 +7,9 @@
 // from memory; every change is written to disk atomically before the call
 // that made it returns. A folder whose header cannot be read stays in the
 // catalog as a damaged entry: listed, selectable and removable, never
-// deleted behind the owner's back. The home's settings (the default model and
+// deleted behind the owner's back. A folder whose header names another
+// session (a copy made by hand, or restored from a backup) makes that
+// session unselectable until the copy is gone. The home's settings (the default model and
 // the model a client selected last) live in <home>/settings.json.
 //
 // The catalog never reads or writes transcripts, and knows nothing of

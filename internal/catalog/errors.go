@@ -12,8 +12,9 @@ var (
 	// starts with the selector. The error is a *NotFoundError.
 	ErrNotFound = errors.New("session not found")
 	// ErrAmbiguous is returned by Resolve when a selector is the prefix of
-	// more than one session id and the id of none. The error is an
-	// *AmbiguousError listing the candidates.
+	// more than one session id and the id of none (the error is an
+	// *AmbiguousError listing the candidates), or when it selects a
+	// session whose id more than one folder holds (a *DuplicateError).
 	ErrAmbiguous = errors.New("session selector is ambiguous")
 )
 
@@ -85,6 +86,25 @@ func (e *AmbiguousError) Error() string {
 
 // Unwrap returns ErrAmbiguous.
 func (e *AmbiguousError) Unwrap() error { return ErrAmbiguous }
+
+// DuplicateError reports a selected session whose id is held by more than
+// one folder of the home: besides its own, a folder copied by hand or
+// restored from a backup, whose header names the same id. Which one is
+// the session is for a person to say, so neither is selected.
+type DuplicateError struct {
+	ID string
+	// Folders are the folders under <home>/sessions that hold the id,
+	// sorted; the session's own is the one named ID.
+	Folders []string
+}
+
+func (e *DuplicateError) Error() string {
+	return fmt.Sprintf("session %q is ambiguous: %d folders of this home's sessions hold it (%s); remove the copies, or move them out of the sessions folder",
+		e.ID, len(e.Folders), strings.Join(e.Folders, ", "))
+}
+
+// Unwrap returns ErrAmbiguous.
+func (e *DuplicateError) Unwrap() error { return ErrAmbiguous }
 
 // InvalidError reports an argument that is not acceptable, naming it.
 type InvalidError struct {

@@ -76,9 +76,12 @@ func FuzzDecodeHeader(f *testing.F) {
 		if err := os.WriteFile(filepath.Join(dir, headerName), b, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		loaded := (&Catalog{log: slog.New(slog.DiscardHandler)}).loadHeader(dir, "s1")
+		loaded, claims := (&Catalog{log: slog.New(slog.DiscardHandler)}).loadHeader(dir, "s1")
 		if loaded.ID != "s1" {
 			t.Fatalf("loaded id %q, want the folder's name", loaded.ID)
+		}
+		if wantClaims := err == nil && h.ID != "s1"; (claims != "") != wantClaims || (wantClaims && claims != h.ID) {
+			t.Fatalf("a header naming %q (err %v) claims %q", h.ID, err, claims)
 		}
 		if loaded.Damaged == (err == nil && h.ID == "s1") {
 			t.Fatalf("loaded %+v from a header that decodes with err %v", loaded, err)

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -517,6 +518,75 @@ func TestSessionSelectionSpansEveryHostOfTheRuntimeDirectory(t *testing.T) {
 	if _, errOut, code := first.run("log", "gamma"); code != 1 || !strings.Contains(errOut, `no session "gamma" on any host`) {
 		t.Fatalf("missing: exit %d %s", code, errOut)
 	}
+}
+
+// jsonErrorCode is the code of the error a command printed with --json.
+func jsonErrorCode(t *testing.T, stderr string) string {
+	t.Helper()
+	var e struct {
+		Error struct {
+			Code string `json:"code"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal([]byte(stderr), &e); err != nil {
+		t.Fatalf("not a JSON error: %q", stderr)
+	}
+	return e.Error.Code
+}
+
+func TestRejectsADuplicateSessionIDWithinOneDurableRepository(t *testing.T) {
+	p := newSessionPlace(t)
+	p.mustRun("new", "--id", "demo-1", "--cwd", p.workDir(), "--title", "the original")
+	p.mustRun("run", "--session", "demo-1", "hello")
+	p.mustRun("shutdown")
+	// Restored from a backup beside the original, by hand: a second
+	// folder whose header names the same session.
+	sessionsDir := filepath.Join(p.home, "sessions")
+	original := filepath.Join(sessionsDir, "demo-1")
+	restored := filepath.Join(sessionsDir, "demo-1-restored")
+	if err := os.CopyFS(restored, os.DirFS(original)); err != nil {
+		t.Fatal(err)
+	}
+	before := transcriptOf(t, original)
+
+	// Over the wire, selecting the session is ambiguous, naming both folders.
+	c := p.open(t)
+	ctx := agentdtest.Context(t)
+	err := c.Request(ctx, protocol.OpSessionGet, protocol.SessionRef{SessionID: "demo-1"}, nil)
+	if !errors.Is(err, client.ErrSessionAmbiguous) || !strings.Contains(err.Error(), "demo-1-restored") {
+		t.Fatalf("session.get demo-1: %v, want session_ambiguous naming the restored folder", err)
+	}
+	err = c.Request(ctx, protocol.OpSubscriptionOpen, protocol.SubscriptionOpenInput{SessionID: "demo-1", Transcript: protocol.TranscriptBootstrap{Kind: "none"}}, nil)
+	if !errors.Is(err, client.ErrSessionAmbiguous) {
+		t.Fatalf("subscription.open demo-1: %v, want session_ambiguous", err)
+	}
+	// So is every command that selects it, and it runs nothing.
+	for _, args := range [][]string{{"run", "--session", "demo-1", "--json", "again"}, {"log", "--json", "demo-1"}, {"rm", "--json", "demo-1"}} {
+		_, errOut, code := p.run(args...)
+		if code != 1 || jsonErrorCode(t, errOut) != string(protocol.CodeSessionAmbiguous) || !strings.Contains(errOut, "demo-1-restored") {
+			t.Fatalf("agentd %v: exit %d: %s", args, code, errOut)
+		}
+	}
+	for _, dir := range []string{original, restored} {
+		if got := transcriptOf(t, dir); got != before {
+			t.Fatalf("%s's transcript changed:\n%s", filepath.Base(dir), got)
+		}
+	}
+	// Removing the copy, named by its folder, leaves the original selectable.
+	p.mustRun("rm", "demo-1-restored")
+	if log := p.mustRun("log", "demo-1"); !strings.Contains(log, "hello") {
+		t.Fatalf("log once the copy is gone:\n%s", log)
+	}
+}
+
+// transcriptOf reads the transcript of the session folder dir.
+func transcriptOf(t *testing.T, dir string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "transcript.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
 
 // killHost kills the place's host with SIGKILL, as a crash would, and

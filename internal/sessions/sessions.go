@@ -224,7 +224,10 @@ func (s *Service) resolveLive(selector string) (catalog.Header, error) {
 
 func catalogError(err error) error {
 	var amb *catalog.AmbiguousError
+	var dup *catalog.DuplicateError
 	switch {
+	case errors.As(err, &dup):
+		return protocol.Errorf(protocol.CodeSessionAmbiguous, "%v", dup)
 	case errors.As(err, &amb):
 		ids := make([]string, len(amb.Candidates))
 		for i, c := range amb.Candidates {
