@@ -518,6 +518,21 @@ func TestSessionSelectionSpansEveryHostOfTheRuntimeDirectory(t *testing.T) {
 	if _, errOut, code := first.run("log", "gamma"); code != 1 || !strings.Contains(errOut, `no session "gamma" on any host`) {
 		t.Fatalf("missing: exit %d %s", code, errOut)
 	}
+	// One id on two hosts is ambiguous too, from either, naming both.
+	first.mustRun("new", "--id", "demo-1", "--cwd", first.workDir())
+	second.mustRun("new", "--id", "demo-1", "--cwd", second.workDir())
+	for _, p := range []*place{first, second} {
+		_, errOut, code := p.run("log", "demo-1")
+		if code != 1 || !strings.Contains(errOut, "demo-1 on host first") || !strings.Contains(errOut, "demo-1 on host second") {
+			t.Fatalf("one id on two hosts, from %s: exit %d %s", p.hostID, code, errOut)
+		}
+	}
+	// With --json, a program reads each case's code.
+	for selector, want := range map[string]protocol.Code{"demo-1": protocol.CodeSessionAmbiguous, "gamma": protocol.CodeNotFound} {
+		if _, errOut, code := first.run("log", "--json", selector); code != 1 || jsonErrorCode(t, errOut) != string(want) {
+			t.Fatalf("log --json %s: exit %d %s, want %s", selector, code, errOut, want)
+		}
+	}
 }
 
 // jsonErrorCode is the code of the error a command printed with --json.
