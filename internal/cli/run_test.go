@@ -287,13 +287,28 @@ func TestAQueuedFollowUpOutlivesAKilledWorker(t *testing.T) {
 }
 
 func TestIdleWorkerStopsAfterItsClientDisconnects(t *testing.T) {
-	p := newSessionPlace(t)
-	_, errOut, code := p.run("run", "--cwd", p.workDir(), "hello")
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, errOut)
-	}
-	id := sessionIDFrom(t, errOut)
+	p := newSessionPlace(t) // workers idle for a short grace
+	dir := p.workDir()
+	id := strings.TrimSpace(p.mustRun("new", "--cwd", dir))
+	witness := strings.TrimSpace(p.mustRun("new", "--cwd", dir))
+	c := p.open(t)
+	subscribe(t, c, id)
 	pid := workerPID(t, p, id)
+
+	// Another session's worker runs a turn for a client that then leaves:
+	// by the time it has stopped, a whole idle grace has passed since, all
+	// of it with the first session attached and idle.
+	p.mustRun("run", "--session", witness, "hello")
+	waitGone(t, protocol.WorkerRegistrationPath(p.home, witness))
+	if processGone(pid) {
+		t.Fatal("the worker of an attached session stopped")
+	}
+	if got := workerPID(t, p, id); got != pid {
+		t.Fatalf("the attached session's worker is %d, was %d", got, pid)
+	}
+
+	// Its client disconnects: the worker stops.
+	c.Close()
 	waitProcessGone(t, pid)
 	waitGone(t, protocol.WorkerRegistrationPath(p.home, id))
 }
