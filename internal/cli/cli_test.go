@@ -176,11 +176,22 @@ func TestStatusColdStartsAHostAndPrintsIt(t *testing.T) {
 func TestConcurrentColdActivationStartsOneHostAndRetiresAfterClientsLeave(t *testing.T) {
 	p := newPlace(t)
 	p.hostID = "00000000-0000-4000-8000-000000000001"
-	p.extraEnv = []string{client.EnvIdleGrace + "=500ms"}
-	const clients = 8
-	pids := make([]int, clients)
+	const grace = 500 * time.Millisecond
+	p.extraEnv = []string{client.EnvIdleGrace + "=" + grace.String()}
+	ctx := agentdtest.Context(t)
+	// Seven commands and one client that stays connected activate at once.
+	const commands = 7
+	pids := make([]int, commands)
+	var held *client.Conn
+	var heldErr error
 	var wg sync.WaitGroup
-	for i := range clients {
+	wg.Go(func() {
+		held, _, _, heldErr = client.Open(ctx, client.OpenOptions{Activation: client.ActivationOptions{
+			Home: p.home, RuntimeDir: p.rundir, HostID: p.hostID,
+			Command: []string{os.Args[0], "host"}, Env: p.env(), IdleGrace: grace,
+		}})
+	})
+	for i := range commands {
 		wg.Go(func() {
 			out, errOut, code := p.run("status", "--json")
 			if code != 0 {
@@ -193,11 +204,38 @@ func TestConcurrentColdActivationStartsOneHostAndRetiresAfterClientsLeave(t *tes
 		})
 	}
 	wg.Wait()
+	if heldErr != nil {
+		t.Fatalf("open: %v", heldErr)
+	}
+	defer held.Close()
+	st, err := held.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, pid := range pids {
-		if pid == 0 || pid != pids[0] {
-			t.Fatalf("status answered from pids %v: want one host", pids)
+		if pid != st.PID {
+			t.Fatalf("status answered from pids %v and the client that stays from %d: want one host", pids, st.PID)
 		}
 	}
+
+	// The commands have left. A host of another home in the same runtime
+	// directory, started now with the same grace, retires once it is idle:
+	// a whole grace has then passed since the commands left, and the host
+	// the remaining client holds is still up.
+	witness := newPlace(t)
+	witness.rundir, witness.hostID, witness.extraEnv = p.rundir, "00000000-0000-4000-8000-000000000002", p.extraEnv
+	witness.mustRun("status")
+	waitGone(t, protocol.SocketPath(witness.rundir, witness.hostID))
+	if again, err := held.Status(ctx); err != nil || again.PID != st.PID || again.State != protocol.StateReady {
+		t.Fatalf("with a client connected, the host answers %+v, %v", again, err)
+	}
+	// A client that comes back finds the same host.
+	if got := p.statusJSON(); got.PID != st.PID {
+		t.Fatalf("a returning client reached host %d, want %d", got.PID, st.PID)
+	}
+
+	// The last client leaves: the host retires.
+	held.Close()
 	waitGone(t, protocol.SocketPath(p.rundir, p.hostID), protocol.RegistrationPath(p.rundir, p.hostID))
 }
 
