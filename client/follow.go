@@ -35,6 +35,7 @@ type FollowEvent struct {
 type Follower struct {
 	dial      DialFunc // constant
 	sessionID string   // constant: the session's full id
+	resources bool     // constant: SessionOptions.Resources
 
 	mu     sync.Mutex
 	conn   *Conn    // guarded by mu: the connection in use
@@ -61,7 +62,7 @@ func FollowSession(ctx context.Context, dial DialFunc, sessionID string, opts Se
 		c.Close()
 		return nil, err
 	}
-	return &Follower{dial: dial, sessionID: s.SessionID(), conn: c, sess: s, last: s.LastRecord()}, nil
+	return &Follower{dial: dial, sessionID: s.SessionID(), resources: opts.Resources, conn: c, sess: s, last: s.LastRecord()}, nil
 }
 
 // Session returns the stream in use, or nil while it is being reopened.
@@ -167,7 +168,7 @@ func (f *Follower) reopen(ctx context.Context) (FollowEvent, error) {
 		}
 		var s *Session
 		if err == nil {
-			s, err = c.OpenSession(ctx, f.sessionID, SessionOptions{Resume: true, After: after})
+			s, err = c.OpenSession(ctx, f.sessionID, SessionOptions{Resume: true, After: after, Resources: f.resources})
 		}
 		if err == nil {
 			f.mu.Lock()

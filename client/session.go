@@ -20,6 +20,10 @@ type SessionOptions struct {
 	Resume bool
 	// After is the last transcript record the caller has (with Resume).
 	After uint64
+	// Resources asks Next to return the changed states of the session's
+	// runtime resources too, as events with Resource set; without it they
+	// are skipped.
+	Resources bool
 }
 
 // ClosedError ends a session stream whose subscription the host closed,
@@ -42,6 +46,9 @@ type SessionEvent struct {
 	Record *protocol.TranscriptRecord
 	// Snapshot is set when the host replaced the whole projection.
 	Snapshot *protocol.SessionProjection
+	// Resource is a runtime resource's changed state (with
+	// SessionOptions.Resources); Delta is empty then.
+	Resource *protocol.Resource
 }
 
 // Session is a live stream of one session: its projection at opening, then
@@ -53,6 +60,7 @@ type Session struct {
 	sessionID string                     // constant
 	snap      protocol.SessionProjection // constant: the projection at opening
 	w         *Watcher                   // constant
+	resources bool                       // constant: Next returns resource updates
 
 	mu   sync.Mutex
 	proj *protocol.Projector // guarded by mu
@@ -79,6 +87,7 @@ func (c *Conn) OpenSession(ctx context.Context, sessionID string, opts SessionOp
 	s := &Session{
 		c: c, id: open.SubscriptionID, sessionID: snap.Session.SessionID, snap: snap,
 		w: c.Watch(open.SubscriptionID), proj: protocol.NewProjector(snap), last: snap.TranscriptSequence,
+		resources: opts.Resources,
 	}
 	if s.sessionID == "" {
 		s.sessionID = sessionID
@@ -201,6 +210,22 @@ func (s *Session) decode(f Frame) (ev SessionEvent, ok bool, err error) {
 		s.mu.Lock()
 		s.proj = protocol.NewProjector(snap)
 		s.mu.Unlock()
+		return ev, true, nil
+	case protocol.KindRuntimeResourceUpdate:
+		if !s.resources {
+			return ev, false, nil
+		}
+		// The resource's shape is read leniently (docs/protocol.md): a
+		// frame that does not read as one is skipped.
+		var u protocol.RuntimeResourceUpdateFrame
+		var r protocol.Resource
+		if f.Decode(&u) != nil || json.Unmarshal(u.Resource, &r) != nil {
+			return ev, false, nil
+		}
+		if r.Ref == "" {
+			r.Ref = u.Ref
+		}
+		ev.Resource = &r
 		return ev, true, nil
 	case protocol.KindSubscriptionClosed:
 		var cl protocol.SubscriptionClosedFrame
