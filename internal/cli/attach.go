@@ -37,12 +37,18 @@ func newAttachCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			f, err := follow(ctx, id, c, client.SessionOptions{})
+			f, err := follow(ctx, id, c, client.SessionOptions{Resources: screen})
 			if err != nil {
 				return err
 			}
 			if screen {
-				return tui.Run(ctx, tui.Options{Follower: f, Input: e.stdin, Output: e.stdout})
+				opts := tui.Options{Follower: f, Input: e.stdin, Output: e.stdout}
+				if in, out, err := ptyTerminal(e); err == nil {
+					opts.OpenPTY = func(ctx context.Context, ref string) (string, error) {
+						return openPTY(ctx, f.SessionID(), ref, in, out)
+					}
+				}
+				return tui.Run(ctx, opts)
 			}
 			// Said on stderr, so JSON on stdout stays only the session's.
 			snap := f.Session().Snapshot()
@@ -109,6 +115,40 @@ func chooseSession(ctx context.Context, e *env, args []string, create bool, cwd,
 		return "", nil, err
 	}
 	return id, c, nil
+}
+
+// openPTY shows PTY ref of session id on terminal in/out for agentd
+// attach, which has let go of the terminal: as agentd pty does, but on
+// the terminal's alternate screen, saying what the person should know on
+// it, and on a connection of its own, so that the screen's stream waits
+// without holding the PTY's output back. It returns what to tell the
+// person once the view has ended.
+func openPTY(ctx context.Context, id, ref string, in, out *os.File) (string, error) {
+	setup, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	l, err := locateSession(setup, id)
+	if err != nil {
+		return "", err
+	}
+	defer l.conn.Close()
+	r, err := findPTY(setup, l.conn, id, ref)
+	if err != nil {
+		return "", err
+	}
+	end, err := viewPTY(ctx, l.conn, ptyView{in: in, out: out, mode: attachControl}, r)
+	var note string
+	switch {
+	case err != nil:
+		return "", err
+	case end.exited != nil:
+		note = fmt.Sprintf("%s exited (%s)", ref, exitOf(*end.exited))
+	case end.detached:
+		note = fmt.Sprintf("back from %s, which runs on", ref)
+	}
+	if note != "" && end.watched {
+		note += ": it was watched read-only, another client controlling it"
+	}
+	return note, nil
 }
 
 // sessionsOf lists the sessions of directory dir on this home's host, the

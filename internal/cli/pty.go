@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentd-dev/agentd/client"
+	"github.com/agentd-dev/agentd/internal/tui"
 	"github.com/agentd-dev/agentd/protocol"
 )
 
@@ -64,7 +65,7 @@ func newPsCmd(e *env) *cobra.Command {
 				if r.ExitCode != nil {
 					exit = fmt.Sprint(*r.ExitCode)
 				}
-				fmt.Fprintf(e.stdout, "%-9s %-6s %-8s %-6s %-5s %s\n", r.Ref, r.Kind, r.State, age(now.Sub(r.StartedAt)), exit, oneLine(r.Command))
+				fmt.Fprintf(e.stdout, "%-9s %-6s %-8s %-6s %-5s %s\n", r.Ref, r.Kind, r.State, tui.Age(now.Sub(r.StartedAt)), exit, oneLine(r.Command))
 			}
 			return nil
 		},
@@ -108,19 +109,6 @@ func sessionOfArgs(ctx context.Context, args []string) (string, *client.Conn, er
 	}
 	c.Close()
 	return "", nil, err
-}
-
-// age says how long ago something started, in its largest unit.
-func age(d time.Duration) string {
-	switch {
-	case d < time.Minute:
-		return fmt.Sprintf("%ds", int(d.Seconds()))
-	case d < time.Hour:
-		return fmt.Sprintf("%dm", int(d.Minutes()))
-	case d < 48*time.Hour:
-		return fmt.Sprintf("%dh", int(d.Hours()))
-	}
-	return fmt.Sprintf("%dd", int(d.Hours()/24))
 }
 
 // oneLine shows a command on one line of a table.
@@ -186,19 +174,9 @@ func newPtyCmd(e *env) *cobra.Command {
 				return err
 			}
 			defer l.conn.Close()
-			var q protocol.ResourceQueryResult
-			if err := l.conn.Request(setup, protocol.OpRuntimeResourceQuery, protocol.ResourceQueryInput{SessionID: l.session.SessionID, Ref: args[1]}, &q); err != nil {
+			r, err := findPTY(setup, l.conn, l.session.SessionID, args[1])
+			if err != nil {
 				return err
-			}
-			if len(q.Resources) != 1 {
-				return codedError{protocol.CodeNotFound, fmt.Errorf("session %s has no resource %q: `agentd ps %s` lists them", l.session.SessionID, args[1], l.session.SessionID)}
-			}
-			r := q.Resources[0]
-			switch {
-			case r.Kind != protocol.ResourcePTY:
-				return codedError{protocol.CodeInvalidRequest, fmt.Errorf("%s is a %s run, not a PTY: `agentd ps` lists its state", r.Ref, r.Kind)}
-			case r.State != protocol.ResourceRunning:
-				return fmt.Errorf("%s has exited (%s)", r.Ref, exitOf(r))
 			}
 			mode := attachControl
 			if watch {
@@ -209,6 +187,25 @@ func newPtyCmd(e *env) *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&watch, "watch", false, "watch only, never taking control")
 	return cmd
+}
+
+// findPTY returns PTY ref of session sessionID, which must be running.
+func findPTY(ctx context.Context, c *client.Conn, sessionID, ref string) (protocol.Resource, error) {
+	var q protocol.ResourceQueryResult
+	if err := c.Request(ctx, protocol.OpRuntimeResourceQuery, protocol.ResourceQueryInput{SessionID: sessionID, Ref: ref}, &q); err != nil {
+		return protocol.Resource{}, err
+	}
+	if len(q.Resources) != 1 {
+		return protocol.Resource{}, codedError{protocol.CodeNotFound, fmt.Errorf("session %s has no resource %q: `agentd ps %s` lists them", sessionID, ref, sessionID)}
+	}
+	r := q.Resources[0]
+	switch {
+	case r.Kind != protocol.ResourcePTY:
+		return r, codedError{protocol.CodeInvalidRequest, fmt.Errorf("%s is a %s run, not a PTY: `agentd ps` lists its state", r.Ref, r.Kind)}
+	case r.State != protocol.ResourceRunning:
+		return r, fmt.Errorf("%s has exited (%s)", r.Ref, exitOf(r))
+	}
+	return r, nil
 }
 
 func exitOf(r protocol.Resource) string {
@@ -245,12 +242,55 @@ const (
 	attachWatch                     // never take control
 )
 
-// attachPTY shows PTY r on the terminal in raw mode, its screen first,
-// then its output, as tmux attach does; while it controls the PTY, what
-// is typed goes to it and the terminal's size follows. Ctrl-\ detaches;
-// when the PTY's program exits, the command exits with its code. The
-// terminal is given back on every way out.
+// attachPTY shows PTY r on the terminal in raw mode, as viewPTY does, for
+// agentd pty and agentd shell: what the person should know is said on
+// stderr; when the PTY's program exits, the command exits with its code.
 func attachPTY(ctx context.Context, e *env, c *client.Conn, in, out *os.File, r protocol.Resource, mode attachMode) error {
+	end, err := viewPTY(ctx, c, ptyView{in: in, out: out, mode: mode, notes: e.stderr}, r)
+	switch {
+	case err != nil:
+		return err
+	case end.exited != nil:
+		if end.exited.ExitCode == nil {
+			return fmt.Errorf("%s exited, its status unknown", end.exited.Ref)
+		}
+		if *end.exited.ExitCode != 0 {
+			return exitCodeError{*end.exited.ExitCode}
+		}
+	case end.detached:
+		fmt.Fprintf(e.stderr, "\r\nagentd: detached from %s, which runs on: `agentd pty %s %s` attaches again\n", r.Ref, r.SessionID, r.Ref)
+	}
+	return nil
+}
+
+// ptyView is where and how viewPTY shows a PTY.
+type ptyView struct {
+	in, out *os.File // the terminal
+	mode    attachMode
+	// notes is where what the person should know (that another client
+	// controls the PTY) is said before the PTY's screen is drawn: the
+	// command's stderr. Nil for a view opened from agentd attach: it is
+	// drawn on the terminal's alternate screen, says that on its last
+	// line, over the PTY's screen, and gives the terminal's modes back as
+	// it found them.
+	notes io.Writer
+}
+
+// ptyEnd is how a view of a PTY ended: detached from, the PTY exited, or
+// neither when its context ended.
+type ptyEnd struct {
+	detached bool
+	exited   *protocol.Resource // the PTY's state once it exited
+	// watched is set when the view ended without control: another client
+	// held it.
+	watched bool
+}
+
+// viewPTY shows PTY r on terminal v in raw mode, its screen first, then
+// its output, as tmux attach does; while it controls the PTY, what is
+// typed goes to it and the terminal's size follows. Ctrl-\ detaches and
+// leaves the PTY running. The terminal is given back on every way out.
+func viewPTY(ctx context.Context, c *client.Conn, v ptyView, r protocol.Resource) (ptyEnd, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	setup, setupDone := context.WithTimeout(ctx, requestTimeout)
@@ -260,10 +300,10 @@ func attachPTY(ctx context.Context, e *env, c *client.Conn, in, out *os.File, r 
 	// acquire result's screen is not drawn.
 	stream, err := c.WatchPTY(setup, r.SessionID, r.Ref)
 	if err != nil {
-		return err
+		return ptyEnd{}, err
 	}
 	defer stream.Close()
-	a := &attachment{c: c, res: r, mayTake: mode == attachControl, stream: stream, out: out, wake: make(chan struct{}, 1)}
+	a := &attachment{c: c, res: r, mayTake: v.mode == attachControl, stream: stream, out: v.out, wake: make(chan struct{}, 1)}
 	defer func() {
 		if ctl := a.controller(); ctl != nil {
 			rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), requestTimeout)
@@ -271,29 +311,38 @@ func attachPTY(ctx context.Context, e *env, c *client.Conn, in, out *os.File, r 
 			ctl.Release(rctx) // an exited PTY's control is gone already
 		}
 	}()
-	if mode == attachControl {
+	if v.mode == attachControl {
 		ctl, err := c.AcquirePTY(setup, r.SessionID, r.Ref)
 		switch {
 		case errors.Is(err, client.ErrOperationConflict):
-			fmt.Fprintf(e.stderr, "agentd: another client controls %s: watching it read-only until it is free and a key is typed (ctrl+\\ detaches)\n", r.Ref)
+			note := fmt.Sprintf("another client controls %s: watching it read-only until it is free and a key is typed", r.Ref)
+			if v.notes != nil {
+				fmt.Fprintf(v.notes, "agentd: %s (ctrl+\\ detaches)\n", note)
+			} else {
+				cols, rows := windowSize(v.in)
+				a.banner, a.bannerRow = bannerLine("agentd: "+note+" (ctrl+\\ returns)", cols, rows), max(rows, 1)
+			}
 		case err != nil:
-			return err
+			return ptyEnd{}, err
 		default:
 			a.ctl = ctl
-			if cols, rows := windowSize(in); cols > 0 && rows > 0 {
+			if cols, rows := windowSize(v.in); cols > 0 && rows > 0 {
 				if err := ctl.Control(setup, nil, cols, rows); err != nil {
-					return err
+					return ptyEnd{}, err
 				}
 			}
 		}
 	}
 	setupDone()
 
-	raw, err := makeRaw(in)
+	raw, err := makeRaw(v.in)
 	if err != nil {
-		return err
+		return ptyEnd{}, err
 	}
 	defer raw.restore()
+	if v.notes == nil {
+		v.out.WriteString(enterAltScreen)
+	}
 	// Signals that would leave the terminal raw end the attachment
 	// instead; SIGINT and SIGTERM end ctx already.
 	hup := make(chan os.Signal, 1)
@@ -306,7 +355,7 @@ func attachPTY(ctx context.Context, e *env, c *client.Conn, in, out *os.File, r 
 	var wg sync.WaitGroup
 	ended := make(chan error, 3)
 	wg.Go(func() { ended <- a.show(ctx) })
-	wg.Go(func() { ended <- a.readKeys(ctx, in) })
+	wg.Go(func() { ended <- a.readKeys(ctx, v.in) })
 	if a.mayTake {
 		wg.Go(func() { ended <- a.send(ctx) })
 	}
@@ -319,7 +368,7 @@ func attachPTY(ctx context.Context, e *env, c *client.Conn, in, out *os.File, r 
 		case <-ctx.Done():
 			end = ctx.Err()
 		case <-winch:
-			a.resize(windowSize(in))
+			a.resize(windowSize(v.in))
 		}
 	}
 	cancel()
@@ -327,25 +376,45 @@ func attachPTY(ctx context.Context, e *env, c *client.Conn, in, out *os.File, r 
 	if errors.Is(end, errDetached) {
 		a.flush() // the keys typed with ctrl+\ before it
 	}
+	if v.notes == nil {
+		v.out.WriteString(viewModesReset + leaveAltScreen)
+	}
 	raw.restore()
+	watched := a.controller() == nil
 	var exited errExited
 	switch {
 	case errors.As(end, &exited):
-		if exited.r.ExitCode != nil && *exited.r.ExitCode != 0 {
-			return exitCodeError{*exited.r.ExitCode}
-		}
-		if exited.r.ExitCode == nil {
-			return fmt.Errorf("%s exited, its status unknown", exited.r.Ref)
-		}
-		return nil
+		return ptyEnd{exited: &exited.r, watched: watched}, nil
 	case errors.Is(end, errDetached):
-		fmt.Fprintf(e.stderr, "\r\nagentd: detached from %s, which runs on: `agentd pty %s %s` attaches again\n", r.Ref, r.SessionID, r.Ref)
-		return nil
+		return ptyEnd{detached: true, watched: watched}, nil
 	case errors.Is(end, context.Canceled):
-		return nil
+		return ptyEnd{watched: watched}, nil
 	}
-	return end
+	return ptyEnd{}, end
 }
+
+// What a view opened from agentd attach writes to the terminal around the
+// PTY's screen.
+const (
+	enterAltScreen = "\x1b[?1049h"
+	leaveAltScreen = "\x1b[?1049l"
+	// viewModesReset turns off the modes a PTY's program may have turned
+	// on (mouse reports, bracketed paste, application keys, a hidden
+	// cursor, colours), which would otherwise reach agentd attach.
+	viewModesReset = "\x1b[0m\x1b[?1000l\x1b[?1002l\x1b[?1003l\x1b[?1006l\x1b[?2004l\x1b[?1004l\x1b[?1l\x1b>\x1b[?25h\x1b[<u"
+)
+
+// bannerLine is note drawn on row, the last of a terminal cols wide, in
+// reverse video, the cursor and its attributes kept.
+func bannerLine(note string, cols, row int) string {
+	if r := []rune(note); cols > 2 && len(r) > cols-2 {
+		note = string(r[:cols-3]) + "…"
+	}
+	return fmt.Sprintf("\x1b7\x1b[%d;1H\x1b[0;7m %s \x1b[0m\x1b[K\x1b8", max(row, 1), note)
+}
+
+// bannerClear erases row, where a banner was drawn.
+func bannerClear(row int) string { return fmt.Sprintf("\x1b7\x1b[%d;1H\x1b[0m\x1b[2K\x1b8", row) }
 
 // errDetached ends an attachment at Ctrl-\.
 var errDetached = errors.New("detached")
@@ -362,11 +431,16 @@ type attachment struct {
 	mayTake bool              // constant: control may be taken
 	stream  *client.PTYStream // constant
 	out     io.Writer         // constant
+	// banner, when set, is drawn over each screen of the PTY while it is
+	// watched read-only, on bannerRow; constant after setup.
+	banner    string
+	bannerRow int
 
 	mu         sync.Mutex
 	ctl        *client.Controller // guarded by mu: nil while watching
 	typed      []byte             // guarded by mu: typed, not sent yet
 	cols, rows int                // guarded by mu: a size not sent yet, or 0
+	unbanner   bool               // guarded by mu: the banner is to be erased
 	wake       chan struct{}
 }
 
@@ -381,10 +455,22 @@ func (a *attachment) show(ctx context.Context) error {
 		if ev.Resource != nil && ev.Resource.State == protocol.ResourceExited {
 			return errExited{*ev.Resource}
 		}
-		if len(ev.Data) > 0 {
-			if _, err := a.out.Write(ev.Data); err != nil {
-				return err
-			}
+		if len(ev.Data) == 0 {
+			continue
+		}
+		a.mu.Lock()
+		unbanner := a.unbanner
+		a.unbanner = false
+		a.mu.Unlock()
+		data := ev.Data
+		switch {
+		case unbanner:
+			data = append([]byte(bannerClear(a.bannerRow)), data...)
+		case ev.Screen && a.banner != "" && a.controller() == nil:
+			data = append(data, a.banner...)
+		}
+		if _, err := a.out.Write(data); err != nil {
+			return err
 		}
 	}
 }
@@ -457,6 +543,7 @@ func (a *attachment) controlFor(ctx context.Context, in *os.File) *client.Contro
 	cols, rows := windowSize(in)
 	a.mu.Lock()
 	a.ctl, a.cols, a.rows = ctl, cols, rows
+	a.unbanner = a.banner != ""
 	a.mu.Unlock()
 	return ctl
 }

@@ -38,6 +38,12 @@ type Options struct {
 	Output io.Writer
 	// Env is the terminal's environment (TERM, …); the process's when nil.
 	Env []string
+	// OpenPTY, when set, shows the session's PTY ref full screen on the
+	// terminal, which the screen lets go of meanwhile, until the person
+	// comes back or the PTY exits; it returns what to tell the person
+	// then. Follower should follow with SessionOptions.Resources, for the
+	// list of resources to follow their changes.
+	OpenPTY func(ctx context.Context, ref string) (string, error)
 }
 
 // Run mirrors a session on a terminal until the person detaches (Ctrl-\)
@@ -46,6 +52,7 @@ func Run(ctx context.Context, opts Options) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	m := newModel(ctx, opts.Follower)
+	m.openPTY = opts.OpenPTY
 	// At bubbletea's highest frame rate the first screen, and each change
 	// of a streaming reply, is drawn within 8 ms, not 17.
 	popts := []tea.ProgramOption{tea.WithContext(ctx), tea.WithInput(opts.Input), tea.WithOutput(opts.Output), tea.WithFPS(120)}
@@ -99,6 +106,10 @@ type model struct {
 	input         textinput.Model
 	render        *renderer
 
+	res      resources // the session's shell runs and PTYs
+	paneOpen bool      // the resources' pane is open, and takes the keys
+	openPTY  func(ctx context.Context, ref string) (string, error)
+
 	conn   string // what happened to the connection, while it is not well
 	flash  string // a message for the person, until the next key
 	armed  bool   // Ctrl-C was pressed once
@@ -123,7 +134,7 @@ func newModel(ctx context.Context, f *client.Follower) *model {
 }
 
 func (m *model) Init() tea.Cmd {
-	return tea.Batch(m.next(), m.older(), textinput.Blink)
+	return tea.Batch(m.next(), m.older(), m.readResources(), textinput.Blink)
 }
 
 // next reads the follower's next event.
@@ -182,6 +193,12 @@ func (m *model) update(msg tea.Msg) tea.Cmd {
 		return m.event(msg)
 	case pageMsg:
 		return m.page(msg)
+	case resourcesMsg:
+		m.listed(msg)
+		return nil
+	case ptyDoneMsg:
+		m.ptyDone(msg)
+		return nil
 	case doneMsg:
 		if msg.err != nil {
 			m.flash = fmt.Sprintf("%s: %v", msg.what, msg.err)
@@ -212,12 +229,16 @@ func (m *model) event(msg eventMsg) tea.Cmd {
 	case ev.Lost != nil:
 		m.conn = "connection lost: reconnecting…"
 		m.feed.Note(fmt.Sprintf("connection lost (%v): reconnecting", ev.Lost), true)
+	case ev.Resource != nil:
+		m.res.put(*ev.Resource)
 	case ev.Snapshot != nil:
 		m.proj = protocol.NewProjector(*ev.Snapshot)
 		m.feed.Streams(ev.Snapshot.Streams)
 		if ev.Reopened {
 			m.conn = ""
 			m.feed.Note("reconnected", false)
+			m.res.reset()
+			cmd = m.readResources()
 		}
 	default:
 		m.proj.Apply(ev.Delta)
@@ -293,7 +314,15 @@ func (m *model) key(k tea.KeyPressMsg) tea.Cmd {
 	if key != "ctrl+c" {
 		m.flash = ""
 	}
+	if m.paneOpen {
+		if cmd, handled := m.paneKey(key); handled {
+			return cmd
+		}
+	}
 	switch key {
+	case "tab":
+		m.togglePane()
+		return nil
 	case "ctrl+\\":
 		return tea.Quit
 	case "ctrl+c":

@@ -26,7 +26,7 @@ var (
 const toolLines = 30
 
 // helpLine names the keys.
-const helpLine = "enter send · alt+enter queue · esc interrupt · ctrl+c ×2 stop · ctrl+\\ detach · pgup/pgdn scroll"
+const helpLine = "enter send · alt+enter queue · esc interrupt · ctrl+c ×2 stop · ctrl+\\ detach · tab resources · pgup/pgdn scroll"
 
 // renderer renders blocks at a width, keeping what it rendered while the
 // block has not changed.
@@ -231,6 +231,7 @@ func (m *model) panel() string {
 		}
 		lines = append(lines, styleAsk.Render(wrapTo(s, m.width)))
 	}
+	lines = append(lines, m.resourceLines()...)
 	if m.flash != "" {
 		lines = append(lines, styleError.Render(truncate(plain(m.flash), m.width)))
 	}
@@ -256,7 +257,11 @@ func (m *model) View() tea.View {
 	b.WriteString("\n")
 	b.WriteString(m.input.View())
 	b.WriteString("\n")
-	b.WriteString(styleDim.Render(truncate(helpLine, m.width)))
+	help := helpLine
+	if m.paneOpen {
+		help = paneHelp
+	}
+	b.WriteString(styleDim.Render(truncate(help, m.width)))
 	v := tea.NewView(b.String())
 	v.AltScreen = true
 	return v

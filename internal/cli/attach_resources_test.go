@@ -1,0 +1,157 @@
+package cli_test
+
+import (
+	"errors"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/agentd-dev/agentd/internal/agentdtest"
+	"github.com/agentd-dev/agentd/protocol"
+)
+
+// Keys as a terminal sends them.
+const (
+	keyTab   = "\t"
+	keyEnter = "\r"
+	keyUp    = "\x1b[A"
+	keyDown  = "\x1b[B"
+	keyQuit  = "\x1c" // ctrl+\
+)
+
+// detachedShell starts a shell on a PTY of session id with agentd shell,
+// prints mark in it and detaches; it returns the PTY's ref.
+func detachedShell(t *testing.T, p *place, id, mark string) string {
+	t.Helper()
+	s, _ := p.ptyScreen(t, p.workDir(), "shell", id)
+	s.typeKeys("echo " + mark + "-$((6*7))\r")
+	s.waitText(mark + "-42")
+	s.typeKeys(keyQuit)
+	if err := s.waitExit(); err != nil {
+		t.Fatalf("detach: %v", err)
+	}
+	rs := listResources(t, p, id)
+	if len(rs) != 1 {
+		t.Fatalf("ps --json after the shell's detach: %+v", rs)
+	}
+	return rs[0].Ref
+}
+
+// TestAttachListsTheSessionsResourcesAndOpensAPTYFullScreen: attach names
+// the PTY that runs; tab lists the session's resources, one started while
+// attached among them with its command's control characters shown, not
+// acted on; enter opens the PTY full screen, its screen as it was, keys
+// typed reach it, and ctrl+\ comes back to the session's screen; a shell
+// run says it has no screen; a stopped run shows its exit code, and a PTY
+// whose program exits while open brings the screen back saying so.
+func TestAttachListsTheSessionsResourcesAndOpensAPTYFullScreen(t *testing.T) {
+	p, id := newShellPlace(t)
+	ref := detachedShell(t, p, id, "shell-mark")
+
+	a := p.screen(t, "attach", id)
+	a.waitText("running: " + ref)
+	a.waitText("tab resources")
+
+	c := p.open(t)
+	var run protocol.Resource
+	start := protocol.ResourceStartInput{SessionID: id, LaunchID: "l-pane", Command: "sleep 60 # \x1b[2J\x1b]0;owned\x07"}
+	if err := c.Request(agentdtest.Context(t), protocol.OpRuntimeResourceStart, start, &run); err != nil {
+		t.Fatal(err)
+	}
+	a.waitText("running: " + ref + ", " + run.Ref)
+	a.typeKeys(keyTab)
+	text := a.waitText("sleep 60 # ^[[2J^[]0;owned^G")
+	if !strings.Contains(text, "agentd · "+id) || !strings.Contains(text, "enter open the PTY full screen") {
+		t.Fatalf("the list drove the terminal, or the keys are not named:\n%s", text)
+	}
+	a.waitText("❯ " + ref + " ")
+
+	a.typeKeys(keyEnter)
+	a.waitFor("the PTY's screen alone", func(text string) bool {
+		return strings.Contains(text, "shell-mark-42") && !strings.Contains(text, "agentd · "+id)
+	})
+	a.typeKeys("echo typed-in-the-view-$((2+3))\r")
+	a.waitText("typed-in-the-view-5")
+	a.typeKeys(keyQuit)
+	a.waitText("back from " + ref + ", which runs on")
+	text = a.waitText("agentd · " + id)
+	if strings.Contains(text, "typed-in-the-view-5") {
+		t.Fatalf("the session's screen was not drawn again:\n%s", text)
+	}
+
+	a.typeKeys(keyDown)
+	a.waitText("❯ " + run.Ref + " ")
+	a.typeKeys(keyEnter)
+	a.waitText(run.Ref + " is a shell run, not a PTY")
+	if out := p.mustRun("stop", id, run.Ref); !strings.Contains(out, "stopped") {
+		t.Fatalf("stop %s: %q", run.Ref, out)
+	}
+	a.waitFor("the stopped run with its exit code", func(text string) bool {
+		for line := range strings.Lines(text) {
+			if strings.Contains(line, run.Ref+" ") && strings.Contains(line, " exit ") && !strings.Contains(line, "exit ?") {
+				return true
+			}
+		}
+		return false
+	})
+
+	a.typeKeys(keyUp)
+	a.waitText("❯ " + ref + " ")
+	a.typeKeys(keyEnter)
+	a.waitText("typed-in-the-view-5")
+	a.typeKeys("exit 3\r")
+	a.waitText(ref + " exited (exit status 3)")
+	a.waitText("agentd · " + id)
+	a.typeKeys(keyEnter)
+	a.waitText(ref + " has exited (exit status 3)")
+
+	a.typeKeys(keyQuit)
+	if err := a.waitExit(); err != nil {
+		t.Fatalf("detach: %v", err)
+	}
+	wantCooked(t, a)
+}
+
+// TestAPTYAnotherClientControlsOpensReadOnlyFromAttachAndSaysSo: opened
+// from attach while agentd shell holds it, a PTY shows its screen and
+// output with a line saying it is watched read-only; what is typed there
+// does not reach it; ctrl+\ comes back to the session's screen, which
+// says so too.
+func TestAPTYAnotherClientControlsOpensReadOnlyFromAttachAndSaysSo(t *testing.T) {
+	p, id := newShellPlace(t)
+	b, _ := p.ptyScreen(t, p.workDir(), "shell", id)
+	b.typeKeys("echo held-by-b-$((2*2))\r")
+	b.waitText("held-by-b-4")
+
+	a := p.screen(t, "attach", id)
+	a.waitText("running: pty-")
+	a.typeKeys(keyTab)
+	a.waitText("❯ pty-")
+	a.typeKeys(keyEnter)
+	a.waitText("held-by-b-4")
+	a.waitText("another client controls pty-")
+	a.waitText("watching it read-only")
+
+	a.typeKeys("echo typed-in-a\r")
+	b.typeKeys("echo typed-in-b-$((3*3))\r")
+	for _, s := range []*screen{a, b} {
+		s.waitText("typed-in-b-9")
+	}
+	if text := b.text(); strings.Contains(text, "typed-in-a") {
+		t.Fatalf("keys typed in a read-only view reached the PTY:\n%s", text)
+	}
+	a.typeKeys(keyQuit)
+	a.waitText("watched read-only, another client controlling it")
+	a.waitText("agentd · " + id)
+
+	b.typeKeys("exit 4\r")
+	var exit *exec.ExitError
+	if err := b.waitExit(); !errors.As(err, &exit) || exit.ExitCode() != 4 {
+		t.Fatalf("agentd shell after exit 4: %v", err)
+	}
+	a.waitFor("the PTY's exit", func(text string) bool { return strings.Contains(text, " exit 4 ") })
+	a.typeKeys(keyQuit)
+	if err := a.waitExit(); err != nil {
+		t.Fatalf("detach: %v", err)
+	}
+}
