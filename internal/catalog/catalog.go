@@ -300,9 +300,10 @@ func (c *Catalog) Resolve(selector string) (Header, error) {
 		return Header{}, invalid("selector", "is %d characters long; a session id has at most %d", len(selector), MaxIDLen)
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if e := c.entries[selector]; e != nil && !e.creating {
-		return c.selectedLocked(*e.h) // e.h is replaced under mu when the header changes
+		h, err := c.selectedLocked(*e.h) // e.h is replaced under mu when the header changes
+		c.mu.Unlock()
+		return h, err
 	}
 	var matches []*Header
 	for id, e := range c.entries {
@@ -310,11 +311,17 @@ func (c *Catalog) Resolve(selector string) (Header, error) {
 			matches = append(matches, e.h)
 		}
 	}
+	var one Header
+	var err error
+	if len(matches) == 1 {
+		one, err = c.selectedLocked(*matches[0])
+	}
+	c.mu.Unlock()
 	switch len(matches) {
 	case 0:
 		return Header{}, &NotFoundError{Selector: selector}
 	case 1:
-		return c.selectedLocked(*matches[0])
+		return one, err
 	}
 	return Header{}, &AmbiguousError{Selector: selector, Candidates: sorted(matches)}
 }
