@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/creack/pty"
+
 	"github.com/agentd-dev/agentd/internal/agentdtest"
 	"github.com/agentd-dev/agentd/protocol"
 )
@@ -59,6 +61,9 @@ func TestAttachListsTheSessionsResourcesAndOpensAPTYFullScreen(t *testing.T) {
 		t.Fatal(err)
 	}
 	a.waitText("running: " + ref + ", " + run.Ref)
+	if table := p.mustRun("ps", id); strings.Contains(table, "\x1b") || !strings.Contains(table, "sleep 60 # ^[[2J^[]0;owned^G") {
+		t.Fatalf("ps shows the command's control characters as they are:\n%q", table)
+	}
 	a.typeKeys(keyTab)
 	text := a.waitText("sleep 60 # ^[[2J^[]0;owned^G")
 	if !strings.Contains(text, "agentd · "+id) || !strings.Contains(text, "enter open the PTY full screen") {
@@ -72,9 +77,21 @@ func TestAttachListsTheSessionsResourcesAndOpensAPTYFullScreen(t *testing.T) {
 	})
 	a.typeKeys("echo typed-in-the-view-$((2+3))\r")
 	a.waitText("typed-in-the-view-5")
+	// The PTY's size follows the terminal's.
+	if err := pty.Setsize(a.tty, &pty.Winsize{Cols: 100, Rows: 30}); err != nil {
+		t.Fatal(err)
+	}
+	a.typeKeys(`while [ "$(stty size)" != "30 100" ]; do sleep 0.05; done; echo resized-$(stty size | tr ' ' x)` + "\r")
+	a.waitText("resized-30x100")
 	a.typeKeys(keyQuit)
 	a.waitText("back from " + ref + ", which runs on")
 	text = a.waitText("agentd · " + id)
+	// The screen is laid out for the terminal's new size: its last line
+	// is the 30th.
+	a.waitFor("the screen laid out on 30 rows", func(text string) bool {
+		lines := strings.Split(text, "\n")
+		return len(lines) > 29 && strings.Contains(lines[29], "ctrl+\\ detach") && strings.TrimSpace(strings.Join(lines[30:], "")) == ""
+	})
 	if strings.Contains(text, "typed-in-the-view-5") {
 		t.Fatalf("the session's screen was not drawn again:\n%s", text)
 	}

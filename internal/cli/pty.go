@@ -65,7 +65,7 @@ func newPsCmd(e *env) *cobra.Command {
 				if r.ExitCode != nil {
 					exit = fmt.Sprint(*r.ExitCode)
 				}
-				fmt.Fprintf(e.stdout, "%-9s %-6s %-8s %-6s %-5s %s\n", r.Ref, r.Kind, r.State, tui.Age(now.Sub(r.StartedAt)), exit, oneLine(r.Command))
+				fmt.Fprintf(e.stdout, "%-9s %-6s %-8s %-6s %-5s %s\n", oneLine(r.Ref), oneLine(r.Kind), oneLine(r.State), tui.Age(now.Sub(r.StartedAt)), exit, oneLine(r.Command))
 			}
 			return nil
 		},
@@ -111,9 +111,10 @@ func sessionOfArgs(ctx context.Context, args []string) (string, *client.Conn, er
 	return "", nil, err
 }
 
-// oneLine shows a command on one line of a table.
+// oneLine shows a command on one line of a table, its control characters
+// visible, never acted on.
 func oneLine(s string) string {
-	s = strings.Join(strings.Fields(s), " ")
+	s = strings.Join(strings.Fields(tui.Visible(s)), " ")
 	if r := []rune(s); len(r) > 60 {
 		return string(r[:59]) + "…"
 	}

@@ -7,12 +7,18 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"os/signal"
 	"strings"
+	"sync"
+	"syscall"
 	"time"
 
 	"charm.land/bubbles/v2/textinput"
 	"charm.land/bubbles/v2/viewport"
 	tea "charm.land/bubbletea/v2"
+	"github.com/charmbracelet/colorprofile"
+	"golang.org/x/sys/unix"
 
 	"github.com/agentd-dev/agentd/client"
 	"github.com/agentd-dev/agentd/protocol"
@@ -55,17 +61,77 @@ func Run(ctx context.Context, opts Options) error {
 	m.openPTY = opts.OpenPTY
 	// At bubbletea's highest frame rate the first screen, and each change
 	// of a streaming reply, is drawn within 8 ms, not 17.
-	popts := []tea.ProgramOption{tea.WithContext(ctx), tea.WithInput(opts.Input), tea.WithOutput(opts.Output), tea.WithFPS(120)}
+	popts := []tea.ProgramOption{tea.WithContext(ctx), tea.WithInput(opts.Input), tea.WithFPS(120)}
 	if opts.Env != nil {
 		popts = append(popts, tea.WithEnvironment(opts.Env))
 	}
-	_, err := tea.NewProgram(m, popts...).Run()
+	tty, _ := opts.Output.(*os.File)
+	cols, rows, err := windowSize(tty)
+	if err != nil {
+		tty = nil
+	}
+	if tty == nil {
+		popts = append(popts, tea.WithOutput(opts.Output))
+	} else {
+		// Given the terminal itself, Bubble Tea follows its size from a
+		// goroutine of its own, which races with its taking the terminal
+		// back from a PTY's view (tea.Exec) when the size changed
+		// meanwhile. It is given a writer, and the screen follows the
+		// size itself.
+		env := opts.Env
+		if env == nil {
+			env = os.Environ()
+		}
+		popts = append(popts, tea.WithOutput(writer{tty}), tea.WithColorProfile(colorprofile.Detect(tty, env)), tea.WithWindowSize(cols, rows))
+	}
+	p := tea.NewProgram(m, popts...)
+	var wg sync.WaitGroup
+	if tty != nil {
+		wg.Go(func() { followSize(ctx, p, tty) })
+	}
+	_, err = p.Run()
 	cancel()
+	wg.Wait()
 	opts.Follower.Close()
 	if errors.Is(err, tea.ErrProgramKilled) && ctx.Err() != nil {
 		return nil
 	}
 	return err
+}
+
+// writer is a terminal as a writer alone.
+type writer struct{ f *os.File }
+
+func (w writer) Write(b []byte) (int, error) { return w.f.Write(b) }
+
+// windowSize returns terminal f's size.
+func windowSize(f *os.File) (cols, rows int, err error) {
+	if f == nil {
+		return 0, 0, errors.New("no terminal")
+	}
+	ws, err := unix.IoctlGetWinsize(int(f.Fd()), unix.TIOCGWINSZ)
+	if err != nil {
+		return 0, 0, err
+	}
+	return int(ws.Col), int(ws.Row), nil
+}
+
+// followSize tells p terminal tty's size each time it changes, until ctx
+// ends.
+func followSize(ctx context.Context, p *tea.Program, tty *os.File) {
+	winch := make(chan os.Signal, 1)
+	signal.Notify(winch, syscall.SIGWINCH)
+	defer signal.Stop(winch)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-winch:
+		}
+		if cols, rows, err := windowSize(tty); err == nil {
+			p.Send(tea.WindowSizeMsg{Width: cols, Height: rows})
+		}
+	}
 }
 
 // Messages the model receives from its commands.
