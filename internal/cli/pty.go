@@ -269,11 +269,11 @@ type ptyView struct {
 	in, out *os.File // the terminal
 	mode    attachMode
 	// notes is where what the person should know (that another client
-	// controls the PTY) is said before the PTY's screen is drawn: the
-	// command's stderr. Nil for a view opened from agentd attach: it is
-	// drawn on the terminal's alternate screen, says that on its last
-	// line, over the PTY's screen, and gives the terminal's modes back as
-	// it found them.
+	// controls the PTY) is said too, before the PTY's screen is drawn
+	// (which then says it on its last line): the command's stderr. Nil
+	// for a view opened from agentd attach: it is drawn on the terminal's
+	// alternate screen and gives the terminal's modes back as it found
+	// them.
 	notes io.Writer
 }
 
@@ -316,13 +316,13 @@ func viewPTY(ctx context.Context, c *client.Conn, v ptyView, r protocol.Resource
 		ctl, err := c.AcquirePTY(setup, r.SessionID, r.Ref)
 		switch {
 		case errors.Is(err, client.ErrOperationConflict):
-			note := fmt.Sprintf("another client controls %s: watching it read-only until it is free and a key is typed", r.Ref)
+			note, leave := fmt.Sprintf("another client controls %s: watching it read-only until it is free and a key is typed", r.Ref), "returns"
 			if v.notes != nil {
 				fmt.Fprintf(v.notes, "agentd: %s (ctrl+\\ detaches)\n", note)
-			} else {
-				cols, rows := windowSize(v.in)
-				a.banner, a.bannerRow = bannerLine("agentd: "+note+" (ctrl+\\ returns)", cols, rows), max(rows, 1)
+				leave = "detaches"
 			}
+			cols, rows := windowSize(v.in)
+			a.banner, a.bannerRow = bannerLine(fmt.Sprintf("agentd: %s (ctrl+\\ %s)", note, leave), cols, rows), max(rows, 1)
 		case err != nil:
 			return ptyEnd{}, err
 		default:

@@ -112,6 +112,7 @@ func TestAShellRunsOnAPTYOfTheSessionAndOutlivesItsDetach(t *testing.T) {
 	if !strings.Contains(bErr.String(), "read-only") {
 		t.Fatalf("the second client did not say it watches read-only: %q", bErr.String())
 	}
+	b.waitText("watching it read-only until it is free and a key is typed (ctrl+\\ detaches)")
 	b.typeKeys("echo typed-in-b\r")
 	a.typeKeys("echo typed-in-a-$((1+1))\r")
 	for _, s := range []*screen{a, b} {
@@ -138,7 +139,9 @@ func TestAShellRunsOnAPTYOfTheSessionAndOutlivesItsDetach(t *testing.T) {
 		t.Fatalf("detach: %v", err)
 	}
 	b.typeKeys("echo b-took-over-$((9*9))\r")
-	b.waitText("b-took-over-81")
+	b.waitFor("the PTY taken over, its read-only line gone", func(text string) bool {
+		return strings.Contains(text, "b-took-over-81") && !strings.Contains(text, "read-only")
+	})
 	b.typeKeys("exit 3\r")
 	var exit *exec.ExitError
 	if err := b.waitExit(); !errors.As(err, &exit) || exit.ExitCode() != 3 {
