@@ -8,6 +8,7 @@ import (
 
 	"github.com/creack/pty"
 
+	"github.com/agentd-dev/agentd/client"
 	"github.com/agentd-dev/agentd/internal/agentdtest"
 	"github.com/agentd-dev/agentd/protocol"
 )
@@ -170,5 +171,58 @@ func TestAPTYAnotherClientControlsOpensReadOnlyFromAttachAndSaysSo(t *testing.T)
 	a.typeKeys(keyQuit)
 	if err := a.waitExit(); err != nil {
 		t.Fatalf("detach: %v", err)
+	}
+}
+
+// TestATurnThatRanWhileAPTYWasOpenShowsWholeOnReturn: the session's
+// stream is read on while a PTY is shown full screen; a turn that
+// streamed more events meanwhile than the stream's own buffer holds shows
+// whole once the screen is back, and nothing is called a lost
+// connection.
+func TestATurnThatRanWhileAPTYWasOpenShowsWholeOnReturn(t *testing.T) {
+	p, id := newShellPlace(t)
+	ref := detachedShell(t, p, id, "shell-mark")
+	a := p.screen(t, "attach", id)
+	a.waitText("running: " + ref)
+	a.typeKeys(keyTab)
+	a.waitText("❯ " + ref + " ")
+	a.typeKeys(keyEnter)
+	a.waitFor("the PTY's screen alone", func(text string) bool {
+		return strings.Contains(text, "shell-mark-42") && !strings.Contains(text, "agentd · "+id)
+	})
+	c := p.open(t)
+	ctx := agentdtest.Context(t)
+	s, err := c.OpenSession(ctx, id, client.SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	// Lines printed apart, each its own event.
+	prompt := "run `i=0; while [ $i -lt 3000 ]; do echo line-$i; j=0; while [ $j -lt 400 ]; do j=$((j+1)); done; i=$((i+1)); done; echo all-printed`"
+	if err := c.Request(ctx, protocol.OpTurnStart, protocol.TurnStartInput{SessionID: id, TurnID: "t-away", Approval: protocol.ApprovalAll, Content: protocol.Content{Text: prompt}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	events := 0
+	for {
+		ev, err := s.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		events++
+		if ev.Delta.Event == protocol.EventRunEnd && ev.Delta.Turn != nil && ev.Delta.Turn.TurnID == "t-away" {
+			break
+		}
+	}
+	// More than a session stream holds unread (client.Watch), unless a
+	// loaded machine merged the lines.
+	if events <= 1024 {
+		t.Skipf("the turn's output came in %d events, too few to fill a session stream", events)
+	}
+	a.typeKeys(keyQuit)
+	text := a.waitFor("the turn, whole", func(text string) bool {
+		return strings.Contains(text, "│ all-printed") && strings.Contains(text, "── completed") && !strings.Contains(text, "catching up")
+	})
+	if strings.Contains(text, "connection lost") || strings.Contains(text, "reconnected") {
+		t.Fatalf("the screen called falling behind a lost connection:\n%s", text)
 	}
 }

@@ -86,6 +86,7 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	p := tea.NewProgram(m, popts...)
 	var wg sync.WaitGroup
+	wg.Go(func() { m.in.read(ctx, opts.Follower) })
 	if tty != nil {
 		wg.Go(func() { followSize(ctx, p, tty) })
 	}
@@ -136,11 +137,6 @@ func followSize(ctx context.Context, p *tea.Program, tty *os.File) {
 
 // Messages the model receives from its commands.
 type (
-	// eventMsg is the follower's next event.
-	eventMsg struct {
-		ev  client.FollowEvent
-		err error
-	}
 	// pageMsg is a page of older transcript.
 	pageMsg struct {
 		page client.TranscriptPage
@@ -158,6 +154,7 @@ type (
 type model struct {
 	ctx context.Context
 	f   *client.Follower
+	in  *inbox // the follower's events, read as they come
 
 	proj    *protocol.Projector
 	feed    *Feed    // what the stream brought since the screen opened
@@ -177,6 +174,7 @@ type model struct {
 	openPTY  func(ctx context.Context, ref string) (string, error)
 
 	conn   string // what happened to the connection, while it is not well
+	behind bool   // the stream is opened again after the screen fell behind
 	flash  string // a message for the person, until the next key
 	armed  bool   // Ctrl-C was pressed once
 	ended  error  // why the stream ended for good
@@ -190,7 +188,7 @@ func newModel(ctx context.Context, f *client.Follower) *model {
 	in.Placeholder = "a prompt: enter sends it, alt+enter queues it"
 	in.Focus()
 	m := &model{
-		ctx: ctx, f: f, proj: protocol.NewProjector(snap), feed: NewFeed(f.LastRecord()),
+		ctx: ctx, f: f, in: newInbox(), proj: protocol.NewProjector(snap), feed: NewFeed(f.LastRecord()),
 		through: snap.TranscriptSequence, noOlder: snap.TranscriptSequence == 0,
 		view: viewport.New(), input: in, render: newRenderer(), follow: true,
 	}
@@ -203,13 +201,8 @@ func (m *model) Init() tea.Cmd {
 	return tea.Batch(m.next(), m.older(), m.readResources(), textinput.Blink)
 }
 
-// next reads the follower's next event.
-func (m *model) next() tea.Cmd {
-	return func() tea.Msg {
-		ev, err := m.f.Next(m.ctx)
-		return eventMsg{ev, err}
-	}
-}
+// next takes the follower's next events.
+func (m *model) next() tea.Cmd { return m.in.next(m.ctx) }
 
 // older reads the page of transcript before the history the screen has.
 func (m *model) older() tea.Cmd {
@@ -255,8 +248,8 @@ func (m *model) update(msg tea.Msg) tea.Cmd {
 		m.input.SetWidth(max(msg.Width-3, 1))
 		m.refresh()
 		return nil
-	case eventMsg:
-		return m.event(msg)
+	case eventsMsg:
+		return m.events(msg)
 	case pageMsg:
 		return m.page(msg)
 	case resourcesMsg:
@@ -278,20 +271,36 @@ func (m *model) update(msg tea.Msg) tea.Cmd {
 	return cmd
 }
 
-// event applies what the follower brought.
-func (m *model) event(msg eventMsg) tea.Cmd {
+// events applies a batch of what the follower brought, then draws.
+func (m *model) events(msg eventsMsg) tea.Cmd {
+	if len(msg.evs) == 0 && msg.err == nil {
+		return m.next() // woken for events taken already
+	}
+	cmds := make([]tea.Cmd, 0, len(msg.evs)+1)
+	for _, ev := range msg.evs {
+		cmds = append(cmds, m.applyEvent(ev))
+	}
 	if msg.err != nil {
 		if m.ctx.Err() != nil {
 			return tea.Quit
 		}
 		m.ended = msg.err
 		m.feed.Note(fmt.Sprintf("the session's stream ended: %v (ctrl+\\ leaves)", msg.err), true)
-		m.refresh()
-		return nil
+	} else {
+		cmds = append(cmds, m.next())
 	}
-	ev := msg.ev
+	m.refresh()
+	return tea.Batch(cmds...)
+}
+
+// applyEvent applies one event the follower brought.
+func (m *model) applyEvent(ev client.FollowEvent) tea.Cmd {
 	var cmd tea.Cmd
 	switch {
+	case ev.Lost != nil && errors.Is(ev.Lost, client.ErrWatcherSlow):
+		// The screen fell behind, while it showed a PTY, say: its stream
+		// opens again after the last record it has, and nothing is lost.
+		m.conn, m.behind = "catching up…", true
 	case ev.Lost != nil:
 		m.conn = "connection lost: reconnecting…"
 		m.feed.Note(fmt.Sprintf("connection lost (%v): reconnecting", ev.Lost), true)
@@ -301,8 +310,10 @@ func (m *model) event(msg eventMsg) tea.Cmd {
 		m.proj = protocol.NewProjector(*ev.Snapshot)
 		m.feed.Streams(ev.Snapshot.Streams)
 		if ev.Reopened {
-			m.conn = ""
-			m.feed.Note("reconnected", false)
+			if !m.behind {
+				m.feed.Note("reconnected", false)
+			}
+			m.conn, m.behind = "", false
 			m.res.reset()
 			cmd = m.readResources()
 		}
@@ -310,8 +321,7 @@ func (m *model) event(msg eventMsg) tea.Cmd {
 		m.proj.Apply(ev.Delta)
 		m.feed.Delta(ev.Delta)
 	}
-	m.refresh()
-	return tea.Batch(cmd, m.next())
+	return cmd
 }
 
 // page puts a page of older transcript above the history.

@@ -22,7 +22,7 @@ func screenModel(t *testing.T) *model {
 	in := textinput.New()
 	in.Focus()
 	m := &model{
-		ctx: context.Background(), proj: protocol.NewProjector(snap), feed: NewFeed(0), noOlder: true,
+		ctx: context.Background(), in: newInbox(), proj: protocol.NewProjector(snap), feed: NewFeed(0), noOlder: true,
 		view: viewport.New(), input: in, render: newRenderer(), follow: true,
 	}
 	m.view.KeyMap = viewport.KeyMap{}
@@ -35,7 +35,7 @@ func (m *model) screen() string { return ansi.Strip(m.View().Content) }
 
 func (m *model) apply(ds ...protocol.SessionDelta) {
 	for _, d := range ds {
-		m.Update(eventMsg{ev: client.FollowEvent{SessionEvent: client.SessionEvent{Delta: d}}})
+		m.Update(eventsMsg{evs: []client.FollowEvent{{SessionEvent: client.SessionEvent{Delta: d}}}})
 	}
 }
 

@@ -113,6 +113,9 @@ type (
 
 // readResources lists the session's resources.
 func (m *model) readResources() tea.Cmd {
+	if m.f == nil {
+		return nil // a screen with no session behind it
+	}
 	c, id, gen := m.f.Conn(), m.f.SessionID(), m.res.gen
 	return func() tea.Msg {
 		ctx, cancel := context.WithTimeout(m.ctx, requestTimeout)

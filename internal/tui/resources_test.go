@@ -12,7 +12,7 @@ import (
 )
 
 func (m *model) resource(r protocol.Resource) {
-	m.Update(eventMsg{ev: client.FollowEvent{SessionEvent: client.SessionEvent{Resource: &r}}})
+	m.Update(eventsMsg{evs: []client.FollowEvent{{SessionEvent: client.SessionEvent{Resource: &r}}}})
 }
 
 func exitedWith(r protocol.Resource, code int) protocol.Resource {
@@ -97,4 +97,25 @@ func FuzzResourceRowShowsNoControlCharacters(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestFallingBehindIsCaughtUpWithoutCallingItALostConnection: a stream
+// that fell behind says it catches up while it opens again, and leaves
+// no note of a lost connection; a lost connection still says so.
+func TestFallingBehindIsCaughtUpWithoutCallingItALostConnection(t *testing.T) {
+	m := screenModel(t)
+	snap := m.proj.Projection()
+	events := func(evs ...client.FollowEvent) { m.Update(eventsMsg{evs: evs}) }
+	events(client.FollowEvent{Lost: client.ErrWatcherSlow})
+	if s := m.screen(); !strings.Contains(s, "catching up…") || strings.Contains(s, "connection lost") {
+		t.Fatalf("fallen behind:\n%s", s)
+	}
+	events(client.FollowEvent{SessionEvent: client.SessionEvent{Snapshot: &snap}, Reopened: true})
+	if s := m.screen(); strings.Contains(s, "catching up") || strings.Contains(s, "reconnected") {
+		t.Fatalf("caught up:\n%s", s)
+	}
+	events(client.FollowEvent{Lost: client.ErrClosed}, client.FollowEvent{SessionEvent: client.SessionEvent{Snapshot: &snap}, Reopened: true})
+	if s := m.screen(); !strings.Contains(s, "connection lost") || !strings.Contains(s, "reconnected") {
+		t.Fatalf("a lost connection:\n%s", s)
+	}
 }
