@@ -65,6 +65,10 @@ func Run(ctx context.Context, opts Options) error {
 	if opts.Env != nil {
 		popts = append(popts, tea.WithEnvironment(opts.Env))
 	}
+	// Sizes changed from now on are followed (followSize).
+	winch := make(chan os.Signal, 1)
+	signal.Notify(winch, syscall.SIGWINCH)
+	defer signal.Stop(winch)
 	tty, _ := opts.Output.(*os.File)
 	cols, rows, err := windowSize(tty)
 	if err != nil {
@@ -88,7 +92,7 @@ func Run(ctx context.Context, opts Options) error {
 	var wg sync.WaitGroup
 	wg.Go(func() { m.in.read(ctx, opts.Follower) })
 	if tty != nil {
-		wg.Go(func() { followSize(ctx, p, tty) })
+		wg.Go(func() { followSize(ctx, p, tty, winch) })
 	}
 	_, err = p.Run()
 	cancel()
@@ -117,12 +121,9 @@ func windowSize(f *os.File) (cols, rows int, err error) {
 	return int(ws.Col), int(ws.Row), nil
 }
 
-// followSize tells p terminal tty's size each time it changes, until ctx
-// ends.
-func followSize(ctx context.Context, p *tea.Program, tty *os.File) {
-	winch := make(chan os.Signal, 1)
-	signal.Notify(winch, syscall.SIGWINCH)
-	defer signal.Stop(winch)
+// followSize tells p terminal tty's size each time winch says it
+// changed, until ctx ends.
+func followSize(ctx context.Context, p *tea.Program, tty *os.File, winch <-chan os.Signal) {
 	for {
 		select {
 		case <-ctx.Done():
