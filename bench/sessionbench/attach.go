@@ -256,6 +256,12 @@ var lastFirstText time.Duration
 // (the program's detach keys), waits a moment for the program to exit, and
 // kills it if it has not.
 func timeScreen(ctx context.Context, cmd *exec.Cmd, detach string) (time.Duration, string, error) {
+	return timeScreenUntil(ctx, cmd, detach, attachScreenDone, "the last reply and the input line")
+}
+
+// timeScreenUntil is timeScreen awaiting another screen: the first that
+// satisfies screenDone, which shows what.
+func timeScreenUntil(ctx context.Context, cmd *exec.Cmd, detach string, screenDone func(string) bool, what string) (time.Duration, string, error) {
 	term := vt.NewEmulator(attachCols, attachRows)
 	var mu sync.Mutex // guards term
 	done := make(chan time.Duration, 1)
@@ -285,7 +291,7 @@ func timeScreen(ctx context.Context, cmd *exec.Cmd, detach string) (time.Duratio
 				if firstText == 0 && strings.TrimSpace(text) != "" {
 					firstText = time.Since(t0)
 				}
-				if !found && attachScreenDone(text) {
+				if !found && screenDone(text) {
 					found = true
 					done <- time.Since(t0)
 				}
@@ -337,11 +343,11 @@ func timeScreen(ctx context.Context, cmd *exec.Cmd, detach string) (time.Duratio
 	case <-exited:
 		s := screen()
 		finish()
-		return 0, s, fmt.Errorf("%s exited (%v) before its screen showed the last reply and the input line", filepath.Base(cmd.Path), waitErr)
+		return 0, s, fmt.Errorf("%s exited (%v) before its screen showed %s", filepath.Base(cmd.Path), waitErr, what)
 	case <-timeout.C:
 		s := screen()
 		finish()
-		return 0, s, fmt.Errorf("%s did not show the last reply and the input line within 20 s", filepath.Base(cmd.Path))
+		return 0, s, fmt.Errorf("%s did not show %s within 20 s", filepath.Base(cmd.Path), what)
 	case <-ctx.Done():
 		finish()
 		return 0, "", ctx.Err()

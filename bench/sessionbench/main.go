@@ -59,6 +59,7 @@ type config struct {
 
 	attachRecords int // transcript records of the attached session
 	attachRuns    int // timed attaches, each of agentd and of tmux
+	echoKeys      int // keys typed into each of `agentd shell` and tmux
 
 	fanSubs     int           // subscriptions reading the fan-out session
 	fanConns    int           // connections they are spread over
@@ -69,6 +70,9 @@ type config struct {
 }
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == roleBusyScreen {
+		os.Exit(runBusyScreen(os.Args[2:]))
+	}
 	if dir, ok := os.LookupEnv(envProfileAgentd); ok {
 		os.Exit(runAsAgentd(dir, os.Args[1:]))
 	}
@@ -113,6 +117,7 @@ func (c *config) fill(skip, only string) {
 	c.lsRuns = 10
 	c.settle = time.Second
 	c.attachRecords, c.attachRuns = 1000, 20
+	c.echoKeys = 400
 	c.fanConns, c.fanStamps, c.fanRounds = 10, 8000, 3
 	if c.fanSubs <= 0 {
 		c.fanSubs = 100
@@ -130,6 +135,7 @@ func (c *config) fill(skip, only string) {
 		c.lsRuns = 5
 		sessions = 2000
 		c.attachRuns = 6
+		c.echoKeys = 100
 		c.fanRounds = 1
 	}
 	if c.sessions <= 0 {

@@ -25,7 +25,9 @@ import (
 
 // The pty part: a PTY's output relayed by agentd (worker → host → one
 // subscribed client) against the same output read straight from a PTY in
-// this process; and what ten idle PTYs cost their worker in memory.
+// this process; what ten idle PTYs cost their worker in memory; and, in
+// ptyterm.go, `agentd pty` attaching to a busy PTY and keys echoed
+// through `agentd shell`, each against tmux.
 
 const (
 	goalPTYVsTmux = 1.5     // agentd's relay ≥ 1.5× tmux relaying to an attached client
@@ -48,6 +50,8 @@ type ptyResults struct {
 	workerCPU    time.Duration
 	hostCPU      time.Duration
 	framesPerMiB float64
+	screen       ptyScreenResults // `agentd pty` to a busy PTY's first screen
+	echo         echoResults      // keystroke echo through `agentd shell`
 }
 
 func (b *bench) ptyPart(ctx context.Context) error {
@@ -130,6 +134,13 @@ func (b *bench) ptyPart(ctx context.Context) error {
 	time.Sleep(resource.DefaultScreenSleep + b.cfg.settle)
 	r.rssAfter = rssBytes(pid)
 	fmt.Printf("  worker RSS %s with no PTY, %s with %d idle PTYs\n", mib(r.rssBefore), mib(r.rssAfter), idlePTYs)
+
+	if err := b.ptyScreenPart(ctx, c, home, runDir, dir); err != nil {
+		return fmt.Errorf("screen: %w", err)
+	}
+	if err := b.echoPart(ctx, c, home, runDir, dir); err != nil {
+		return fmt.Errorf("echo: %w", err)
+	}
 	return nil
 }
 
@@ -250,13 +261,15 @@ func (r ptyResults) rows() []row {
 	if r.tmuxErr != "" {
 		tmuxAnchor, tmuxVerdict = "tmux failed: "+r.tmuxErr, "n/a (no anchor)"
 	}
-	return []row{
+	rows := []row{
 		{"PTY relay, against tmux relaying the same `cat` to an attached client", agent, tmuxAnchor, agentdRate / tmuxRate, "≥ 1.5×", tmuxVerdict},
 		{fmt.Sprintf("PTY relay: `cat` of %d MiB, one client attached, to its end; median of %d", r.bytes>>20, len(r.rawRate)), agent, fmt.Sprintf("%.1f MB/s raw PTY", rawRate/1e6), q, "≥ 0.70×", verdict},
 		{"  frames a MiB of output", fmt.Sprintf("%.1f", r.framesPerMiB), "-", math.NaN(), "-", "info"},
 		{"  output that reached the client as output (the rest: screens)", fmt.Sprintf("%.0f%%", 100*medianOr(r.delivered)), "-", math.NaN(), "-", "info"},
 		{fmt.Sprintf("worker RSS growth, %d idle PTYs", idlePTYs), mib(growth), mib(r.rssBefore) + " without", math.NaN(), "≤ 4 MiB", table.Verdict(growth <= goalIdlePTYs)},
 	}
+	rows = append(rows, r.screen.rows()...)
+	return append(rows, r.echo.rows()...)
 }
 
 // medianOr is the median of v, or NaN when it is empty.
