@@ -45,7 +45,8 @@ type screen struct {
 	pendSeq uint64 // guarded by pmu: the sequence of its last byte
 	skipped bool   // guarded by pmu: output before pending was left out
 
-	tail int // guarded by pmu: the output kept when the model falls behind
+	tail     int // guarded by pmu: the bytes kept when the model falls behind
+	tailRows int // guarded by pmu: the lines kept then at most
 	kick chan struct{}
 }
 
@@ -67,7 +68,7 @@ const DefaultScreenSleep = 5 * time.Second
 func newScreen(cols, rows int, sleepAfter time.Duration, onSleep func()) *screen {
 	s := &screen{
 		cols: cols, rows: rows, modes: modeChanges{}, sleepAfter: sleepAfter, onSleep: onSleep,
-		tail: tailFor(cols, rows), kick: make(chan struct{}, 1),
+		tail: tailFor(cols, rows), tailRows: rows, kick: make(chan struct{}, 1),
 	}
 	s.wakeLocked()
 	return s
@@ -142,12 +143,7 @@ func (s *screen) add(p []byte, seq uint64) {
 	s.pending = append(s.pending, p...)
 	s.pendSeq = seq
 	if len(s.pending) > 2*s.tail {
-		// Keep the last s.tail bytes, from a line's start when there
-		// is one.
-		tail := s.pending[len(s.pending)-s.tail:]
-		if i := bytes.IndexByte(tail, '\n'); i >= 0 {
-			tail = tail[i+1:]
-		}
+		tail := s.pending[tailStart(s.pending, s.tail, s.tailRows):]
 		s.pending = append(s.pending[:0], tail...)
 		s.skipped = true
 	}
@@ -162,6 +158,26 @@ func (s *screen) kickRun() {
 	case s.kick <- struct{}{}:
 	default:
 	}
+}
+
+// tailStart returns where the output p is cut when the model has fallen
+// behind: at a line's start, with at most maxBytes after it, and no more
+// lines than a screen of rows can show. Scrolling text costs the model a
+// copy of its whole screen a line, so of a flood it takes in only the
+// lines that stay on the screen.
+func tailStart(p []byte, maxBytes, rows int) int {
+	lo, end := max(0, len(p)-maxBytes), len(p)
+	for range rows {
+		i := bytes.LastIndexByte(p[lo:end], '\n')
+		if i < 0 {
+			break
+		}
+		end = lo + i
+	}
+	if end == len(p) {
+		return lo // no line starts in the window
+	}
+	return end + 1
 }
 
 // catchUpLocked feeds the model what is pending, waking it for that.
@@ -265,7 +281,7 @@ func (s *screen) resize(cols, rows int) {
 	s.emu.Resize(cols, rows)
 	s.cols, s.rows = cols, rows
 	s.pmu.Lock()
-	s.tail = tailFor(cols, rows)
+	s.tail, s.tailRows = tailFor(cols, rows), rows
 	s.pmu.Unlock()
 	s.kickRun()
 }

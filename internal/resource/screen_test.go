@@ -1,6 +1,7 @@
 package resource
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -122,4 +123,44 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+func TestTailStartKeepsWholeLinesThatFitTheScreen(t *testing.T) {
+	for _, c := range []struct {
+		p         string
+		max, rows int
+		want      string
+	}{
+		{"short", 10, 3, "short"},          // all of it fits
+		{"a\nb\nc\nd\ne", 100, 2, "d\ne"},  // two rows: the last two lines
+		{"a\nb\nc\nd\n", 100, 2, "d\n"},    // a line ended: it and the empty one after
+		{"aaaa\nbbbb\ncccc", 7, 5, "cccc"}, // bytes bound first, from a line start
+		{"xxxxxxxxxx", 4, 5, "xxxx"},       // no line start: the last bytes
+		{"a\nbbbbbbbbbb", 4, 5, "bbbb"},    // none in the window either
+		{"\n\n\n", 2, 1, ""},               // one row of empty lines
+	} {
+		if got := c.p[tailStart([]byte(c.p), c.max, c.rows):]; got != c.want {
+			t.Errorf("tailStart(%q, %d, %d) keeps %q, want %q", c.p, c.max, c.rows, got, c.want)
+		}
+	}
+}
+
+// A screen flooded faster than its model takes output in skips to the
+// latest, and shows the same last lines as one fed everything.
+func TestAFloodedScreenShowsItsLastLines(t *testing.T) {
+	flooded, fed := newScreen(40, 5, time.Hour, nil), newScreen(40, 5, time.Hour, nil)
+	var out strings.Builder
+	for i := range 20000 {
+		fmt.Fprintf(&out, "line %d of the flood\r\n", i)
+	}
+	out.WriteString("$ ")
+	flooded.add([]byte(out.String()), 1) // more than it keeps when behind
+	feed(fed, out.String())
+	flooded.pmu.Lock()
+	skipped, kept := flooded.skipped, len(flooded.pending)
+	flooded.pmu.Unlock()
+	if !skipped || kept > 6*len("line 19999 of the flood\r\n") {
+		t.Fatalf("kept %d bytes, skipped %v: want only the lines a screen shows", kept, skipped)
+	}
+	sameDrawing(t, "flooded", flooded, fed)
 }
