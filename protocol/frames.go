@@ -160,6 +160,62 @@ type RuntimeResourcePtyData struct {
 	Screen bool `json:"screen,omitempty"`
 }
 
+// PtyDataFields are a runtime_resource_pty_data frame's fields with its
+// data left as the JSON string it arrived as: a relay passes a PTY's
+// output on, and joins consecutive pieces of it, without decoding it.
+type PtyDataFields struct {
+	SessionID   string          `json:"sessionId"`
+	Ref         string          `json:"ref"`
+	PtySequence uint64          `json:"ptySequence"`
+	Data        json.RawMessage `json:"data"`
+	Screen      bool            `json:"screen,omitempty"`
+}
+
+// DecodePtyDataFields decodes a runtime_resource_pty_data frame, or its
+// fields alone, keeping its data encoded.
+func DecodePtyDataFields(b []byte) (PtyDataFields, error) {
+	var f PtyDataFields
+	if err := json.Unmarshal(b, &f); err != nil {
+		return PtyDataFields{}, translate(err, "")
+	}
+	if len(f.Data) < 2 || f.Data[0] != '"' {
+		return PtyDataFields{}, FieldError("data", "must be a string")
+	}
+	if f.Ref == "" {
+		return PtyDataFields{}, FieldError("ref", "is required")
+	}
+	return f, nil
+}
+
+// AppendJSON appends the fields as a JSON object, the data as it is.
+func (f *PtyDataFields) AppendJSON(b []byte) []byte {
+	b = append(b, `{"sessionId":`...)
+	b = appendJSONString(b, f.SessionID)
+	b = append(b, `,"ref":`...)
+	b = appendJSONString(b, f.Ref)
+	b = append(b, `,"ptySequence":`...)
+	b = strconv.AppendUint(b, f.PtySequence, 10)
+	b = append(b, `,"data":`...)
+	b = append(b, f.Data...)
+	if f.Screen {
+		b = append(b, `,"screen":true`...)
+	}
+	return append(b, '}')
+}
+
+// JoinJSONStrings appends the JSON string b's characters to the JSON
+// string a, which it reuses: a's closing quote is dropped and b's opening
+// one. An escape never spans a quote, so the result is the JSON string of
+// both texts.
+func JoinJSONStrings(a, b []byte) []byte {
+	return append(a[:len(a)-1], b[1:]...)
+}
+
+func appendJSONString(b []byte, s string) []byte {
+	q, _ := json.Marshal(s)
+	return append(b, q...)
+}
+
 // Reasons a subscription is closed.
 const (
 	ClosedClientClosed   = "client_closed"

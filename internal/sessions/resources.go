@@ -54,12 +54,14 @@ func (w *worker) publishResource(kind string, raw []byte) error {
 		w.armIdle()
 		return nil
 	}
-	var f protocol.RuntimeResourcePtyDataFrame
-	if err := json.Unmarshal(raw, &f); err != nil {
+	// The output is passed on as the JSON the worker wrote, never
+	// decoded: a PTY is the fastest writer a host relays.
+	f, err := protocol.DecodePtyDataFields(raw)
+	if err != nil {
 		return err
 	}
-	it.body, _ = json.Marshal(f.RuntimeResourcePtyData)
-	it.pty = &f.RuntimeResourcePtyData
+	it.body = f.AppendJSON(nil)
+	it.pty = &f
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	redraw := false

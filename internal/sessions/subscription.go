@@ -59,7 +59,7 @@ type item struct {
 	body []byte
 	d    *protocol.SessionDelta
 	kind string                           // the frame's kind: "" for a delta
-	pty  *protocol.RuntimeResourcePtyData // a PTY's output, decoded, read-only
+	pty  *protocol.PtyDataFields // a PTY's output, its data still encoded; read-only
 	at   time.Time                        // when it reached the host
 }
 
@@ -69,13 +69,14 @@ type pending struct {
 	*item
 	merged         bool
 	text, thinking strings.Builder
-	output         strings.Builder // a tool call's output, or a PTY's
+	output         strings.Builder // a tool call's output
+	ptyData        []byte          // a PTY's merged output, a JSON string
 	ptySeq         uint64          // the sequence of a PTY's merged output
 }
 
 func (p *pending) size() int {
 	if p.merged {
-		return p.text.Len() + p.thinking.Len() + p.output.Len() + 128
+		return p.text.Len() + p.thinking.Len() + p.output.Len() + len(p.ptyData) + 128
 	}
 	return len(p.body)
 }
@@ -101,9 +102,9 @@ func (p *pending) merge(next *item) {
 	if p.pty != nil {
 		if !p.merged {
 			p.merged = true
-			p.output.WriteString(p.pty.Data)
+			p.ptyData = append([]byte(nil), p.pty.Data...)
 		}
-		p.output.WriteString(next.pty.Data)
+		p.ptyData = protocol.JoinJSONStrings(p.ptyData, next.pty.Data)
 		p.ptySeq = next.pty.PtySequence
 		return
 	}
@@ -130,9 +131,8 @@ func (p *pending) encoded() []byte {
 	}
 	if p.pty != nil {
 		f := *p.pty
-		f.Data, f.PtySequence = p.output.String(), p.ptySeq
-		b, _ := json.Marshal(f)
-		return b
+		f.Data, f.PtySequence = p.ptyData, p.ptySeq
+		return f.AppendJSON(nil)
 	}
 	d := *p.d
 	d.Text, d.Thinking = p.text.String(), p.thinking.String()
