@@ -19,9 +19,10 @@ import (
 const minScreenTail = 32 << 10
 
 // screen is a PTY's terminal screen model, fed behind its output so that
-// the output's relay never waits on it. While output floods it skips to
-// the latest, and uses at most about a fifth of a core; a screen drawn
-// for a client first takes in everything printed so far.
+// the output's relay never waits on it. While output floods (more than
+// twice the byte tail, or four screens of lines, waiting for it) it skips
+// to the latest; a screen drawn for a client first takes in everything
+// printed so far.
 //
 // A model holds a few megabytes, so a screen whose PTY has printed
 // nothing for a while (sleepAfter) falls asleep: it keeps its drawing, the
@@ -43,6 +44,9 @@ type screen struct {
 	pmu     sync.Mutex
 	pending []byte // guarded by pmu: output not fed yet
 	pendSeq uint64 // guarded by pmu: the sequence of its last byte
+	// pendLines counts the lines pending: a model behind by more than a
+	// few screens of them skips to the last screen.
+	pendLines int // guarded by pmu
 	skipped bool   // guarded by pmu: output before pending was left out
 
 	tail     int // guarded by pmu: the bytes kept when the model falls behind
@@ -73,6 +77,11 @@ func newScreen(cols, rows int, sleepAfter time.Duration, onSleep func()) *screen
 	s.wakeLocked()
 	return s
 }
+
+var newline = []byte{'\n'}
+
+// feedGap is the least rest between two feeds of a screen model.
+const feedGap = 20 * time.Millisecond
 
 func tailFor(cols, rows int) int { return max(minScreenTail, 4*cols*rows) }
 
@@ -141,10 +150,12 @@ func (s *screen) sleepLocked(ended bool) bool {
 func (s *screen) add(p []byte, seq uint64) {
 	s.pmu.Lock()
 	s.pending = append(s.pending, p...)
+	s.pendLines += bytes.Count(p, newline)
 	s.pendSeq = seq
-	if len(s.pending) > 2*s.tail {
+	if len(s.pending) > 2*s.tail || s.pendLines > 4*s.tailRows {
 		tail := s.pending[tailStart(s.pending, s.tail, s.tailRows):]
 		s.pending = append(s.pending[:0], tail...)
+		s.pendLines = bytes.Count(s.pending, newline)
 		s.skipped = true
 	}
 	s.pmu.Unlock()
@@ -184,7 +195,7 @@ func tailStart(p []byte, maxBytes, rows int) int {
 func (s *screen) catchUpLocked() {
 	s.pmu.Lock()
 	p, seq, skipped := s.pending, s.pendSeq, s.skipped
-	s.pending, s.skipped = nil, false
+	s.pending, s.pendLines, s.skipped = nil, 0, false
 	s.pmu.Unlock()
 	if len(p) == 0 && !skipped {
 		return
@@ -202,12 +213,17 @@ func (s *screen) catchUpLocked() {
 }
 
 // run feeds the model as output comes until the output ends (done
-// closes), pausing four times as long as each feed took, and lets it sleep
-// once output stops; when the output has ended, the screen is final and
-// sleeps.
+// closes), resting after each feed four times as long as it took, and at
+// least feedGap: what comes meanwhile waits, and of a flood only its last
+// screen is fed (add cuts it), so a flood costs the model a few
+// screens a second. A client drawn the screen is drawn it caught up. The
+// model sleeps once output stops; when the output has ended, the screen
+// is final and sleeps.
 func (s *screen) run(done <-chan struct{}) {
 	idle := time.NewTimer(s.sleepAfter)
 	defer idle.Stop()
+	rest := time.NewTimer(0)
+	defer rest.Stop()
 	for {
 		select {
 		case <-s.kick:
@@ -222,15 +238,12 @@ func (s *screen) run(done <-chan struct{}) {
 		s.mu.Lock()
 		s.catchUpLocked()
 		s.mu.Unlock()
-		if d := time.Since(start); d > time.Millisecond {
-			t := time.NewTimer(4 * d)
-			select {
-			case <-t.C:
-			case <-done:
-				t.Stop()
-				s.sleep(true)
-				return
-			}
+		rest.Reset(max(feedGap, 4*time.Since(start)))
+		select {
+		case <-rest.C:
+		case <-done:
+			s.sleep(true)
+			return
 		}
 		idle.Reset(s.sleepAfter)
 	}
