@@ -27,9 +27,9 @@ func TestPtyDataFieldsRelayTheOutputUnchanged(t *testing.T) {
 
 func TestDecodePtyDataFieldsNamesWhatIsWrong(t *testing.T) {
 	for in, field := range map[string]string{
-		`{"ref":"pty-1","data":7}`:   "data",
-		`{"ref":"pty-1"}`:            "data",
-		`{"data":"x"}`:               "ref",
+		`{"ref":"pty-1","data":7}`:  "data",
+		`{"ref":"pty-1"}`:           "data",
+		`{"data":"x"}`:              "ref",
 		`{"ref":"pty-1","data":"x"`: "",
 	} {
 		_, err := DecodePtyDataFields([]byte(in))

@@ -46,12 +46,12 @@ type screen struct {
 	pendSeq uint64 // guarded by pmu: the sequence of its last byte
 	// pendLines counts the lines pending: a model behind by more than a
 	// few screens of them skips to the last screen.
-	pendLines int // guarded by pmu
-	skipped bool   // guarded by pmu: output before pending was left out
+	pendLines int  // guarded by pmu
+	skipped   bool // guarded by pmu: output before pending was left out
 
 	tail     int // guarded by pmu: the bytes kept when the model falls behind
 	tailRows int // guarded by pmu: the lines kept then at most
-	kick chan struct{}
+	kick     chan struct{}
 }
 
 // drawing is a screen drawn: its lines, top first, the sequence that puts

@@ -58,9 +58,9 @@ func (c *counters) snapshot() protocol.FanoutCounters {
 type item struct {
 	body []byte
 	d    *protocol.SessionDelta
-	kind string                           // the frame's kind: "" for a delta
+	kind string                  // the frame's kind: "" for a delta
 	pty  *protocol.PtyDataFields // a PTY's output, its data still encoded; read-only
-	at   time.Time                        // when it reached the host
+	at   time.Time               // when it reached the host
 }
 
 // pending is an item in one subscription's backlog. A merged one owns
