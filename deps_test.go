@@ -42,7 +42,7 @@ var arrows = map[string][]string{
 	"internal/provider/openai":       {"internal/llm", "internal/provider", "internal/redact"},
 	"internal/provider/providertest": {"internal/llm"},
 	"internal/redact":                {},
-	"internal/resource":              {"protocol"},
+	"internal/resource":              {"internal/atomicfile", "internal/proc", "protocol"},
 	"internal/server":                {"internal/home", "internal/redact", "internal/transport", "protocol"},
 	"internal/sessions":              {"client", "internal/catalog", "internal/proc", "internal/server", "protocol"},
 	"internal/tools":                 {"internal/atomicfile", "internal/llm", "internal/proc", "protocol"},

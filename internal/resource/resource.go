@@ -16,9 +16,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 	"unicode/utf8"
 
+	"github.com/agentd-dev/agentd/internal/proc"
 	"github.com/agentd-dev/agentd/protocol"
 )
 
@@ -98,20 +100,22 @@ type Manager struct {
 	refs        int                      // guarded by mu: refs given out
 	ctls        int                      // guarded by mu: controller ids given out
 	draining    bool                     // guarded by mu
+	loaded      bool                     // guarded by mu: the records of earlier workers are read
 
 	wg sync.WaitGroup // every resource's goroutines
 }
 
 // resource is one shell run or PTY.
 type resource struct {
-	info     protocol.Resource // guarded by Manager.mu
-	launch   StartInput        // constant
-	pgid     int               // constant
-	out      *os.File          // constant: output is read from it; the PTY's master
-	exited   chan struct{}     // closed once the process has been waited for
-	drained  chan struct{}     // closed once its output has ended
-	ctl      *controller       // guarded by Manager.mu: the PTY's controller
-	stopping bool              // guarded by Manager.mu
+	info      protocol.Resource // guarded by Manager.mu
+	launch    StartInput        // constant
+	pgid      int               // constant
+	procStart uint64            // constant: the process's start time, in clock ticks since boot
+	out       *os.File          // constant: output is read from it; the PTY's master
+	exited    chan struct{}     // closed once the process has been waited for
+	drained   chan struct{}     // closed once its output has ended
+	ctl       *controller       // guarded by Manager.mu: the PTY's controller
+	stopping  bool              // guarded by Manager.mu
 
 	outMu  sync.Mutex
 	log    *os.File // guarded by outMu; nil without a log
@@ -167,6 +171,9 @@ func New(cfg Config) *Manager {
 func (m *Manager) Start(in StartInput) (protocol.Resource, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if err := m.loadLocked(); err != nil {
+		return protocol.Resource{}, m.unreadableLocked(err)
+	}
 	if m.draining {
 		return protocol.Resource{}, protocol.Errorf(protocol.CodeDraining, "the session's resources are stopping: nothing new starts")
 	}
@@ -211,6 +218,22 @@ func (m *Manager) Start(in StartInput) (protocol.Resource, error) {
 		if err != nil {
 			m.cfg.Logger.Error("a resource's output log cannot be written; its output is kept in memory only", "ref", ref, "err", err)
 		}
+	}
+	if s, err := proc.ReadStat(r.pgid); err == nil {
+		r.procStart = s.StartTime
+	}
+	if err := m.recordLocked(r); err != nil {
+		// It runs, but is recorded nowhere: a later worker could not
+		// account for it, and a retry of the launch would run it twice.
+		// It is stopped before anyone learns of it.
+		signalGroup(r.pgid, syscall.SIGKILL)
+		p.cmd.Wait()
+		p.out.Close()
+		if r.log != nil {
+			r.log.Close()
+		}
+		m.cfg.Logger.Error("a runtime resource cannot be recorded; it was stopped", "ref", ref, "pid", r.pgid, "err", err)
+		return protocol.Resource{}, protocol.Errorf(protocol.CodeInternalFailure, "%s could not be recorded in the session's folder, so it was stopped: start it again", ref)
 	}
 	m.byRef[ref] = r
 	m.order = append(m.order, r)
@@ -315,6 +338,9 @@ func (m *Manager) wait(r *resource, p *started) {
 	m.mu.Lock()
 	ended := time.Now().UTC()
 	r.info.State, r.info.ExitCode, r.info.EndedAt = protocol.ResourceExited, &code, &ended
+	if err := m.recordLocked(r); err != nil {
+		m.cfg.Logger.Error("recording how a runtime resource ended", "ref", r.info.Ref, "err", err)
+	}
 	m.releaseLocked(r.ctl)
 	m.changedLocked(r)
 	m.mu.Unlock()
@@ -326,7 +352,8 @@ func (m *Manager) wait(r *resource, p *started) {
 func (m *Manager) Stop(ref string) (protocol.Resource, error) {
 	m.mu.Lock()
 	r, err := m.findLocked(ref)
-	if err == nil {
+	ended := err == nil && r.info.State == protocol.ResourceExited
+	if err == nil && !ended {
 		m.releaseLocked(r.ctl)
 		r.stopping = true
 	}
@@ -334,7 +361,11 @@ func (m *Manager) Stop(ref string) (protocol.Resource, error) {
 	if err != nil {
 		return protocol.Resource{}, err
 	}
-	terminate(r.pgid, r.exited, m.cfg.Grace)
+	if !ended {
+		// An ended resource's group is not signalled: its id may be
+		// another's by now.
+		terminate(r.pgid, r.exited, m.cfg.Grace)
+	}
 	<-r.exited
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -381,6 +412,9 @@ func (m *Manager) Running() int {
 
 // findLocked finds the resource ref names.
 func (m *Manager) findLocked(ref string) (*resource, error) {
+	if err := m.loadLocked(); err != nil {
+		return nil, m.unreadableLocked(err)
+	}
 	if !validRef(ref) {
 		return nil, protocol.InvalidField("input.ref", "%q is not a resource's ref (shell-N or pty-N)", ref)
 	}
@@ -408,6 +442,9 @@ func validRef(ref string) bool {
 func (m *Manager) Query(in protocol.ResourceQueryInput) (protocol.ResourceQueryResult, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if err := m.loadLocked(); err != nil {
+		return protocol.ResourceQueryResult{}, m.unreadableLocked(err)
+	}
 	res := protocol.ResourceQueryResult{Revision: m.revision, Resources: []protocol.Resource{}}
 	if in.Ref != "" {
 		if in.Cursor != nil {
