@@ -377,8 +377,12 @@ func viewPTY(ctx context.Context, c *client.Conn, v ptyView, r protocol.Resource
 	if errors.Is(end, errDetached) {
 		a.flush() // the keys typed with ctrl+\ before it
 	}
+	// The modes the PTY's program turned on (mouse reporting, bracketed
+	// paste, a hidden cursor) are the PTY's, not the terminal's after it.
 	if v.notes == nil {
 		v.out.WriteString(viewModesReset + leaveAltScreen)
+	} else {
+		v.out.WriteString(viewModesReset)
 	}
 	raw.restore()
 	watched := a.controller() == nil

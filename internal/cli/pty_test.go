@@ -87,13 +87,22 @@ func TestAShellRunsOnAPTYOfTheSessionAndOutlivesItsDetach(t *testing.T) {
 	p, id := newShellPlace(t)
 	work := p.workDir()
 	s, _ := p.ptyScreen(t, work, "shell")
-	s.typeKeys("echo hello-$((6*7)) in $PWD\r")
+	// The shell's program hides the cursor; the terminal gets it back at
+	// the detach.
+	s.typeKeys("echo hello-$((6*7)) in $PWD; printf '\\033[?25lcursor-%s' hidden\r")
 	s.waitText("hello-42 in " + work)
+	s.waitText("cursor-hidden")
 	s.typeKeys("\x1c")
 	if err := s.waitExit(); err != nil {
 		t.Fatalf("detach: %v", err)
 	}
 	wantCooked(t, s)
+	s.mu.Lock()
+	hidden := s.term.CursorHidden()
+	s.mu.Unlock()
+	if hidden {
+		t.Fatal("the cursor the PTY's program hid stayed hidden after the detach")
+	}
 
 	rs := listResources(t, p, id)
 	if len(rs) != 1 || rs[0].Kind != protocol.ResourcePTY || rs[0].State != protocol.ResourceRunning || rs[0].Cwd != work {
