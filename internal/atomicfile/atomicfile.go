@@ -18,6 +18,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/google/renameio/v2"
 )
@@ -130,4 +131,12 @@ func isTemp(name, prefix string) bool {
 		}
 	}
 	return true
+}
+
+// MoveAside renames the file at path, whose content cannot be used, to
+// path.damaged-<UTC time of now>, keeping its bytes for a person to look
+// at, and returns the new name.
+func MoveAside(path string, now time.Time) (string, error) {
+	aside := path + ".damaged-" + now.UTC().Format("20060102T150405.000000000Z")
+	return aside, os.Rename(path, aside)
 }

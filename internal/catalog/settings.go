@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 
 	"github.com/agentd-dev/agentd/internal/atomicfile"
@@ -55,8 +54,8 @@ func (c *Catalog) loadSettings() error {
 			}
 		}
 	}
-	aside := path + ".damaged-" + c.now().Format("20060102T150405.000000000Z")
-	if rerr := os.Rename(path, aside); rerr != nil {
+	aside, rerr := atomicfile.MoveAside(path, c.now())
+	if rerr != nil {
 		return fmt.Errorf("%s is unreadable (%v) and could not be moved aside: %w", settingsName, err, rerr)
 	}
 	c.settingsMoved = aside

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -82,11 +81,11 @@ func (m *Manager) loadLocked() error {
 		var rec protocol.ResourceRecord
 		if err := json.Unmarshal(b, &rec); err != nil || rec.Ref != ref || !strings.HasPrefix(ref, rec.Kind+"-") {
 			// One damaged record is kept aside; the others are listed.
-			aside := fmt.Sprintf("%s.damaged-%s", path, time.Now().UTC().Format("20060102T150405.000000000Z"))
-			m.cfg.Logger.Error("a runtime resource's record cannot be read; it is kept aside", "ref", ref, "aside", aside, "err", cmp.Or(err, errors.New("it names another resource")))
-			if err := os.Rename(path, aside); err != nil {
-				return err
+			aside, rerr := atomicfile.MoveAside(path, time.Now())
+			if rerr != nil {
+				return rerr
 			}
+			m.cfg.Logger.Error("a runtime resource's record cannot be read; it is kept aside", "ref", ref, "aside", aside, "err", cmp.Or(err, errors.New("it names another resource")))
 			continue
 		}
 		past = append(past, m.pastLocked(rec))
