@@ -119,7 +119,9 @@ func TestASessionStreamStartsFromItsProjectionAndFollowsATurnToItsEnd(t *testing
 	p := newSessionPlace(t)
 	c := p.conn()
 	id := p.newSession(c)
-	s, err := c.OpenSession(agentdtest.Context(t), id, client.SessionOptions{})
+	// The command runs as one of the session's resources: its state
+	// changes come in the same sequence.
+	s, err := c.OpenSession(agentdtest.Context(t), id, client.SessionOptions{Resources: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +131,7 @@ func TestASessionStreamStartsFromItsProjectionAndFollowsATurnToItsEnd(t *testing
 	}
 	startTurn(t, c, id, "t1", "run `echo streamed`")
 	evs := untilEnd(t, s, "t1")
-	var tool bool
+	var tool, ran bool
 	for i, ev := range evs {
 		if i > 0 && ev.Sequence != evs[i-1].Sequence+1 {
 			t.Fatalf("frame %d has sequence %d after %d", i, ev.Sequence, evs[i-1].Sequence)
@@ -140,13 +142,17 @@ func TestASessionStreamStartsFromItsProjectionAndFollowsATurnToItsEnd(t *testing
 		if ev.Delta.Event == protocol.EventToolCallEnd && ev.Delta.ToolCall != nil {
 			tool = true
 		}
+		if ev.Resource != nil {
+			ran = ran || ev.Resource.Command == "echo streamed" && ev.Resource.State == protocol.ResourceExited
+			continue
+		}
 		var raw protocol.SessionDelta
 		if err := json.Unmarshal(ev.Raw, &raw); err != nil || raw.Event != ev.Delta.Event {
 			t.Fatalf("raw %s does not match %+v", ev.Raw, ev.Delta)
 		}
 	}
-	if !tool {
-		t.Fatal("no tool call streamed")
+	if !tool || !ran {
+		t.Fatalf("tool call streamed %v, its run's end %v", tool, ran)
 	}
 	proj := s.Projection()
 	if proj.RootTurn == nil || proj.RootTurn.TurnID != "t1" || proj.RootTurn.Status != protocol.TurnCompleted || len(proj.Streams) != 0 {

@@ -118,10 +118,11 @@ type resource struct {
 	stopping  bool              // guarded by Manager.mu
 
 	outMu  sync.Mutex
-	log    *os.File // guarded by outMu; nil without a log
-	kept   *ring    // guarded by outMu
-	ptySeq uint64   // guarded by outMu
-	carry  []byte   // guarded by outMu: an unfinished UTF-8 sequence
+	log    *os.File     // guarded by outMu; nil without a log
+	kept   *ring        // guarded by outMu
+	watch  func([]byte) // constant: told a shell run's output, called with outMu held
+	ptySeq uint64       // guarded by outMu
+	carry  []byte       // guarded by outMu: an unfinished UTF-8 sequence
 
 	screen *screen // constant: the PTY's screen model; nil for a shell run
 }
@@ -169,31 +170,52 @@ func New(cfg Config) *Manager {
 // Start starts a shell run or a PTY, or answers the one in.LaunchID
 // started.
 func (m *Manager) Start(in StartInput) (protocol.Resource, error) {
+	info, _, err := m.start(in, nil)
+	return info, err
+}
+
+// Run starts a shell run that someone waits for, as Start does, and also
+// passes its output to watch as it comes, in order, one call at a time,
+// from its first byte. It returns the run and a channel closed once the
+// run has exited, its output passed (but for output a process that left
+// its group holds past the grace). A launch id already started answers
+// its run, whose output is not passed.
+func (m *Manager) Run(in StartInput, watch func([]byte)) (protocol.Resource, <-chan struct{}, error) {
+	if in.PTY {
+		return protocol.Resource{}, nil, protocol.InvalidField("input.pty", "a run someone waits for is a shell run")
+	}
+	info, exited, err := m.start(in, watch)
+	return info, exited, err
+}
+
+// start starts a resource, or finds the one of in.LaunchID, and returns
+// its state and the channel closed once it has exited.
+func (m *Manager) start(in StartInput, watch func([]byte)) (protocol.Resource, <-chan struct{}, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err := m.loadLocked(); err != nil {
-		return protocol.Resource{}, m.unreadableLocked(err)
+		return protocol.Resource{}, nil, m.unreadableLocked(err)
 	}
 	if m.draining {
-		return protocol.Resource{}, protocol.Errorf(protocol.CodeDraining, "the session's resources are stopping: nothing new starts")
+		return protocol.Resource{}, nil, protocol.Errorf(protocol.CodeDraining, "the session's resources are stopping: nothing new starts")
 	}
 	if r, ok := m.launches[in.LaunchID]; ok {
 		if r.launch != in {
-			return protocol.Resource{}, protocol.Errorf(protocol.CodeOperationConflict,
+			return protocol.Resource{}, nil, protocol.Errorf(protocol.CodeOperationConflict,
 				"launch %q started %s with another command or size: choose a new launchId", in.LaunchID, r.info.Ref)
 		}
-		return r.info, nil
+		return r.info, r.exited, nil
 	}
 	cwd, err := m.cfg.Admit()
 	if err != nil {
-		return protocol.Resource{}, err
+		return protocol.Resource{}, nil, err
 	}
 	kind := protocol.ResourceShell
 	if in.PTY {
 		kind = protocol.ResourcePTY
 	}
 	ref := fmt.Sprintf("%s-%d", kind, m.refs+1)
-	r := &resource{launch: in, exited: make(chan struct{}), drained: make(chan struct{}), kept: newRing(keepBytes)}
+	r := &resource{launch: in, watch: watch, exited: make(chan struct{}), drained: make(chan struct{}), kept: newRing(keepBytes)}
 	var p *started
 	if in.PTY {
 		cols, rows := cmp.Or(in.Cols, defaultCols), cmp.Or(in.Rows, defaultRows)
@@ -203,7 +225,7 @@ func (m *Manager) Start(in StartInput) (protocol.Resource, error) {
 		p, err = startShell(m.cfg.Shell, in.Command, cwd, m.cfg.Env)
 	}
 	if err != nil {
-		return protocol.Resource{}, protocol.Errorf(protocol.CodeInvalidRequest, "cannot start %q in %s: %v", in.Command, cwd, err)
+		return protocol.Resource{}, nil, protocol.Errorf(protocol.CodeInvalidRequest, "cannot start %q in %s: %v", in.Command, cwd, err)
 	}
 	m.refs++
 	r.pgid, r.out = p.cmd.Process.Pid, p.out
@@ -233,7 +255,7 @@ func (m *Manager) Start(in StartInput) (protocol.Resource, error) {
 			r.log.Close()
 		}
 		m.cfg.Logger.Error("a runtime resource cannot be recorded; it was stopped", "ref", ref, "pid", r.pgid, "err", err)
-		return protocol.Resource{}, protocol.Errorf(protocol.CodeInternalFailure, "%s could not be recorded in the session's folder, so it was stopped: start it again", ref)
+		return protocol.Resource{}, nil, protocol.Errorf(protocol.CodeInternalFailure, "%s could not be recorded in the session's folder, so it was stopped: start it again", ref)
 	}
 	m.byRef[ref] = r
 	m.order = append(m.order, r)
@@ -244,7 +266,7 @@ func (m *Manager) Start(in StartInput) (protocol.Resource, error) {
 	}
 	m.wg.Go(func() { m.read(r) })
 	m.wg.Go(func() { m.wait(r, p) })
-	return r.info, nil
+	return r.info, r.exited, nil
 }
 
 // changedLocked records a change of r and tells it.
@@ -288,6 +310,9 @@ func (m *Manager) output(r *resource, p []byte) {
 		}
 	}
 	r.kept.Write(p)
+	if r.watch != nil {
+		r.watch(p)
+	}
 	if r.screen == nil {
 		return
 	}
@@ -320,15 +345,19 @@ func (m *Manager) output(r *resource, p []byte) {
 // wait waits for r's process and records how it ended.
 func (m *Manager) wait(r *resource, p *started) {
 	err := p.cmd.Wait()
+	if r.watch != nil {
+		// A run someone waits for ends with its command: what it left
+		// running in its group is ended too (SIGTERM, then SIGKILL after
+		// the grace). The group's id is not given to another while a
+		// process of it remains.
+		signalGroup(r.pgid, syscall.SIGTERM)
+		awaitDrained(r, m.cfg.Grace)
+		signalGroup(r.pgid, syscall.SIGKILL)
+	}
 	// Its output goes out before its end, so that a watcher that stops at
 	// the end has all of it; output a process that left the group holds
 	// open is not waited for past the grace.
-	t := time.NewTimer(m.cfg.Grace)
-	select {
-	case <-r.drained:
-	case <-t.C:
-	}
-	t.Stop()
+	awaitDrained(r, m.cfg.Grace)
 	code := -1
 	if p.cmd.ProcessState != nil {
 		code = exitCode(p.cmd.ProcessState)
@@ -345,6 +374,16 @@ func (m *Manager) wait(r *resource, p *started) {
 	m.changedLocked(r)
 	m.mu.Unlock()
 	close(r.exited)
+}
+
+// awaitDrained waits until r's output has ended, or grace has passed.
+func awaitDrained(r *resource, grace time.Duration) {
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case <-r.drained:
+	case <-t.C:
+	}
 }
 
 // Stop ends a resource's processes (SIGTERM, then SIGKILL after the

@@ -43,9 +43,26 @@ func subscribe(t *testing.T, c *client.Conn, in protocol.SubscriptionOpenInput) 
 	return w, snap
 }
 
-// nextDelta returns the watcher's next delta, with its frame's sequence.
+// nextDelta returns the watcher's next delta, with its frame's sequence,
+// passing over runtime resource frames (a turn's bash runs as one).
 func nextDelta(ctx context.Context, w *client.Watcher) (protocol.SessionDelta, uint64, error) {
+	d, seq, _, err := nextDeltaAfter(ctx, w)
+	return d, seq, err
+}
+
+// nextDeltaAfter is nextDelta, also counting the resource frames passed
+// over.
+func nextDeltaAfter(ctx context.Context, w *client.Watcher) (d protocol.SessionDelta, seq uint64, skipped uint64, err error) {
 	f, err := w.Next(ctx)
+	for err == nil && (f.Kind == protocol.KindRuntimeResourceUpdate || f.Kind == protocol.KindRuntimeResourcePtyData) {
+		skipped++
+		f, err = w.Next(ctx)
+	}
+	d, seq, err = decodeDelta(f, err)
+	return d, seq, skipped, err
+}
+
+func decodeDelta(f client.Frame, err error) (protocol.SessionDelta, uint64, error) {
 	if err != nil {
 		return protocol.SessionDelta{}, 0, err
 	}
@@ -70,11 +87,11 @@ func untilRunEnd(t *testing.T, w *client.Watcher) ([]protocol.SessionDelta, prot
 	var got []protocol.SessionDelta
 	var last uint64
 	for {
-		d, seq, err := nextDelta(ctx, w)
+		d, seq, skipped, err := nextDeltaAfter(ctx, w)
 		if err != nil {
 			t.Fatalf("after %d deltas: %v", len(got), err)
 		}
-		if last != 0 && seq != last+1 {
+		if last != 0 && seq != last+1+skipped {
 			t.Fatalf("sequence %d follows %d", seq, last)
 		}
 		last = seq

@@ -184,7 +184,9 @@ func (sub *subscription) push(it *item) {
 		before := last.size()
 		last.merge(it)
 		sub.bytes += last.size() - before
-		sub.s.counters.coalesced.Add(1)
+		if it.d != nil {
+			sub.s.counters.coalesced.Add(1)
+		}
 	} else {
 		p := &pending{item: it}
 		sub.backlog = append(sub.backlog, p)
@@ -395,7 +397,9 @@ func (sub *subscription) writeLocked(kind string, body []byte, then func()) (boo
 		return false, err
 	}
 	sub.seq++
-	sub.s.counters.frames.Add(1)
+	if kind == "" {
+		sub.s.counters.frames.Add(1)
+	}
 	return true, nil
 }
 

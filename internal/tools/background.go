@@ -17,6 +17,10 @@ import (
 type Background interface {
 	// Start starts command, on a PTY when pty, and returns it.
 	Start(command string, pty bool) (protocol.Resource, error)
+	// Run starts command as a shell run the turn waits for, passing its
+	// output to output as it comes, one call at a time. exited closes
+	// once it has exited and its output has been passed.
+	Run(command string, output func([]byte)) (r protocol.Resource, exited <-chan struct{}, err error)
 	// Read returns a run's state and what it shows: the latest output a
 	// shell run kept (with how many earlier bytes are only in its log),
 	// or a PTY's screen as text.

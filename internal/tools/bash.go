@@ -84,7 +84,61 @@ func (bashTool) Run(ctx context.Context, env *Env, raw json.RawMessage) Result {
 	if a.TimeoutSeconds == 0 {
 		timeout = bashDefaultTimeout * time.Second
 	}
+	if env.Background != nil {
+		return runResource(ctx, env, a.Command, timeout)
+	}
 	return runShell(ctx, env, a.Command, timeout)
+}
+
+// runResource runs command as one of the session's shell runs, listed
+// and logged like every resource, and waits for it until it exits, the
+// timeout passes or ctx is done; then it is stopped (SIGTERM to its
+// process group, SIGKILL after a grace).
+func runResource(ctx context.Context, env *Env, command string, timeout time.Duration) Result {
+	if err := ctx.Err(); err != nil {
+		return failf("bash", "not started: %v", context.Cause(ctx))
+	}
+	var mu sync.Mutex
+	sink := newOutputSink(env.Progress)
+	done := false // once set, output (of a process that left its group) is dropped
+	r, exited, err := env.Background.Run(command, func(p []byte) {
+		mu.Lock()
+		defer mu.Unlock()
+		if !done {
+			sink.write(p)
+		}
+	})
+	if err != nil {
+		return failf("bash", "cannot start: %v", err)
+	}
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	ending := ""
+	select {
+	case <-exited:
+	case <-timer.C:
+		ending = fmt.Sprintf("timed out after %ds; the command and the processes it started were killed", int(timeout/time.Second))
+	case <-ctx.Done():
+		ending = fmt.Sprintf("interrupted (%v); the command and the processes it started were killed", context.Cause(ctx))
+	}
+	if ending != "" {
+		if _, err := env.Background.Stop(r.Ref); err != nil {
+			ending += fmt.Sprintf(" (stopping %s: %v)", r.Ref, err)
+		}
+	}
+	<-exited
+	run, err := env.Background.Read(r.Ref)
+	mu.Lock()
+	defer mu.Unlock()
+	done = true
+	sink.flush()
+	switch {
+	case ending != "":
+		return sink.result(ending, true)
+	case err != nil || run.ExitCode == nil:
+		return sink.result(fmt.Sprintf("could not learn how %s ended: %v", r.Ref, err), true)
+	}
+	return sink.result(fmt.Sprintf("exit code %d", *run.ExitCode), false)
 }
 
 // shell returns the shell commands are run with: bash, or sh without it.
@@ -123,11 +177,11 @@ func runShell(ctx context.Context, env *Env, command string, timeout time.Durati
 	pgid := cmd.Process.Pid
 
 	var wg sync.WaitGroup
-	out := &headTail{keep: bashKeep}
+	sink := newOutputSink(env.Progress)
 	readDone := make(chan struct{})
 	wg.Go(func() {
 		defer close(readDone)
-		copyOutput(pr, out, env.Progress)
+		copyOutput(pr, sink)
 	})
 	exited := make(chan error, 1)
 	wg.Go(func() { exited <- cmd.Wait() })
@@ -165,21 +219,10 @@ func runShell(ctx context.Context, env *Env, command string, timeout time.Durati
 	wg.Wait()
 	pr.Close()
 
-	var b strings.Builder
-	if text := out.String(); text == "" {
-		b.WriteString("(no output)\n")
-	} else {
-		b.WriteString(text)
-		if !strings.HasSuffix(text, "\n") {
-			b.WriteByte('\n')
-		}
-	}
 	if ending != "" {
-		b.WriteString(ending)
-		return Result{Content: b.String(), IsError: true}
+		return sink.result(ending, true)
 	}
-	b.WriteString(exitStatus(cmd.ProcessState, waitErr))
-	return Result{Content: b.String()}
+	return sink.result(exitStatus(cmd.ProcessState, waitErr), false)
 }
 
 // terminate ends the shell's process group (SIGTERM, then SIGKILL after
@@ -239,30 +282,67 @@ func exitStatus(ps *os.ProcessState, waitErr error) string {
 }
 
 // copyOutput reads the command's output until EOF or a read deadline,
-// keeping it in out and passing it on to progress, if set, in chunks that
-// do not split a UTF-8 character.
-func copyOutput(r io.Reader, out *headTail, progress func(string)) {
+// passing it to sink.
+func copyOutput(r io.Reader, sink *outputSink) {
 	buf := make([]byte, 32<<10)
-	var pending []byte // the start of a character cut off by the last read
 	for {
 		n, err := r.Read(buf)
-		if n > 0 {
-			out.Write(buf[:n])
-			if progress != nil {
-				pending = append(pending, buf[:n]...)
-				if whole := completeUTF8(pending); whole > 0 {
-					progress(string(pending[:whole]))
-					pending = append(pending[:0], pending[whole:]...)
-				}
-			}
-		}
+		sink.write(buf[:n])
 		if err != nil {
-			if progress != nil && len(pending) > 0 {
-				progress(string(pending))
-			}
+			sink.flush()
 			return
 		}
 	}
+}
+
+// outputSink keeps a command's output (head and tail) and passes it on to
+// progress as it comes, in whole characters.
+type outputSink struct {
+	out      headTail
+	progress func(string)
+	pending  []byte // the start of a character cut off by the last write
+}
+
+func newOutputSink(progress func(string)) *outputSink {
+	return &outputSink{out: headTail{keep: bashKeep}, progress: progress}
+}
+
+func (s *outputSink) write(p []byte) {
+	if len(p) == 0 {
+		return
+	}
+	s.out.Write(p)
+	if s.progress != nil {
+		s.pending = append(s.pending, p...)
+		if whole := completeUTF8(s.pending); whole > 0 {
+			s.progress(string(s.pending[:whole]))
+			s.pending = append(s.pending[:0], s.pending[whole:]...)
+		}
+	}
+}
+
+// flush passes on what the last write cut off, at the output's end.
+func (s *outputSink) flush() {
+	if s.progress != nil && len(s.pending) > 0 {
+		s.progress(string(s.pending))
+		s.pending = nil
+	}
+}
+
+// result is the tool's answer: the output kept, then how the command
+// ended.
+func (s *outputSink) result(ending string, failed bool) Result {
+	var b strings.Builder
+	if text := s.out.String(); text == "" {
+		b.WriteString("(no output)\n")
+	} else {
+		b.WriteString(text)
+		if !strings.HasSuffix(text, "\n") {
+			b.WriteByte('\n')
+		}
+	}
+	b.WriteString(ending)
+	return Result{Content: b.String(), IsError: failed}
 }
 
 // completeUTF8 returns the length of the longest prefix of p that does not

@@ -2,9 +2,9 @@ package worker
 
 import (
 	"context"
+	"crypto/rand"
 	"runtime/debug"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/agentd-dev/agentd/internal/resource"
@@ -199,8 +199,17 @@ func (s *session) setPtyInterest(_ context.Context, _ *server.Call, in *protocol
 type background struct{ s *session }
 
 func (b background) Start(command string, pty bool) (protocol.Resource, error) {
-	launch := "agent-" + strconv.FormatUint(b.s.launches.Add(1), 10)
-	return b.s.res.Start(resource.StartInput{LaunchID: launch, Command: command, PTY: pty})
+	return b.s.res.Start(resource.StartInput{LaunchID: b.launch(), Command: command, PTY: pty})
+}
+
+func (b background) Run(command string, output func([]byte)) (protocol.Resource, <-chan struct{}, error) {
+	return b.s.res.Run(resource.StartInput{LaunchID: b.launch(), Command: command}, output)
+}
+
+// launch returns a launch id for a command of the agent's: unique across
+// the session's workers too, whose launches the records keep.
+func (b background) launch() string {
+	return "agent-" + rand.Text()
 }
 
 func (b background) Read(ref string) (tools.BackgroundRun, error) {

@@ -55,7 +55,6 @@ type session struct {
 	system    string            // constant
 	logger    *slog.Logger      // constant
 	todo      *tools.Todo       // constant; safe for concurrent use
-	launches  atomic.Uint64     // background runs the agent started
 	res       *resource.Manager // constant: the session's shell runs and PTYs; never called with mu held
 	freeing   atomic.Bool       // memory of slept screens is about to go back to the system
 	runs      sync.WaitGroup    // turn goroutines

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/agentd-dev/agentd/client"
 	"github.com/agentd-dev/agentd/internal/agentdtest"
+	"github.com/agentd-dev/agentd/internal/proc"
 	"github.com/agentd-dev/agentd/internal/provider"
 	"github.com/agentd-dev/agentd/internal/provider/faux"
 	"github.com/agentd-dev/agentd/internal/tools"
@@ -752,5 +754,49 @@ func TestABackgroundRunTheAgentStartsOutlivesItsTurn(t *testing.T) {
 	}
 	if rs := resources(); rs[0].State != protocol.ResourceExited {
 		t.Fatalf("after bash_stop: %+v", rs)
+	}
+}
+
+// TestAForegroundBashCallIsAShellRunOfTheSession: a bash call the turn
+// waits for runs as one of the session's resources: its output streams
+// to the turn as it comes and is logged, its end is recorded with its exit
+// code, and `agentd ps` lists it after the turn.
+func TestAForegroundBashCallIsAShellRunOfTheSession(t *testing.T) {
+	r := start(t, protocol.ApprovalAll, "", "", "")
+	deltas := follow(t, r.conn)
+	// What it leaves running in the background ends with it.
+	pids := filepath.Join(t.TempDir(), "pids")
+	startTurn(t, r.conn, "t1", "run `echo first line; sleep 1000 & echo $! > "+pids+"; echo second line; exit 4`")
+	var updates, out string
+	for _, d := range until(t, deltas, runEnd("t1")) {
+		switch {
+		case d.Event == protocol.EventToolCallUpdate && d.ToolCall != nil:
+			updates += d.ToolCall.Output
+		case d.Event == protocol.EventToolCallEnd:
+			out = d.ToolCall.Output
+		}
+	}
+	if !strings.Contains(updates, "first line") || !strings.Contains(out, "second line") || !strings.Contains(out, "exit code 4") {
+		t.Fatalf("streamed %q, answered %q", updates, out)
+	}
+	var res protocol.ResourceQueryResult
+	if err := r.conn.Request(agentdtest.Context(t), protocol.OpRuntimeResourceQuery, protocol.ResourceQueryInput{SessionID: "s1"}, &res); err != nil {
+		t.Fatal(err)
+	}
+	if rs := res.Resources; len(rs) != 1 || rs[0].Kind != protocol.ResourceShell || rs[0].State != protocol.ResourceExited ||
+		rs[0].ExitCode == nil || *rs[0].ExitCode != 4 || !strings.HasPrefix(rs[0].Command, "echo first line") {
+		t.Fatalf("the session's resources after the turn: %+v", rs)
+	}
+	log, err := os.ReadFile(filepath.Join(filepath.Dir(r.transcript), "resources", res.Resources[0].Ref+".log"))
+	if err != nil || string(log) != "first line\nsecond line\n" {
+		t.Fatalf("the run's log %q, %v", log, err)
+	}
+	b, _ := os.ReadFile(pids)
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatalf("the background pid %q: %v", b, err)
+	}
+	if proc.Running(pid) {
+		t.Fatalf("the sleep the command left running still runs as pid %d", pid)
 	}
 }
