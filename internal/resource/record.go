@@ -126,8 +126,10 @@ func (m *Manager) pastLocked(rec protocol.ResourceRecord) *resource {
 			m.cfg.Logger.Error("recording the end of an earlier worker's resource", "ref", rec.Ref, "err", err)
 		}
 	}
-	tail := m.logTail(rec.Ref)
-	r.kept.Write(tail)
+	tail, size := m.logTail(rec.Ref)
+	if size > 0 || tail != nil {
+		r.kept = nil // Output reads the log
+	}
 	if r.launch.PTY {
 		r.screen = newScreen(cmp.Or(rec.Cols, defaultCols), cmp.Or(rec.Rows, defaultRows), m.cfg.ScreenSleep, nil)
 		r.screen.add(tail, 0)
@@ -137,18 +139,22 @@ func (m *Manager) pastLocked(rec protocol.ResourceRecord) *resource {
 }
 
 // logTail reads the last output ref's log holds, up to what a resource
-// keeps.
-func (m *Manager) logTail(ref string) []byte {
+// keeps in memory, and the log's size; nil and 0 without a log.
+func (m *Manager) logTail(ref string) ([]byte, int64) {
 	f, err := os.Open(m.LogPath(ref))
 	if err != nil {
-		return nil
+		return nil, 0
 	}
 	defer f.Close()
-	if st, err := f.Stat(); err == nil && st.Size() > keepBytes {
+	st, err := f.Stat()
+	if err != nil {
+		return nil, 0
+	}
+	if st.Size() > keepBytes {
 		f.Seek(-keepBytes, io.SeekEnd)
 	}
 	b, _ := io.ReadAll(io.LimitReader(f, keepBytes))
-	return b
+	return b, max(st.Size(), int64(len(b)))
 }
 
 // refNumber returns the number of a valid ref.

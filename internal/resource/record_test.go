@@ -203,3 +203,25 @@ func TestAFailedReadOfTheRecordsDrainsAndAnswersWithoutDetails(t *testing.T) {
 	_, err = m.Start(StartInput{LaunchID: "l1", Command: "true"})
 	wantCode(t, err, protocol.CodeDraining)
 }
+
+// An ended run's output is read from its log, not held in memory: a
+// session that ran hundreds of commands keeps none of their output.
+func TestAnEndedRunsOutputIsReadFromItsLog(t *testing.T) {
+	m, seen, _ := newManager(t)
+	r := start(t, m, StartInput{LaunchID: "l1", Command: "seq 1 20000; echo last line"})
+	seen.exited(t, r.Ref)
+	m.mu.Lock()
+	res := m.byRef[r.Ref]
+	m.mu.Unlock()
+	res.outMu.Lock()
+	held := res.kept != nil
+	res.outMu.Unlock()
+	if held {
+		t.Fatal("the ended run's output is still held in memory")
+	}
+	out, dropped, err := m.Output(r.Ref)
+	total := int64(len(out)) + dropped
+	if err != nil || len(out) != keepBytes || !strings.HasSuffix(string(out), "19999\n20000\nlast line\n") || total != 108894+10 {
+		t.Fatalf("output of %d bytes (%d dropped), ending %q: %v", len(out), dropped, out[max(0, len(out)-30):], err)
+	}
+}

@@ -296,6 +296,7 @@ func (m *Manager) read(r *resource) {
 	defer r.outMu.Unlock()
 	if r.log != nil {
 		r.log.Close()
+		r.kept = nil // the log holds all of it, and Output reads it there
 	}
 }
 
@@ -433,6 +434,10 @@ func (m *Manager) Output(ref string) (data []byte, dropped int64, err error) {
 	}
 	r.outMu.Lock()
 	defer r.outMu.Unlock()
+	if r.kept == nil {
+		data, size := m.logTail(ref)
+		return data, size - int64(len(data)), nil
+	}
 	return r.kept.Bytes(), r.kept.Dropped(), nil
 }
 
