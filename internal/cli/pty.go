@@ -31,7 +31,7 @@ type exitCodeError struct{ code int }
 func (e exitCodeError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
 
 func newPsCmd(e *env) *cobra.Command {
-	var asJSON bool
+	var asJSON, all bool
 	cmd := &cobra.Command{
 		Use:   "ps [SESSION]",
 		Short: "List a session's shell runs and PTYs (default: the current directory's latest session).",
@@ -48,6 +48,7 @@ func newPsCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			rs, hidden := recentResources(rs, all)
 			if asJSON {
 				if rs == nil {
 					rs = []protocol.Resource{}
@@ -67,11 +68,44 @@ func newPsCmd(e *env) *cobra.Command {
 				}
 				fmt.Fprintf(e.stdout, "%-9s %-6s %-8s %-6s %-5s %s\n", oneLine(r.Ref), oneLine(r.Kind), oneLine(r.State), tui.Age(now.Sub(r.StartedAt)), exit, oneLine(r.Command))
 			}
+			if hidden > 0 {
+				fmt.Fprintf(e.stdout, "and %d earlier ended runs: `agentd ps --all %s` lists them\n", hidden, id)
+			}
 			return nil
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the resources as a JSON array")
+	cmd.Flags().BoolVarP(&all, "all", "a", false, fmt.Sprintf("list every ended run, not only the last %d", recentEnded))
 	return cmd
+}
+
+// recentEnded is how many ended runs ps lists without --all: every
+// command the agent runs is one.
+const recentEnded = 10
+
+// recentResources returns, in the order they started, the resources
+// running and the last recentEnded that ended (all of them with all),
+// and how many it left out.
+func recentResources(rs []protocol.Resource, all bool) ([]protocol.Resource, int) {
+	if all {
+		return rs, 0
+	}
+	ended := 0
+	for _, r := range rs {
+		if r.State != protocol.ResourceRunning {
+			ended++
+		}
+	}
+	skip := max(0, ended-recentEnded)
+	shown := make([]protocol.Resource, 0, len(rs)-skip)
+	for _, r := range rs {
+		if r.State != protocol.ResourceRunning && skip > 0 {
+			skip--
+			continue
+		}
+		shown = append(shown, r)
+	}
+	return shown, len(rs) - len(shown)
 }
 
 // resourceSessionArgs takes at most one SESSION.

@@ -3,6 +3,7 @@ package cli_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"github.com/creack/pty"
 	"golang.org/x/sys/unix"
 
+	"github.com/agentd-dev/agentd/internal/agentdtest"
 	"github.com/agentd-dev/agentd/protocol"
 )
 
@@ -257,5 +259,39 @@ func TestAttachingToAPTYNeedsATerminalAndARunningPTY(t *testing.T) {
 	s, errOut := p.ptyScreen(t, p.workDir(), "pty", id, "pty-7")
 	if err := s.waitExit(); err == nil || !strings.Contains(errOut.String(), "pty-7") {
 		t.Fatalf("pty of an unknown ref: %v: %q", err, errOut.String())
+	}
+}
+
+// TestPsListsWhatRunsAndTheLastEndedRuns: every command the agent runs is
+// a shell run, so ps lists what runs and the last ten that ended, saying
+// how many more --all lists.
+func TestPsListsWhatRunsAndTheLastEndedRuns(t *testing.T) {
+	p, id := newShellPlace(t)
+	c := p.open(t)
+	ctx := agentdtest.Context(t)
+	startRun := func(launch, command string) protocol.Resource {
+		t.Helper()
+		var r protocol.Resource
+		if err := c.Request(ctx, protocol.OpRuntimeResourceStart, protocol.ResourceStartInput{SessionID: id, LaunchID: launch, Command: command}, &r); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	server := startRun("server", "sleep 60")
+	for i := range 12 {
+		r := startRun(fmt.Sprint("step-", i), fmt.Sprintf("exit %d", i))
+		// Stopping answers once it has ended.
+		if err := c.Request(ctx, protocol.OpRuntimeResourceStop, protocol.ResourceRef{SessionID: id, Ref: r.Ref}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	table := p.mustRun("ps", id)
+	if !strings.Contains(table, server.Ref+" ") || strings.Contains(table, "exit 1\n") || !strings.Contains(table, "exit 2\n") ||
+		!strings.Contains(table, "exit 11\n") || !strings.Contains(table, "and 2 earlier ended runs: `agentd ps --all "+id+"` lists them") {
+		t.Fatalf("ps:\n%s", table)
+	}
+	var all []protocol.Resource
+	if err := json.Unmarshal([]byte(p.mustRun("ps", "--all", "--json", id)), &all); err != nil || len(all) != 13 {
+		t.Fatalf("ps --all --json: %d resources, %v", len(all), err)
 	}
 }
