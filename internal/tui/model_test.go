@@ -133,3 +133,31 @@ func TestTheScreenShowsStreamingTextToolOutputPlanAndQueue(t *testing.T) {
 		t.Errorf("a first ctrl+c while a turn runs:\n%s", m.screen())
 	}
 }
+
+// The help line leaves out its least needed keys on a narrow screen,
+// never the key that opens the resources.
+func TestTheHelpLineKeepsItsMostNeededKeysOnANarrowScreen(t *testing.T) {
+	for _, c := range []struct {
+		width      int
+		want, gone []string
+	}{
+		{200, []string{"enter send", "alt+enter queue", "ctrl+c ×2 stop", "tab resources", "pgup/pgdn scroll"}, nil},
+		{80, []string{"enter send", "esc interrupt", "ctrl+\\ detach", "tab resources"}, []string{"pgup/pgdn scroll"}},
+		{40, []string{"enter send", "esc interrupt"}, []string{"tab resources"}},
+	} {
+		line := helpLine(c.width)
+		if ansi.StringWidth(line) > c.width {
+			t.Errorf("at %d columns the help line is %d wide: %q", c.width, ansi.StringWidth(line), line)
+		}
+		for _, k := range c.want {
+			if !strings.Contains(line, k) {
+				t.Errorf("at %d columns %q leaves out %q", c.width, line, k)
+			}
+		}
+		for _, k := range c.gone {
+			if strings.Contains(line, k) {
+				t.Errorf("at %d columns %q keeps %q", c.width, line, k)
+			}
+		}
+	}
+}

@@ -25,8 +25,34 @@ var (
 // toolLines bounds the output lines a tool call shows: its last ones.
 const toolLines = 30
 
-// helpLine names the keys.
-const helpLine = "enter send · alt+enter queue · esc interrupt · ctrl+c ×2 stop · ctrl+\\ detach · tab resources · pgup/pgdn scroll"
+// helpKeys are the keys the help line names, in the order it shows them,
+// each with its rank: a narrow screen leaves out the least needed first,
+// rather than cutting the line off.
+var helpKeys = []struct {
+	text string
+	rank int
+}{
+	{"enter send", 0}, {"alt+enter queue", 4}, {"esc interrupt", 1}, {"ctrl+c ×2 stop", 5},
+	{"ctrl+\\ detach", 2}, {"tab resources", 3}, {"pgup/pgdn scroll", 6},
+}
+
+// helpLine names the keys that fit in width.
+func helpLine(width int) string {
+	var line string
+	for most := len(helpKeys) - 1; most >= 0; most-- {
+		var shown []string
+		for _, k := range helpKeys {
+			if k.rank <= most {
+				shown = append(shown, k.text)
+			}
+		}
+		line = strings.Join(shown, " · ")
+		if lipgloss.Width(line) <= width {
+			break
+		}
+	}
+	return line
+}
 
 // renderer renders blocks at a width, keeping what it rendered while the
 // block has not changed.
@@ -257,7 +283,7 @@ func (m *model) View() tea.View {
 	b.WriteString("\n")
 	b.WriteString(m.input.View())
 	b.WriteString("\n")
-	help := helpLine
+	help := helpLine(m.width)
 	if m.paneOpen {
 		help = paneHelp
 	}
