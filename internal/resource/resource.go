@@ -119,7 +119,7 @@ type resource struct {
 
 	outMu  sync.Mutex
 	log    *os.File     // guarded by outMu; nil without a log
-	kept   *ring        // guarded by outMu
+	kept   *ring        // guarded by outMu; nil once the output has ended in its log
 	watch  func([]byte) // constant: told a shell run's output, called with outMu held
 	ptySeq uint64       // guarded by outMu
 	carry  []byte       // guarded by outMu: an unfinished UTF-8 sequence
@@ -184,8 +184,7 @@ func (m *Manager) Run(in StartInput, watch func([]byte)) (protocol.Resource, <-c
 	if in.PTY {
 		return protocol.Resource{}, nil, protocol.InvalidField("input.pty", "a run someone waits for is a shell run")
 	}
-	info, exited, err := m.start(in, watch)
-	return info, exited, err
+	return m.start(in, watch)
 }
 
 // start starts a resource, or finds the one of in.LaunchID, and returns
