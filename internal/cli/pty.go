@@ -50,10 +50,7 @@ func newPsCmd(e *env) *cobra.Command {
 			}
 			rs, hidden := recentResources(rs, all)
 			if asJSON {
-				if rs == nil {
-					rs = []protocol.Resource{}
-				}
-				return writeJSON(e.stdout, rs)
+				return writeJSON(e.stdout, nonNil(rs))
 			}
 			if len(rs) == 0 {
 				fmt.Fprintf(e.stdout, "session %s runs nothing: `agentd shell %s` starts a shell\n", id, id)

@@ -98,14 +98,21 @@ func watchPTY(t *testing.T, c *client.Conn, id, ref string) *ptyWatch {
 	return &ptyWatch{t: t, w: w, ref: ref}
 }
 
+// createSession creates a session of work on c.
+func createSession(t *testing.T, c *client.Conn, work string) protocol.Session {
+	t.Helper()
+	var s protocol.Session
+	if err := c.Request(agentdtest.Context(t), protocol.OpSessionCreate, protocol.SessionCreateInput{Cwd: work}, &s); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 // sessionWithPTY creates a session of work on c whose PTY runs command.
 func sessionWithPTY(t *testing.T, c *client.Conn, work, command string) (protocol.Session, protocol.Resource) {
 	t.Helper()
 	ctx := agentdtest.Context(t)
-	var s protocol.Session
-	if err := c.Request(ctx, protocol.OpSessionCreate, protocol.SessionCreateInput{Cwd: work}, &s); err != nil {
-		t.Fatal(err)
-	}
+	s := createSession(t, c, work)
 	var pty protocol.Resource
 	if err := c.Request(ctx, protocol.OpRuntimeResourceStart, protocol.ResourceStartInput{
 		SessionID: s.SessionID, LaunchID: "l1", Command: command, PTY: true,
@@ -129,10 +136,7 @@ func wantCode(t *testing.T, err error, code protocol.Code) {
 func TestAPTYIsSeenByEveryClientThatChoosesItAndControlledByOneAtATime(t *testing.T) {
 	h, a, work := newHost(t, time.Hour)
 	ctx := agentdtest.Context(t)
-	var s protocol.Session
-	if err := a.Request(ctx, protocol.OpSessionCreate, protocol.SessionCreateInput{Cwd: work}, &s); err != nil {
-		t.Fatal(err)
-	}
+	s := createSession(t, a, work)
 	var pty protocol.Resource
 	start := protocol.ResourceStartInput{SessionID: s.SessionID, LaunchID: "l1", Command: "stty -echo; echo ready in $PWD; cat", PTY: true, Cols: 60, Rows: 12}
 	if err := a.Request(ctx, protocol.OpRuntimeResourceStart, start, &pty); err != nil {
@@ -246,10 +250,7 @@ func exitedIn(rs []protocol.Resource, ref string) bool {
 func TestResourceMutationsOfAnArchivedSessionFailAndOfAnUnknownOneAreNotFound(t *testing.T) {
 	_, c, work := newHost(t, time.Hour)
 	ctx := agentdtest.Context(t)
-	var s protocol.Session
-	if err := c.Request(ctx, protocol.OpSessionCreate, protocol.SessionCreateInput{Cwd: work}, &s); err != nil {
-		t.Fatal(err)
-	}
+	s := createSession(t, c, work)
 	var r protocol.Resource
 	if err := c.Request(ctx, protocol.OpRuntimeResourceStart, protocol.ResourceStartInput{SessionID: s.SessionID, LaunchID: "l1", Command: "sleep 1000"}, &r); err != nil {
 		t.Fatal(err)
@@ -284,10 +285,7 @@ func TestResourceMutationsOfAnArchivedSessionFailAndOfAnUnknownOneAreNotFound(t 
 func TestARunningResourceKeepsItsWorker(t *testing.T) {
 	h, c, work := newHost(t, 50*time.Millisecond)
 	ctx := agentdtest.Context(t)
-	var s protocol.Session
-	if err := c.Request(ctx, protocol.OpSessionCreate, protocol.SessionCreateInput{Cwd: work}, &s); err != nil {
-		t.Fatal(err)
-	}
+	s := createSession(t, c, work)
 	var r protocol.Resource
 	if err := c.Request(ctx, protocol.OpRuntimeResourceStart, protocol.ResourceStartInput{SessionID: s.SessionID, LaunchID: "l1", Command: "sleep 1000"}, &r); err != nil {
 		t.Fatal(err)

@@ -117,9 +117,9 @@ func runResource(ctx context.Context, env *Env, command string, timeout time.Dur
 	select {
 	case <-exited:
 	case <-timer.C:
-		ending = fmt.Sprintf("timed out after %ds; the command and the processes it started were killed", int(timeout/time.Second))
+		ending = timedOut(timeout)
 	case <-ctx.Done():
-		ending = fmt.Sprintf("interrupted (%v); the command and the processes it started were killed", context.Cause(ctx))
+		ending = interrupted(ctx)
 	}
 	if ending != "" {
 		if _, err := env.Background.Stop(r.Ref); err != nil {
@@ -139,6 +139,16 @@ func runResource(ctx context.Context, env *Env, command string, timeout time.Dur
 		return sink.result(fmt.Sprintf("could not learn how %s ended: %v", r.Ref, err), true)
 	}
 	return sink.result(fmt.Sprintf("exit code %d", *run.ExitCode), false)
+}
+
+// timedOut and interrupted say why the tool ended a command before it
+// exited.
+func timedOut(timeout time.Duration) string {
+	return fmt.Sprintf("timed out after %ds; the command and the processes it started were killed", int(timeout/time.Second))
+}
+
+func interrupted(ctx context.Context) string {
+	return fmt.Sprintf("interrupted (%v); the command and the processes it started were killed", context.Cause(ctx))
 }
 
 // shell returns the shell commands are run with: bash, or sh without it.
@@ -194,10 +204,10 @@ func runShell(ctx context.Context, env *Env, command string, timeout time.Durati
 	select {
 	case waitErr = <-exited:
 	case <-timer.C:
-		ending = fmt.Sprintf("timed out after %ds; the command and the processes it started were killed", int(timeout/time.Second))
+		ending = timedOut(timeout)
 		killed, waitErr = terminate(pgid, exited)
 	case <-ctx.Done():
-		ending = fmt.Sprintf("interrupted (%v); the command and the processes it started were killed", context.Cause(ctx))
+		ending = interrupted(ctx)
 		killed, waitErr = terminate(pgid, exited)
 	}
 	// The shell is gone; end what it left behind in its group. The group
