@@ -50,9 +50,9 @@ var arrows = map[string][]string{
 	"internal/transport":             {"protocol"},
 	"internal/tui":                   {"client", "protocol"},
 	"internal/version":               {},
-	"internal/worker":                {"internal/agent", "internal/atomicfile", "internal/llm", "internal/resource", "internal/server", "internal/tools", "internal/transcript", "protocol"},
+	"internal/worker":                {"internal/agent", "internal/atomicfile", "internal/llm", "internal/proc", "internal/resource", "internal/server", "internal/tools", "internal/transcript", "protocol"},
 	"internal/cli": {
-		"client", "internal/credentials", "internal/host", "internal/llm", "internal/provider", "internal/provider/anthropic", "internal/provider/faux",
+		"client", "internal/credentials", "internal/home", "internal/host", "internal/llm", "internal/provider", "internal/provider/anthropic", "internal/provider/faux",
 		"internal/provider/openai", "internal/redact", "internal/sessions", "internal/tools", "internal/transcript",
 		"internal/tui", "internal/version", "internal/worker", "protocol",
 	},

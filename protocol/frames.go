@@ -31,6 +31,9 @@ const (
 	SurfaceWeb = "web"
 	SurfaceACP = "acp"
 	SurfaceSDK = "sdk"
+	// SurfaceHost is a host's connection to a session's worker: the
+	// latest one to connect supersedes the earlier ones.
+	SurfaceHost = "host"
 )
 
 // Hello is a client's first frame.
@@ -226,6 +229,9 @@ const (
 	// ClosedWorkerExited ends the subscriptions of a session whose worker
 	// exited unexpectedly; the next attach starts a new worker.
 	ClosedWorkerExited = "worker_exited"
+	// ClosedHostReplaced ends the subscriptions of a host handing its home
+	// to a newer host: the client reconnects and resumes there.
+	ClosedHostReplaced = "host_replaced"
 )
 
 // SubscriptionClosedFrame is the last frame of a subscription.

@@ -434,3 +434,59 @@ func (c *Catalog) removeFolder(id string) error {
 	}
 	return nil
 }
+
+// Restore puts back the header of a session that a live worker runs when
+// the catalog has none that can be read (its folder or its header.json
+// was lost), from the worker's copy of it. A session the catalog holds
+// readable is left as it is, and returned.
+func (c *Catalog) Restore(h Header) (Header, error) {
+	if err := validID(h.ID); err != nil {
+		return Header{}, err
+	}
+	h.SchemaVersion, h.Damaged, h.Damage = SchemaVersion, false, ""
+	if now := c.now(); now.After(h.UpdatedAt) {
+		h.UpdatedAt = now
+	}
+	c.mu.Lock()
+	for c.entries[h.ID] != nil && c.entries[h.ID].creating {
+		c.idle.Wait()
+	}
+	e := c.entries[h.ID]
+	if e == nil {
+		if len(c.copies[h.ID]) > 0 {
+			c.mu.Unlock()
+			return Header{}, &DuplicateError{ID: h.ID, Folders: c.copies[h.ID]}
+		}
+		e = &entry{h: &h, busy: true, creating: true}
+		c.entries[h.ID] = e
+		c.mu.Unlock()
+		err := c.writeNewFolder(h)
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		defer c.idle.Broadcast()
+		e.busy, e.creating = false, false
+		if err != nil {
+			delete(c.entries, h.ID)
+			return Header{}, fmt.Errorf("restore session %s: %w", h.ID, err)
+		}
+		return h, nil
+	}
+	for e.busy {
+		c.idle.Wait()
+	}
+	if !e.h.Damaged {
+		defer c.mu.Unlock()
+		return *e.h, nil
+	}
+	e.busy = true
+	c.mu.Unlock()
+	err := c.writeHeader(h)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.releaseLocked(e)
+	if err != nil {
+		return Header{}, fmt.Errorf("restore session %s: %w", h.ID, err)
+	}
+	e.h = &h
+	return h, nil
+}

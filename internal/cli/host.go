@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -12,10 +13,12 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentd-dev/agentd/client"
+	"github.com/agentd-dev/agentd/internal/home"
 	"github.com/agentd-dev/agentd/internal/host"
 	"github.com/agentd-dev/agentd/internal/redact"
 	"github.com/agentd-dev/agentd/internal/sessions"
 	"github.com/agentd-dev/agentd/internal/version"
+	"github.com/agentd-dev/agentd/protocol"
 )
 
 func newHostCmd(e *env) *cobra.Command {
@@ -25,6 +28,7 @@ func newHostCmd(e *env) *cobra.Command {
 		logLevel  string
 		logFile   string
 		defModel  string
+		replace   bool
 	)
 	cmd := &cobra.Command{
 		Use:   "host",
@@ -70,7 +74,7 @@ func newHostCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			h, err := host.Start(host.Config{
+			cfg := host.Config{
 				Home: act.Home, RuntimeDir: act.RuntimeDir, HostID: act.HostID,
 				Version: version.String(), IdleGrace: idleGrace, Logger: logger, LogFile: logFile,
 				Compose: sessions.Compose(sessions.Config{
@@ -78,7 +82,8 @@ func newHostCmd(e *env) *cobra.Command {
 					WorkerIdleGrace: workerGrace, WorkerLog: out, WorkerLogFormat: logFormat,
 					Models: m, Logger: logger,
 				}),
-			})
+			}
+			h, err := startHost(cmd.Context(), cfg, replace, logger)
 			if err != nil {
 				return err
 			}
@@ -99,8 +104,60 @@ func newHostCmd(e *env) *cobra.Command {
 	cmd.Flags().StringVar(&logFormat, "log-format", "text", "log format on stderr: text or json")
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	cmd.Flags().StringVar(&logFile, "log-file", "", "append logs to this file instead of stderr")
+	cmd.Flags().BoolVar(&replace, "replace", false, "take the home over from the host running for it, which hands its live sessions to this one")
 	cmd.Flags().StringVar(&defModel, "default-model", "", "the model (provider/model) of new sessions when none was selected")
 	return cmd
+}
+
+// takeOverTimeout bounds how long a replacing host waits for the host it
+// replaces to let go of the home.
+const takeOverTimeout = time.Minute
+
+// startHost starts the host of cfg. With replace, a host holding the home
+// is asked to hand it over, and the home is taken once it has let go;
+// without, a held home is refused with a message naming --replace.
+func startHost(ctx context.Context, cfg host.Config, replace bool, logger *slog.Logger) (*host.Host, error) {
+	ctx, cancel := context.WithTimeout(ctx, takeOverTimeout)
+	defer cancel()
+	asked := 0 // the holder last asked to hand over
+	for {
+		h, err := host.Start(cfg)
+		var held *home.HeldError
+		if !errors.As(err, &held) {
+			return h, err
+		}
+		if !replace {
+			return nil, fmt.Errorf("%w; `agentd upgrade` (or `agentd host --replace`) replaces it and keeps its sessions running", err)
+		}
+		if held.PID != asked && held.PID > 0 {
+			if err := askHandOff(ctx, held); err != nil {
+				return nil, err
+			}
+			logger.Info("the host holding the home is handing it over", "pid", held.PID)
+			asked = held.PID
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("the host holding the home (pid %d) did not let go of it: %w", held.PID, ctx.Err())
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// askHandOff asks the host holding a home to hand it over.
+func askHandOff(ctx context.Context, held *home.HeldError) error {
+	if held.Endpoint == "" {
+		return fmt.Errorf("%w: it has not said where it listens yet; try again", held)
+	}
+	c, err := client.Dial(ctx, held.Endpoint, client.Options{Surface: protocol.SurfaceCLI})
+	if err != nil {
+		return fmt.Errorf("asking the host holding the home (pid %d) to hand it over: %w", held.PID, err)
+	}
+	defer c.Close()
+	if err := c.Request(ctx, protocol.OpHostUpgradePrepare, protocol.UpgradePrepareInput{}, nil); err != nil {
+		return fmt.Errorf("asking the host holding the home (pid %d) to hand it over: %w", held.PID, err)
+	}
+	return nil
 }
 
 func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {

@@ -131,6 +131,13 @@ func Running(pid int) bool {
 	return err == nil && !s.Exited()
 }
 
+// RunningSince reports whether pid runs and is the process that started
+// at start (Stat.StartTime): a pid reused by a later process is not it.
+func RunningSince(pid int, start uint64) bool {
+	s, err := ReadStat(pid)
+	return err == nil && start != 0 && s.StartTime == start && !s.Exited()
+}
+
 // GroupRunning reports whether a process of the process group pgid exists
 // and has not exited.
 func GroupRunning(pgid int) bool {

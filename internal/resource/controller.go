@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/creack/pty"
 
@@ -169,17 +170,18 @@ func (m *Manager) Release(conn, ref, id string) error {
 	return nil
 }
 
-// ReleaseConnection ends every control conn holds: its connection closed.
-func (m *Manager) ReleaseConnection(conn string) {
+// ReleaseConnections ends every control held by a connection whose name
+// starts with prefix: those connections closed.
+func (m *Manager) ReleaseConnections(prefix string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, c := range m.controllers {
-		if c.conn == conn {
+		if strings.HasPrefix(c.conn, prefix) {
 			m.releaseLocked(c)
 		}
 	}
 	for id, rp := range m.replays {
-		if rp.conn == conn {
+		if strings.HasPrefix(rp.conn, prefix) {
 			delete(m.replays, id)
 		}
 	}

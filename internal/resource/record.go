@@ -116,7 +116,7 @@ func (m *Manager) pastLocked(rec protocol.ResourceRecord) *resource {
 	close(r.exited)
 	close(r.drained)
 	if r.info.State != protocol.ResourceExited {
-		if s, err := proc.ReadStat(rec.PID); err == nil && rec.ProcessStart != 0 && s.StartTime == rec.ProcessStart && !s.Exited() {
+		if proc.RunningSince(rec.PID, rec.ProcessStart) {
 			signalGroup(rec.PID, syscall.SIGKILL)
 			m.cfg.Logger.Warn("a runtime resource of an earlier worker still ran; it was killed", "ref", rec.Ref, "pid", rec.PID)
 		}

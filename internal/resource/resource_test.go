@@ -480,7 +480,7 @@ func TestAControllerIsReleasedWhenItsConnectionClosesItsResourceExitsOrItsSequen
 	p := start(t, m, StartInput{LaunchID: "l1", Command: "stty -echo; cat >/dev/null", PTY: true})
 
 	id := acquire(t, m, "conn-1", p.Ref)
-	m.ReleaseConnection("conn-1")
+	m.ReleaseConnections("conn-1")
 	wantCode(t, control(m, "conn-1", p.Ref, id, 1, "x"), protocol.CodeOperationConflict)
 	id = acquire(t, m, "conn-2", p.Ref) // free again
 

@@ -22,6 +22,14 @@ func (h *Server) hostHandlers() Table {
 		}
 		return res, nil
 	})
+	Handle(t, protocol.OpHostUpgradePrepare, func(ctx context.Context, call *Call, _ *protocol.UpgradePrepareInput) (protocol.UpgradePrepareResult, error) {
+		if _, ok := h.composition().(HandOff); !ok {
+			return protocol.UpgradePrepareResult{}, protocol.Errorf(protocol.CodeOperationUnavailable, "this host cannot hand its home over")
+		}
+		h.diag.record(slog.LevelInfo, "hand-off to a replacing host requested by connection "+call.Identity.ConnectionID)
+		h.HandOff()
+		return protocol.UpgradePrepareResult{State: protocol.StateDraining}, nil
+	})
 	Handle(t, protocol.OpHostShutdown, func(ctx context.Context, call *Call, _ *protocol.ShutdownInput) (protocol.ShutdownResult, error) {
 		h.diag.record(slog.LevelInfo, "shutdown requested by connection "+call.Identity.ConnectionID)
 		go h.stop(nil)

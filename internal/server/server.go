@@ -49,6 +49,13 @@ type Busy interface {
 	Busy() bool
 }
 
+// HandOff is implemented by compositions that can hand their live state
+// to the host replacing this one: BeginHandOff is called instead of
+// BeginDrain, and Close then lets go of what runs instead of stopping it.
+type HandOff interface {
+	BeginHandOff()
+}
+
 // Fanout is implemented by compositions that fan session streams out to
 // subscribers: host.diagnostics.query reports their counters.
 type Fanout interface {
@@ -573,7 +580,17 @@ func (h *Server) Shutdown(ctx context.Context) error {
 // in-flight operations finish (or are cancelled after DrainTimeout),
 // connections close after flushing, the composition closes, and the
 // registration, socket and home lock are released.
-func (h *Server) stop(cause error) {
+func (h *Server) stop(cause error) { h.end(cause, false) }
+
+// HandOff makes the host let go of its home for the host replacing it:
+// it stops accepting, closes its subscriptions as host_replaced, hands
+// over (rather than stops) what the composition runs, closes its
+// connections and exits. It returns at once; Done is closed once the
+// host has let go.
+func (h *Server) HandOff() { go h.end(nil, true) }
+
+// end stops the host, draining or handing off.
+func (h *Server) end(cause error, handOff bool) {
 	h.stopOnce.Do(func() {
 		h.mu.Lock()
 		h.err = cause
@@ -588,7 +605,10 @@ func (h *Server) stop(cause error) {
 		close(h.draining)
 		h.ln.Close()
 		h.setState(protocol.StateDraining)
-		if comp != nil {
+		if ho, ok := comp.(HandOff); ok && handOff {
+			h.logger.Info("handing the home to the host replacing this one")
+			ho.BeginHandOff()
+		} else if comp != nil {
 			comp.BeginDrain()
 		}
 

@@ -85,6 +85,13 @@ type Service struct {
 	counters counters
 	nextSub  atomic.Uint64
 
+	// handingOff is set once the host hands its home to a newer host:
+	// its workers are let go of, never stopped.
+	handingOff atomic.Bool
+	// detached is closed when the host, handing off, lets go of its
+	// workers.
+	detached chan struct{}
+
 	mu       sync.Mutex
 	workers  map[string]*worker // guarded by mu: by session id
 	draining bool               // guarded by mu
@@ -122,8 +129,9 @@ func New(h *server.Server, cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening the session catalog: %w", err)
 	}
-	s := &Service{cfg: cfg, host: h, cat: cat, log: cfg.Logger, workers: map[string]*worker{}}
+	s := &Service{cfg: cfg, host: h, cat: cat, log: cfg.Logger, workers: map[string]*worker{}, detached: make(chan struct{})}
 	s.table = s.handlers()
+	s.adoptAll()
 	return s, nil
 }
 
@@ -164,9 +172,14 @@ func (s *Service) BeginDrain() {
 	stops.Wait()
 }
 
-// Close waits for the workers, their streams and deliveries to end.
+// Close waits for the workers, their streams and deliveries to end; a
+// host handing off lets go of its workers instead of stopping them.
 func (s *Service) Close(ctx context.Context) error {
-	s.BeginDrain()
+	if s.handingOff.Load() {
+		close(s.detached)
+	} else {
+		s.BeginDrain()
+	}
 	s.wg.Wait()
 	return nil
 }

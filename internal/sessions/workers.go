@@ -27,7 +27,8 @@ const workerStartTimeout = 30 * time.Second
 type worker struct {
 	s         *Service
 	sessionID string
-	pid       int
+	pid       int           // constant once started
+	procStart uint64        // constant once started: the process's start time, for an adopted worker
 	conn      *client.Conn  // constant once started
 	ready     chan struct{} // closed once started or failed
 	startErr  error         // set before ready is closed
@@ -178,7 +179,6 @@ func (s *Service) start(w *worker, h catalog.Header) {
 	if model == "" {
 		model = s.cfg.Models.Default()
 	}
-	s.stopOrphan(h.ID)
 	sock := s.socketPath(h.ID)
 	args := append(append([]string(nil), s.cfg.WorkerCommand[1:]...),
 		"--session", h.ID, "--socket", sock, "--home", s.cfg.Home,
@@ -245,19 +245,40 @@ func (s *Service) start(w *worker, h catalog.Header) {
 		return
 	}
 	os.Remove(s.previousExitPath(h.ID))
+	s.log.Info("worker started", "session", h.ID, "pid", w.pid)
+	s.serve(w, feed, waited)
+}
+
+// serve follows a started or adopted worker until its process exits
+// (exited says how), or until the host hands it to the host replacing it.
+func (s *Service) serve(w *worker, feed *client.Watcher, exited <-chan error) {
 	followed := make(chan struct{})
 	s.wg.Go(func() {
 		defer close(followed)
 		w.follow(feed)
 	})
 	close(w.ready)
-	s.log.Info("worker started", "session", h.ID, "pid", w.pid)
 	w.armIdle()
 
-	werr := <-waited
-	conn.Close()
+	var werr error
+	select {
+	case werr = <-exited:
+	case <-s.detached:
+		// The host replacing this one adopts it: it runs on.
+		w.conn.Close()
+		<-followed
+		close(w.exited)
+		return
+	}
+	w.conn.Close()
 	<-followed // every delta the worker sent has reached its subscribers
-	s.cleanUpAfter(h.ID, w.pid)
+	if errors.Is(werr, errSuperseded) {
+		s.log.Warn("another host took the worker over", "session", w.sessionID, "pid", w.pid)
+		close(w.exited)
+		w.endSubscriptions(protocol.ClosedWorkerExited)
+		return
+	}
+	s.cleanUpAfter(w.sessionID, w.pid)
 	w.mu.Lock()
 	w.cause = describeExit(werr)
 	stopping := w.stopping
@@ -267,44 +288,12 @@ func (s *Service) start(w *worker, h catalog.Header) {
 	w.mu.Unlock()
 	if !stopping || werr != nil {
 		// Kept for the replacement to record, before anyone can start it.
-		s.log.Warn("worker exited", "session", h.ID, "pid", w.pid, "cause", w.cause)
-		os.WriteFile(s.previousExitPath(h.ID), []byte(w.cause), 0o600)
-		s.host.Diagnostic(slog.LevelWarn, fmt.Sprintf("session %s: %s", h.ID, w.cause))
+		s.log.Warn("worker exited", "session", w.sessionID, "pid", w.pid, "cause", w.cause)
+		os.WriteFile(s.previousExitPath(w.sessionID), []byte(w.cause), 0o600)
+		s.host.Diagnostic(slog.LevelWarn, fmt.Sprintf("session %s: %s", w.sessionID, w.cause))
 	}
 	close(w.exited)
 	w.endSubscriptions(protocol.ClosedWorkerExited)
-}
-
-// stopOrphan asks a worker of the session that an earlier host left
-// running (that host was killed, say) to stop, and waits until it has
-// exited: a session's transcript has one writer. A turn it was running is
-// recorded as interrupted. A record whose worker does not answer is a dead
-// one's, and is left to the worker about to start.
-func (s *Service) stopOrphan(session string) {
-	b, err := os.ReadFile(protocol.WorkerRegistrationPath(s.cfg.Home, session))
-	var reg protocol.WorkerRegistration
-	if err != nil || json.Unmarshal(b, &reg) != nil || reg.Endpoint == "" || !proc.Running(reg.PID) {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), workerStartTimeout)
-	defer cancel()
-	c, err := client.Dial(ctx, reg.Endpoint, client.Options{CompositionID: protocol.CompositionWorker, Surface: "host"})
-	if err != nil {
-		return
-	}
-	s.log.Warn("stopping a worker an earlier host left running", "session", session, "pid", reg.PID)
-	err = c.Request(ctx, protocol.OpHostShutdown, protocol.ShutdownInput{}, nil)
-	c.Close()
-	for err == nil && proc.Running(reg.PID) {
-		select {
-		case <-ctx.Done():
-			err = ctx.Err()
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
-	if err != nil {
-		s.log.Warn("a worker an earlier host left running did not stop", "session", session, "pid", reg.PID, "err", err)
-	}
 }
 
 // cleanUpAfter ends the processes an exited worker left in its session and
@@ -403,7 +392,7 @@ func (w *worker) stop() {
 func (w *worker) armIdle() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.stopping || w.activeLocked() || len(w.subs) > 0 || w.uses > 0 {
+	if w.s.handingOff.Load() || w.stopping || w.activeLocked() || len(w.subs) > 0 || w.uses > 0 {
 		return
 	}
 	if w.idle == nil {
@@ -415,7 +404,7 @@ func (w *worker) armIdle() {
 func (w *worker) idleFired() {
 	w.mu.Lock()
 	w.idle = nil
-	if w.stopping || w.activeLocked() || len(w.subs) > 0 || w.uses > 0 {
+	if w.s.handingOff.Load() || w.stopping || w.activeLocked() || len(w.subs) > 0 || w.uses > 0 {
 		w.mu.Unlock()
 		return
 	}

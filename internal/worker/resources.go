@@ -118,21 +118,21 @@ func (s *session) acquireController(_ context.Context, call *server.Call, in *pr
 	if err := s.checkSession(in.SessionID); err != nil {
 		return protocol.ControllerAcquireResult{}, err
 	}
-	return s.res.Acquire(call.Caller.ConnectionID, in.Ref)
+	return s.res.Acquire(controllerOwner(call), in.Ref)
 }
 
 func (s *session) controlController(_ context.Context, call *server.Call, in *protocol.ControlInput) (protocol.ControlResult, error) {
 	if err := s.checkSession(in.SessionID); err != nil {
 		return protocol.ControlResult{}, err
 	}
-	return s.res.Control(call.Caller.ConnectionID, *in)
+	return s.res.Control(controllerOwner(call), *in)
 }
 
 func (s *session) releaseController(_ context.Context, call *server.Call, in *protocol.ControllerRef) (protocol.ResourceRef, error) {
 	if err := s.checkSession(in.SessionID); err != nil {
 		return protocol.ResourceRef{}, err
 	}
-	return protocol.ResourceRef{SessionID: in.SessionID, Ref: in.Ref}, s.res.Release(call.Caller.ConnectionID, in.Ref, in.ControllerID)
+	return protocol.ResourceRef{SessionID: in.SessionID, Ref: in.Ref}, s.res.Release(controllerOwner(call), in.Ref, in.ControllerID)
 }
 
 // setPtyInterest chooses the PTYs whose output a subscription carries.

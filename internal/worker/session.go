@@ -76,6 +76,7 @@ type session struct {
 	nextID   int                            // guarded by mu: interaction and entry ids
 	lastTurn *protocol.TurnSnapshot         // guarded by mu: the latest turn, recovered ones included
 	claimed  bool                           // guarded by mu: a host has attached
+	host     *connection                    // guarded by mu: the latest host connection
 	messages map[string]protocol.QueueEntry // guarded by mu: submitted messages by id, as they stand
 	allowed  map[string]bool                // guarded by mu: tools a person allowed for the rest of the session
 }

@@ -267,18 +267,38 @@ type connection struct {
 	out *server.OutboundWriter
 }
 
-// AttachConnection implements server.ConnectionAttacher.
+// AttachConnection implements server.ConnectionAttacher. A host's
+// connection supersedes the host connections before it: a host that
+// adopts the worker is its only host from then on, and what an earlier
+// one (replaced, or thought dead) still sends is never applied, as its
+// connection is closed.
 func (s *session) AttachConnection(id server.Identity, out *server.OutboundWriter) server.Attachment {
+	c := &connection{s: s, id: id, out: out}
 	s.mu.Lock()
 	s.claimed = true
+	prev := s.host
+	if id.Surface == protocol.SurfaceHost {
+		s.host = c
+	} else {
+		prev = nil
+	}
 	s.mu.Unlock()
-	return &connection{s: s, id: id, out: out}
+	if prev != nil {
+		s.logger.Info("a host adopted the worker; the earlier host's connection is closed", "connection", prev.id.ConnectionID)
+		prev.out.Close()
+	}
+	return c
 }
 
-// Close drops the connection's subscriptions.
+// Close drops the connection's subscriptions and ends the control of the
+// PTYs its clients held: those clients are gone with it.
 func (c *connection) Close(context.Context) error {
+	c.s.res.ReleaseConnections(c.id.ConnectionID + "/")
 	c.s.mu.Lock()
 	defer c.s.mu.Unlock()
+	if c.s.host == c {
+		c.s.host = nil
+	}
 	for id, sub := range c.s.subs {
 		if sub.conn == c {
 			delete(c.s.subs, id)
@@ -286,6 +306,13 @@ func (c *connection) Close(context.Context) error {
 		}
 	}
 	return nil
+}
+
+// controllerOwner names the end client of call as a PTY controller: its
+// connection, qualified by the host connection it came through, since
+// two hosts number their connections alike.
+func controllerOwner(call *server.Call) string {
+	return call.Identity.ConnectionID + "/" + call.Caller.ConnectionID
 }
 
 func (s *session) connection(call *server.Call) (*connection, error) {

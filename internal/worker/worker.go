@@ -21,6 +21,7 @@ import (
 
 	"github.com/agentd-dev/agentd/internal/atomicfile"
 	"github.com/agentd-dev/agentd/internal/llm"
+	"github.com/agentd-dev/agentd/internal/proc"
 	"github.com/agentd-dev/agentd/internal/server"
 	"github.com/agentd-dev/agentd/internal/tools"
 	"github.com/agentd-dev/agentd/internal/transcript"
@@ -125,9 +126,13 @@ func Run(ctx context.Context, cfg Config) error {
 			// a worker that answers is registered.
 			s.epoch = h.Epoch()
 			s.checkIdle = h.CheckIdle
-			if err := writeRegistration(regPath, protocol.WorkerRegistration{
+			reg := protocol.WorkerRegistration{
 				SessionID: s.id, PID: os.Getpid(), Endpoint: cfg.SocketPath, Epoch: s.epoch, StartedAt: time.Now().UTC(),
-			}); err != nil {
+			}
+			if st, err := proc.ReadStat(reg.PID); err == nil {
+				reg.ProcessStart = st.StartTime
+			}
+			if err := writeRegistration(regPath, reg); err != nil {
 				logger.Warn("registering the worker", "err", err)
 			}
 			return &composition{s: s, stop: cancel}, nil
