@@ -138,7 +138,7 @@ func reopenable(err error) bool {
 	var ce *ClosedError
 	if errors.As(err, &ce) {
 		switch ce.Reason {
-		case protocol.ClosedWorkerExited, protocol.ClosedSlowConsumer, protocol.ClosedHostDraining:
+		case protocol.ClosedWorkerExited, protocol.ClosedSlowConsumer, protocol.ClosedHostDraining, protocol.ClosedHostReplaced:
 			return true
 		}
 		return false

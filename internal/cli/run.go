@@ -335,12 +335,13 @@ func runTurn(ctx context.Context, e *env, f runFlags, prompt string) (err error)
 		started = true
 		return p.detached(sess)
 	}
-	stream, err := c.OpenSession(setup, sess.SessionID, client.SessionOptions{})
+	stream, err := follow(setup, sess.SessionID, c, client.SessionOptions{})
 	if err != nil {
 		return err
 	}
 	defer stream.Close()
-	p.feed = tui.NewFeed(stream.Snapshot().TranscriptSequence)
+	p.follower = stream
+	p.feed = tui.NewFeed(stream.Session().Snapshot().TranscriptSequence)
 	p.lines = tui.NewLines(p.out)
 	p.lines.Color = paletteFor(e.stdout).on && !f.asJSON
 	p.lines.Progress = isTerminal(e.stdout) && !f.asJSON
@@ -364,7 +365,7 @@ func runTurn(ctx context.Context, e *env, f runFlags, prompt string) (err error)
 // stream renders the session's deltas until the turn ends. A first Ctrl-C
 // takes a queued prompt back, or interrupts the turn at once; a second
 // leaves. SIGTERM leaves at once, and the turn runs on.
-func (p *printer) stream(stream *client.Session) error {
+func (p *printer) stream(stream *client.Follower) error {
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sigs)
@@ -432,10 +433,66 @@ func (p *printer) stream(stream *client.Session) error {
 			}
 			return p.lost(err)
 		}
-		if done, err := p.delta(ev.Raw, ev.Delta); done {
-			return err
+		switch {
+		case ev.Lost != nil:
+			if !p.asJSON {
+				fmt.Fprintf(p.e.stderr, "agentd: connection lost (%v): reconnecting\n", ev.Lost)
+			}
+		case ev.Reopened:
+			if !p.asJSON {
+				fmt.Fprintln(p.e.stderr, "agentd: reconnected")
+				p.mu.Lock()
+				p.feed.Streams(ev.Snapshot.Streams)
+				p.mu.Unlock()
+			}
+			if done, err := p.reopened(stream.LastRecord(), ev.Snapshot.TranscriptSequence); done {
+				return err
+			}
+		default:
+			if done, err := p.delta(ev.Raw, ev.Delta); done {
+				return err
+			}
+			if p.over != nil && ev.Record != nil && ev.Record.Seq >= p.overAt {
+				return p.over()
+			}
 		}
 	}
+}
+
+// reopened learns, once the stream has reopened (on a host that replaced
+// the last, say), whether the turn ended while it was closed. If it did,
+// the turn's outcome is given once the records up to the reopened
+// stream's last (at) are rendered: at once when last, the last record
+// rendered, is there already.
+func (p *printer) reopened(last, at uint64) (bool, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
+	defer cancel()
+	var t protocol.TurnSnapshot
+	if err := p.conn().Request(ctx, protocol.OpTurnQuery, protocol.TurnRef{SessionID: p.session, TurnID: p.turn()}, &t); err != nil || t.Status == "" || t.Status == protocol.TurnRunning {
+		return false, nil // the stream says how it goes on
+	}
+	p.over = func() error { return outcome(t) }
+	if p.overAt = at; last >= at {
+		return true, p.over()
+	}
+	return false, nil
+}
+
+// outcome is how a turn that ended ends the command.
+func outcome(t protocol.TurnSnapshot) error {
+	if t.Status == protocol.TurnCompleted {
+		return nil
+	}
+	return errTurnFailed{t}
+}
+
+// conn is the connection requests about the turn go on: the one the
+// stream uses now.
+func (p *printer) conn() *client.Conn {
+	if p.follower != nil {
+		return p.follower.Conn()
+	}
+	return p.c
 }
 
 // progressTick is how often the line under a silent tool call is redrawn.
@@ -452,8 +509,15 @@ var (
 type printer struct {
 	e       *env
 	asJSON  bool
-	c       *client.Conn
+	c       *client.Conn // the connection the turn is begun on
 	session string
+	// follower follows the session until the turn ends, across lost
+	// connections and replaced hosts; nil with --detach.
+	follower *client.Follower
+	// over, once set, gives the outcome of a turn that ended while the
+	// stream was closed, due once the record overAt is rendered.
+	over   func() error
+	overAt uint64
 	// keys is the terminal approvals are answered on; nil when there is
 	// none, and they are answered elsewhere.
 	keys  *os.File
@@ -568,7 +632,7 @@ func (p *printer) turn() string {
 // reports whether it did; otherwise it interrupts the streamed turn at
 // once, and says so.
 func (p *printer) interrupt(ctx context.Context) (retracted bool) {
-	if p.message != "" && p.c.Request(ctx, protocol.OpQueueRetract, protocol.QueueRetractInput{SessionID: p.session, EntryID: "q-" + p.message}, nil) == nil {
+	if p.message != "" && p.conn().Request(ctx, protocol.OpQueueRetract, protocol.QueueRetractInput{SessionID: p.session, EntryID: "q-" + p.message}, nil) == nil {
 		return true
 	}
 	t := p.turn()
@@ -580,7 +644,7 @@ func (p *printer) interrupt(ctx context.Context) (retracted bool) {
 	p.out.end()
 	fmt.Fprintln(p.e.stderr, "agentd: interrupting the turn (Ctrl-C again to leave now)")
 	p.mu.Unlock()
-	if err := p.c.Request(ctx, protocol.OpTurnInterrupt, protocol.TurnRef{SessionID: p.session, TurnID: t}, nil); err != nil {
+	if err := p.conn().Request(ctx, protocol.OpTurnInterrupt, protocol.TurnRef{SessionID: p.session, TurnID: t}, nil); err != nil {
 		fmt.Fprintf(p.e.stderr, "agentd: interrupting the turn: %v\n", err)
 	}
 	return false
@@ -748,7 +812,7 @@ func (p *printer) askLocked(in protocol.Interaction) {
 		p.mu.Unlock()
 		actx, acancel := context.WithTimeout(context.Background(), requestTimeout)
 		defer acancel()
-		err = p.c.Request(actx, protocol.OpInteractionAnswer, protocol.InteractionAnswerInput{SessionID: in.SessionID, InteractionID: in.InteractionID, Answer: answer}, nil)
+		err = p.conn().Request(actx, protocol.OpInteractionAnswer, protocol.InteractionAnswerInput{SessionID: in.SessionID, InteractionID: in.InteractionID, Answer: answer}, nil)
 		if err != nil && !errors.Is(err, client.ErrNotFound) { // not found: answered elsewhere first
 			fmt.Fprintf(p.e.stderr, "agentd: answering %s: %v\n", in.InteractionID, err)
 		}
@@ -763,15 +827,12 @@ func (p *printer) lost(cause error) error {
 	var t protocol.TurnSnapshot
 	var closed *client.ClosedError
 	if errors.As(cause, &closed) && closed.Reason == protocol.ClosedSessionRemoved {
-		return sessionTakenAway(ctx, p.c, p.session)
+		return sessionTakenAway(ctx, p.conn(), p.session)
 	}
-	if err := p.c.Request(ctx, protocol.OpTurnQuery, protocol.TurnRef{SessionID: p.session, TurnID: p.turn()}, &t); err != nil {
+	if err := p.conn().Request(ctx, protocol.OpTurnQuery, protocol.TurnRef{SessionID: p.session, TurnID: p.turn()}, &t); err != nil {
 		return fmt.Errorf("%v; the turn's outcome is unknown, and its worker may still finish it (`agentd log %s` shows how it ended): %w", cause, p.session, err)
 	}
-	if t.Status == protocol.TurnCompleted {
-		return nil
-	}
-	return errTurnFailed{t}
+	return outcome(t)
 }
 
 // keyReader reads single keys from a terminal, without waiting for Enter
