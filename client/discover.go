@@ -229,6 +229,10 @@ type ActivationOptions struct {
 	// Stderr, when set, receives what the host writes on stderr until it
 	// is ready. Default: discarded.
 	Stderr io.Writer
+	// Replace starts a new host even when one runs, with --replace: the
+	// running host hands it the home and its live sessions. EnsureHost
+	// returns once the new host is ready.
+	Replace bool
 }
 
 func (o ActivationOptions) withDefaults() (ActivationOptions, error) {
@@ -295,7 +299,7 @@ func EnsureHost(ctx context.Context, opts ActivationOptions) (HostInfo, bool, er
 	if err != nil {
 		return HostInfo{}, false, fmt.Errorf("activate host %s: %w", opts.HostID, err)
 	}
-	if h == hostLive && info.State == protocol.StateReady {
+	if h == hostLive && info.State == protocol.StateReady && !opts.Replace {
 		return info, false, nil
 	}
 
@@ -329,7 +333,12 @@ func EnsureHost(ctx context.Context, opts ActivationOptions) (HostInfo, bool, er
 			child.forward(opts.Stderr)
 		}
 		switch {
-		case h == hostLive && info.State == protocol.StateReady:
+		case h == hostLive && info.State == protocol.StateReady && opts.Replace && child == nil:
+			// The host to replace: start the one replacing it.
+			if child, err = startHost(opts, w); err != nil {
+				return HostInfo{}, false, fmt.Errorf("activate host %s: %w", opts.HostID, err)
+			}
+		case h == hostLive && info.State == protocol.StateReady && (!opts.Replace || info.PID == child.pid):
 			return info, child != nil && info.PID == child.pid, nil
 		case child != nil:
 			if status, exited := child.exited(); exited {
@@ -469,6 +478,9 @@ func startHost(opts ActivationOptions, w *changes) (*activatedHost, error) {
 	}
 	if opts.IdleGrace > 0 {
 		args = append(args, "--idle-grace", opts.IdleGrace.String())
+	}
+	if opts.Replace {
+		args = append(args, "--replace")
 	}
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Env = append(os.Environ(),

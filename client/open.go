@@ -85,7 +85,7 @@ func Open(ctx context.Context, opts OpenOptions) (c *Conn, info HostInfo, starte
 	act.Command = append(act.Command, opts.HostArgs...)
 	for attempt := 0; ; attempt++ {
 		c, err = nil, nil
-		if attempt == 0 && len(opts.HostArgs) == 0 {
+		if attempt == 0 && len(opts.HostArgs) == 0 && !act.Replace {
 			c, info, err = dialRegistered(ctx, act, opts.Options)
 		}
 		if c == nil && err == nil {

@@ -89,6 +89,7 @@ func newRoot(e *env) *cobra.Command {
 		newStatusCmd(e),
 		newHostCmd(e),
 		newShutdownCmd(e),
+		newUpgradeCmd(e),
 		newVersionCmd(e),
 		newRunCmd(e),
 		newAttachCmd(e),

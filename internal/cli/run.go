@@ -435,12 +435,10 @@ func (p *printer) stream(stream *client.Follower) error {
 		}
 		switch {
 		case ev.Lost != nil:
-			if !p.asJSON {
-				fmt.Fprintf(p.e.stderr, "agentd: connection lost (%v): reconnecting\n", ev.Lost)
-			}
+			fmt.Fprintf(p.e.stderr, "agentd: connection lost (%v): reconnecting\n", ev.Lost)
 		case ev.Reopened:
+			fmt.Fprintln(p.e.stderr, "agentd: reconnected")
 			if !p.asJSON {
-				fmt.Fprintln(p.e.stderr, "agentd: reconnected")
 				p.mu.Lock()
 				p.feed.Streams(ev.Snapshot.Streams)
 				p.mu.Unlock()

@@ -641,15 +641,43 @@ func TestAWorkerWhoseHostWasKilledFinishesItsTurnAndRetires(t *testing.T) {
 	p := newSessionPlace(t)
 	dir := p.workDir()
 	id := strings.TrimSpace(p.mustRun("new", "--cwd", dir))
-	cmd, stderr := runUntilTool(t, p, id, "run `sleep 1; echo orphan-finished`")
+	p.mustRun("run", "--session", id, "--detach", "--approve", "all", "run `echo $$ > tool.pid; sleep 1; echo orphan-finished`")
+	for deadline := time.Now().Add(agentdtest.Timeout); !exists(filepath.Join(dir, "tool.pid")); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the tool's command did not start")
+		}
+	}
 	pid := workerPID(t, p, id)
 	killHost(t, p)
-	if err := cmd.Wait(); err == nil || !strings.Contains(stderr.String(), "agentd log "+id) {
-		t.Fatalf("run whose host was killed: %v: %s", err, stderr)
-	}
 	waitProcessGone(t, pid)
 	if log := p.mustRun("log", id); !strings.Contains(log, "orphan-finished") || !strings.Contains(log, "── completed") {
 		t.Fatalf("log after the orphan retired:\n%s", log)
+	}
+}
+
+// TestAHostKilledMidTurnLeavesTheTurnToFinish: the host is killed while a
+// turn runs; the worker finishes the turn, the client following it starts
+// a host that adopts the worker, and sees the turn complete with its
+// output, not interrupted.
+func TestAHostKilledMidTurnLeavesTheTurnToFinish(t *testing.T) {
+	p := newPlace(t)
+	dir := p.workDir()
+	id := strings.TrimSpace(p.mustRun("new", "--cwd", dir))
+	cmd, stderr := runUntilTool(t, p, id, "run `sleep 1; echo finished-after-the-crash`")
+	pid := workerPID(t, p, id)
+	killHost(t, p)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("run whose host was killed: %v: %s", err, stderr)
+	}
+	if !strings.Contains(stderr.String(), "reconnected") {
+		t.Fatalf("the run did not say it reconnected: %s", stderr)
+	}
+	log := p.mustRun("log", id)
+	if !strings.Contains(log, "finished-after-the-crash") || !strings.Contains(log, "── completed") || strings.Contains(log, "interrupted") {
+		t.Fatalf("log after the crash:\n%s", log)
+	}
+	if next := workerPID(t, p, id); next != pid {
+		t.Fatalf("the session is served by worker %d, not by the adopted %d", next, pid)
 	}
 }
 
