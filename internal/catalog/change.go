@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -437,16 +438,31 @@ func (c *Catalog) removeFolder(id string) error {
 
 // Restore puts back the header of a session that a live worker runs when
 // the catalog has none that can be read (its folder or its header.json
-// was lost), from the worker's copy of it. A session the catalog holds
-// readable is left as it is, and returned.
+// was lost), from what the worker knows of it: what it leaves out (a
+// title, a creation time) is set as a new session's would be. A session
+// the catalog holds readable is left as it is, and returned.
 func (c *Catalog) Restore(h Header) (Header, error) {
 	if err := validID(h.ID); err != nil {
 		return Header{}, err
 	}
-	h.SchemaVersion, h.Damaged, h.Damage = SchemaVersion, false, ""
-	if now := c.now(); now.After(h.UpdatedAt) {
-		h.UpdatedAt = now
+	if h.Cwd == "" || !filepath.IsAbs(h.Cwd) {
+		return Header{}, invalid("cwd", "%q is not an absolute path", h.Cwd)
 	}
+	now := c.now()
+	h.SchemaVersion, h.Damaged, h.Damage = SchemaVersion, false, ""
+	h.UpdatedAt = now
+	if h.Title == "" {
+		h.Title = defaultTitle(h.Cwd)
+	}
+	if h.CreatedAt.IsZero() {
+		h.CreatedAt = now
+	}
+	if h.LastActivityAt.IsZero() {
+		h.LastActivityAt = now
+	}
+	h.Thinking = cmp.Or(h.Thinking, DefaultThinking)
+	h.Approval = cmp.Or(h.Approval, DefaultApproval)
+	h.MetadataRevision = max(h.MetadataRevision, 1)
 	c.mu.Lock()
 	for c.entries[h.ID] != nil && c.entries[h.ID].creating {
 		c.idle.Wait()

@@ -217,7 +217,7 @@ func (s *Service) restoreHeader(w *worker) {
 	h, err := s.cat.Restore(catalog.Header{
 		ID: sess.SessionID, Title: sess.Title, Cwd: sess.Cwd, Model: sess.Model,
 		Thinking: sess.Thinking, Approval: sess.Approval, CreatedAt: sess.CreatedAt,
-		LastActivityAt: sess.LastActivityAt, Archived: sess.Archived, MetadataRevision: max(sess.MetadataRevision, 1),
+		LastActivityAt: sess.LastActivityAt, Archived: sess.Archived, MetadataRevision: sess.MetadataRevision,
 	})
 	if err != nil {
 		s.log.Warn("the session of an adopted worker cannot be put back in the catalog", "session", w.sessionID, "err", err)

@@ -113,7 +113,7 @@ func ptr[T any](v T) *T { return &v }
 // and settings are the worker's.
 func (s *Service) withHeader(sess protocol.Session) protocol.Session {
 	h, err := s.cat.Get(sess.SessionID)
-	if err != nil {
+	if err != nil || h.Damaged {
 		return sess
 	}
 	return sessionWith(h, sess)

@@ -1,0 +1,268 @@
+package cli_test
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/agentd-dev/agentd/client"
+	"github.com/agentd-dev/agentd/internal/agentdtest"
+	"github.com/agentd-dev/agentd/protocol"
+)
+
+// holdTurn starts a detached turn on session id whose command waits until
+// the test says go: the worker stays busy until then. It returns the
+// function that lets the turn finish.
+func holdTurn(t *testing.T, p *place, id, dir string) (release func()) {
+	t.Helper()
+	started, gate := filepath.Join(dir, "held"), filepath.Join(dir, "go")
+	os.Remove(gate)
+	p.mustRun("run", "--session", id, "--detach", "--approve", "all",
+		"run `touch held; while [ ! -e go ]; do sleep 0.02; done; echo released`")
+	waitFor(t, "the held command", func() bool { return exists(started) })
+	return func() { os.WriteFile(gate, nil, 0o644) }
+}
+
+// hostPID returns the pid of the place's ready host.
+func hostPID(t *testing.T, p *place) int {
+	t.Helper()
+	if p.hostID == "" {
+		p.hostID, _ = protocol.DefaultHostID(p.home)
+	}
+	return waitReady(t, p).PID
+}
+
+// Seed 002: discovers workers after replacing the server. `agentd upgrade`
+// replaces the host under a running turn: the new host adopts the worker
+// (the same process), the client following the turn reconnects and sees
+// all of it, each line once, and the turn completes; a session without a
+// worker gets a new one.
+func TestUpgradeAdoptsTheWorkersAndTheirClientsResume(t *testing.T) {
+	p := newPlace(t)
+	dir := p.workDir()
+	busy := strings.TrimSpace(p.mustRun("new", "--cwd", dir))
+	other := strings.TrimSpace(p.mustRun("new", "--cwd", dir))
+	run := p.command("run", "--session", busy, "--approve", "all",
+		"run `for i in 1 2 3; do echo line-$i; done; touch half; while [ ! -e go ]; do sleep 0.02; done; for i in 4 5 6; do echo line-$i; done`")
+	var out, errOut bytes.Buffer
+	run.Stdout, run.Stderr = &out, &errOut
+	if err := run.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the first half of the command", func() bool { return exists(filepath.Join(dir, "half")) })
+	worker, before := workerPID(t, p, busy), hostPID(t, p)
+
+	up := p.mustRun("upgrade")
+	after := hostPID(t, p)
+	if after == before || !strings.Contains(up, "replaced") {
+		t.Fatalf("upgrade: host %d → %d: %s", before, after, up)
+	}
+	waitProcessGone(t, before)
+	if !processGone(worker) && workerPID(t, p, busy) != worker {
+		t.Fatal("the busy session's worker was not adopted")
+	}
+	if processGone(worker) {
+		t.Fatal("the worker died in the hand-off")
+	}
+	if ls := p.mustRun("ls"); !strings.Contains(ls, busy) || !strings.Contains(ls, other) {
+		t.Fatalf("ls after the upgrade:\n%s", ls)
+	}
+	os.WriteFile(filepath.Join(dir, "go"), nil, 0o644)
+	if err := run.Wait(); err != nil {
+		t.Fatalf("run across the upgrade: %v\n%s\n%s", err, out.String(), errOut.String())
+	}
+	if !strings.Contains(errOut.String(), "host_replaced") || !strings.Contains(errOut.String(), "reconnected") {
+		t.Fatalf("the run did not say why it reconnected: %s", errOut.String())
+	}
+	// The streamed tool output shows each line once (the answer quotes
+	// the output again, after it).
+	streamed, _, _ := strings.Cut(out.String(), "exit code 0")
+	for i := 1; i <= 6; i++ {
+		if n := strings.Count(streamed, "line-"+string(rune('0'+i))+"\n"); n != 1 {
+			t.Fatalf("line-%d streamed %d times:\n%s", i, n, out.String())
+		}
+	}
+	if log := p.mustRun("log", busy); !strings.Contains(log, "── completed") {
+		t.Fatalf("log:\n%s", log)
+	}
+	if workerPID(t, p, busy) != worker {
+		t.Fatal("the adopted worker was replaced")
+	}
+	p.mustRun("run", "--session", other, "hello")
+	if w := workerPID(t, p, other); w == worker {
+		t.Fatal("the other session shares the adopted worker")
+	}
+}
+
+// Seed 002: retires an unclaimed idle worker after replacement demand
+// expires. A worker adopted by the new host that no client claims retires
+// once idle for its grace.
+func TestAnAdoptedWorkerNobodyClaimsRetiresAfterItsGrace(t *testing.T) {
+	p := newSessionPlace(t)
+	dir := p.workDir()
+	id := strings.TrimSpace(p.mustRun("new", "--cwd", dir))
+	release := holdTurn(t, p, id, dir)
+	worker := workerPID(t, p, id)
+	p.mustRun("upgrade")
+	if processGone(worker) {
+		t.Fatal("the worker died in the hand-off")
+	}
+	if got := adoptedPID(t, p, id); got != worker {
+		t.Fatalf("the new host serves worker %d, not the adopted %d", got, worker)
+	}
+	release()
+	waitProcessGone(t, worker)
+	if log := p.mustRun("log", id); !strings.Contains(log, "released") || !strings.Contains(log, "── completed") {
+		t.Fatalf("log:\n%s", log)
+	}
+}
+
+// adoptedPID asks the host which worker serves session id: the pid in the
+// session's worker registration, once the host reports the session
+// running.
+func adoptedPID(t *testing.T, p *place, id string) int {
+	t.Helper()
+	waitFor(t, "the session running on the new host", func() bool {
+		return strings.Contains(p.mustRun("ls", "--json"), `"status":"running"`)
+	})
+	return workerPID(t, p, id)
+}
+
+// Seed 002: restores tracked sessions that are outside the replacement
+// catalog. The host is killed and the session's header lost while its
+// worker runs; the next host adopts the worker, puts the session back in
+// the catalog from the worker's copy, and serves it.
+func TestALiveWorkersSessionMissingFromTheCatalogIsRestored(t *testing.T) {
+	p := newPlace(t)
+	dir := p.workDir()
+	id := strings.TrimSpace(p.mustRun("new", "--cwd", dir))
+	release := holdTurn(t, p, id, dir)
+	worker := workerPID(t, p, id)
+	killHost(t, p)
+	if err := os.Remove(filepath.Join(p.home, "sessions", id, "header.json")); err != nil {
+		t.Fatal(err)
+	}
+	ls := p.mustRun("ls")
+	if !strings.Contains(ls, id) || !strings.Contains(ls, dir) {
+		t.Fatalf("ls after the header was lost:\n%s", ls)
+	}
+	if got := workerPID(t, p, id); got != worker {
+		t.Fatalf("the session is served by worker %d, not the adopted %d", got, worker)
+	}
+	release()
+	waitFor(t, "the held turn to end", func() bool { return strings.Contains(p.mustRun("log", id), "── completed") })
+	if _, err := os.Stat(filepath.Join(p.home, "sessions", id, "header.json")); err != nil {
+		t.Fatalf("the header was not restored: %v", err)
+	}
+}
+
+// A worker that does not answer the host adopting it (stopped, here) does
+// not hold that host back: it is killed as lost, the host serves, and the
+// session's next worker records the turn it left as failed.
+func TestAHungWorkerIsStoppedAsLostAndDoesNotHoldTheNewHostBack(t *testing.T) {
+	p := newPlace(t)
+	dir := p.workDir()
+	id := strings.TrimSpace(p.mustRun("new", "--cwd", dir))
+	holdTurn(t, p, id, dir)
+	worker := workerPID(t, p, id)
+	killHost(t, p)
+	syscall.Kill(worker, syscall.SIGSTOP)
+	t.Cleanup(func() { syscall.Kill(worker, syscall.SIGKILL) })
+	p.mustRun("status")
+	waitProcessGone(t, worker)
+	out, errOut, code := p.run("run", "--session", id, "hello")
+	if code != 0 {
+		t.Fatalf("run after the hung worker: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if log := p.mustRun("log", id); !strings.Contains(log, "did not answer") {
+		t.Fatalf("log:\n%s", log)
+	}
+}
+
+// Seed 002: composes management attachment with Session service
+// hydration; observes keyed service instances and fences replacement
+// generations over framed transport. The host is killed and the next one
+// adopts the worker: one new connection lists the sessions and opens the
+// adopted session's stream; a PTY controller acquired through the killed
+// host is refused, its input never written, and the PTY can be taken
+// anew.
+func TestAReplacementFencesHandlesOfTheHostItReplaced(t *testing.T) {
+	p := newPlace(t)
+	dir := p.workDir()
+	id := strings.TrimSpace(p.mustRun("new", "--cwd", dir))
+	ctx := agentdtest.Context(t)
+	dial := func() *client.Conn {
+		c, _, _, err := client.Open(ctx, client.OpenOptions{Activation: client.ActivationOptions{Home: p.home, RuntimeDir: p.rundir}, NoStart: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	c := dial()
+	var started protocol.Resource
+	if err := c.Request(ctx, protocol.OpRuntimeResourceStart, protocol.ResourceStartInput{
+		SessionID: id, LaunchID: "fence-1", Command: "stty -echo; cat > typed", PTY: true,
+	}, &started); err != nil {
+		t.Fatal(err)
+	}
+	ref := started.Ref
+	stale, err := c.AcquirePTY(ctx, id, ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stale.Control(ctx, []byte("before\n"), 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	worker := workerPID(t, p, id)
+	killHost(t, p)
+	p.mustRun("status")
+
+	// One connection: the session list, then the session's stream.
+	n := dial()
+	var list protocol.SessionListResult
+	if err := n.Request(ctx, protocol.OpSessionList, protocol.SessionListInput{}, &list); err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Sessions) != 1 || list.Sessions[0].SessionID != id || list.Sessions[0].Status != protocol.SessionRunning {
+		t.Fatalf("sessions after the replacement: %+v", list.Sessions)
+	}
+	s, err := n.OpenSession(ctx, id, client.SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if snap := s.Snapshot(); snap.Session.SessionID != id || snap.Session.Model == "" {
+		t.Fatalf("the adopted session's projection: %+v", snap.Session)
+	}
+
+	// The controller of the replaced host's client is refused, on the new
+	// host, and what it sends is never written.
+	err = n.Request(ctx, protocol.OpRuntimeResourceControllerControl, protocol.ControlInput{
+		SessionID: id, Ref: ref, ControllerID: stale.Acquired.ControllerID, Sequence: 2, Data: "after\n",
+	}, nil)
+	if !errors.Is(err, client.ErrOperationConflict) {
+		t.Fatalf("control with the replaced host's controller: %v", err)
+	}
+	fresh, err := n.AcquirePTY(ctx, id, ref)
+	if err != nil {
+		t.Fatalf("acquire after the replacement: %v", err)
+	}
+	if err := fresh.Control(ctx, []byte("fresh\n"), 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the fresh input", func() bool {
+		b, _ := os.ReadFile(filepath.Join(dir, "typed"))
+		return strings.Contains(string(b), "fresh")
+	})
+	if b, _ := os.ReadFile(filepath.Join(dir, "typed")); string(b) != "before\nfresh\n" {
+		t.Fatalf("the PTY got %q", b)
+	}
+	if workerPID(t, p, id) != worker {
+		t.Fatal("the worker was not adopted")
+	}
+}
