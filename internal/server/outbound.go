@@ -223,6 +223,21 @@ func (w *OutboundWriter) Close() {
 	w.signal()
 }
 
+// Abort stops the writer at once, as a failed write would: what is still
+// queued is rejected, and the connection it serves is closed with err.
+func (w *OutboundWriter) Abort(err error) {
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return
+	}
+	rejected := w.closeLocked(err)
+	w.mu.Unlock()
+	w.onFailure(err)
+	reject(rejected, err)
+	w.signal()
+}
+
 // CloseAfterFlush refuses new frames and stops once the queued ones are
 // written. Wait for Done.
 func (w *OutboundWriter) CloseAfterFlush() {

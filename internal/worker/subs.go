@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -285,7 +286,7 @@ func (s *session) AttachConnection(id server.Identity, out *server.OutboundWrite
 	s.mu.Unlock()
 	if prev != nil {
 		s.logger.Info("a host adopted the worker; the earlier host's connection is closed", "connection", prev.id.ConnectionID)
-		prev.out.Close()
+		prev.out.Abort(errSuperseded)
 	}
 	return c
 }
@@ -307,6 +308,10 @@ func (c *connection) Close(context.Context) error {
 	}
 	return nil
 }
+
+// errSuperseded closes the connection of a host that another host took
+// the worker over from.
+var errSuperseded = errors.New("another host took the worker over")
 
 // controllerOwner names the end client of call as a PTY controller: its
 // connection, qualified by the host connection it came through, since

@@ -800,3 +800,59 @@ func TestAForegroundBashCallIsAShellRunOfTheSession(t *testing.T) {
 		t.Fatalf("the sleep the command left running still runs as pid %d", pid)
 	}
 }
+
+// Seed 002: fences superseded attachment hydration by attachment
+// generation. A host's connection supersedes the host connections before
+// it: the earlier one is closed, its stream with it, and a subscription it
+// asks for afterwards (a hydration of the generation it belonged to) is
+// never opened.
+func TestANewerHostConnectionSupersedesTheEarlierOne(t *testing.T) {
+	r := start(t, protocol.ApprovalAsk, "", "", "")
+	ctx := agentdtest.Context(t)
+	sock := r.conn.Endpoint()
+	dialHost := func() *client.Conn {
+		c, err := client.Dial(ctx, sock, client.Options{CompositionID: protocol.CompositionWorker, Surface: protocol.SurfaceHost})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	first := dialHost()
+	var open protocol.SubscriptionOpenResult
+	in := protocol.SubscriptionOpenInput{SessionID: "s1", Transcript: protocol.TranscriptBootstrap{Kind: protocol.TranscriptNone}}
+	if err := first.Request(ctx, protocol.OpSubscriptionOpen, in, &open); err != nil {
+		t.Fatal(err)
+	}
+	feed := first.Follow(open.SubscriptionID)
+	defer feed.Close()
+	if err := first.Request(ctx, protocol.OpSubscriptionReady, protocol.SubscriptionRef{SubscriptionID: open.SubscriptionID}, nil); err != nil {
+		t.Fatal(err)
+	}
+
+	second := dialHost()
+	if err := second.Request(ctx, protocol.OpSessionTodoQuery, protocol.SessionRef{SessionID: "s1"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-first.Done():
+	case <-ctx.Done():
+		t.Fatal("the superseded host connection stayed open")
+	}
+	if _, err := feed.Next(ctx); err == nil {
+		t.Fatal("the superseded connection's stream goes on")
+	}
+	if err := first.Request(ctx, protocol.OpSubscriptionOpen, in, &open); err == nil {
+		t.Fatal("a superseded connection opened a subscription")
+	}
+	// A client that is not a host (a test's, a tool's) supersedes nothing.
+	if _, err := client.Dial(ctx, sock, client.Options{CompositionID: protocol.CompositionWorker}); err != nil {
+		t.Fatal(err)
+	}
+	if err := second.Request(ctx, protocol.OpSubscriptionOpen, in, &open); err != nil {
+		t.Fatalf("the current host's connection: %v", err)
+	}
+	if second.Err() != nil {
+		t.Fatalf("the current host's connection closed: %v", second.Err())
+	}
+}
