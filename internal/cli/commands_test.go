@@ -18,6 +18,7 @@ import (
 
 	"github.com/agentd-dev/agentd/client"
 	"github.com/agentd-dev/agentd/internal/agentdtest"
+	"github.com/agentd-dev/agentd/internal/proc"
 	"github.com/agentd-dev/agentd/protocol"
 )
 
@@ -418,4 +419,64 @@ func TestASecondHostOnAnotherRuntimeDirectorySaysWhereTheHolderListens(t *testin
 	if code != 1 || !strings.Contains(errOut, fmt.Sprintf("pid %d", first.Process.Pid)) || !strings.Contains(errOut, protocol.SocketPath(p.rundir, id)) {
 		t.Fatalf("second host: exit %d: %s", code, errOut)
 	}
+}
+
+// TestShutdownAsksBeforeStoppingWhatRunsAndNeedsForceOffATerminal: with a
+// turn and its shell run running, shutdown says so and asks on a terminal
+// (no is no, yes stops them with the host), refuses off one naming
+// --force, and with --force stops them without asking. With nothing
+// running it asks nothing.
+func TestShutdownAsksBeforeStoppingWhatRunsAndNeedsForceOffATerminal(t *testing.T) {
+	p := newSessionPlace(t)
+	id := strings.TrimSpace(p.mustRun("new", "--cwd", p.workDir()))
+	run, _ := runUntilTool(t, p, id, "run `sleep 30`")
+	host := p.statusJSON().PID
+
+	_, errOut, code := p.run("shutdown")
+	if code != 1 || !strings.Contains(errOut, "1 turn is running and 1 shell run/PTY") || !strings.Contains(errOut, "--force") {
+		t.Fatalf("shutdown off a terminal with a turn running: exit %d %q", code, errOut)
+	}
+	s := p.screen(t, "shutdown")
+	s.waitText("[y/N]")
+	if text := s.text(); !strings.Contains(text, "1 turn is running and 1 shell run/PTY") || !strings.Contains(text, "agentd upgrade") {
+		t.Fatalf("the question does not say what runs and how to keep it:\n%s", text)
+	}
+	s.typeKeys("n\r")
+	s.waitText("not stopped")
+	if err := s.waitExit(); err == nil {
+		t.Fatalf("answering no: exit 0\n%s", s.text())
+	}
+	if !proc.Running(host) {
+		t.Fatal("answering no stopped the host")
+	}
+	s = p.screen(t, "shutdown")
+	s.waitText("[y/N]")
+	s.typeKeys("y\r")
+	s.waitText("has stopped")
+	if err := s.waitExit(); err != nil {
+		t.Fatalf("answering yes: %v\n%s", err, s.text())
+	}
+	waitProcessGone(t, host)
+	if err := run.Wait(); err == nil {
+		t.Fatal("the turn the shutdown stopped completed")
+	}
+	if log := p.mustRun("log", id); !strings.Contains(log, "interrupted") {
+		t.Fatalf("the stopped turn is not recorded as interrupted:\n%s", log)
+	}
+
+	// Nothing running: no question, on a terminal or off one.
+	p.mustRun("run", "--session", id, "hello")
+	s = p.screen(t, "shutdown")
+	if text := s.waitText("has stopped"); strings.Contains(text, "[y/N]") {
+		t.Fatalf("shutdown asked with nothing running:\n%s", text)
+	}
+	s.waitExit()
+
+	run, _ = runUntilTool(t, p, id, "run `sleep 30`")
+	host = p.statusJSON().PID
+	if out := p.mustRun("shutdown", "--force"); !strings.Contains(out, "has stopped") {
+		t.Fatalf("shutdown --force said %q", out)
+	}
+	waitProcessGone(t, host)
+	run.Wait()
 }

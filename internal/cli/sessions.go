@@ -403,15 +403,26 @@ func sessionTakenAway(ctx context.Context, c *client.Conn, id string) error {
 // confirmRemove asks on a terminal whether to remove session s, whose
 // turn runs; off one it refuses, naming --force.
 func confirmRemove(e *env, s protocol.Session) error {
-	if !isTerminal(e.stdin) || !isTerminal(e.stderr) {
+	if !canAsk(e) {
 		return fmt.Errorf("session %s is running a turn; `agentd stop %s` stops it, or `agentd rm --force %s` removes the session all the same", s.SessionID, s.SessionID, s.SessionID)
 	}
-	fmt.Fprintf(e.stderr, "session %s (%s) is running a turn. Stop it and remove the session? [y/N] ", s.SessionID, s.Title)
-	line, _ := bufio.NewReader(e.stdin).ReadString('\n')
-	if a := strings.ToLower(strings.TrimSpace(line)); a != "y" && a != "yes" {
+	if !confirm(e, fmt.Sprintf("session %s (%s) is running a turn. Stop it and remove the session?", s.SessionID, s.Title)) {
 		return fmt.Errorf("session %s was not removed", s.SessionID)
 	}
 	return nil
+}
+
+// canAsk reports whether the command can ask a person a question: its
+// stdin and stderr are a terminal.
+func canAsk(e *env) bool { return isTerminal(e.stdin) && isTerminal(e.stderr) }
+
+// confirm asks question on the terminal and reports whether the answer
+// was yes; anything else, or no answer, is no.
+func confirm(e *env, question string) bool {
+	fmt.Fprintf(e.stderr, "%s [y/N] ", question)
+	line, _ := bufio.NewReader(e.stdin).ReadString('\n')
+	a := strings.ToLower(strings.TrimSpace(line))
+	return a == "y" || a == "yes"
 }
 
 // rootTurn returns the session's latest turn, from a subscription snapshot.

@@ -202,12 +202,13 @@ func hostStatus(ctx context.Context, endpoint string) (protocol.HostStatus, erro
 }
 
 func newShutdownCmd(e *env) *cobra.Command {
-	return &cobra.Command{
+	var force bool
+	cmd := &cobra.Command{
 		Use:   "shutdown",
-		Short: "Drain the running host of this home and wait until it has exited.",
+		Short: "Stop the running host of this home, with its turns, shell runs and PTYs, and wait until it has exited.",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, cancel := context.WithTimeout(cmd.Context(), 2*requestTimeout)
+			ctx, cancel := context.WithTimeout(cmd.Context(), requestTimeout)
 			defer cancel()
 			c, info, _, err := client.Open(ctx, client.OpenOptions{NoStart: true, Options: client.Options{Surface: protocol.SurfaceCLI}})
 			if errors.Is(err, client.ErrNoHost) {
@@ -218,6 +219,15 @@ func newShutdownCmd(e *env) *cobra.Command {
 				return err
 			}
 			defer c.Close()
+			if !force {
+				if err := confirmShutdown(ctx, e, c); err != nil {
+					return err
+				}
+			}
+			// The question may have waited on a person: the shutdown
+			// has its own time.
+			ctx, cancel = context.WithTimeout(cmd.Context(), 2*requestTimeout)
+			defer cancel()
 			if err := c.Request(ctx, protocol.OpHostShutdown, protocol.ShutdownInput{}, nil); err != nil {
 				return err
 			}
@@ -228,6 +238,70 @@ func newShutdownCmd(e *env) *cobra.Command {
 			return nil
 		},
 	}
+	cmd.Flags().BoolVarP(&force, "force", "f", false, "stop the host without asking, even while turns, shell runs or PTYs run")
+	return cmd
+}
+
+// confirmShutdown asks on a terminal whether to stop the turns, shell runs
+// and PTYs that run on c's host, which shutting it down stops; off one it
+// refuses, naming --force. When nothing runs it asks nothing.
+func confirmShutdown(ctx context.Context, e *env, c *client.Conn) error {
+	turns, resources, err := runningWork(ctx, c)
+	if err != nil || turns+resources == 0 {
+		return err
+	}
+	running := fmt.Sprintf("%s running and %s", count(turns, "turn is", "turns are"), count(resources, "shell run/PTY", "shell runs/PTYs"))
+	if !canAsk(e) {
+		return fmt.Errorf("%s: shutting down stops them; `agentd shutdown --force` stops them all the same, `agentd upgrade` replaces the host and keeps them", running)
+	}
+	if !confirm(e, running+": shutting down stops them. `agentd upgrade` replaces the host and keeps them. Stop them?") {
+		return errors.New("the host was not stopped")
+	}
+	return nil
+}
+
+// count is n with the singular or plural of what it counts.
+func count(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}
+
+// runningWork counts the turns that run on c's host and the runtime
+// resources (shell runs and PTYs, a running tool's command among them)
+// that run in its sessions. A session removed meanwhile counts for
+// nothing.
+func runningWork(ctx context.Context, c *client.Conn) (turns, resources int, err error) {
+	busy, err := runningSessions(ctx, c)
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, s := range busy {
+		t, err := rootTurn(ctx, c, s.SessionID)
+		if errors.Is(err, client.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return 0, 0, err
+		}
+		if t != nil && t.Status == protocol.TurnRunning {
+			turns++
+		}
+		rs, err := c.Resources(ctx, s.SessionID)
+		if errors.Is(err, client.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return 0, 0, err
+		}
+		for _, r := range rs {
+			if r.State == protocol.ResourceRunning {
+				resources++
+			}
+		}
+	}
+	return turns, resources, nil
 }
 
 func newVersionCmd(e *env) *cobra.Command {
