@@ -62,6 +62,7 @@ var arrows = map[string][]string{
 	"bench/internal/table":    {},
 	"bench/hostbench":         {"bench/internal/harness", "bench/internal/procstat", "bench/internal/table", "client", "internal/host", "protocol"},
 	"bench/sessionbench":      {"bench/internal/harness", "bench/internal/procstat", "bench/internal/table", "client", "internal/cli", "internal/proc", "internal/resource", "protocol"},
+	"bench/soak":              {"bench/internal/harness", "client", "internal/cli", "internal/proc", "protocol"},
 }
 
 // TestImportArrows checks every package's imports of agentd (test files

@@ -1,0 +1,111 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/agentd-dev/agentd/client"
+	"github.com/agentd-dev/agentd/internal/proc"
+	"github.com/agentd-dev/agentd/protocol"
+)
+
+// track remembers pid, a host or worker of the soak, so that the end
+// makes sure it has exited.
+func (s *Soak) track(pid int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pids[pid] = true
+}
+
+// trackRegistered tracks the hosts registered in the runtime directory
+// and the workers registered in the home.
+func (s *Soak) trackRegistered() {
+	regs, _ := filepath.Glob(filepath.Join(s.runDir, "*"+protocol.RegistrationSuffix))
+	workers, _ := filepath.Glob(filepath.Join(s.home, "workers", "*.json"))
+	for _, path := range append(regs, workers...) {
+		var reg struct {
+			PID int `json:"pid"`
+		}
+		if readJSON(path, &reg) == nil && reg.PID > 0 {
+			s.track(reg.PID)
+		}
+	}
+}
+
+// ours reports whether pid runs as a process of the soak: agentd placed in
+// its runtime directory.
+func (s *Soak) ours(pid int) bool {
+	if !proc.Running(pid) {
+		return false
+	}
+	env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+	return err == nil && bytes.Contains(env, []byte(protocol.EnvRuntimeDir+"="+s.runDir+"\x00"))
+}
+
+// stopHost shuts the host down, which stops its workers, reaps it, and
+// checks that every host and worker the soak saw has exited.
+func (s *Soak) stopHost() error {
+	ctx, cancel := context.WithTimeout(context.Background(), turnTimeout)
+	defer cancel()
+	s.trackRegistered()
+	c, info, _, err := client.Open(ctx, client.OpenOptions{NoStart: true, Activation: s.activation(), Options: client.Options{Surface: protocol.SurfaceSDK}})
+	switch {
+	case errors.Is(err, client.ErrNoHost):
+	case err != nil:
+		return fmt.Errorf("stopping the host: %w", err)
+	default:
+		err = c.Request(ctx, protocol.OpHostShutdown, protocol.ShutdownInput{}, nil)
+		c.Close()
+		if err != nil {
+			return fmt.Errorf("stopping the host: %w", err)
+		}
+		if err := client.WaitExited(ctx, info); err != nil {
+			return err
+		}
+	}
+	client.Discover(ctx, s.runDir) // reaps the hosts this process started
+	s.mu.Lock()
+	pids := make([]int, 0, len(s.pids))
+	for pid := range s.pids {
+		pids = append(pids, pid)
+	}
+	s.mu.Unlock()
+	for _, pid := range pids {
+		for s.ours(pid) {
+			if ctx.Err() != nil {
+				s.fail("at the end: process %d outlived the host's shutdown", pid)
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	return nil
+}
+
+// killLeftovers kills every host and worker of the soak still running,
+// and reaps the hosts this process started.
+func (s *Soak) killLeftovers() {
+	s.trackRegistered()
+	s.mu.Lock()
+	var killed []int
+	for pid := range s.pids {
+		if s.ours(pid) {
+			syscall.Kill(pid, syscall.SIGKILL)
+			killed = append(killed, pid)
+		}
+	}
+	s.mu.Unlock()
+	deadline := time.Now().Add(5 * time.Second)
+	for _, pid := range killed {
+		for proc.Running(pid) && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	client.Discover(context.Background(), s.runDir)
+}
