@@ -29,7 +29,7 @@ type sessionCheck struct {
 func (s *Soak) check(when string, final bool) {
 	s.trackRegistered()
 	var sum sessionCheck
-	var longest = s.Report().LongestResume
+	longest := s.Report().LongestResume
 	for _, r := range s.runs() {
 		v := r.view()
 		c := s.checkSession(when, r.id, v)
@@ -47,7 +47,7 @@ func (s *Soak) check(when string, final bool) {
 	s.report.LongestResume = longest
 	s.report.Lost, s.report.Duplicated = len(s.lost), len(s.dup)
 	s.report.Records, s.report.TornTails = sum.records, sum.torn
-	s.report.Turns, s.report.Completed, s.report.Failed, s.report.Interrupt = sum.acked, sum.completed, sum.failed, sum.interrupted
+	s.report.Turns, s.report.Completed, s.report.Failed, s.report.Interrupted = sum.acked, sum.completed, sum.failed, sum.interrupted
 }
 
 // checkSession checks session id's transcript: each line a record, the

@@ -39,7 +39,7 @@ func main() {
 	flag.IntVar(&cfg.MinFaults, "min-faults", 0, "inject at least this many faults, however long it takes")
 	flag.IntVar(&cfg.Sessions, "sessions", 4, "sessions running turns at once")
 	flag.Int64Var(&cfg.Seed, "seed", 0, "seed of the faults' moments, kinds and targets (default: from the clock)")
-	flag.IntVar(&cfg.Lines, "lines", 200, "numbered lines each turn's command writes, one every 10ms")
+	flag.IntVar(&cfg.Lines, "lines", 100, "numbered lines each turn's command writes, one every 10ms")
 	flag.DurationVar(&cfg.MaxGap, "max-gap", 3*time.Second, "longest wait before a fault once the sessions run again")
 	flag.StringVar(&cfg.Agentd, "agentd", "", "soak this agentd binary instead of this program's own agentd")
 	flag.BoolVar(&cfg.Handoff, "handoff", false, "also kill the host in the middle of a hand-off (`agentd host --replace`)")

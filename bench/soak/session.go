@@ -129,13 +129,16 @@ func final(err error) bool {
 // it has, or, while the stream stays open, for settleWait.
 func (r *sessionRun) settle(ctx context.Context) error {
 	for {
-		wait, cancel := ctx, context.CancelFunc(func() {})
+		var ev client.FollowEvent
+		var err error
 		if r.f.Session() != nil {
-			// Open: reopening, which may start a host, is never cut short.
-			wait, cancel = context.WithTimeout(ctx, settleWait)
+			wait, cancel := context.WithTimeout(ctx, settleWait)
+			ev, err = r.f.Next(wait)
+			cancel()
+		} else {
+			// Reopening, which may start a host, is never cut short.
+			ev, err = r.f.Next(ctx)
 		}
-		ev, err := r.f.Next(wait)
-		cancel()
 		switch {
 		case err == nil:
 			r.handle(ev)

@@ -52,17 +52,17 @@ type Config struct {
 
 // Report is what a soak found.
 type Report struct {
-	Faults     int            // faults injected
-	FaultKinds map[string]int // faults injected, by kind
-	Turns      int            // turns whose start was acknowledged
-	Completed  int            // turns recorded completed
-	Failed     int            // turns recorded failed
-	Interrupt  int            // turns recorded interrupted
-	Records    int            // records in the transcripts at the end
-	Lost       int            // records a client received, or turns acknowledged, missing from disk
-	Duplicated int            // records, turn starts or turn ends on disk twice
-	TornTails  int            // torn last lines a worker set aside on opening a transcript
-	Checks     int            // transcript checks run
+	Faults      int            // faults injected
+	FaultKinds  map[string]int // faults injected, by kind
+	Turns       int            // turns whose start was acknowledged
+	Completed   int            // turns recorded completed
+	Failed      int            // turns recorded failed
+	Interrupted int            // turns recorded interrupted
+	Records     int            // records in the transcripts at the end
+	Lost        int            // records a client received, or turns acknowledged, missing from disk
+	Duplicated  int            // records, turn starts or turn ends on disk twice
+	TornTails   int            // torn last lines a worker set aside on opening a transcript
+	Checks      int            // transcript checks run
 	// LongestResume is the longest a client waited, from a fault to its
 	// next successful request or stream event.
 	LongestResume time.Duration
@@ -186,29 +186,30 @@ func (s *Soak) Run(ctx context.Context) error {
 	start := time.Now()
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	if err := s.startSessions(ctx); err != nil {
-		return err
-	}
-	var loops sync.WaitGroup
-	for _, r := range s.runs() {
-		loops.Go(func() {
-			if err := r.loop(ctx); err != nil {
-				cancel(err)
-			}
-		})
-	}
-	err := s.drive(ctx)
-	if err != nil {
-		cancel(err)
-	}
-	loops.Wait()
-	if cause := context.Cause(ctx); err == nil && cause != nil {
-		err = cause
+	err := s.startSessions(ctx)
+	if err == nil {
+		var loops sync.WaitGroup
+		for _, r := range s.runs() {
+			loops.Go(func() {
+				if err := r.loop(ctx); err != nil {
+					cancel(err)
+				}
+			})
+		}
+		if err = s.drive(ctx); err != nil {
+			cancel(err)
+		}
+		loops.Wait()
+		if cause := context.Cause(ctx); err == nil && cause != nil {
+			err = cause
+		}
 	}
 	for _, r := range s.runs() {
 		r.f.Close()
 	}
-	if serr := s.stopHost(); err == nil {
+	// After a failure workers may be left orphaned, for no host to stop:
+	// Close kills them.
+	if serr := s.stopHost(err == nil); err == nil {
 		err = serr
 	}
 	s.printReport(time.Since(start))
@@ -351,7 +352,7 @@ func (s *Soak) printReport(took time.Duration) {
 	fmt.Fprintf(w, "  faults injected      %d (%s)\n", r.Faults, strings.Join(kinds, ", "))
 	fmt.Fprintf(w, "  turns run            %d\n", r.Turns)
 	fmt.Fprintf(w, "  turns completed      %d\n", r.Completed)
-	fmt.Fprintf(w, "  turns interrupted    %d (failed %d, interrupted %d)\n", r.Failed+r.Interrupt, r.Failed, r.Interrupt)
+	fmt.Fprintf(w, "  turns interrupted    %d (failed %d, interrupted %d)\n", r.Failed+r.Interrupted, r.Failed, r.Interrupted)
 	fmt.Fprintf(w, "  records on disk      %d\n", r.Records)
 	fmt.Fprintf(w, "  records lost         %d\n", r.Lost)
 	fmt.Fprintf(w, "  records duplicated   %d\n", r.Duplicated)
