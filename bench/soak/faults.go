@@ -62,7 +62,7 @@ func killWorker(ctx context.Context, s *Soak) (fault, error) {
 	for _, i := range s.rng.Perm(len(runs)) {
 		id := runs[i].id
 		var reg protocol.WorkerRegistration
-		if readJSON(protocol.WorkerRegistrationPath(s.home, id), &reg) != nil || !proc.Running(reg.PID) {
+		if readJSON(protocol.WorkerRegistrationPath(s.home, id), &reg) != nil || !s.ours(reg.PID) {
 			continue
 		}
 		f, err := s.kill(ctx, reg.PID)
@@ -127,7 +127,7 @@ func (s *Soak) hostPID() (int, error) {
 		return 0, err
 	}
 	var reg protocol.Registration
-	if readJSON(protocol.RegistrationPath(s.runDir, id), &reg) != nil || !proc.Running(reg.PID) {
+	if readJSON(protocol.RegistrationPath(s.runDir, id), &reg) != nil || !s.ours(reg.PID) {
 		return 0, errNoTarget
 	}
 	return reg.PID, nil

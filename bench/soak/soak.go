@@ -26,6 +26,10 @@ const envAsAgentd = "AGENTD_SOAK_AS_AGENTD"
 // only a turn that never ends fails on it.
 const turnTimeout = 2 * time.Minute
 
+// maxMissed is how many faults in a row may find nothing to break before
+// the soak gives up: something that should run does not.
+const maxMissed = 20
+
 // Config is a soak's shape.
 type Config struct {
 	// Duration is how long faults are injected.
@@ -262,6 +266,7 @@ func (s *Soak) startSessions(ctx context.Context) error {
 func (s *Soak) drive(ctx context.Context) error {
 	end := time.Now().Add(s.cfg.Duration)
 	var round []faultKind
+	missed := 0 // faults in a row that found nothing to break
 	for n := 0; time.Now().Before(end) || n < s.cfg.MinFaults; {
 		if len(round) == 0 {
 			round = slices.Clone(s.kinds)
@@ -271,9 +276,11 @@ func (s *Soak) drive(ctx context.Context) error {
 			return err
 		}
 		f, err := round[0].inject(ctx, s)
-		if errors.Is(err, errNoTarget) {
+		if errors.Is(err, errNoTarget) && missed < maxMissed {
+			missed++
 			continue // nothing of that kind runs now: wait for another moment
 		}
+		missed = 0
 		if err != nil {
 			return fmt.Errorf("%s: %w", round[0].name, err)
 		}

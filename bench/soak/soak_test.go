@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
@@ -22,7 +21,7 @@ func TestSoak(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(s.Close)
-	err = s.Run(context.Background())
+	err = s.Run(t.Context())
 	t.Log(out.String())
 	if err != nil {
 		t.Fatalf("seed %d: %v", seed, err)
