@@ -42,7 +42,7 @@ func main() {
 	flag.IntVar(&cfg.Lines, "lines", 100, "numbered lines each turn's command writes, one every 10ms")
 	flag.DurationVar(&cfg.MaxGap, "max-gap", 3*time.Second, "longest wait before a fault once the sessions run again")
 	flag.StringVar(&cfg.Agentd, "agentd", "", "soak this agentd binary instead of this program's own agentd")
-	flag.BoolVar(&cfg.Handoff, "handoff", false, "also kill the host in the middle of a hand-off (`agentd host --replace`)")
+	flag.BoolVar(&cfg.Handoff, "handoff", true, "also kill the host in the middle of a hand-off (`agentd host --replace`)")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "soak: unexpected arguments %q\n", flag.Args())

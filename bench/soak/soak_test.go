@@ -15,7 +15,7 @@ func TestSoak(t *testing.T) {
 	var out strings.Builder
 	s, err := New(Config{
 		Duration: 15 * time.Second, MinFaults: 4, Sessions: 3, Seed: seed,
-		Lines: 40, MaxGap: time.Second, Out: &out,
+		Lines: 40, MaxGap: time.Second, Handoff: true, Out: &out,
 	})
 	if err != nil {
 		t.Fatal(err)
