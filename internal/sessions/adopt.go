@@ -40,6 +40,7 @@ var errSuperseded = errors.New("another host took the worker over")
 // adoptAll adopts the workers registered in the home, and removes what
 // workers that are gone left behind: their registrations and sockets.
 func (s *Service) adoptAll() {
+	began := time.Now()
 	regs := s.registrations()
 	var wg sync.WaitGroup
 	slots := make(chan struct{}, adoptAtOnce)
@@ -52,6 +53,12 @@ func (s *Service) adoptAll() {
 	}
 	wg.Wait()
 	s.removeStaleSockets()
+	if len(regs) > 0 {
+		s.mu.Lock()
+		adopted := len(s.workers)
+		s.mu.Unlock()
+		s.log.Info("workers adopted", "adopted", adopted, "registered", len(regs), "took", time.Since(began))
+	}
 }
 
 // registrations reads the workers' registrations; one that cannot be read
