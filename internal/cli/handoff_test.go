@@ -266,3 +266,42 @@ func TestAReplacementFencesHandlesOfTheHostItReplaced(t *testing.T) {
 		t.Fatal("the worker was not adopted")
 	}
 }
+
+// A shell attached with `agentd shell` lives through `agentd upgrade`:
+// the command reconnects by itself, draws the screen again, takes control
+// back, and the same shell reads what is typed next.
+func TestAShellAttachmentReconnectsAcrossAnUpgrade(t *testing.T) {
+	p, id := newShellPlace(t)
+	p.extraEnv = append(p.extraEnv, "AGENTD_WORKER_IDLE_GRACE=30s")
+	work := p.workDir()
+	s, stderr := p.ptyScreen(t, work, "shell", id)
+	s.typeKeys("echo before-$((2*3)) $$\r")
+	s.waitText("before-6")
+	worker := workerPID(t, p, id)
+	p.mustRun("upgrade")
+	waitFor(t, "the shell command to reconnect", func() bool { return strings.Contains(stderr.String(), "reconnected") })
+	s.typeKeys("echo after-$((3*3)) $$\r")
+	screen := s.waitText("after-9")
+	if !strings.Contains(stderr.String(), "host_replaced") {
+		t.Fatalf("the command did not say why it reconnected: %q", stderr.String())
+	}
+	// The same shell: the pid it printed before is the one it prints now.
+	var before, after string
+	for _, line := range strings.Split(screen, "\n") {
+		if f := strings.Fields(line); len(f) == 2 && f[0] == "before-6" {
+			before = f[1]
+		} else if len(f) == 2 && f[0] == "after-9" {
+			after = f[1]
+		}
+	}
+	if before == "" || before != after {
+		t.Fatalf("the shell was %q before the upgrade and %q after:\n%s", before, after, screen)
+	}
+	if workerPID(t, p, id) != worker {
+		t.Fatal("the session's worker was replaced")
+	}
+	s.typeKeys("\x1c")
+	if err := s.waitExit(); err != nil {
+		t.Fatalf("detach: %v", err)
+	}
+}

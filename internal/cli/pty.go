@@ -278,21 +278,74 @@ const (
 // agentd pty and agentd shell: what the person should know is said on
 // stderr; when the PTY's program exits, the command exits with its code.
 func attachPTY(ctx context.Context, e *env, c *client.Conn, in, out *os.File, r protocol.Resource, mode attachMode) error {
-	end, err := viewPTY(ctx, c, ptyView{in: in, out: out, mode: mode, notes: e.stderr}, r)
-	switch {
-	case err != nil:
-		return err
-	case end.exited != nil:
-		if end.exited.ExitCode == nil {
-			return fmt.Errorf("%s exited, its status unknown", end.exited.Ref)
+	view := ptyView{in: in, out: out, mode: mode, notes: e.stderr}
+	for {
+		end, err := viewPTY(ctx, c, view, r)
+		if err != nil && ctx.Err() == nil && connectionLost(c, err) {
+			// The host was replaced, say: the PTY runs on in its worker.
+			fmt.Fprintf(e.stderr, "\r\nagentd: connection lost (%v): reconnecting\n", err)
+			nc, nr, rerr := reconnectPTY(ctx, r)
+			if rerr != nil {
+				return rerr
+			}
+			defer nc.Close()
+			c, r = nc, nr
+			fmt.Fprintln(e.stderr, "agentd: reconnected")
+			continue
 		}
-		if *end.exited.ExitCode != 0 {
-			return exitCodeError{*end.exited.ExitCode}
+		switch {
+		case err != nil:
+			return err
+		case end.exited != nil:
+			if end.exited.ExitCode == nil {
+				return fmt.Errorf("%s exited, its status unknown", end.exited.Ref)
+			}
+			if *end.exited.ExitCode != 0 {
+				return exitCodeError{*end.exited.ExitCode}
+			}
+		case end.detached:
+			fmt.Fprintf(e.stderr, "\r\nagentd: detached from %s, which runs on: `agentd pty %s %s` attaches again\n", r.Ref, r.SessionID, r.Ref)
 		}
-	case end.detached:
-		fmt.Fprintf(e.stderr, "\r\nagentd: detached from %s, which runs on: `agentd pty %s %s` attaches again\n", r.Ref, r.SessionID, r.Ref)
+		return nil
 	}
-	return nil
+}
+
+// connectionLost reports whether a view of a PTY on c ended with err
+// because its connection to the host ended, or the host handed over to
+// another: the PTY may run on.
+func connectionLost(c *client.Conn, err error) bool {
+	var closed *client.ClosedError
+	return c.Err() != nil || errors.As(err, &closed) && closed.Reason == protocol.ClosedHostReplaced
+}
+
+// reconnectTimeout bounds how long a view of a PTY tries to reconnect.
+const reconnectTimeout = time.Minute
+
+// reconnectPTY connects again to the host serving PTY r's session, once
+// one serves it, and finds the PTY there.
+func reconnectPTY(ctx context.Context, r protocol.Resource) (*client.Conn, protocol.Resource, error) {
+	ctx, cancel := context.WithTimeout(ctx, reconnectTimeout)
+	defer cancel()
+	dial := dialSession(r.SessionID)
+	for wait := 20 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+		c, err := dial(ctx)
+		if err == nil {
+			var nr protocol.Resource
+			if nr, err = findPTY(ctx, c, r.SessionID, r.Ref); err == nil {
+				return c, nr, nil
+			}
+			c.Close()
+			var ie *client.InterruptedError
+			if !errors.As(err, &ie) && !errors.Is(err, client.ErrDraining) && !errors.Is(err, client.ErrHostNotReady) {
+				return nil, r, err
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil, r, fmt.Errorf("reconnecting to %s: %w (last: %v)", r.Ref, ctx.Err(), err)
+		case <-time.After(wait):
+		}
+	}
 }
 
 // ptyView is where and how viewPTY shows a PTY.
