@@ -305,3 +305,27 @@ func TestAShellAttachmentReconnectsAcrossAnUpgrade(t *testing.T) {
 		t.Fatalf("detach: %v", err)
 	}
 }
+
+// An attached screen lives through `agentd upgrade` mid-turn: it says it
+// reconnected, and shows the rest of the turn once, to its end.
+func TestAttachFollowsATurnAcrossAnUpgrade(t *testing.T) {
+	p := newSessionPlace(t)
+	dir := p.workDir()
+	id := strings.TrimSpace(p.mustRun("new", "--cwd", dir, "--approve", "all"))
+	s := p.screen(t, "attach", id)
+	s.waitText("ctrl+\\ detach")
+	s.typeLine("run `echo first-half; touch half; while [ ! -e go ]; do sleep 0.02; done; echo second-half`")
+	s.waitText("│ first-half")
+	p.mustRun("upgrade")
+	s.waitText("· reconnected")
+	os.WriteFile(filepath.Join(dir, "go"), nil, 0o644)
+	text := s.waitText("── completed")
+	for _, want := range []string{"│ first-half", "│ second-half"} {
+		if n := strings.Count(text, want); n != 1 {
+			t.Fatalf("%q shows %d times:\n%s", want, n, text)
+		}
+	}
+	if strings.Contains(text, "interrupted") {
+		t.Fatalf("the turn shows interrupted:\n%s", text)
+	}
+}
