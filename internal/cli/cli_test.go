@@ -407,7 +407,7 @@ func TestSecondHostOnTheSameHomeExitsOneNamingTheHolder(t *testing.T) {
 	p := newPlace(t)
 	first := p.startHost()
 	_, errOut, code := p.run("host")
-	if code != 1 || !strings.Contains(errOut, fmt.Sprintf("pid %d", first.Process.Pid)) {
+	if code != 1 || !strings.Contains(errOut, fmt.Sprintf("pid %d", first.Process.Pid)) || !strings.Contains(errOut, "--replace") {
 		t.Fatalf("second host: exit %d: %s", code, errOut)
 	}
 }
