@@ -170,7 +170,13 @@ type Conn struct {
 	done chan struct{} // closed when the reader has stopped
 }
 
+// dialTimeout bounds Dial when its context has no deadline.
+const dialTimeout = 10 * time.Second
+
 // Dial connects to the host listening at endpoint and runs the handshake.
+// A host too busy to take the connection at once (its queue of connections
+// full) is tried again until ctx ends; without a deadline on ctx, Dial
+// gives up after 10s.
 func Dial(ctx context.Context, endpoint string, opts Options) (*Conn, error) {
 	if opts.ClientInstanceID == "" {
 		opts.ClientInstanceID = randomID()
@@ -181,15 +187,16 @@ func Dial(ctx context.Context, endpoint string, opts Options) (*Conn, error) {
 	if opts.CompositionID == "" {
 		opts.CompositionID = protocol.CompositionInteractive
 	}
-	var d net.Dialer
-	nc, err := d.DialContext(ctx, "unix", endpoint)
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, dialTimeout)
+		defer cancel()
+	}
+	nc, err := dialUnix(ctx, endpoint)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to agentd host at %s: %w", endpoint, err)
 	}
-	deadline, ok := ctx.Deadline()
-	if !ok {
-		deadline = time.Now().Add(10 * time.Second)
-	}
+	deadline, _ := ctx.Deadline()
 	nc.SetDeadline(deadline)
 	hello, _ := json.Marshal(protocol.Hello{
 		Kind: protocol.KindHello, ClientInstanceID: opts.ClientInstanceID,

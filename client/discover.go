@@ -37,6 +37,12 @@ const (
 	// probeTimeout bounds the dial that tells a live host's socket from a
 	// dead one's.
 	probeTimeout = time.Second
+	// A host whose queue of connections not yet accepted is full refuses
+	// a connection at once (EAGAIN); Dial tries again after dialRetryMin,
+	// then after doubling waits up to dialRetryMax, until its context
+	// ends.
+	dialRetryMin = time.Millisecond
+	dialRetryMax = 50 * time.Millisecond
 	// EnsureHost waits for a change of the registration, the activation
 	// lock or the started host's stderr, and looks again after each. So as
 	// not to miss what no change reports (a host that exits while its
@@ -55,7 +61,8 @@ const ActivationLockName = "activation.lock"
 // sorted by host id. A missing dir yields no hosts and no error.
 //
 // A host is live when its process exists and a unix dial to its endpoint
-// succeeds (the connection is closed at once, before any handshake). A
+// succeeds (the connection is closed at once, before any handshake) or
+// finds the socket's queue of connections full (a busy host). A
 // registration whose process is gone, or whose process exists but whose
 // socket is missing or refuses connections, is stale: Discover removes it,
 // and the host's socket file when that socket does not accept connections.
@@ -96,7 +103,7 @@ type hostHealth int
 
 const (
 	hostAbsent  hostHealth = iota // no registration
-	hostLive                      // process exists and socket accepts
+	hostLive                      // process exists and socket accepts or is busy
 	hostStale                     // dead host; its files were removed
 	hostUnknown                   // unreadable, corrupt, or undecidable; left alone
 )
@@ -113,7 +120,8 @@ func inspectHost(ctx context.Context, dir, id string) (HostInfo, hostHealth, err
 		if err := ctx.Err(); err != nil {
 			return info, hostUnknown, err
 		}
-		if dialErr == nil {
+		// A full queue of connections (EAGAIN) is a host's, busy.
+		if dialErr == nil || errors.Is(dialErr, syscall.EAGAIN) {
 			return info, hostLive, nil
 		}
 		if !refusedOrMissing(dialErr) {
@@ -181,8 +189,8 @@ func removeDeadSocket(ctx context.Context, path string) {
 	}
 }
 
-// probeSocket dials the unix socket at path and closes the connection at
-// once.
+// probeSocket dials the unix socket at path once and closes the
+// connection at once.
 func probeSocket(ctx context.Context, path string) error {
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
@@ -192,6 +200,37 @@ func probeSocket(ctx context.Context, path string) error {
 		return err
 	}
 	return c.Close()
+}
+
+// dialUnix connects to the unix socket at path. A listener whose queue of
+// connections not yet accepted is full fails a connect at once with EAGAIN
+// rather than making it wait: its host lives and is busy, so dialUnix
+// tries again, waiting longer each time, until ctx ends.
+func dialUnix(ctx context.Context, path string) (net.Conn, error) {
+	var d net.Dialer
+	again := dialRetryMin
+	for {
+		c, err := d.DialContext(ctx, "unix", path)
+		if !errors.Is(err, syscall.EAGAIN) {
+			return c, err
+		}
+		if _, werr := sleep(ctx, again); werr != nil {
+			return nil, fmt.Errorf("%w (the host stayed too busy to take the connection: %w)", err, werr)
+		}
+		again = min(2*again, dialRetryMax)
+	}
+}
+
+// homeHeld reports whether a host holds the lock of home: it asks for a
+// shared lock, which the kernel refuses while a host holds its exclusive
+// one, and lets go at once. It creates nothing.
+func homeHeld(home string) bool {
+	f, err := os.OpenFile(filepath.Join(home, protocol.HomeLockName), os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	return errors.Is(syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB), syscall.EWOULDBLOCK)
 }
 
 func refusedOrMissing(err error) bool {
@@ -270,7 +309,10 @@ func (o ActivationOptions) withDefaults() (ActivationOptions, error) {
 //
 // Concurrent activations of one home, in this process or others, serialise
 // on <home>/activation.lock and re-check discovery under it, so together
-// they start exactly one host. The host is started detached, in its own
+// they start exactly one host. No host is started while one holds the
+// home's lock (see protocol.HomeLockName) without answering yet: one
+// starting, busy, or draining; EnsureHost waits for it to be ready or to
+// let go of the home. The host is started detached, in its own
 // process group, with its working directory at "/", stdin and stdout on
 // /dev/null, and AGENTD_HOME, AGENTD_RUNTIME_DIR and AGENTD_HOST_ID set.
 // Its stderr goes to an unlinked file in the home, copied to opts.Stderr
@@ -315,7 +357,10 @@ func EnsureHost(ctx context.Context, opts ActivationOptions) (HostInfo, bool, er
 	}
 	defer unlock()
 
-	var child *activatedHost
+	var (
+		child *activatedHost
+		held  bool // a host that does not answer holds the home
+	)
 	defer func() {
 		if child != nil {
 			child.close()
@@ -327,7 +372,7 @@ func EnsureHost(ctx context.Context, opts ActivationOptions) (HostInfo, bool, er
 	for {
 		info, h, err := inspectHost(ctx, opts.RuntimeDir, opts.HostID)
 		if err != nil {
-			return HostInfo{}, false, waitError(opts, child, err)
+			return HostInfo{}, false, waitError(opts, child, held, err)
 		}
 		if child != nil {
 			child.forward(opts.Stderr)
@@ -346,14 +391,18 @@ func EnsureHost(ctx context.Context, opts ActivationOptions) (HostInfo, bool, er
 					opts.HostID, opts.Command[0], child.pid, status, child.stderrTail())
 			}
 		case h != hostLive:
-			// None registered, or a dead or unreadable record: start one.
-			// A live host that is not ready yet is waited for instead.
+			// None registered, or a dead or unreadable record: start one,
+			// unless a host holds the home all the same. A live host that
+			// is not ready yet is waited for too.
+			if held = homeHeld(opts.Home); held {
+				break
+			}
 			if child, err = startHost(opts, w); err != nil {
 				return HostInfo{}, false, fmt.Errorf("activate host %s: %w", opts.HostID, err)
 			}
 		}
 		if err := again.wait(ctx, w); err != nil {
-			return HostInfo{}, false, waitError(opts, child, err)
+			return HostInfo{}, false, waitError(opts, child, held, err)
 		}
 	}
 }
@@ -392,8 +441,11 @@ func sleep(ctx context.Context, d time.Duration) (bool, error) {
 	}
 }
 
-func waitError(opts ActivationOptions, child *activatedHost, err error) error {
-	if child == nil {
+func waitError(opts ActivationOptions, child *activatedHost, held bool, err error) error {
+	switch {
+	case held:
+		return fmt.Errorf("activate host %s: a host holds home %s but does not answer at its socket: %w", opts.HostID, opts.Home, err)
+	case child == nil:
 		return fmt.Errorf("activate host %s: waiting for it to be ready: %w", opts.HostID, err)
 	}
 	return fmt.Errorf("activate host %s: waiting for pid %d to be ready (left running): %w%s",

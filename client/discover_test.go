@@ -495,3 +495,123 @@ func TestActivationWaitingForTheLockEndsWithContext(t *testing.T) {
 		t.Errorf("a host was started without the activation lock: %v", pids)
 	}
 }
+
+// busyListener listens for host id in dir with the smallest queue of
+// connections not yet accepted, and fills that queue, so that a connect
+// fails at once with EAGAIN, as it does when a storm of connections
+// outruns a host. It returns the listener, to accept from.
+func busyListener(t *testing.T, dir, id string) *net.UnixListener {
+	t.Helper()
+	fd, err := syscall.Socket(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := protocol.SocketPath(dir, id)
+	if err := syscall.Bind(fd, &syscall.SockaddrUnix{Name: path}); err != nil {
+		syscall.Close(fd)
+		t.Fatal(err)
+	}
+	if err := syscall.Listen(fd, 0); err != nil {
+		syscall.Close(fd)
+		t.Fatal(err)
+	}
+	f := os.NewFile(uintptr(fd), path)
+	l, err := net.FileListener(f)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln := l.(*net.UnixListener)
+	ln.SetUnlinkOnClose(true)
+	t.Cleanup(func() { ln.Close() })
+	for range 64 {
+		c, err := net.Dial("unix", path)
+		if errors.Is(err, syscall.EAGAIN) {
+			return ln
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+	}
+	t.Fatal("the listen queue never filled")
+	return nil
+}
+
+func TestDiscoverCountsABusyHostLive(t *testing.T) {
+	dir := shortTempDir(t)
+	busyListener(t, dir, "h1")
+	writeRegistration(t, dir, registration(dir, "h1", os.Getpid()))
+	hosts, err := client.Discover(t.Context(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hosts) != 1 || hosts[0].HostID != "h1" {
+		t.Fatalf("Discover = %+v; want the busy host h1", hosts)
+	}
+	if !exists(protocol.RegistrationPath(dir, "h1")) || !exists(protocol.SocketPath(dir, "h1")) {
+		t.Error("Discover removed a busy host's files")
+	}
+}
+
+func TestActivationFindsABusyHostWithoutStartingAnother(t *testing.T) {
+	opts, pidLog := fakeHostOptions(t, "serve")
+	if err := os.MkdirAll(opts.RuntimeDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	busyListener(t, opts.RuntimeDir, opts.HostID)
+	writeRegistration(t, opts.RuntimeDir, registration(opts.RuntimeDir, opts.HostID, os.Getpid()))
+	info, started, err := client.EnsureHost(t.Context(), opts)
+	if err != nil || started || info.PID != os.Getpid() {
+		t.Fatalf("EnsureHost = pid %d, started %v, %v; want the busy host, pid %d", info.PID, started, err, os.Getpid())
+	}
+	if pids := loggedPIDs(t, pidLog); len(pids) != 0 {
+		t.Errorf("a second host was started: %v", pids)
+	}
+}
+
+func TestDialWaitsForABusyHostUntilItsContextEnds(t *testing.T) {
+	dir := shortTempDir(t)
+	busyListener(t, dir, "h1")
+	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	defer cancel()
+	_, err := client.Dial(ctx, protocol.SocketPath(dir, "h1"), client.Options{})
+	if !errors.Is(err, syscall.EAGAIN) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err = %v; want the host's EAGAIN, tried until the deadline", err)
+	}
+	if !strings.Contains(err.Error(), "too busy") {
+		t.Errorf("error %q does not say the host was too busy", err)
+	}
+}
+
+func TestActivationStartsNoHostWhileTheHomeIsHeld(t *testing.T) {
+	opts, pidLog := fakeHostOptions(t, "serve")
+	if err := os.MkdirAll(opts.Home, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	// A host holds the home but has no registration: it is starting, or
+	// draining with its socket already gone.
+	f, err := os.OpenFile(filepath.Join(opts.Home, protocol.HomeLockName), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	defer cancel()
+	_, _, err = client.EnsureHost(ctx, opts)
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "a host holds home "+opts.Home) {
+		t.Fatalf("err = %v; want a deadline naming the held home", err)
+	}
+	if pids := loggedPIDs(t, pidLog); len(pids) != 0 {
+		t.Fatalf("a second host was started: %v", pids)
+	}
+
+	// Once the holder lets go, activation starts one.
+	syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	if _, started, err := client.EnsureHost(t.Context(), opts); err != nil || !started {
+		t.Fatalf("EnsureHost after the holder let go: started %v, %v", started, err)
+	}
+}

@@ -70,6 +70,12 @@ func DefaultHostID(home string) (string, error) {
 	return "h" + hex.EncodeToString(sum[:])[:12], nil
 }
 
+// HomeLockName is the file in the home that its host holds locked (an
+// exclusive flock) for as long as it owns the home. A client reads whether
+// a host runs for a home from it without taking it: a shared flock tried
+// without waiting fails while a host holds the home.
+const HomeLockName = "host.lock"
+
 // File name suffixes in the runtime directory.
 const (
 	SocketSuffix       = ".sock"

@@ -10,10 +10,12 @@ import (
 
 	"github.com/gofrs/flock"
 	"golang.org/x/sys/unix"
+
+	"github.com/agentd-dev/agentd/protocol"
 )
 
 // LockFileName is the file in the home that the owning host holds locked.
-const LockFileName = "host.lock"
+const LockFileName = protocol.HomeLockName
 
 // HeldError is returned by Lock when another host holds the home.
 //

@@ -31,6 +31,13 @@ const liveProbeTimeout = time.Second
 //
 // The caller is expected to hold the home lock, so that no other host of
 // the same home replaces a stale socket at the same time.
+//
+// The queue of connections not yet accepted is as long as the system
+// allows: net.ListenUnix asks for net.core.somaxconn (4096 on current
+// Linux), and listen(2) caps any larger request to it, so a raw listen
+// would gain nothing. A storm of connections that outruns the host fills
+// it all the same; a connect then fails at once with EAGAIN, and clients
+// wait through it (see client.Dial).
 func Listen(dir, hostID string) (*net.UnixListener, error) {
 	if err := protocol.ValidHostID(hostID); err != nil {
 		return nil, fmt.Errorf("listen: %w", err)
