@@ -38,22 +38,14 @@ func newHostCmd(e *env) *cobra.Command {
 			if idleGrace < 0 {
 				return usagef("--idle-grace must not be negative")
 			}
-			out := e.stderr
+			logTo, err := loggerFor(logFormat, logLevel)
+			if err != nil {
+				return err
+			}
 			if logFile != "" {
-				var err error
 				if logFile, err = filepath.Abs(logFile); err != nil {
 					return err
 				}
-				f, err := openLog(logFile)
-				if err != nil {
-					return err
-				}
-				defer f.Close()
-				out = f
-			}
-			logger, err := newLogger(out, logFormat, logLevel)
-			if err != nil {
-				return err
 			}
 			act, err := client.ResolveActivation(client.ActivationOptions{})
 			if err != nil {
@@ -74,14 +66,40 @@ func newHostCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			// The log is opened, and rotated, only once the home is
+			// held: a host refused the home leaves the holder's log be.
+			// Until then (a replacing host waiting for the home) it logs
+			// on stderr.
+			var (
+				logger = logTo(e.stderr)
+				logf   *os.File
+			)
+			defer func() {
+				if logf != nil {
+					logf.Close()
+				}
+			}()
 			cfg := host.Config{
 				Home: act.Home, RuntimeDir: act.RuntimeDir, HostID: act.HostID,
-				Version: version.String(), IdleGrace: idleGrace, Logger: logger, LogFile: logFile,
-				Compose: sessions.Compose(sessions.Config{
-					Home: act.Home, RuntimeDir: act.RuntimeDir, HostID: act.HostID,
-					WorkerIdleGrace: workerGrace, WorkerLog: out, WorkerLogFormat: logFormat,
-					Models: m, Logger: logger,
-				}),
+				Version: version.String(), IdleGrace: idleGrace, LogFile: logFile,
+				Held: func(c *host.Config) error {
+					var out io.Writer = e.stderr
+					if logFile != "" {
+						f, err := openLog(logFile)
+						if err != nil {
+							return err
+						}
+						logf, out = f, f
+					}
+					logger = logTo(out)
+					c.Logger = logger
+					c.Compose = sessions.Compose(sessions.Config{
+						Home: act.Home, RuntimeDir: act.RuntimeDir, HostID: act.HostID,
+						WorkerIdleGrace: workerGrace, WorkerLog: out, WorkerLogFormat: logFormat,
+						Models: m, Logger: logger,
+					})
+					return nil
+				},
 			}
 			h, err := startHost(cmd.Context(), cfg, replace, logger)
 			if err != nil {
@@ -161,21 +179,33 @@ func askHandOff(ctx context.Context, held *home.HeldError) error {
 }
 
 func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
+	logTo, err := loggerFor(format, level)
+	if err != nil {
+		return nil, err
+	}
+	return logTo(w), nil
+}
+
+// loggerFor checks a log format and level and returns what makes a
+// redacting logger of them writing to a given writer.
+func loggerFor(format, level string) (func(io.Writer) *slog.Logger, error) {
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(level)); err != nil {
 		return nil, usagef("--log-level %q: want debug, info, warn or error", level)
 	}
 	opts := &slog.HandlerOptions{Level: lvl}
-	var h slog.Handler
+	var handler func(io.Writer) slog.Handler
 	switch format {
 	case "text":
-		h = slog.NewTextHandler(w, opts)
+		handler = func(w io.Writer) slog.Handler { return slog.NewTextHandler(w, opts) }
 	case "json":
-		h = slog.NewJSONHandler(w, opts)
+		handler = func(w io.Writer) slog.Handler { return slog.NewJSONHandler(w, opts) }
 	default:
 		return nil, usagef("--log-format %q: want text or json", format)
 	}
-	return slog.New(redact.NewHandler(h)).With("pid", os.Getpid()), nil
+	return func(w io.Writer) *slog.Logger {
+		return slog.New(redact.NewHandler(handler(w))).With("pid", os.Getpid())
+	}, nil
 }
 
 // maxLogBytes is the size past which a log file is rotated at start.

@@ -1,11 +1,15 @@
 package cli_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io/fs"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -118,4 +122,44 @@ func (p *place) registration() protocol.Registration {
 		p.t.Fatal(err)
 	}
 	return reg
+}
+
+func TestHostRefusedTheHomeLeavesTheHoldersLogBe(t *testing.T) {
+	p := newPlace(t)
+	st := p.statusJSON()
+	logPath := filepath.Join(p.home, client.LogFileName)
+	if st.LogFile != logPath {
+		t.Fatalf("the host logs to %q; want %q", st.LogFile, logPath)
+	}
+	// A log past the size at which a starting host rotates it.
+	f, err := os.OpenFile(logPath, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = f.Write(bytes.Repeat([]byte("padding\n"), 1<<20+1))
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, err := os.Stat(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	other := filepath.Join(p.home, "other.log")
+	for _, log := range []string{logPath, other} {
+		_, errOut, code := p.run("host", "--log-file", log)
+		if code != 1 || !strings.Contains(errOut, fmt.Sprintf("held by agentd host pid %d", st.PID)) {
+			t.Fatalf("second host logging to %s: exit %d: %s", log, code, errOut)
+		}
+	}
+	after, err := os.Stat(logPath)
+	if err != nil || !os.SameFile(before, after) {
+		t.Errorf("the holder's log was replaced: %v", err)
+	}
+	for _, path := range []string{logPath + ".1", other} {
+		if _, err := os.Lstat(path); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("the refused host made %s: %v", filepath.Base(path), err)
+		}
+	}
 }

@@ -34,6 +34,11 @@ type Config struct {
 	// host drains before they are cancelled (default 10s).
 	DrainTimeout time.Duration
 	Logger       *slog.Logger
+	// Held, when set, is called once the home is held, before anything
+	// else of it is touched, to complete the configuration (Logger,
+	// Compose): a log opened there is opened, and rotated, only by the
+	// process that owns the home, never by one refused it.
+	Held func(cfg *Config) error
 	// LogFile is the file Logger writes to, for host.status; empty when
 	// it is not a file.
 	LogFile string
@@ -67,6 +72,12 @@ func Start(cfg Config) (*Host, error) {
 	lock, err := home.Lock(cfg.Home)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.Held != nil {
+		if err := cfg.Held(&cfg); err != nil {
+			lock.Release()
+			return nil, err
+		}
 	}
 	if err := home.PrepareRuntimeDir(cfg.RuntimeDir); err != nil {
 		lock.Release()
