@@ -466,6 +466,10 @@ func TestActivationReturnsPromptlyWhenContextEnds(t *testing.T) {
 	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("EnsureHost took %v after its deadline", d)
 	}
+	// The host started may not have logged its pid yet on a loaded machine.
+	for deadline := time.Now().Add(30 * time.Second); len(loggedPIDs(t, pidLog)) == 0 && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
 	if pids := loggedPIDs(t, pidLog); len(pids) != 1 {
 		t.Errorf("hosts started: %v; want 1", pids)
 	}
