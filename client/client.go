@@ -138,6 +138,17 @@ func (e *IncompatibleError) Error() string {
 	return fmt.Sprintf("host at %s is incompatible: %s", e.Endpoint, e.Reason)
 }
 
+// RefusedError is returned by Dial when the host serves its maximum of
+// connections already. A later Dial may find a slot freed.
+type RefusedError struct {
+	Endpoint string
+	protocol.Refused
+}
+
+func (e *RefusedError) Error() string {
+	return fmt.Sprintf("host at %s refused the connection: the host serves its maximum of %d connections", e.Endpoint, e.MaxConnections)
+}
+
 // ErrClosed is returned for requests on a closed connection.
 var ErrClosed = errors.New("connection closed")
 
@@ -205,13 +216,16 @@ func Dial(ctx context.Context, endpoint string, opts Options) (*Conn, error) {
 		CompositionID:      opts.CompositionID, Surface: opts.Surface,
 	})
 	r := protocol.NewLineReader(nc)
-	if _, err := nc.Write(append(hello, '\n')); err != nil {
-		nc.Close()
-		return nil, fmt.Errorf("handshake with %s: %w", endpoint, err)
-	}
+	// A host that refuses the connection answers before reading the hello
+	// and closes, so the hello may fail to go; its answer is read all the
+	// same.
+	_, werr := nc.Write(append(hello, '\n'))
 	line, err := r.Next()
 	if err != nil {
 		nc.Close()
+		if werr != nil {
+			err = werr
+		}
 		return nil, fmt.Errorf("handshake with %s: %w", endpoint, err)
 	}
 	var head struct {
@@ -228,6 +242,11 @@ func Dial(ctx context.Context, endpoint string, opts Options) (*Conn, error) {
 		json.Unmarshal(line, &ie.Incompatible)
 		nc.Close()
 		return nil, ie
+	case protocol.KindRefused:
+		re := &RefusedError{Endpoint: endpoint}
+		json.Unmarshal(line, &re.Refused)
+		nc.Close()
+		return nil, re
 	default:
 		nc.Close()
 		return nil, fmt.Errorf("handshake with %s: unexpected frame %q", endpoint, head.Kind)

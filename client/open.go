@@ -113,17 +113,20 @@ func Open(ctx context.Context, opts OpenOptions) (c *Conn, info HostInfo, starte
 // ready and its process exists, without the liveness probe of discovery:
 // the handshake proves the host alive. It returns no connection and no
 // error when there is no such record or nothing answers at its endpoint;
-// discovery, which cleans up after dead hosts, decides then. A Dial that
-// lasted until ctx ended (a host too busy to take the connection) is
-// returned as it failed.
+// discovery, which cleans up after dead hosts, decides then. A host that
+// refused the connection, and a Dial that lasted until ctx ended (a host
+// too busy to take the connection), are returned as they failed.
 func dialRegistered(ctx context.Context, act ActivationOptions, opts Options) (*Conn, HostInfo, error) {
 	info, _, h := readRegistration(act.RuntimeDir, act.HostID)
 	if h != hostLive || info.State != protocol.StateReady {
 		return nil, HostInfo{}, nil
 	}
 	c, err := Dial(ctx, info.Endpoint, opts)
-	var inc *IncompatibleError
-	if err != nil && !errors.As(err, &inc) && ctx.Err() == nil {
+	var (
+		inc *IncompatibleError
+		ref *RefusedError
+	)
+	if err != nil && !errors.As(err, &inc) && !errors.As(err, &ref) && ctx.Err() == nil {
 		return nil, HostInfo{}, nil
 	}
 	return c, info, err

@@ -137,6 +137,7 @@ func checkEmbedded(t *testing.T, key string, raw json.RawMessage) bool {
 var kindTypes = map[string]reflect.Type{
 	protocol.KindAccepted:               reflect.TypeFor[protocol.Accepted](),
 	protocol.KindIncompatible:           reflect.TypeFor[protocol.Incompatible](),
+	protocol.KindRefused:                reflect.TypeFor[protocol.Refused](),
 	protocol.KindSessionProjection:      reflect.TypeFor[protocol.SessionProjectionFrame](),
 	protocol.KindSessionDelta:           reflect.TypeFor[protocol.SessionDeltaFrame](),
 	protocol.KindRuntimeResourceUpdate:  reflect.TypeFor[protocol.RuntimeResourceUpdateFrame](),

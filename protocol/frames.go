@@ -11,6 +11,7 @@ const (
 	KindHello                  = "hello"
 	KindAccepted               = "accepted"
 	KindIncompatible           = "incompatible"
+	KindRefused                = "refused"
 	KindSessionProjection      = "subscription.session_projection"
 	KindSessionDelta           = "subscription.session_delta"
 	KindRuntimeResourceUpdate  = "subscription.runtime_resource_update"
@@ -78,6 +79,17 @@ type Incompatible struct {
 	HostProtocolMin        int    `json:"hostProtocolMin"`
 	HostProtocolMax        int    `json:"hostProtocolMax"`
 	HostCompatibilityEpoch int    `json:"hostCompatibilityEpoch"`
+}
+
+// Refused is the host's first and only frame on a connection it will not
+// serve because it serves MaxConnections already. It is sent without
+// waiting for the hello; the host then closes the connection.
+type Refused struct {
+	Kind string `json:"kind"`
+	// Reason says why, for people.
+	Reason string `json:"reason"`
+	// MaxConnections is the host's limit of connections.
+	MaxConnections int `json:"maxConnections"`
 }
 
 // Request asks the host to run one operation. Input is a JSON object.

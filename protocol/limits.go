@@ -31,4 +31,8 @@ const (
 	MaxOutboundQueueFrames = 4096
 	// MaxRequestIDBytes bounds a request id.
 	MaxRequestIDBytes = 128
+	// MaxConnections is the default bound of the connections a host
+	// serves at once, those still in their handshake included; one more
+	// is answered Refused and closed.
+	MaxConnections = 1024
 )

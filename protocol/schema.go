@@ -5,7 +5,7 @@ import "embed"
 // SchemaFS holds the JSON Schemas (draft 2020-12) of the protocol, for
 // clients in other languages and for tests:
 //
-//	schema/<frame>.json                       hello, accepted, incompatible, request, response,
+//	schema/<frame>.json                       hello, accepted, incompatible, refused, request, response,
 //	                                          session_projection, session_delta,
 //	                                          runtime_resource_update, runtime_resource_pty_data,
 //	                                          closed

@@ -31,6 +31,7 @@ func schemaFiles() []schemaFile {
 		{"schema/hello.json", reflect.TypeFor[protocol.Hello](), true, protocol.KindHello},
 		{"schema/accepted.json", reflect.TypeFor[protocol.Accepted](), false, protocol.KindAccepted},
 		{"schema/incompatible.json", reflect.TypeFor[protocol.Incompatible](), false, protocol.KindIncompatible},
+		{"schema/refused.json", reflect.TypeFor[protocol.Refused](), false, protocol.KindRefused},
 		{"schema/request.json", reflect.TypeFor[protocol.Request](), true, ""},
 		{"schema/response.json", reflect.TypeFor[protocol.Response](), false, ""},
 		{"schema/session_projection.json", reflect.TypeFor[protocol.SessionProjectionFrame](), false, protocol.KindSessionProjection},

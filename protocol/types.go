@@ -70,6 +70,10 @@ type DiagnosticsQueryResult struct {
 	Diagnostics []Diagnostic `json:"diagnostics"`
 	// Dropped counts diagnostics no longer kept.
 	Dropped uint64 `json:"dropped"`
+	// Suppressed counts diagnostics neither logged nor kept because more
+	// of their kind came at once than the host writes (10 a kind every
+	// 10s); for each kind, one diagnostic says how many.
+	Suppressed uint64 `json:"suppressed"`
 	// Fanout counts what the host's session fan-out has done since it
 	// started.
 	Fanout FanoutCounters `json:"fanout"`

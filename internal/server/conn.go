@@ -56,7 +56,7 @@ type sessionConfig struct {
 	// trustCaller accepts a request's caller: the peer is a host that
 	// forwards operations for its clients.
 	trustCaller bool
-	diagnostic  func(msg string)
+	diagnostic  func(kind, msg string)
 	onTeardown  func()
 	logger      *slog.Logger
 }
@@ -104,7 +104,7 @@ func newConnSession(cfg sessionConfig) *connSession {
 		cfg.logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.diagnostic == nil {
-		cfg.diagnostic = func(string) {}
+		cfg.diagnostic = func(string, string) {}
 	}
 	if cfg.onTeardown == nil {
 		cfg.onTeardown = func() {}
@@ -181,14 +181,14 @@ var errConnectionClosed = errors.New("connection closed")
 // violation records a protocol violation and closes this connection only.
 func (s *connSession) violation(format string, args ...any) {
 	msg := fmt.Sprintf("connection %s closed: protocol violation: %s", s.cfg.identity.ConnectionID, fmt.Sprintf(format, args...))
-	s.cfg.diagnostic(msg)
+	s.cfg.diagnostic(kindViolation, msg)
 	s.tearDown(errors.New(msg))
 }
 
 func (s *connSession) writerFailed(err error) {
 	var qerr *QueueError
 	if errors.As(err, &qerr) {
-		s.cfg.diagnostic(fmt.Sprintf("connection %s closed: client is not reading: %v", s.cfg.identity.ConnectionID, err))
+		s.cfg.diagnostic(kindSlowClient, fmt.Sprintf("connection %s closed: client is not reading: %v", s.cfg.identity.ConnectionID, err))
 	}
 	s.tearDown(err)
 }
@@ -358,7 +358,7 @@ func (s *connSession) serve(call *Call, sl slot, prev, done chan struct{}) {
 	if err != nil {
 		s.release(call.RequestID, sl)
 		if s.ctx.Err() == nil {
-			s.cfg.diagnostic(redact.String(fmt.Sprintf("connection session failed: %s: %v", s.cfg.identity.ConnectionID, err)))
+			s.cfg.diagnostic(kindConnection, redact.String(fmt.Sprintf("connection session failed: %s: %v", s.cfg.identity.ConnectionID, err)))
 			s.tearDown(err)
 		}
 		return
@@ -384,7 +384,7 @@ func (s *connSession) invoke(call *Call) (result []byte, perr *protocol.Error) {
 	}
 	defer func() {
 		if r := recover(); r != nil {
-			s.cfg.diagnostic(redact.String(fmt.Sprintf("%s handler panicked: %v", call.Operation.Name, r)))
+			s.cfg.diagnostic(kindOperation, redact.String(fmt.Sprintf("%s handler panicked: %v", call.Operation.Name, r)))
 			result, perr = nil, protocol.Errorf(protocol.CodeInternalFailure, "%s failed", call.Operation.Name)
 		}
 	}()
@@ -394,7 +394,7 @@ func (s *connSession) invoke(call *Call) (result []byte, perr *protocol.Error) {
 		if errors.As(err, &pe) && pe.Code.Valid() {
 			return nil, pe
 		}
-		s.cfg.diagnostic(redact.String(fmt.Sprintf("%s failed: %v", call.Operation.Name, err)))
+		s.cfg.diagnostic(kindOperation, redact.String(fmt.Sprintf("%s failed: %v", call.Operation.Name, err)))
 		return nil, protocol.Errorf(protocol.CodeInternalFailure, "%s failed", call.Operation.Name)
 	}
 	if raw, ok := v.(json.RawMessage); ok {
@@ -402,7 +402,7 @@ func (s *connSession) invoke(call *Call) (result []byte, perr *protocol.Error) {
 	}
 	b, err := json.Marshal(v)
 	if err != nil {
-		s.cfg.diagnostic(fmt.Sprintf("%s result not encodable: %v", call.Operation.Name, err))
+		s.cfg.diagnostic(kindOperation, fmt.Sprintf("%s result not encodable: %v", call.Operation.Name, err))
 		return nil, protocol.Errorf(protocol.CodeInternalFailure, "%s failed", call.Operation.Name)
 	}
 	return b, nil

@@ -26,12 +26,12 @@ func (h *Server) hostHandlers() Table {
 		if _, ok := h.composition().(HandOff); !ok {
 			return protocol.UpgradePrepareResult{}, protocol.Errorf(protocol.CodeOperationUnavailable, "this host cannot hand its home over")
 		}
-		h.diag.record(slog.LevelInfo, "hand-off to a replacing host requested by connection "+call.Identity.ConnectionID)
+		h.diag.record(slog.LevelInfo, kindHost, "hand-off to a replacing host requested by connection "+call.Identity.ConnectionID)
 		h.HandOff()
 		return protocol.UpgradePrepareResult{State: protocol.StateDraining}, nil
 	})
 	Handle(t, protocol.OpHostShutdown, func(ctx context.Context, call *Call, _ *protocol.ShutdownInput) (protocol.ShutdownResult, error) {
-		h.diag.record(slog.LevelInfo, "shutdown requested by connection "+call.Identity.ConnectionID)
+		h.diag.record(slog.LevelInfo, kindHost, "shutdown requested by connection "+call.Identity.ConnectionID)
 		go h.stop(nil)
 		return protocol.ShutdownResult{State: protocol.StateDraining}, nil
 	})

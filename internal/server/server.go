@@ -86,6 +86,10 @@ type Config struct {
 	IdleGrace time.Duration
 	// HandshakeTimeout bounds the wait for a client's hello (default 10s).
 	HandshakeTimeout time.Duration
+	// MaxConnections bounds the connections served at once, those still
+	// in their handshake included (default protocol.MaxConnections). One
+	// more is answered protocol.Refused and closed.
+	MaxConnections int
 	// DrainTimeout bounds how long in-flight operations may run once the
 	// host drains before they are cancelled (default 10s).
 	DrainTimeout time.Duration
@@ -133,6 +137,7 @@ type Server struct {
 	activeOps   atomic.Int64
 	residencies atomic.Int64
 	nextConn    atomic.Uint64
+	conns       atomic.Int64 // connections accepted and not yet closed, in their handshake included
 
 	// Lock order: pubMu before mu.
 	pubMu    sync.Mutex // serializes state changes with their publication
@@ -165,6 +170,9 @@ func Start(cfg Config) (*Server, error) {
 	if cfg.DrainTimeout <= 0 {
 		cfg.DrainTimeout = 10 * time.Second
 	}
+	if cfg.MaxConnections <= 0 {
+		cfg.MaxConnections = protocol.MaxConnections
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -184,7 +192,7 @@ func Start(cfg Config) (*Server, error) {
 		sessions:  make(map[*connSession]struct{}),
 		state:     protocol.StateStarting,
 	}
-	h.diag = &diagnostics{logger: h.logger}
+	h.diag = newDiagnostics(h.logger)
 	h.base, h.cancel = context.WithCancelCause(context.Background())
 	h.hostTable = h.hostHandlers()
 	if err := h.publish(protocol.StateStarting); err != nil {
@@ -229,7 +237,7 @@ func (h *Server) Err() error {
 func (h *Server) Logger() *slog.Logger { return h.logger }
 
 // Diagnostic records a redacted diagnostic that host.diagnostics.query returns.
-func (h *Server) Diagnostic(level slog.Level, msg string) { h.diag.record(level, msg) }
+func (h *Server) Diagnostic(level slog.Level, msg string) { h.diag.record(level, kindService, msg) }
 
 // publish tells the server's user the state it entered.
 func (h *Server) publish(state string) error {
@@ -263,7 +271,7 @@ func (h *Server) transition(change func() bool) bool {
 		return false
 	}
 	if err := h.publish(state); err != nil {
-		h.diag.record(slog.LevelError, fmt.Sprintf("publishing state %s: %v", state, err))
+		h.diag.record(slog.LevelError, kindHost, fmt.Sprintf("publishing state %s: %v", state, err))
 	}
 	h.logger.Info("host state", "state", state)
 	return true
@@ -281,7 +289,7 @@ func (h *Server) compose() {
 	if h.cfg.Compose != nil {
 		c, err := h.cfg.Compose(h.base, h)
 		if err != nil {
-			h.diag.record(slog.LevelError, fmt.Sprintf("composing the host: %v", err))
+			h.diag.record(slog.LevelError, kindHost, fmt.Sprintf("composing the host: %v", err))
 			go h.stop(fmt.Errorf("composing the host: %w", err))
 			return
 		}
@@ -382,23 +390,60 @@ func (h *Server) acceptLoop() {
 			if errors.Is(err, net.ErrClosed) {
 				return
 			}
-			h.diag.record(slog.LevelWarn, fmt.Sprintf("accepting a connection: %v", err))
+			h.diag.record(slog.LevelWarn, kindAccept, fmt.Sprintf("accepting a connection: %v", err))
 			time.Sleep(10 * time.Millisecond)
 			continue
 		}
-		h.wg.Go(func() { h.serveConn(c) })
+		if h.conns.Add(1) > int64(h.cfg.MaxConnections) {
+			h.conns.Add(-1)
+			h.refuse(c)
+			continue
+		}
+		h.wg.Go(func() {
+			defer h.conns.Add(-1)
+			h.serveConn(c)
+		})
 	}
+}
+
+// refuseWriteTimeout bounds the write of a refused frame. A connection
+// just accepted has room for it, so the write does not wait in practice.
+const refuseWriteTimeout = 100 * time.Millisecond
+
+// refuse answers a connection past MaxConnections with a refused frame,
+// without waiting for its hello, and closes it. It runs on the accept
+// loop and starts nothing, so connections past the limit hold nothing of
+// the host.
+func (h *Server) refuse(c *net.UnixConn) {
+	defer c.Close()
+	if !h.peerAllowed(c) {
+		return
+	}
+	reason := fmt.Sprintf("the host serves its maximum of %d connections", h.cfg.MaxConnections)
+	msg, _ := json.Marshal(protocol.Refused{Kind: protocol.KindRefused, Reason: reason, MaxConnections: h.cfg.MaxConnections})
+	c.SetWriteDeadline(time.Now().Add(refuseWriteTimeout))
+	c.Write(append(msg, '\n'))
+	h.diag.record(slog.LevelWarn, kindCapacity, "refused a connection: "+reason)
+}
+
+// peerAllowed reports whether c's peer runs as the host's uid, recording
+// a diagnostic when it does not.
+func (h *Server) peerAllowed(c *net.UnixConn) bool {
+	uid, err := home.PeerUID(c)
+	if err == nil && uid == uint32(os.Getuid()) {
+		return true
+	}
+	msg := fmt.Sprintf("refused a connection from uid %d: only uid %d may connect", uid, os.Getuid())
+	if err != nil {
+		msg = fmt.Sprintf("refused a connection: reading its peer credentials: %v", err)
+	}
+	h.diag.record(slog.LevelWarn, kindPeer, msg)
+	return false
 }
 
 // serveConn checks the peer, runs the handshake and serves the connection.
 func (h *Server) serveConn(c *net.UnixConn) {
-	uid, err := home.PeerUID(c)
-	if err != nil || uid != uint32(os.Getuid()) {
-		msg := fmt.Sprintf("refused a connection from uid %d: only uid %d may connect", uid, os.Getuid())
-		if err != nil {
-			msg = fmt.Sprintf("refused a connection: reading its peer credentials: %v", err)
-		}
-		h.diag.record(slog.LevelWarn, msg)
+	if !h.peerAllowed(c) {
 		c.Close()
 		return
 	}
@@ -420,8 +465,8 @@ func (h *Server) serveConn(c *net.UnixConn) {
 		},
 		begin:       h.begin,
 		trustCaller: h.cfg.TrustCaller,
-		diagnostic: func(msg string) {
-			h.diag.record(slog.LevelWarn, msg)
+		diagnostic: func(kind, msg string) {
+			h.diag.record(slog.LevelWarn, kind, msg)
 		},
 		logger: h.logger,
 	})
@@ -446,7 +491,7 @@ func (h *Server) handshake(c *net.UnixConn, t *transport.Conn) (Identity, bool) 
 		if err == nil {
 			err = errors.New("the first frame must be a hello")
 		}
-		h.diag.record(slog.LevelWarn, fmt.Sprintf("handshake refused: %v", err))
+		h.diag.record(slog.LevelWarn, kindHandshake, fmt.Sprintf("handshake refused: %v", err))
 		return Identity{}, false
 	}
 	hello := frame.Hello
@@ -637,6 +682,7 @@ func (h *Server) end(cause error, handOff bool) {
 				h.logger.Warn("closing composition", "err", err)
 			}
 		}
+		h.diag.flush(true)
 		if h.cfg.OnStopped != nil {
 			h.cfg.OnStopped()
 		}

@@ -153,7 +153,7 @@ func startSession(t *testing.T, srv *transport.Conn, table Table, begin func(ctx
 		},
 		attacher: attacher,
 		begin:    begin,
-		diagnostic: func(msg string) {
+		diagnostic: func(_, msg string) {
 			f.diagMu.Lock()
 			f.diagnostics = append(f.diagnostics, msg)
 			f.diagMu.Unlock()
