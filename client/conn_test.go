@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -222,3 +223,66 @@ type testComposition struct{ table server.Table }
 func (c testComposition) Handlers() server.Table    { return c.table }
 func (testComposition) BeginDrain()                 {}
 func (testComposition) Close(context.Context) error { return nil }
+
+func TestOpenWaitsForAFreeSlotOfAHostAtItsConnectionLimit(t *testing.T) {
+	dir := agentdtest.ShortDir(t)
+	if err := home.PrepareRuntimeDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := home.Listen(dir, "h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := server.Start(server.Config{Listener: ln, HostID: "h", MaxConnections: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown(agentdtest.Context(t))
+	reg := protocol.Registration{SchemaVersion: 1, HostID: "h", PID: os.Getpid(), Endpoint: srv.Endpoint(),
+		State: protocol.StateReady, ProtocolMin: protocol.ProtocolVersion, ProtocolMax: protocol.ProtocolVersion}
+	if err := home.WriteRegistration(dir, reg); err != nil {
+		t.Fatal(err)
+	}
+	ctx := agentdtest.Context(t)
+	first, err := client.Dial(ctx, srv.Endpoint(), client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close()
+
+	type opened struct {
+		c   *client.Conn
+		err error
+	}
+	done := make(chan opened, 1)
+	go func() {
+		c, _, _, err := client.Open(ctx, client.OpenOptions{
+			NoStart:    true,
+			Activation: client.ActivationOptions{Home: dir, RuntimeDir: dir, HostID: "h"},
+		})
+		done <- opened{c, err}
+	}()
+	// Once the host has refused Open a connection, the slot is freed.
+	for refused := false; !refused; {
+		var d protocol.DiagnosticsQueryResult
+		if err := first.Request(ctx, protocol.OpHostDiagnosticsQuery, protocol.DiagnosticsQueryInput{}, &d); err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range d.Diagnostics {
+			refused = refused || strings.Contains(e.Message, "the host serves its maximum of 1 connections")
+		}
+		select {
+		case o := <-done:
+			t.Fatalf("Open returned while the host was full: %v", o.err)
+		case <-ctx.Done():
+			t.Fatal("the host never refused Open")
+		case <-time.After(time.Millisecond):
+		}
+	}
+	first.Close()
+	o := <-done
+	if o.err != nil {
+		t.Fatalf("Open once a slot was free: %v", o.err)
+	}
+	o.c.Close()
+}

@@ -67,8 +67,10 @@ func IdleGraceFromEnv() (time.Duration, error) {
 // Open connects to the host of a home, starting it first when none runs
 // (cold activation) unless NoStart. When the host it found turns out
 // incompatible, it looks again once — the host may just have been
-// replaced — before failing. started reports whether this call started
-// the host.
+// replaced — before failing. A host that serves its maximum of
+// connections is dialled again until one is free or ctx ends, and then
+// Open returns its *RefusedError. started reports whether this call
+// started the host.
 func Open(ctx context.Context, opts OpenOptions) (c *Conn, info HostInfo, started bool, err error) {
 	act, err := ResolveActivation(opts.Activation)
 	if err != nil {
@@ -96,7 +98,7 @@ func Open(ctx context.Context, opts OpenOptions) (c *Conn, info HostInfo, starte
 			if len(opts.HostArgs) > 0 && !started {
 				return nil, info, false, ErrHostRunning
 			}
-			c, err = Dial(ctx, info.Endpoint, opts.Options)
+			c, err = dialServed(ctx, info.Endpoint, opts.Options)
 		}
 		var inc *IncompatibleError
 		if errors.As(err, &inc) && attempt == 0 {
@@ -121,7 +123,7 @@ func dialRegistered(ctx context.Context, act ActivationOptions, opts Options) (*
 	if h != hostLive || info.State != protocol.StateReady {
 		return nil, HostInfo{}, nil
 	}
-	c, err := Dial(ctx, info.Endpoint, opts)
+	c, err := dialServed(ctx, info.Endpoint, opts)
 	var (
 		inc *IncompatibleError
 		ref *RefusedError
@@ -130,6 +132,25 @@ func dialRegistered(ctx context.Context, act ActivationOptions, opts Options) (*
 		return nil, HostInfo{}, nil
 	}
 	return c, info, err
+}
+
+// dialServed dials endpoint as Dial does, and when the host refuses the
+// connection because it serves its maximum of connections, dials again,
+// waiting longer each time, until a slot is free or ctx ends: then it
+// returns the refusal.
+func dialServed(ctx context.Context, endpoint string, opts Options) (*Conn, error) {
+	again := dialRetryMin
+	for {
+		c, err := Dial(ctx, endpoint, opts)
+		var ref *RefusedError
+		if !errors.As(err, &ref) {
+			return c, err
+		}
+		if _, werr := sleep(ctx, again); werr != nil {
+			return nil, err
+		}
+		again = min(2*again, dialRetryMax)
+	}
 }
 
 func locate(ctx context.Context, act ActivationOptions, noStart bool) (HostInfo, bool, error) {
