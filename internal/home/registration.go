@@ -60,3 +60,18 @@ func RemoveRegistration(dir, hostID string) error {
 	}
 	return nil
 }
+
+// RemoveStaleRegistration removes what a dead host of host id left in
+// the runtime directory dir beside its socket: its registration, and the
+// temporary files of a registration write that a crash cut off. Call it
+// only once listening on host id's socket (see Listen), when no live host
+// of that id is left to write them.
+func RemoveStaleRegistration(dir, hostID string) error {
+	if err := RemoveRegistration(dir, hostID); err != nil {
+		return err
+	}
+	if err := atomicfile.RemoveLeftovers(protocol.RegistrationPath(dir, hostID)); err != nil {
+		return fmt.Errorf("remove registration leftovers: %w", err)
+	}
+	return nil
+}

@@ -53,8 +53,9 @@ type Host struct {
 	lock *home.HomeLock // constant
 }
 
-// Start takes the home, listens on its socket, publishes the registration
-// and starts the server. It returns while the host is still recovering;
+// Start takes the home, listens on its socket (replacing a dead host's),
+// removes what a dead host of its id left of its registration, publishes
+// its own and starts the server. It returns while the host is still recovering;
 // Ready is closed once it serves domain operations.
 func Start(cfg Config) (*Host, error) {
 	if cfg.Home == "" || cfg.RuntimeDir == "" {
@@ -85,6 +86,11 @@ func Start(cfg Config) (*Host, error) {
 	}
 	ln, err := home.Listen(cfg.RuntimeDir, cfg.HostID)
 	if err != nil {
+		lock.Release()
+		return nil, err
+	}
+	if err := home.RemoveStaleRegistration(cfg.RuntimeDir, cfg.HostID); err != nil {
+		ln.Close()
 		lock.Release()
 		return nil, err
 	}

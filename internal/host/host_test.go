@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -463,5 +465,47 @@ func TestSecondHostOnSameHomeIsRefusedNamingPID(t *testing.T) {
 	var held *home.HeldError
 	if !errors.As(err, &held) || !strings.Contains(err.Error(), fmt.Sprint(os.Getpid())) {
 		t.Fatalf("second host: %v", err)
+	}
+}
+
+func TestHostStartingAfterADeadOneOfItsIDReplacesWhatItLeft(t *testing.T) {
+	dir := filepath.Join(agentdtest.ShortDir(t), "run")
+	if err := home.PrepareRuntimeDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	// The dead host's socket, nobody listening on it.
+	stale, err := net.ListenUnix("unix", &net.UnixAddr{Name: protocol.SocketPath(dir, "test"), Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale.SetUnlinkOnClose(false)
+	stale.Close()
+	// Its registration, and a registration write a crash cut off.
+	dead := protocol.Registration{SchemaVersion: 1, HostID: "test", PID: 1 << 22, Endpoint: protocol.SocketPath(dir, "test"), State: protocol.StateReady, HostEpoch: "dead"}
+	if err := home.WriteRegistration(dir, dead); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, ".test.json123456"), []byte(`{"hostId":`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	h := agentdtest.NewHost(t, agentdtest.Options{RuntimeDir: dir})
+	reg, err := home.ReadRegistration(protocol.RegistrationPath(dir, "test"))
+	if err != nil || reg.PID != os.Getpid() || reg.HostEpoch != h.Epoch() {
+		t.Fatalf("registration %+v, %v; want the new host's", reg, err)
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	if want := []string{"test.json", "test.sock"}; !slices.Equal(names, want) {
+		t.Errorf("runtime directory holds %v; want %v", names, want)
+	}
+	if _, err := h.Connect(t).Status(agentdtest.Context(t)); err != nil {
+		t.Fatalf("the new host does not answer: %v", err)
 	}
 }
