@@ -57,12 +57,13 @@ var arrows = map[string][]string{
 		"internal/tui", "internal/version", "internal/worker", "protocol",
 	},
 
+	"bench/internal/asagentd": {"internal/cli", "internal/proc", "protocol"},
 	"bench/internal/harness":  {},
 	"bench/internal/procstat": {"internal/proc"},
 	"bench/internal/table":    {},
 	"bench/hostbench":         {"bench/internal/harness", "bench/internal/procstat", "bench/internal/table", "client", "internal/host", "protocol"},
 	"bench/sessionbench":      {"bench/internal/harness", "bench/internal/procstat", "bench/internal/table", "client", "internal/cli", "internal/proc", "internal/resource", "protocol"},
-	"bench/soak":              {"bench/internal/harness", "client", "internal/cli", "internal/proc", "protocol"},
+	"bench/soak":              {"bench/internal/asagentd", "bench/internal/harness", "client", "internal/proc", "protocol"},
 }
 
 // TestImportArrows checks every package's imports of agentd (test files

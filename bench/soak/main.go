@@ -26,14 +26,12 @@ import (
 	"os"
 	"time"
 
+	"github.com/agentd-dev/agentd/bench/internal/asagentd"
 	"github.com/agentd-dev/agentd/bench/internal/harness"
-	"github.com/agentd-dev/agentd/internal/cli"
 )
 
 func main() {
-	if os.Getenv(envAsAgentd) == "1" {
-		os.Exit(cli.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
-	}
+	asagentd.Main()
 	cfg := Config{Out: os.Stdout}
 	flag.DurationVar(&cfg.Duration, "duration", 2*time.Minute, "inject faults for this long")
 	flag.IntVar(&cfg.MinFaults, "min-faults", 0, "inject at least this many faults, however long it takes")

@@ -1,15 +1,14 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"syscall"
 	"time"
 
+	"github.com/agentd-dev/agentd/bench/internal/asagentd"
 	"github.com/agentd-dev/agentd/client"
 	"github.com/agentd-dev/agentd/internal/proc"
 	"github.com/agentd-dev/agentd/protocol"
@@ -40,13 +39,7 @@ func (s *Soak) trackRegistered() {
 
 // ours reports whether pid runs as a process of the soak: agentd placed in
 // its runtime directory.
-func (s *Soak) ours(pid int) bool {
-	if !proc.Running(pid) {
-		return false
-	}
-	env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
-	return err == nil && bytes.Contains(env, []byte(protocol.EnvRuntimeDir+"="+s.runDir+"\x00"))
-}
+func (s *Soak) ours(pid int) bool { return asagentd.Placed(pid, s.runDir) }
 
 // stopHost shuts the host down, which stops its workers, and reaps it;
 // with checkExits, it checks that every host and worker the soak saw has

@@ -13,13 +13,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentd-dev/agentd/bench/internal/asagentd"
 	"github.com/agentd-dev/agentd/client"
 	"github.com/agentd-dev/agentd/protocol"
 )
-
-// envAsAgentd, set to 1, makes this program run agentd's command line:
-// the hosts and workers under test.
-const envAsAgentd = "AGENTD_SOAK_AS_AGENTD"
 
 // turnTimeout bounds one turn, from its start through every fault and
 // reconnection to its recorded end: far beyond what it takes, so that
@@ -134,12 +131,12 @@ func New(cfg Config) (*Soak, error) {
 	if cfg.Agentd != "" {
 		s.agentd = []string{cfg.Agentd}
 	} else {
-		self, err := os.Executable()
+		self, env, err := asagentd.Command()
 		if err != nil {
 			return nil, err
 		}
-		s.agentd = []string{self}
-		s.env = append(s.env, envAsAgentd+"=1")
+		s.agentd = self
+		s.env = append(s.env, env)
 	}
 	// No model key reaches the host, and a race-enabled binary does not
 	// sleep at exit.
