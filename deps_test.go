@@ -64,6 +64,7 @@ var arrows = map[string][]string{
 	"bench/hostbench":         {"bench/internal/harness", "bench/internal/procstat", "bench/internal/table", "client", "internal/host", "protocol"},
 	"bench/sessionbench":      {"bench/internal/harness", "bench/internal/procstat", "bench/internal/table", "client", "internal/cli", "internal/proc", "internal/resource", "protocol"},
 	"bench/soak":              {"bench/internal/asagentd", "bench/internal/harness", "client", "internal/proc", "protocol"},
+	"bench/handoffbench":      {"bench/internal/asagentd", "bench/internal/harness", "bench/internal/procstat", "bench/internal/table", "client", "internal/proc", "protocol"},
 }
 
 // TestImportArrows checks every package's imports of agentd (test files
