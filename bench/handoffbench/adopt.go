@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/agentd-dev/agentd/client"
 	"github.com/agentd-dev/agentd/protocol"
@@ -12,9 +11,8 @@ import (
 
 // adoptResult is what the adoption of idle workers measured.
 type adoptResult struct {
-	workers, killed int           // live workers before, and those gone or replaced after
-	upgrade         time.Duration // `agentd upgrade`, start to exit
-	adopt           adoption      // the new host's log line
+	workers, killed int     // live workers before, and those gone or replaced after
+	handoff         handoff // the replacement
 }
 
 // adoptIdle runs the adoption of idle workers: sessions each with a live
@@ -77,14 +75,10 @@ func (b *bench) adoptIdle(ctx context.Context) (adoptResult, error) {
 	before := p.workers()
 	r.workers = len(before)
 	b.say("adopt: %d sessions with idle live workers; agentd upgrade\n", r.workers)
-	var newHost int
-	if r.upgrade, newHost, err = p.upgrade(ctx); err != nil {
-		return r, err
-	}
-	if r.adopt, err = p.adoption(newHost); err != nil {
+	if r.handoff, err = p.upgrade(ctx); err != nil {
 		return r, err
 	}
 	r.killed = p.killed(before)
-	b.say("adopt: upgraded in %s\n", dur(r.upgrade))
+	b.say("adopt: upgraded in %s\n", dur(r.handoff.took))
 	return r, nil
 }

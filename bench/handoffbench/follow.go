@@ -32,6 +32,7 @@ type follower struct {
 	ends     map[string]string // guarded by mu: turns ended, with their status
 	lostAt   time.Time         // guarded by mu: when the stream ended; zero while it runs
 	resumes  []time.Duration   // guarded by mu: from each stream end to its reopening
+	reopened []time.Time       // guarded by mu: when each reopening came
 	err      error             // guarded by mu: why run stopped early
 }
 
@@ -58,6 +59,7 @@ func (w *follower) run(ctx context.Context) {
 		case ev.Reopened:
 			if !w.lostAt.IsZero() {
 				w.resumes = append(w.resumes, now.Sub(w.lostAt))
+				w.reopened = append(w.reopened, now)
 				w.lostAt = time.Time{}
 			}
 		case ev.Record != nil:

@@ -21,19 +21,19 @@ const settleTimeout = time.Minute
 
 // loadResult is what the replacement under load measured.
 type loadResult struct {
-	workers, killed       int           // live workers before, and those gone or replaced after
-	upgrade               time.Duration // `agentd upgrade`, start to exit
-	adopt                 adoption      // the new host's log line
-	turns, turnsRunning   int           // turns, and those running when the upgrade began
-	turnsCompleted        int           // turns recorded completed
-	ptys, ptysRunning     int           // PTYs, and those printing when the upgrade began
-	ptyMissing, ptyOrder  int           // numbered lines missing from the logs, or out of order
-	ptyContinued          int           // watchers that saw the screen, then every line after it
+	workers, killed       int     // live workers before, and those gone or replaced after
+	handoff               handoff // the replacement
+	turns, turnsRunning   int     // turns, and those running when the upgrade began
+	turnsCompleted        int     // turns recorded completed
+	ptys, ptysRunning     int     // PTYs, and those printing when the upgrade began
+	ptyMissing, ptyOrder  int     // numbered lines missing from the logs, or out of order
+	ptyContinued          int     // watchers that saw the screen, then every line after it
 	toScreen              []time.Duration
-	clients, resumed      int // followers, and those that resumed
-	resumes               []time.Duration
-	recMissing, recRepeat int // records followers missed or got again
-	records, badLines     int // records on disk, and lines that are not the next record
+	clients, resumed      int             // followers, and those that resumed
+	resumes               []time.Duration // each client's, lost → reopened
+	afterReady            []time.Duration // each client's, new host ready → reopened
+	recMissing, recRepeat int             // records followers missed or got again
+	records, badLines     int             // records on disk, and lines that are not the next record
 }
 
 // load runs the replacement under load: sessions with live workers, some
@@ -163,11 +163,7 @@ func (b *bench) load(ctx context.Context) (loadResult, error) {
 		}
 	}
 	b.say("load: %d sessions with live workers, %d turns and %d PTYs printing; agentd upgrade\n", len(ids), r.turnsRunning, r.ptysRunning)
-	var newHost int
-	if r.upgrade, newHost, err = p.upgrade(ctx); err != nil {
-		return r, err
-	}
-	if r.adopt, err = p.adoption(newHost); err != nil {
+	if r.handoff, err = p.upgrade(ctx); err != nil {
 		return r, err
 	}
 
@@ -184,7 +180,7 @@ func (b *bench) load(ctx context.Context) (loadResult, error) {
 	if err := waitFor(ctx, settleTimeout, "every client to resume", resumed); err != nil {
 		return r, err
 	}
-	b.say("load: upgraded in %s; every client resumed\n", dur(r.upgrade))
+	b.say("load: upgraded in %s; every client resumed\n", dur(r.handoff.took))
 	ended := func() bool {
 		for i, turn := range turns {
 			if followers[i].ended(turn) == "" && followers[i].failed() == nil {
@@ -217,7 +213,12 @@ func (b *bench) load(ctx context.Context) (loadResult, error) {
 	}
 	r.killed = p.killed(before)
 	b.say("load: every turn ended, every PTY exited; checking\n")
+	return r, r.tally(p, followers, watches, turns)
+}
 
+// tally counts what the followers and the PTY watchers saw against what
+// is on disk, and fails when one of them stopped early.
+func (r *loadResult) tally(p *place, followers []*follower, watches []*ptyWatch, turns map[int]string) error {
 	var problems []string
 	for i, w := range followers {
 		if err := w.failed(); err != nil {
@@ -225,12 +226,15 @@ func (b *bench) load(ctx context.Context) (loadResult, error) {
 		}
 		last, bad, err := p.checkTranscript(w.id)
 		if err != nil {
-			return r, err
+			return err
 		}
 		w.mu.Lock()
 		r.recMissing += w.missing + int(last-min(w.next-1, last))
 		r.recRepeat += w.repeated
 		r.resumes = append(r.resumes, w.resumes...)
+		for _, at := range w.reopened {
+			r.afterReady = append(r.afterReady, at.Sub(r.handoff.ready))
+		}
 		if len(w.resumes) > 0 {
 			r.resumed++
 		}
@@ -244,7 +248,7 @@ func (b *bench) load(ctx context.Context) (loadResult, error) {
 	for _, w := range watches {
 		missing, disordered, err := checkPTYLog(p.ptyLogPath(w.session, w.ref), w.lines)
 		if err != nil {
-			return r, err
+			return err
 		}
 		r.ptyMissing += missing
 		r.ptyOrder += disordered
@@ -262,8 +266,9 @@ func (b *bench) load(ctx context.Context) (loadResult, error) {
 	}
 	slices.Sort(r.resumes)
 	slices.Sort(r.toScreen)
+	slices.Sort(r.afterReady)
 	if len(problems) > 0 {
-		return r, fmt.Errorf("%s", strings.Join(problems, "; "))
+		return fmt.Errorf("%s", strings.Join(problems, "; "))
 	}
-	return r, nil
+	return nil
 }

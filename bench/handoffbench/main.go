@@ -170,16 +170,20 @@ func loadRows(cfg config, r loadResult) []row {
 		goal("  clients resumed", fmt.Sprintf("%d of %d", r.resumed, r.clients), fmt.Sprint(r.clients), r.resumed == r.clients),
 		info("  client resume, lost → reopened, p50", dur(p50)),
 		goal("  client resume, lost → reopened, max", dur(worst), "≤ 2s", len(r.resumes) > 0 && worst <= 2*time.Second),
-		info("  `agentd upgrade` wall time", dur(r.upgrade)),
-		info(fmt.Sprintf("  new host: workers adopted (%d of %d), took", r.adopt.adopted, r.adopt.registered), dur(r.adopt.took)),
+		info("    new host ready → client reopened, p50", dur(procstat.Percentile(r.afterReady, 50))),
+		info("    new host ready → client reopened, max", dur(procstat.Percentile(r.afterReady, 100))),
+		info("  `agentd upgrade` wall time", dur(r.handoff.took)),
+		info("  no host ready: old draining → new ready", dur(r.handoff.window())),
+		info(fmt.Sprintf("    of which adopting %d of %d workers", r.handoff.adopted, r.handoff.registered), dur(r.handoff.adoptTook)),
 	}
 }
 
 func adoptRows(cfg config, r adoptResult) []row {
 	return []row{
-		goal(fmt.Sprintf("adopt: workers adopted (of %d idle)", r.workers), fmt.Sprint(r.adopt.adopted), fmt.Sprint(cfg.idle), r.adopt.adopted == cfg.idle && r.workers == cfg.idle),
-		goal("  adoption took (the new host's log)", dur(r.adopt.took), "< 1s", r.adopt.took < time.Second),
-		info("  `agentd upgrade` wall time", dur(r.upgrade)),
+		goal(fmt.Sprintf("adopt: workers adopted (of %d idle)", r.workers), fmt.Sprint(r.handoff.adopted), fmt.Sprint(cfg.idle), r.handoff.adopted == cfg.idle && r.workers == cfg.idle),
+		goal("  adoption took (the new host's log)", dur(r.handoff.adoptTook), "< 1s", r.handoff.adoptTook < time.Second),
+		info("  no host ready: old draining → new ready", dur(r.handoff.window())),
+		info("  `agentd upgrade` wall time", dur(r.handoff.took)),
 		goal("  workers killed by the upgrade", fmt.Sprint(r.killed), "0", r.killed == 0),
 	}
 }

@@ -155,58 +155,84 @@ func (p *place) track(pid int) {
 	p.pids[pid] = true
 }
 
-// adoption is what a host logged of the workers it adopted.
-type adoption struct {
-	adopted, registered int
-	took                time.Duration
+// handoff is one replacement of the host, as `agentd upgrade` and the
+// hosts' log tell it.
+type handoff struct {
+	took                time.Duration // `agentd upgrade`, start to exit
+	adopted, registered int           // workers, of those registered, the new host adopted
+	adoptTook           time.Duration // how long the new host took to adopt them
+	draining, ready     time.Time     // the old host begins to drain; the new one is ready
+}
+
+// window is how long the home had no ready host.
+func (h handoff) window() time.Duration { return h.ready.Sub(h.draining) }
+
+// upgrade runs `agentd upgrade`, and reads what the old and new hosts
+// logged of the hand-off.
+func (p *place) upgrade(ctx context.Context) (handoff, error) {
+	var h handoff
+	old := p.hostPID()
+	out, took, err := p.run(ctx, "upgrade")
+	h.took = took
+	if err != nil {
+		return h, err
+	}
+	pid := p.hostPID()
+	if pid == old || pid == 0 || !strings.Contains(out, "replaced") {
+		return h, fmt.Errorf("agentd upgrade: host %d, then %d: %s", old, pid, strings.TrimSpace(out))
+	}
+	var adopted, draining, ready map[string]string
+	logged := func() bool {
+		adopted = p.logEntry(pid, "workers adopted", "", "")
+		draining = p.logEntry(old, "host state", "state", protocol.StateDraining)
+		ready = p.logEntry(pid, "host state", "state", protocol.StateReady)
+		return adopted != nil && draining != nil && ready != nil
+	}
+	if err := waitFor(ctx, settleTimeout, "the hosts' log of the hand-off", logged); err != nil {
+		return h, err
+	}
+	h.adopted, _ = strconv.Atoi(adopted["adopted"])
+	h.registered, _ = strconv.Atoi(adopted["registered"])
+	if h.adoptTook, err = time.ParseDuration(adopted["took"]); err != nil {
+		return h, fmt.Errorf("the new host's log: %w", err)
+	}
+	if h.draining, err = time.Parse(time.RFC3339Nano, draining["time"]); err != nil {
+		return h, fmt.Errorf("the old host's log: %w", err)
+	}
+	if h.ready, err = time.Parse(time.RFC3339Nano, ready["time"]); err != nil {
+		return h, fmt.Errorf("the new host's log: %w", err)
+	}
+	return h, nil
 }
 
 // logField matches a key=value field of a host's log line.
 var logField = regexp.MustCompile(`(\w+)=(\S+)`)
 
-// adoption reads what host pid logged of the workers it adopted.
-func (p *place) adoption(pid int) (adoption, error) {
+// logEntry returns the fields of the first line host pid logged with
+// message msg (and field key equal to value, when key is not empty), or
+// nil.
+func (p *place) logEntry(pid int, msg, key, value string) map[string]string {
 	f, err := os.Open(p.hostLog())
 	if err != nil {
-		return adoption{}, err
+		return nil
 	}
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
-		if !strings.Contains(line, `msg="workers adopted"`) {
+		if !strings.Contains(line, "msg="+strconv.Quote(msg)+" ") {
 			continue
 		}
 		fields := map[string]string{}
 		for _, m := range logField.FindAllStringSubmatch(line, -1) {
 			fields[m[1]] = m[2]
 		}
-		if fields["pid"] != strconv.Itoa(pid) {
-			continue
+		if fields["pid"] == strconv.Itoa(pid) && (key == "" || fields[key] == value) {
+			return fields
 		}
-		var a adoption
-		a.adopted, _ = strconv.Atoi(fields["adopted"])
-		a.registered, _ = strconv.Atoi(fields["registered"])
-		a.took, err = time.ParseDuration(fields["took"])
-		return a, err
 	}
-	return adoption{}, fmt.Errorf("host %d logged no %q line in %s", pid, "workers adopted", p.hostLog())
-}
-
-// upgrade runs `agentd upgrade` and returns how long it took and the new
-// host's pid.
-func (p *place) upgrade(ctx context.Context) (time.Duration, int, error) {
-	old := p.hostPID()
-	out, took, err := p.run(ctx, "upgrade")
-	if err != nil {
-		return took, 0, err
-	}
-	pid := p.hostPID()
-	if pid == old || pid == 0 || !strings.Contains(out, "replaced") {
-		return took, 0, fmt.Errorf("agentd upgrade: host %d, then %d: %s", old, pid, strings.TrimSpace(out))
-	}
-	return took, pid, nil
+	return nil
 }
 
 // stop shuts the host down with its workers (`agentd shutdown --force`),
@@ -215,7 +241,6 @@ func (p *place) upgrade(ctx context.Context) (time.Duration, int, error) {
 func (p *place) stop() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	p.hostPID()
 	p.workers()
 	if p.hostPID() != 0 {
 		p.run(ctx, "shutdown", "--force")
