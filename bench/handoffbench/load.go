@@ -21,14 +21,14 @@ const settleTimeout = time.Minute
 
 // loadResult is what the replacement under load measured.
 type loadResult struct {
-	workers, killed       int     // live workers before, and those gone or replaced after
-	handoff               handoff // the replacement
-	turns, turnsRunning   int     // turns, and those running when the upgrade began
-	turnsCompleted        int     // turns recorded completed
-	ptys, ptysRunning     int     // PTYs, and those printing when the upgrade began
-	ptyMissing, ptyOrder  int     // numbered lines missing from the logs, or out of order
-	ptyContinued          int     // watchers that saw the screen, then every line after it
-	toScreen              []time.Duration
+	workers, killed       int             // live workers before, and those gone or replaced after
+	handoff               handoff         // the replacement
+	turns, turnsRunning   int             // turns, and those running when the upgrade began
+	turnsCompleted        int             // turns recorded completed
+	ptys, ptysRunning     int             // PTYs, and those printing when the upgrade began
+	ptyMissing, ptyOrder  int             // numbered lines missing from the logs, or out of order
+	ptyContinued          int             // watchers that saw the screen, then every line after it
+	toScreen              []time.Duration // each PTY watcher's, stream lost → screen again
 	clients, resumed      int             // followers, and those that resumed
 	resumes               []time.Duration // each client's, lost → reopened
 	afterReady            []time.Duration // each client's, new host ready → reopened
@@ -58,7 +58,7 @@ func (b *bench) load(ctx context.Context) (loadResult, error) {
 	ids := make([]string, cfg.sessions)
 	for i := range ids {
 		var sess protocol.Session
-		in := protocol.SessionCreateInput{Cwd: p.work, Title: fmt.Sprintf("handoff %d", i+1), Model: "faux/echo", Approval: protocol.ApprovalAll}
+		in := protocol.SessionCreateInput{Cwd: p.work, Title: fmt.Sprintf("handoff %d", i+1), Model: "faux/echo"}
 		if err := c.Request(ctx, protocol.OpSessionCreate, in, &sess); err != nil {
 			return r, fmt.Errorf("creating a session: %w", err)
 		}
