@@ -466,12 +466,14 @@ func TestActivationReturnsPromptlyWhenContextEnds(t *testing.T) {
 	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("EnsureHost took %v after its deadline", d)
 	}
-	// The host started may not have logged its pid yet on a loaded machine.
-	for deadline := time.Now().Add(30 * time.Second); len(loggedPIDs(t, pidLog)) == 0 && time.Now().Before(deadline); {
+	// On a loaded machine the deadline may pass before a host is
+	// started, and one started may not have logged its pid yet: what
+	// matters is that no second one was.
+	for deadline := time.Now().Add(5 * time.Second); len(loggedPIDs(t, pidLog)) == 0 && time.Now().Before(deadline); {
 		time.Sleep(5 * time.Millisecond)
 	}
-	if pids := loggedPIDs(t, pidLog); len(pids) != 1 {
-		t.Errorf("hosts started: %v; want 1", pids)
+	if pids := loggedPIDs(t, pidLog); len(pids) > 1 {
+		t.Errorf("hosts started: %v; want at most 1", pids)
 	}
 }
 

@@ -151,7 +151,7 @@ func startHost(ctx context.Context, cfg host.Config, replace bool, logger *slog.
 			if err := askHandOff(ctx, held); err != nil {
 				return nil, err
 			}
-			logger.Info("the host holding the home is handing it over", "pid", held.PID)
+			logger.Info("the host holding the home is handing it over", "holder", held.PID)
 			asked = held.PID
 		}
 		select {
