@@ -46,12 +46,18 @@ type fault struct {
 	pid    int       // the process killed
 	at     time.Time // when it was killed
 	done   time.Time // when it was gone
+	// late is set when the process had gone by itself before the kill:
+	// a host that finished handing off first.
+	late bool
 }
 
 func (f fault) String() string {
 	what := "the host"
 	if f.target != "" {
 		what = "the worker of session " + f.target
+	}
+	if f.late {
+		return fmt.Sprintf("%s: %s (pid %d) had handed off before the SIGKILL", f.kind, what, f.pid)
 	}
 	return fmt.Sprintf("%s: SIGKILL to %s (pid %d)", f.kind, what, f.pid)
 }
@@ -105,7 +111,10 @@ func killHostInHandoff(ctx context.Context, s *Soak) (fault, error) {
 		return fault{}, err
 	}
 	f, err := s.kill(ctx, pid)
-	if err != nil {
+	if errors.Is(err, errNoTarget) {
+		// The hand-off was over before the kill: a replacement all the same.
+		f.late, f.done = true, time.Now()
+	} else if err != nil {
 		return f, err
 	}
 	// An agentd without hand-offs refuses the flag at once.
@@ -137,7 +146,9 @@ func (s *Soak) hostPID() (int, error) {
 func (s *Soak) kill(ctx context.Context, pid int) (fault, error) {
 	s.track(pid)
 	f := fault{pid: pid, at: time.Now()}
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+	if err := syscall.Kill(pid, syscall.SIGKILL); errors.Is(err, syscall.ESRCH) {
+		return f, errNoTarget // it exited first
+	} else if err != nil {
 		return f, fmt.Errorf("killing pid %d: %w", pid, err)
 	}
 	for proc.Running(pid) {
