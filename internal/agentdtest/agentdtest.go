@@ -3,11 +3,13 @@
 package agentdtest
 
 import (
+	"bytes"
 	"context"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime"
+	"sync"
 	"testing"
 	"time"
 
@@ -143,4 +145,23 @@ func WaitStatus(t testing.TB, c *client.Conn, ok func(protocol.HostStatus) bool)
 		case <-time.After(2 * time.Millisecond):
 		}
 	}
+}
+
+// LockedBuffer is a bytes.Buffer safe for concurrent writers: a log a
+// test reads while what it tests writes to it.
+type LockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *LockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *LockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

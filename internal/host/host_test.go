@@ -1,7 +1,6 @@
 package host_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -419,7 +418,7 @@ func TestDiagnosticsAreRedacted(t *testing.T) {
 	table := turnQuery(server.Table{}, func(context.Context, *server.Call, *protocol.TurnRef) error {
 		return errors.New("provider said: invalid api_key=sk-planted-secret-0001")
 	})
-	var logs lockedBuffer
+	var logs agentdtest.LockedBuffer
 	logger := slog.New(redact.NewHandler(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	h := agentdtest.NewHost(t, agentdtest.Options{Compose: compose(table), Logger: logger})
 	c := h.Connect(t)
@@ -439,24 +438,6 @@ func TestDiagnosticsAreRedacted(t *testing.T) {
 	if out := logs.String(); !strings.Contains(out, "provider said") || strings.Contains(out, "sk-planted-secret") {
 		t.Fatalf("log %s", out)
 	}
-}
-
-// lockedBuffer is a bytes.Buffer safe for concurrent writers.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 func TestSecondHostOnSameHomeIsRefusedNamingPID(t *testing.T) {

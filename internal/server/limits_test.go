@@ -1,7 +1,6 @@
 package server_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"io"
@@ -11,7 +10,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -61,7 +59,7 @@ func refusedHandshake(t *testing.T, endpoint string) {
 var suppressedLine = regexp.MustCompile(`handshake refused: (\d+) more like this suppressed`)
 
 func TestRepeatedDiagnosticsAreCountedNotWrittenOneByOne(t *testing.T) {
-	var logs lockedBuffer
+	var logs agentdtest.LockedBuffer
 	srv, endpoint := startServer(t, server.Config{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	const n = 300
 	for range n {
@@ -104,24 +102,6 @@ func TestRepeatedDiagnosticsAreCountedNotWrittenOneByOne(t *testing.T) {
 	if logged != kept || summarised != int(d.Suppressed) {
 		t.Errorf("log: %d handshakes refused written, %d summarised; want %d and %d\n%s", logged, summarised, kept, d.Suppressed, logs.String())
 	}
-}
-
-// lockedBuffer is a bytes.Buffer safe for concurrent writers.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 func TestConnectionPastTheLimitIsRefusedAndItsSlotReused(t *testing.T) {

@@ -223,8 +223,9 @@ func (w *OutboundWriter) Close() {
 	w.signal()
 }
 
-// Abort stops the writer at once, as a failed write would: what is still
-// queued is rejected, and the connection it serves is closed with err.
+// Abort stops the writer at once, as a failed write does: the failure is
+// reported (the connection it serves is closed with err) before what is
+// still queued is rejected.
 func (w *OutboundWriter) Abort(err error) {
 	w.mu.Lock()
 	if w.closed {
@@ -416,14 +417,5 @@ func (w *OutboundWriter) loop() {
 // fail fails the writer once after a write error: the failure is reported
 // before the frames it strands are rejected.
 func (w *OutboundWriter) fail(err error) {
-	werr := fmt.Errorf("outbound write failed: %w", err)
-	w.mu.Lock()
-	if w.closed {
-		w.mu.Unlock()
-		return
-	}
-	rejected := w.closeLocked(werr)
-	w.mu.Unlock()
-	w.onFailure(werr)
-	reject(rejected, werr)
+	w.Abort(fmt.Errorf("outbound write failed: %w", err))
 }

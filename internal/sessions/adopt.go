@@ -253,14 +253,7 @@ func (s *Service) removeStaleSockets() {
 // nor stopped when idle, and are let go of when the host closes.
 func (s *Service) BeginHandOff() {
 	s.handingOff.Store(true)
-	s.mu.Lock()
-	s.draining = true
-	workers := make([]*worker, 0, len(s.workers))
-	for _, w := range s.workers {
-		workers = append(workers, w)
-	}
-	s.mu.Unlock()
-	for _, w := range workers {
+	for _, w := range s.stopStarting() {
 		w.mu.Lock()
 		if w.idle != nil {
 			w.idle.Stop()

@@ -155,13 +155,7 @@ func (s *Service) Busy() bool {
 // BeginDrain closes every subscription as host_draining and stops every
 // worker: a running turn is recorded as interrupted.
 func (s *Service) BeginDrain() {
-	s.mu.Lock()
-	s.draining = true
-	workers := make([]*worker, 0, len(s.workers))
-	for _, w := range s.workers {
-		workers = append(workers, w)
-	}
-	s.mu.Unlock()
+	workers := s.stopStarting()
 	for _, w := range workers {
 		w.endSubscriptions(protocol.ClosedHostDraining)
 	}
@@ -170,6 +164,19 @@ func (s *Service) BeginDrain() {
 		stops.Go(w.stop)
 	}
 	stops.Wait()
+}
+
+// stopStarting makes the host start no more workers, and returns those
+// that run.
+func (s *Service) stopStarting() []*worker {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.draining = true
+	workers := make([]*worker, 0, len(s.workers))
+	for _, w := range s.workers {
+		workers = append(workers, w)
+	}
+	return workers
 }
 
 // Close waits for the workers, their streams and deliveries to end; a
