@@ -4,8 +4,9 @@
 // worker process per active session, forwards each session operation to
 // its worker with the caller's identity, follows each worker's one event
 // stream and fans it out to the subscriptions of its clients (see
-// subscription.go for the delivery promise), stops idle workers, and
-// replaces workers that exit.
+// subscription.go for the delivery promise), stops idle workers,
+// replaces workers that exit, adopts the live workers an earlier host left
+// (adopt.go), and hands its own to the host replacing it.
 //
 // It knows the catalog and the worker's protocol, and nothing of how a
 // worker runs an agent.
