@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -327,5 +328,39 @@ func TestAttachFollowsATurnAcrossAnUpgrade(t *testing.T) {
 	}
 	if strings.Contains(text, "interrupted") {
 		t.Fatalf("the turn shows interrupted:\n%s", text)
+	}
+}
+
+// A host starting after its host and worker were both killed finds the
+// worker's registration dead: it removes it and the worker's socket, and
+// ends the command the worker left running in its process session.
+func TestAHostCleansUpAfterAWorkerKilledWithItsHost(t *testing.T) {
+	p := newPlace(t)
+	dir := p.workDir()
+	id := strings.TrimSpace(p.mustRun("new", "--cwd", dir))
+	p.mustRun("run", "--session", id, "--detach", "--approve", "all",
+		"run `echo $$ > tool.pid; while [ ! -e go ]; do sleep 0.02; done`")
+	waitFor(t, "the tool's command", func() bool { return exists(filepath.Join(dir, "tool.pid")) })
+	b, _ := os.ReadFile(filepath.Join(dir, "tool.pid"))
+	tool, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatalf("tool pid %q: %v", b, err)
+	}
+	worker := workerPID(t, p, id)
+	hostID, _ := protocol.DefaultHostID(p.home)
+	sock := filepath.Join(p.rundir, hostID+"-w-"+id+".sock")
+	killHost(t, p)
+	syscall.Kill(worker, syscall.SIGKILL)
+	waitProcessGone(t, worker)
+	if processGone(tool) || !exists(sock) {
+		t.Fatal("the killed worker's command or socket is gone before a host looked")
+	}
+	p.mustRun("status")
+	waitProcessGone(t, tool)
+	waitGone(t, sock, protocol.WorkerRegistrationPath(p.home, id))
+	// The session's next worker records the turn the killed one left.
+	p.mustRun("run", "--session", id, "hello")
+	if log := p.mustRun("log", id); !strings.Contains(log, "failed") {
+		t.Fatalf("log:\n%s", log)
 	}
 }

@@ -98,8 +98,14 @@ func (s *Service) registrations() []protocol.WorkerRegistration {
 // failed.
 func (s *Service) adopt(reg protocol.WorkerRegistration) {
 	if !proc.RunningSince(reg.PID, reg.ProcessStart) {
-		// It exited (killed with its host, say): clean up after it.
-		s.cleanUpAfter(reg.SessionID, reg.PID)
+		// It exited (killed with its host, say): clean up after it. What
+		// it left running in its process session is ended, unless its pid
+		// now names another process, whose session that may be.
+		if proc.Running(reg.PID) {
+			os.Remove(protocol.WorkerRegistrationPath(s.cfg.Home, reg.SessionID))
+		} else {
+			s.cleanUpAfter(reg.SessionID, reg.PID)
+		}
 		os.Remove(reg.Endpoint)
 		return
 	}
