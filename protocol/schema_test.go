@@ -149,7 +149,7 @@ func TestSchemaEnumsMatchConstants(t *testing.T) {
 		{"schema/request.json", []string{"operation"}, protocol.OperationNames()},
 		{"schema/closed.json", []string{"reason"}, []string{
 			protocol.ClosedClientClosed, protocol.ClosedSessionRemoved, protocol.ClosedSlowConsumer,
-			protocol.ClosedAccessRevoked, protocol.ClosedHostDraining, protocol.ClosedWorkerExited,
+			protocol.ClosedAccessRevoked, protocol.ClosedHostDraining, protocol.ClosedHostReplaced, protocol.ClosedWorkerExited,
 		}},
 		{"schema/registration.json", []string{"state"}, states},
 		{"schema/operations/host.status.result.json", []string{"state"}, states},
