@@ -52,7 +52,7 @@ var arrows = map[string][]string{
 	"internal/version":               {},
 	"internal/worker":                {"internal/agent", "internal/atomicfile", "internal/llm", "internal/proc", "internal/resource", "internal/server", "internal/tools", "internal/transcript", "protocol"},
 	"internal/cli": {
-		"client", "internal/credentials", "internal/home", "internal/host", "internal/llm", "internal/provider", "internal/provider/anthropic", "internal/provider/faux",
+		"client", "internal/credentials", "internal/home", "internal/host", "internal/llm", "internal/proc", "internal/provider", "internal/provider/anthropic", "internal/provider/faux",
 		"internal/provider/openai", "internal/redact", "internal/sessions", "internal/tools", "internal/transcript",
 		"internal/tui", "internal/version", "internal/worker", "protocol",
 	},

@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentd-dev/agentd/client"
 	"github.com/agentd-dev/agentd/internal/agentdtest"
+	"github.com/agentd-dev/agentd/internal/proc"
 	"github.com/agentd-dev/agentd/protocol"
 )
 
@@ -362,5 +363,29 @@ func TestAHostCleansUpAfterAWorkerKilledWithItsHost(t *testing.T) {
 	p.mustRun("run", "--session", id, "hello")
 	if log := p.mustRun("log", id); !strings.Contains(log, "failed") {
 		t.Fatalf("log:\n%s", log)
+	}
+}
+
+// `agentd upgrade` starts the new host with the arguments the running one
+// was started with (its idle grace and default model here), logging to the
+// home's log when the old one logged to its terminal.
+func TestUpgradeKeepsTheHostsArguments(t *testing.T) {
+	p := newPlace(t)
+	old := p.startHost("--idle-grace", "0s", "--default-model", "faux/echo")
+	p.mustRun("upgrade")
+	waitProcessGone(t, old.Process.Pid)
+	st := p.statusJSON()
+	args, err := proc.Args(st.PID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := strings.Join(args[1:], " ")
+	for _, want := range []string{"host ", "--idle-grace 0s", "--default-model faux/echo", "--replace", "--log-file " + filepath.Join(p.home, "host.log")} {
+		if !strings.Contains(line, want) {
+			t.Fatalf("the new host runs %q, without %q", line, want)
+		}
+	}
+	if st.LogFile != filepath.Join(p.home, "host.log") {
+		t.Fatalf("the new host logs to %q", st.LogFile)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -129,6 +130,19 @@ func Running(pid int) bool {
 	}
 	s, err := ReadStat(pid)
 	return err == nil && !s.Exited()
+}
+
+// Args reads the command line process pid was started with, from
+// /proc/<pid>/cmdline.
+func Args(pid int) ([]string, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	if err != nil {
+		return nil, err
+	}
+	if len(b) == 0 {
+		return nil, fmt.Errorf("read the command line of pid %d: %w", pid, ErrMalformed)
+	}
+	return strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00"), nil
 }
 
 // RunningSince reports whether pid runs and is the process that started

@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -78,5 +79,20 @@ func TestGroupRunningUntilItsLastMemberExits(t *testing.T) {
 	cmd.Wait()
 	if GroupRunning(pgid) || GroupRunning(0) {
 		t.Error("a group with no members runs")
+	}
+}
+
+func TestArgsReadsACommandLine(t *testing.T) {
+	cmd := exec.Command("sh", "-c", "exec sleep 30 & wait", "name", "with spaces", "")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	args, err := Args(cmd.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := strings.Join(args[1:], "|"), strings.Join(cmd.Args[1:], "|"); got != want {
+		t.Fatalf("Args = %q, want %q", args, cmd.Args)
 	}
 }
