@@ -342,7 +342,7 @@ func (s *Service) dialWorker(ready *os.File, sock string, pid int) (*client.Conn
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), workerStartTimeout)
 	defer cancel()
-	c, err := client.Dial(ctx, sock, client.Options{CompositionID: protocol.CompositionWorker, Surface: "host"})
+	c, err := client.Dial(ctx, sock, client.Options{CompositionID: protocol.CompositionWorker, Surface: protocol.SurfaceHost})
 	if err != nil {
 		return nil, err
 	}
