@@ -46,6 +46,7 @@ const (
 	ReasonConnectionLost = "connection_lost"
 	ReasonTimeout        = "timeout"
 	ReasonHostDraining   = "host_draining"
+	ReasonHostReplaced   = "host_replaced"
 )
 
 // InterruptedError is returned for a request that was cut off before its
@@ -58,7 +59,8 @@ type InterruptedError struct {
 	// Dispatched reports whether the request reached the connection: a
 	// dispatched command's outcome is unknown.
 	Dispatched bool
-	// Reason is ReasonConnectionLost, ReasonTimeout or ReasonHostDraining.
+	// Reason is ReasonConnectionLost, ReasonTimeout, ReasonHostDraining or
+	// ReasonHostReplaced (a newer host took the home over: dial again).
 	Reason string
 	// Retryable reports whether retrying cannot run the operation twice.
 	Retryable bool
@@ -72,6 +74,8 @@ func (e *InterruptedError) Error() string {
 		why = "no answer came in time"
 	case ReasonHostDraining:
 		why = "the host is shutting down"
+	case ReasonHostReplaced:
+		why = "the host was replaced by a newer one"
 	}
 	outcome := "before the request was sent"
 	if e.Dispatched {
@@ -177,6 +181,7 @@ type Conn struct {
 	watchers map[string]*Watcher // guarded by mu
 	err      error               // guarded by mu: why the connection ended
 	draining bool                // guarded by mu: the host said it is draining
+	replaced bool                // guarded by mu: the host said it hands over to a newer one
 
 	done chan struct{} // closed when the reader has stopped
 }
@@ -459,7 +464,10 @@ func (c *Conn) releaseSlot(p *pending) {
 func (c *Conn) lostReason() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.draining {
+	switch {
+	case c.replaced: // a host handing over drains too
+		return ReasonHostReplaced
+	case c.draining:
 		return ReasonHostDraining
 	}
 	return ReasonConnectionLost

@@ -286,3 +286,55 @@ func TestOpenWaitsForAFreeSlotOfAHostAtItsConnectionLimit(t *testing.T) {
 	}
 	o.c.Close()
 }
+
+// handOffComposition closes its one subscription as host_replaced when
+// its host hands off, as the session service does.
+type handOffComposition struct {
+	testComposition
+	out chan *server.OutboundWriter
+}
+
+func (c handOffComposition) AttachConnection(_ server.Identity, out *server.OutboundWriter) server.Attachment {
+	c.out <- out
+	return c
+}
+
+func (c handOffComposition) BeginHandOff() {
+	out := <-c.out
+	b, _ := json.Marshal(protocol.SubscriptionClosedFrame{
+		Pushed: protocol.Pushed{Kind: protocol.KindSubscriptionClosed, HostEpoch: "e", SubscriptionID: "sub", Sequence: 1},
+		Reason: protocol.ClosedHostReplaced,
+	})
+	out.Enqueue(server.Fence, b)
+}
+
+func TestRequestsAfterTheHostHandsOffReportHostReplaced(t *testing.T) {
+	table := server.Table{}
+	server.Handle(table, protocol.OpSessionTodoQuery, func(context.Context, *server.Call, *protocol.SessionRef) (protocol.TodoQueryResult, error) {
+		return protocol.TodoQueryResult{}, nil
+	})
+	comp := handOffComposition{testComposition{table}, make(chan *server.OutboundWriter, 1)}
+	h := agentdtest.NewHost(t, agentdtest.Options{Compose: func(context.Context, *server.Server) (server.Composition, error) { return comp, nil }})
+	c := h.Connect(t)
+	ctx := agentdtest.Context(t)
+	w := c.Watch("sub")
+	defer w.Close()
+	if err := c.Request(ctx, protocol.OpSessionTodoQuery, protocol.SessionRef{SessionID: "s"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Request(ctx, protocol.OpHostUpgradePrepare, protocol.UpgradePrepareInput{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-c.Done():
+	case <-time.After(agentdtest.Timeout):
+		t.Fatal("connection not closed by the host handing off")
+	}
+	if f, err := w.Next(ctx); err != nil || f.Kind != protocol.KindSubscriptionClosed {
+		t.Fatalf("the subscription's last frame: %+v, %v", f, err)
+	}
+	var ie *client.InterruptedError
+	if _, err := c.Status(ctx); !errors.As(err, &ie) || ie.Reason != client.ReasonHostReplaced || !strings.Contains(err.Error(), "replaced") {
+		t.Fatalf("status after the hand-off: %v", err)
+	}
+}

@@ -116,8 +116,13 @@ func (c *Conn) push(head protocol.Pushed, raw []byte) {
 	if kind == protocol.KindSubscriptionClosed {
 		delete(c.watchers, head.SubscriptionID)
 		var closed protocol.SubscriptionClosedFrame
-		if json.Unmarshal(raw, &closed) == nil && closed.Reason == protocol.ClosedHostDraining {
-			c.draining = true
+		if json.Unmarshal(raw, &closed) == nil {
+			switch closed.Reason {
+			case protocol.ClosedHostDraining:
+				c.draining = true
+			case protocol.ClosedHostReplaced:
+				c.replaced = true
+			}
 		}
 	}
 	c.mu.Unlock()
