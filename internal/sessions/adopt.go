@@ -25,10 +25,10 @@ import (
 // before it serves, so a host killed or replaced loses no turn, shell run
 // or PTY: the worker goes on, and the new host follows its stream again.
 
-// AdoptTimeout bounds the adoption of one worker: one that has not
+// adoptTimeout bounds the adoption of one worker: one that has not
 // answered by then (hung, say) is stopped as lost, so that it cannot hold
 // the new host back.
-const AdoptTimeout = 2 * time.Second
+const adoptTimeout = 2 * time.Second
 
 // adoptAtOnce is how many workers a host adopts at the same time.
 const adoptAtOnce = 16
@@ -93,7 +93,7 @@ func (s *Service) registrations() []protocol.WorkerRegistration {
 
 // adopt takes over the worker reg names, when it still runs: it connects,
 // checks that the process answering is the one registered, and follows
-// its stream again. A worker that does not answer within AdoptTimeout is
+// its stream again. A worker that does not answer within adoptTimeout is
 // killed as lost; its session's next worker records the turn it left as
 // failed.
 func (s *Service) adopt(reg protocol.WorkerRegistration) {
@@ -113,7 +113,7 @@ func (s *Service) adopt(reg protocol.WorkerRegistration) {
 		s: s, sessionID: reg.SessionID, pid: reg.PID, procStart: reg.ProcessStart,
 		ready: make(chan struct{}), exited: make(chan struct{}), subs: map[*subscription]struct{}{},
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), AdoptTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), adoptTimeout)
 	defer cancel()
 	feed, err := w.connect(ctx, reg.Endpoint)
 	if err != nil {
@@ -183,7 +183,7 @@ func (s *Service) stopLost(reg protocol.WorkerRegistration) {
 		}
 		unix.Close(fd)
 	}
-	for deadline := time.Now().Add(AdoptTimeout); proc.RunningSince(reg.PID, reg.ProcessStart) && time.Now().Before(deadline); {
+	for deadline := time.Now().Add(adoptTimeout); proc.RunningSince(reg.PID, reg.ProcessStart) && time.Now().Before(deadline); {
 		time.Sleep(5 * time.Millisecond)
 	}
 	s.cleanUpAfter(reg.SessionID, reg.PID)
@@ -202,7 +202,7 @@ func (s *Service) exitOf(w *worker) <-chan error {
 		case <-s.detached:
 			return
 		}
-		for deadline := time.Now().Add(AdoptTimeout); proc.RunningSince(w.pid, w.procStart); {
+		for deadline := time.Now().Add(adoptTimeout); proc.RunningSince(w.pid, w.procStart); {
 			if time.Now().After(deadline) {
 				exited <- errSuperseded
 				return
