@@ -148,11 +148,15 @@ func startHost(ctx context.Context, cfg host.Config, replace bool, logger *slog.
 			return nil, fmt.Errorf("%w; `agentd upgrade` (or `agentd host --replace`) replaces it and keeps its sessions running", err)
 		}
 		if held.PID != asked && held.PID > 0 {
-			if err := askHandOff(ctx, held); err != nil {
+			switch err := askHandOff(ctx, held); {
+			case errors.Is(err, client.ErrHostNotReady):
+				// Still starting: it can hand over once it serves.
+			case err != nil:
 				return nil, err
+			default:
+				logger.Info("the host holding the home is handing it over", "holder", held.PID)
+				asked = held.PID
 			}
-			logger.Info("the host holding the home is handing it over", "holder", held.PID)
-			asked = held.PID
 		}
 		select {
 		case <-ctx.Done():

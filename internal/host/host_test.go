@@ -490,3 +490,37 @@ func TestHostStartingAfterADeadOneOfItsIDReplacesWhatItLeft(t *testing.T) {
 		t.Fatalf("the new host does not answer: %v", err)
 	}
 }
+
+// host.upgrade.prepare: a host still recovering answers host_not_ready,
+// one whose composition cannot hand over operation_unavailable; neither
+// lets go of its home.
+func TestUpgradePrepareNeedsAReadyHostThatCanHandOver(t *testing.T) {
+	composing, release := make(chan struct{}), make(chan struct{})
+	h := agentdtest.NewHost(t, agentdtest.Options{NoWait: true, Compose: func(ctx context.Context, _ *server.Server) (server.Composition, error) {
+		close(composing)
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		return composition{server.Table{}}, nil
+	}})
+	waitCh(t, composing, "host entered composition")
+	ctx := agentdtest.Context(t)
+	c, err := client.Dial(ctx, protocol.SocketPath(h.RuntimeDir, h.HostID), client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Request(ctx, protocol.OpHostUpgradePrepare, protocol.UpgradePrepareInput{}, nil); !errors.Is(err, client.ErrHostNotReady) {
+		t.Fatalf("upgrade.prepare while recovering: %v", err)
+	}
+	close(release)
+	waitCh(t, h.Ready(), "host ready")
+	if err := c.Request(ctx, protocol.OpHostUpgradePrepare, protocol.UpgradePrepareInput{}, nil); !errors.Is(err, client.ErrOperationUnavailable) {
+		t.Fatalf("upgrade.prepare without a hand-off: %v", err)
+	}
+	if st, err := c.Status(ctx); err != nil || st.State != protocol.StateReady {
+		t.Fatalf("after the refusals: %+v, %v", st, err)
+	}
+}

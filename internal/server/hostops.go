@@ -23,7 +23,11 @@ func (h *Server) hostHandlers() Table {
 		return res, nil
 	})
 	Handle(t, protocol.OpHostUpgradePrepare, func(ctx context.Context, call *Call, _ *protocol.UpgradePrepareInput) (protocol.UpgradePrepareResult, error) {
-		if _, ok := h.composition().(HandOff); !ok {
+		comp := h.composition()
+		if comp == nil {
+			return protocol.UpgradePrepareResult{}, protocol.Errorf(protocol.CodeHostNotReady, "the host is %s; it can hand its home over once it is ready", h.State())
+		}
+		if _, ok := comp.(HandOff); !ok {
 			return protocol.UpgradePrepareResult{}, protocol.Errorf(protocol.CodeOperationUnavailable, "this host cannot hand its home over")
 		}
 		h.diag.record(slog.LevelInfo, kindHost, "hand-off to a replacing host requested by connection "+call.Identity.ConnectionID)
