@@ -18,23 +18,32 @@ import (
 	"github.com/agentd-dev/agentd/protocol"
 )
 
+// listenRegistered listens as host reg.HostID in runtime directory dir
+// and registers it there, ready, as reg says: its endpoint, pid and
+// schema filled in.
+func listenRegistered(t *testing.T, dir string, reg protocol.Registration) (*net.UnixListener, protocol.Registration) {
+	t.Helper()
+	if err := home.PrepareRuntimeDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := home.Listen(dir, reg.HostID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg.SchemaVersion, reg.PID, reg.State = 1, os.Getpid(), protocol.StateReady
+	reg.Endpoint = protocol.SocketPath(dir, reg.HostID)
+	if err := home.WriteRegistration(dir, reg); err != nil {
+		t.Fatal(err)
+	}
+	return ln, reg
+}
+
 // staleHost registers a host that answers every hello with incompatible
 // and, on its first, points the registration at the real host as a
 // replacement would.
 func staleHost(t *testing.T, dir, hostID string, replacement protocol.Registration) {
 	t.Helper()
-	if err := home.PrepareRuntimeDir(dir); err != nil {
-		t.Fatal(err)
-	}
-	ln, err := home.Listen(dir, hostID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg := protocol.Registration{SchemaVersion: 1, HostID: hostID, PID: os.Getpid(), Endpoint: protocol.SocketPath(dir, hostID),
-		State: protocol.StateReady, ProtocolMin: 0, ProtocolMax: 0, Version: "old"}
-	if err := home.WriteRegistration(dir, reg); err != nil {
-		t.Fatal(err)
-	}
+	ln, _ := listenRegistered(t, dir, protocol.Registration{HostID: hostID, ProtocolMin: 0, ProtocolMax: 0, Version: "old"})
 	served := make(chan struct{})
 	go func() {
 		defer close(served)
@@ -81,18 +90,7 @@ func TestOpenRechecksAnAutoDiscoveredHostAfterAVersionMismatch(t *testing.T) {
 // costs it one connection: the handshake, with no liveness probe before it.
 func TestOpenDialsAReadyHostOnce(t *testing.T) {
 	dir := agentdtest.ShortDir(t)
-	if err := home.PrepareRuntimeDir(dir); err != nil {
-		t.Fatal(err)
-	}
-	ln, err := home.Listen(dir, "h")
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg := protocol.Registration{SchemaVersion: 1, HostID: "h", PID: os.Getpid(), Endpoint: protocol.SocketPath(dir, "h"),
-		State: protocol.StateReady, ProtocolMin: protocol.ProtocolVersion, ProtocolMax: protocol.ProtocolVersion}
-	if err := home.WriteRegistration(dir, reg); err != nil {
-		t.Fatal(err)
-	}
+	ln, reg := listenRegistered(t, dir, protocol.Registration{HostID: "h", ProtocolMin: protocol.ProtocolVersion, ProtocolMax: protocol.ProtocolVersion})
 	accepts := make(chan int, 1)
 	go func() {
 		n := 0
@@ -226,23 +224,12 @@ func (testComposition) Close(context.Context) error { return nil }
 
 func TestOpenWaitsForAFreeSlotOfAHostAtItsConnectionLimit(t *testing.T) {
 	dir := agentdtest.ShortDir(t)
-	if err := home.PrepareRuntimeDir(dir); err != nil {
-		t.Fatal(err)
-	}
-	ln, err := home.Listen(dir, "h")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ln, _ := listenRegistered(t, dir, protocol.Registration{HostID: "h", ProtocolMin: protocol.ProtocolVersion, ProtocolMax: protocol.ProtocolVersion})
 	srv, err := server.Start(server.Config{Listener: ln, HostID: "h", MaxConnections: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer srv.Shutdown(agentdtest.Context(t))
-	reg := protocol.Registration{SchemaVersion: 1, HostID: "h", PID: os.Getpid(), Endpoint: srv.Endpoint(),
-		State: protocol.StateReady, ProtocolMin: protocol.ProtocolVersion, ProtocolMax: protocol.ProtocolVersion}
-	if err := home.WriteRegistration(dir, reg); err != nil {
-		t.Fatal(err)
-	}
 	ctx := agentdtest.Context(t)
 	first, err := client.Dial(ctx, srv.Endpoint(), client.Options{})
 	if err != nil {

@@ -19,18 +19,13 @@ type adoptResult struct {
 // worker and nothing else, then `agentd upgrade`.
 func (b *bench) adoptIdle(ctx context.Context) (adoptResult, error) {
 	var r adoptResult
-	p, err := b.newPlace("adopt")
+	ctx, cancel := context.WithTimeout(ctx, 3*settleTimeout)
+	defer cancel()
+	p, c, err := b.startPlace(ctx, "adopt")
 	if err != nil {
 		return r, err
 	}
 	defer p.stop()
-	ctx, cancel := context.WithTimeout(ctx, 3*settleTimeout)
-	defer cancel()
-
-	c, err := p.dial(ctx)
-	if err != nil {
-		return r, fmt.Errorf("starting the host: %w", err)
-	}
 	defer c.Close()
 	ids := make(chan string)
 	var starting sync.WaitGroup

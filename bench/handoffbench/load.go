@@ -42,18 +42,13 @@ type loadResult struct {
 func (b *bench) load(ctx context.Context) (loadResult, error) {
 	var r loadResult
 	cfg := b.cfg
-	p, err := b.newPlace("load")
+	ctx, cancel := context.WithTimeout(ctx, 3*settleTimeout)
+	defer cancel()
+	p, c, err := b.startPlace(ctx, "load")
 	if err != nil {
 		return r, err
 	}
 	defer p.stop()
-	ctx, cancel := context.WithTimeout(ctx, 3*settleTimeout)
-	defer cancel()
-
-	c, err := p.dial(ctx)
-	if err != nil {
-		return r, fmt.Errorf("starting the host: %w", err)
-	}
 	defer c.Close()
 	ids := make([]string, cfg.sessions)
 	for i := range ids {

@@ -43,6 +43,7 @@ import (
 	"github.com/agentd-dev/agentd/bench/internal/harness"
 	"github.com/agentd-dev/agentd/bench/internal/procstat"
 	"github.com/agentd-dev/agentd/bench/internal/table"
+	"github.com/agentd-dev/agentd/client"
 )
 
 // config is a run's shape.
@@ -219,6 +220,21 @@ func (b *bench) newPlace(name string) (*place, error) {
 	defer b.mu.Unlock()
 	b.places = append(b.places, p)
 	return p, nil
+}
+
+// startPlace makes a fresh place for a part and starts its host: the
+// connection returned is to it.
+func (b *bench) startPlace(ctx context.Context, name string) (*place, *client.Conn, error) {
+	p, err := b.newPlace(name)
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := p.dial(ctx)
+	if err != nil {
+		p.stop()
+		return nil, nil, fmt.Errorf("starting the host: %w", err)
+	}
+	return p, c, nil
 }
 
 // close stops every process of the run and removes its directory.

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -341,12 +340,7 @@ func TestAHostCleansUpAfterAWorkerKilledWithItsHost(t *testing.T) {
 	id := strings.TrimSpace(p.mustRun("new", "--cwd", dir))
 	p.mustRun("run", "--session", id, "--detach", "--approve", "all",
 		"run `echo $$ > tool.pid; while [ ! -e go ]; do sleep 0.02; done`")
-	waitFor(t, "the tool's command", func() bool { return exists(filepath.Join(dir, "tool.pid")) })
-	b, _ := os.ReadFile(filepath.Join(dir, "tool.pid"))
-	tool, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil {
-		t.Fatalf("tool pid %q: %v", b, err)
-	}
+	tool := toolPID(t, dir)
 	worker := workerPID(t, p, id)
 	hostID, _ := protocol.DefaultHostID(p.home)
 	sock := filepath.Join(p.rundir, hostID+"-w-"+id+".sock")

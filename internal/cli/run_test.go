@@ -216,19 +216,27 @@ func runUntil(t *testing.T, p *place, event string, args ...string) (cmd *exec.C
 	return cmd, stderr, line
 }
 
+// toolPID waits until the tool's command has written its pid to tool.pid
+// in dir, and returns it.
+func toolPID(t *testing.T, dir string) int {
+	t.Helper()
+	for deadline := time.Now().Add(agentdtest.Timeout); ; time.Sleep(5 * time.Millisecond) {
+		b, _ := os.ReadFile(filepath.Join(dir, "tool.pid"))
+		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+			return pid
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the tool's command did not start")
+		}
+	}
+}
+
 func TestWorkerKilledMidTurnFailsTheTurnAndIsReplaced(t *testing.T) {
 	p := newSessionPlace(t)
 	dir := p.workDir()
 	id := strings.TrimSpace(p.mustRun("new", "--cwd", dir))
 	cmd, stderr := runUntilTool(t, p, id, "run `echo $$ > tool.pid; exec sleep 100`")
-	tool := 0
-	for deadline := time.Now().Add(agentdtest.Timeout); tool == 0; time.Sleep(5 * time.Millisecond) {
-		b, _ := os.ReadFile(filepath.Join(dir, "tool.pid"))
-		tool, _ = strconv.Atoi(strings.TrimSpace(string(b)))
-		if time.Now().After(deadline) {
-			t.Fatal("the tool's command did not start")
-		}
-	}
+	tool := toolPID(t, dir)
 	pid := workerPID(t, p, id)
 	syscall.Kill(pid, syscall.SIGKILL)
 	err := cmd.Wait()

@@ -183,9 +183,7 @@ func (s *Service) stopLost(reg protocol.WorkerRegistration) {
 		}
 		unix.Close(fd)
 	}
-	for deadline := time.Now().Add(adoptTimeout); proc.RunningSince(reg.PID, reg.ProcessStart) && time.Now().Before(deadline); {
-		time.Sleep(5 * time.Millisecond)
-	}
+	awaitExit(reg.PID, reg.ProcessStart, nil)
 	s.cleanUpAfter(reg.SessionID, reg.PID)
 	os.Remove(reg.Endpoint)
 	os.WriteFile(s.previousExitPath(reg.SessionID), []byte("its worker did not answer the host that took over, and was stopped"), 0o600)
@@ -202,20 +200,34 @@ func (s *Service) exitOf(w *worker) <-chan error {
 		case <-s.detached:
 			return
 		}
-		for deadline := time.Now().Add(adoptTimeout); proc.RunningSince(w.pid, w.procStart); {
-			if time.Now().After(deadline) {
-				exited <- errSuperseded
-				return
-			}
-			select {
-			case <-time.After(5 * time.Millisecond):
-			case <-s.detached:
-				return
-			}
+		if awaitExit(w.pid, w.procStart, s.detached) {
+			exited <- nil
+			return
 		}
-		exited <- nil
+		select {
+		case <-s.detached:
+		default:
+			exited <- errSuperseded
+		}
 	})
 	return exited
+}
+
+// awaitExit waits, at most adoptTimeout and until stop is closed, for the
+// process pid that started at start to be gone, and reports whether it
+// is.
+func awaitExit(pid int, start uint64, stop <-chan struct{}) bool {
+	for deadline := time.Now().Add(adoptTimeout); proc.RunningSince(pid, start); {
+		if time.Now().After(deadline) {
+			return false
+		}
+		select {
+		case <-time.After(5 * time.Millisecond):
+		case <-stop:
+			return false
+		}
+	}
+	return true
 }
 
 // restoreHeader puts an adopted worker's session back in the catalog when
