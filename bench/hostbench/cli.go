@@ -56,7 +56,7 @@ func (b *bench) cliPart(ctx context.Context) error {
 			return fmt.Errorf("cold agentd status: %w", err)
 		}
 		cold = append(cold, d)
-		if out, err := command(ctx, env, b.agentd, "shutdown").CombinedOutput(); err != nil {
+		if out, err := command(ctx, env, b.agentd, "shutdown", "--force").CombinedOutput(); err != nil {
 			return fmt.Errorf("agentd shutdown: %v: %s", err, out)
 		}
 		b.reapHosts(filepath.Join(dir, "r"))
@@ -91,7 +91,7 @@ func (b *bench) cliPart(ctx context.Context) error {
 		return fmt.Errorf("agentd status: %v: %s", err, out)
 	}
 	defer func() {
-		command(ctx, env, b.agentd, "shutdown").Run()
+		command(ctx, env, b.agentd, "shutdown", "--force").Run()
 		b.reapHosts(filepath.Join(dir, "r"))
 	}()
 	if tmux != "" {

@@ -270,7 +270,7 @@ func reapAll() {
 func (b *bench) shutdown(ctx context.Context, home, runDir string) {
 	sctx, cancel := context.WithTimeout(ctx, 40*time.Second)
 	defer cancel()
-	if out, err := command(sctx, b.agentdEnv(home, runDir), b.agentd, "shutdown").CombinedOutput(); err != nil {
+	if out, err := command(sctx, b.agentdEnv(home, runDir), b.agentd, "shutdown", "--force").CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "sessionbench: agentd shutdown: %v: %s\n", err, bytes.TrimSpace(out))
 	}
 	// Workers are stopped by their host as it drains; give a straggler a
