@@ -57,9 +57,10 @@ type config struct {
 	sessions   int // sessions listed by `agentd ls`
 	lsRuns     int
 
-	attachRecords int // transcript records of the attached session
-	attachRuns    int // timed attaches, each of agentd and of tmux
-	echoKeys      int // keys typed into each of `agentd shell` and tmux
+	attachRecords int    // transcript records of the attached session
+	attachRuns    int    // timed attaches, each of agentd and of tmux
+	echoKeys      int    // keys typed into each of `agentd shell` and tmux
+	ptyParts      string // the pieces of the pty part to run, comma-separated
 
 	fanSubs     int           // subscriptions reading the fan-out session
 	fanConns    int           // connections they are spread over
@@ -92,6 +93,7 @@ func main() {
 	flag.IntVar(&cfg.sessions, "sessions", 0, "sessions listed by `agentd ls` (default 10000, -quick 2000)")
 	flag.IntVar(&cfg.deltas, "deltas", 0, "text deltas of the streamed turn (default 100000)")
 	flag.DurationVar(&cfg.fanInterval, "fan-interval", 0, "pause between the fan-out turn's timestamp lines (default 1ms)")
+	flag.StringVar(&cfg.ptyParts, "pty-parts", "relay,idle,screen,echo", "comma-separated pieces of the pty part to run: relay, idle, screen, echo")
 	flag.IntVar(&cfg.fanSubs, "fan-subs", 0, "subscriptions reading the fan-out session (default 100)")
 	flag.Parse()
 	if flag.NArg() > 0 {

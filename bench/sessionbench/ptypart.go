@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -49,6 +50,7 @@ type ptyResults struct {
 	relayErr     string
 	workerCPU    time.Duration
 	hostCPU      time.Duration
+	clientCPU    time.Duration // this process's, reading the relay
 	framesPerMiB float64
 	screen       ptyScreenResults // `agentd pty` to a busy PTY's first screen
 	echo         echoResults      // keystroke echo through `agentd shell`
@@ -77,7 +79,11 @@ func (b *bench) ptyPart(ctx context.Context) error {
 	defer c.Close()
 	fmt.Printf("pty: %d rounds of `cat` of a %d MiB text file on a PTY: read straight from the PTY in this process (the anchor), and relayed by agentd to one client that chose the PTY; then %d idle PTYs in one session\n",
 		b.cfg.rounds, size>>20, idlePTYs)
+	run := func(piece string) bool { return slices.Contains(strings.Split(b.cfg.ptyParts, ","), piece) }
 	for round := range b.cfg.rounds {
+		if !run("relay") {
+			break
+		}
 		raw, err := rawPTYRate(ctx, file)
 		if err != nil {
 			return fmt.Errorf("raw PTY: %w", err)
@@ -94,7 +100,7 @@ func (b *bench) ptyPart(ctx context.Context) error {
 			return err
 		}
 		pid := workerPID(home, sub.session)
-		w0, h0 := procCPU(pid), procCPU(info.PID)
+		w0, h0, c0 := procCPU(pid), procCPU(info.PID), selfCPU()
 		rate, frames, werr := relayRate(ctx, sub, file, r.bytes)
 		if werr != nil {
 			r.relayErr = werr.Error()
@@ -104,6 +110,7 @@ func (b *bench) ptyPart(ctx context.Context) error {
 		}
 		r.workerCPU += procCPU(pid) - w0
 		r.hostCPU += procCPU(info.PID) - h0
+		r.clientCPU += selfCPU() - c0
 		r.framesPerMiB = float64(frames) / float64(r.bytes>>20)
 		r.agentdRate = append(r.agentdRate, rate)
 		r.delivered = append(r.delivered, delivered)
@@ -111,7 +118,27 @@ func (b *bench) ptyPart(ctx context.Context) error {
 		sub.close(ctx)
 	}
 
-	// Ten idle PTYs in one session.
+	if run("idle") {
+		if err := b.idlePTYs(ctx, c, home); err != nil {
+			return err
+		}
+	}
+	if run("screen") {
+		if err := b.ptyScreenPart(ctx, c, home, runDir, dir); err != nil {
+			return fmt.Errorf("screen: %w", err)
+		}
+	}
+	if run("echo") {
+		if err := b.echoPart(ctx, c, home, runDir, dir); err != nil {
+			return fmt.Errorf("echo: %w", err)
+		}
+	}
+	return nil
+}
+
+// idlePTYs measures what ten idle PTYs in one session cost its worker.
+func (b *bench) idlePTYs(ctx context.Context, c *client.Conn, home string) error {
+	r := &b.res.pty
 	sub, err := subscribe(ctx, c, home, b.work, "idle ptys")
 	if err != nil {
 		return err
@@ -134,13 +161,6 @@ func (b *bench) ptyPart(ctx context.Context) error {
 	time.Sleep(resource.DefaultScreenSleep + b.cfg.settle)
 	r.rssAfter = rssBytes(pid)
 	fmt.Printf("  worker RSS %s with no PTY, %s with %d idle PTYs\n", mib(r.rssBefore), mib(r.rssAfter), idlePTYs)
-
-	if err := b.ptyScreenPart(ctx, c, home, runDir, dir); err != nil {
-		return fmt.Errorf("screen: %w", err)
-	}
-	if err := b.echoPart(ctx, c, home, runDir, dir); err != nil {
-		return fmt.Errorf("echo: %w", err)
-	}
 	return nil
 }
 
@@ -266,10 +286,20 @@ func (r ptyResults) rows() []row {
 		{fmt.Sprintf("PTY relay: `cat` of %d MiB, one client attached, to its end; median of %d", r.bytes>>20, len(r.rawRate)), agent, fmt.Sprintf("%.1f MB/s raw PTY", rawRate/1e6), q, "≥ 0.70×", verdict},
 		{"  frames a MiB of output", fmt.Sprintf("%.1f", r.framesPerMiB), "-", math.NaN(), "-", "info"},
 		{"  output that reached the client as output (the rest: screens)", fmt.Sprintf("%.0f%%", 100*medianOr(r.delivered)), "-", math.NaN(), "-", "info"},
+		{"  CPU a MiB relayed: worker / host / this client", fmt.Sprintf("%.1fms / %.1fms / %.1fms", perMiB(r.workerCPU, r.bytes, len(r.agentdRate)), perMiB(r.hostCPU, r.bytes, len(r.agentdRate)), perMiB(r.clientCPU, r.bytes, len(r.agentdRate))), "-", math.NaN(), "-", "info"},
 		{fmt.Sprintf("worker RSS growth, %d idle PTYs", idlePTYs), mib(growth), mib(r.rssBefore) + " without", math.NaN(), "≤ 4 MiB", table.Verdict(growth <= goalIdlePTYs)},
 	}
 	rows = append(rows, r.screen.rows()...)
 	return append(rows, r.echo.rows()...)
+}
+
+// perMiB is d, spent over rounds relays of size bytes, in milliseconds a
+// MiB.
+func perMiB(d time.Duration, size int64, rounds int) float64 {
+	if rounds == 0 {
+		return math.NaN()
+	}
+	return float64(d.Milliseconds()) / float64(rounds) / float64(size>>20)
 }
 
 // medianOr is the median of v, or NaN when it is empty.
