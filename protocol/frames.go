@@ -226,9 +226,20 @@ func JoinJSONStrings(a, b []byte) []byte {
 	return append(a[:len(a)-1], b[1:]...)
 }
 
+// appendJSONString appends s as a JSON string. Identifiers, which are
+// printable ASCII without quotes or backslashes, are copied as they are;
+// anything else is escaped by encoding/json (Go's strconv quoting is not
+// JSON's: it writes control characters as \x00).
 func appendJSONString(b []byte, s string) []byte {
-	q, _ := json.Marshal(s)
-	return append(b, q...)
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, _ := json.Marshal(s)
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
 }
 
 // Reasons a subscription is closed.
@@ -257,9 +268,9 @@ type SubscriptionClosedFrame struct {
 // encoding them again.
 func AppendDeltaFrame(b []byte, hostEpoch, subscriptionID string, sequence uint64, delta []byte) []byte {
 	b = append(b, `{"kind":"`+KindSessionDelta+`","hostEpoch":`...)
-	b = strconv.AppendQuote(b, hostEpoch)
+	b = appendJSONString(b, hostEpoch)
 	b = append(b, `,"subscriptionId":`...)
-	b = strconv.AppendQuote(b, subscriptionID)
+	b = appendJSONString(b, subscriptionID)
 	b = append(b, `,"sequence":`...)
 	b = strconv.AppendUint(b, sequence, 10)
 	b = append(b, `,"delta":`...)
@@ -273,11 +284,11 @@ func AppendDeltaFrame(b []byte, hostEpoch, subscriptionID string, sequence uint6
 // for each subscriber.
 func AppendPushedFrame(b []byte, kind, hostEpoch, subscriptionID string, sequence uint64, fields []byte) []byte {
 	b = append(b, `{"kind":`...)
-	b = strconv.AppendQuote(b, kind)
+	b = appendJSONString(b, kind)
 	b = append(b, `,"hostEpoch":`...)
-	b = strconv.AppendQuote(b, hostEpoch)
+	b = appendJSONString(b, hostEpoch)
 	b = append(b, `,"subscriptionId":`...)
-	b = strconv.AppendQuote(b, subscriptionID)
+	b = appendJSONString(b, subscriptionID)
 	b = append(b, `,"sequence":`...)
 	b = strconv.AppendUint(b, sequence, 10)
 	if inner := bytes.TrimSpace(fields); len(inner) > 2 {
