@@ -29,6 +29,7 @@ type attachResults struct {
 	// When the screen first showed any text, of the same runs.
 	agentdFirst, tmuxFirst summary
 	version                summary // `agentd version`, exec → exit: a process's start alone
+	floor                  summary // a Go program that only prints, exec → exit
 	err                    string  // why agentd attach could not be measured
 	tmuxErr                string  // why the tmux anchor could not be measured
 }
@@ -153,13 +154,11 @@ func (b *bench) attachPart(ctx context.Context) error {
 	}
 	r.agentd, r.tmux = summarize(ag), summarize(tx)
 	r.agentdFirst, r.tmuxFirst = summarize(agFirst), summarize(txFirst)
-	version := make([]time.Duration, 0, b.cfg.attachRuns)
+	var version, floor []time.Duration
 	for range b.cfg.attachRuns {
-		if d, _, err := timeRun(command(ctx, env, b.agentd, "version")); err == nil {
-			version = append(version, d)
-		}
+		b.timeStarts(ctx, env, &version, &floor)
 	}
-	r.version = summarize(version)
+	r.version, r.floor = summarize(version), summarize(floor)
 	fmt.Printf("  agentd attach p50 %s p90 %s max %s (n=%d); tmux attach p50 %s p90 %s max %s (n=%d)\n",
 		dur(r.agentd.p50), dur(r.agentd.p90), dur(r.agentd.max), r.agentd.n, dur(r.tmux.p50), dur(r.tmux.p90), dur(r.tmux.max), r.tmux.n)
 

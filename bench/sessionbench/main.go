@@ -34,6 +34,7 @@ import (
 	"time"
 
 	"github.com/agentd-dev/agentd/bench/internal/harness"
+	"github.com/agentd-dev/agentd/bench/internal/table"
 )
 
 // config is the run's shape, set from flags.
@@ -171,6 +172,7 @@ type bench struct {
 	base   string // short temporary directory: socket paths stay under 108 bytes
 	work   string // the sessions' working directory
 	agentd string // the agentd binary (this binary with -profile)
+	floor  string // a Go program that only prints: the start every Go client pays
 	self   string // this binary
 	pi     piSide
 	res    results
@@ -219,6 +221,11 @@ func (b *bench) run(ctx context.Context) error {
 		fmt.Printf("agentd under test: this binary running agentd's command line, with CPU profiles into %s (-profile)\n", b.cfg.profile)
 	} else {
 		fmt.Println("agentd under test: the agentd binary; hosts by cold activation, workers by their host, each its own process")
+	}
+	if !b.cfg.skip["attach"] || !b.cfg.skip["pty"] {
+		if err := b.buildFloor(ctx); err != nil {
+			return err
+		}
 	}
 	if !b.cfg.skip["run"] {
 		b.preparePi(ctx)
@@ -275,6 +282,54 @@ func (b *bench) buildAgentd(ctx context.Context) error {
 	}
 	fmt.Printf("built agentd in %s\n", time.Since(t0).Round(10*time.Millisecond))
 	return nil
+}
+
+// buildFloor builds a Go program that prints one line and exits, as the
+// agentd binary is built. Its start is the least any Go client can take,
+// beside agentd's own start and tmux's attach.
+func (b *bench) buildFloor(ctx context.Context) error {
+	dir := filepath.Join(b.base, "floor")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	src := "package main\n\nimport \"os\"\n\nfunc main() { os.Stdout.WriteString(\"floor\\n\") }\n"
+	if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte(src), 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module floor\n\ngo 1.26\n"), 0o644); err != nil {
+		return err
+	}
+	b.floor = filepath.Join(b.base, "floor-bin")
+	build := command(ctx, append(os.Environ(), "CGO_ENABLED=0", "GOWORK=off"), "go", "build", "-o", b.floor, ".")
+	build.Dir = dir
+	if out, err := build.CombinedOutput(); err != nil {
+		return fmt.Errorf("building the floor program: %v\n%s", err, out)
+	}
+	return nil
+}
+
+// timeStarts times `agentd version` and the floor program once each: a
+// process's start alone, for what the rest of an attach costs.
+func (b *bench) timeStarts(ctx context.Context, env []string, version, floor *[]time.Duration) {
+	if d, _, err := timeRun(command(ctx, env, b.agentd, "version")); err == nil {
+		*version = append(*version, d)
+	}
+	if d, _, err := timeRun(command(ctx, env, b.floor)); err == nil {
+		*floor = append(*floor, d)
+	}
+}
+
+// startRows are the informational rows of the two process starts, beside
+// the anchor's attach.
+func startRows(version, floor, anchor summary) []row {
+	var rows []row
+	if version.n > 0 {
+		rows = append(rows, row{"  `agentd version` (a process start, no host), p50", dur(version.p50), dur(anchor.p50) + " tmux attach", table.Ratio(version.p50, anchor.p50), "-", "info"})
+	}
+	if floor.n > 0 {
+		rows = append(rows, row{"  a Go program that only prints (any Go client's start), p50", dur(floor.p50), dur(anchor.p50) + " tmux attach", table.Ratio(floor.p50, anchor.p50), "-", "info"})
+	}
+	return rows
 }
 
 // loadAverage returns the 1, 5 and 15 minute load averages: on a shared

@@ -281,13 +281,18 @@ func (r ptyResults) rows() []row {
 	if r.tmuxErr != "" {
 		tmuxAnchor, tmuxVerdict = "tmux failed: "+r.tmuxErr, "n/a (no anchor)"
 	}
-	rows := []row{
-		{"PTY relay, against tmux relaying the same `cat` to an attached client", agent, tmuxAnchor, agentdRate / tmuxRate, "≥ 1.5×", tmuxVerdict},
-		{fmt.Sprintf("PTY relay: `cat` of %d MiB, one client attached, to its end; median of %d", r.bytes>>20, len(r.rawRate)), agent, fmt.Sprintf("%.1f MB/s raw PTY", rawRate/1e6), q, "≥ 0.70×", verdict},
-		{"  frames a MiB of output", fmt.Sprintf("%.1f", r.framesPerMiB), "-", math.NaN(), "-", "info"},
-		{"  output that reached the client as output (the rest: screens)", fmt.Sprintf("%.0f%%", 100*medianOr(r.delivered)), "-", math.NaN(), "-", "info"},
-		{"  CPU a MiB relayed: worker / host / this client", fmt.Sprintf("%.1fms / %.1fms / %.1fms", perMiB(r.workerCPU, r.bytes, len(r.agentdRate)), perMiB(r.hostCPU, r.bytes, len(r.agentdRate)), perMiB(r.clientCPU, r.bytes, len(r.agentdRate))), "-", math.NaN(), "-", "info"},
-		{fmt.Sprintf("worker RSS growth, %d idle PTYs", idlePTYs), mib(growth), mib(r.rssBefore) + " without", math.NaN(), "≤ 4 MiB", table.Verdict(growth <= goalIdlePTYs)},
+	var rows []row
+	if len(r.rawRate) > 0 || r.relayErr != "" {
+		rows = append(rows,
+			row{"PTY relay, against tmux relaying the same `cat` to an attached client", agent, tmuxAnchor, agentdRate / tmuxRate, "≥ 1.5×", tmuxVerdict},
+			row{fmt.Sprintf("PTY relay: `cat` of %d MiB, one client attached, to its end; median of %d", r.bytes>>20, len(r.rawRate)), agent, fmt.Sprintf("%.1f MB/s raw PTY", rawRate/1e6), q, "≥ 0.70×", verdict},
+			row{"  frames a MiB of output", fmt.Sprintf("%.1f", r.framesPerMiB), "-", math.NaN(), "-", "info"},
+			row{"  output that reached the client as output (the rest: screens)", fmt.Sprintf("%.0f%%", 100*medianOr(r.delivered)), "-", math.NaN(), "-", "info"},
+			row{"  CPU a MiB relayed: worker / host / this client", fmt.Sprintf("%.1fms / %.1fms / %.1fms", perMiB(r.workerCPU, r.bytes, len(r.agentdRate)), perMiB(r.hostCPU, r.bytes, len(r.agentdRate)), perMiB(r.clientCPU, r.bytes, len(r.agentdRate))), "-", math.NaN(), "-", "info"},
+		)
+	}
+	if r.rssAfter > 0 {
+		rows = append(rows, row{fmt.Sprintf("worker RSS growth, %d idle PTYs", idlePTYs), mib(growth), mib(r.rssBefore) + " without", math.NaN(), "≤ 4 MiB", table.Verdict(growth <= goalIdlePTYs)})
 	}
 	rows = append(rows, r.screen.rows()...)
 	return append(rows, r.echo.rows()...)

@@ -48,6 +48,7 @@ type ptyScreenResults struct {
 	agentd, watch, tmux    summary // exec → the whole screen
 	agentdFirst, tmuxFirst summary // exec → any text
 	version                summary // `agentd version`: a process start alone
+	floor                  summary // a Go program that only prints
 	frameBytes             int
 	err, tmuxErr           string
 }
@@ -185,7 +186,7 @@ func (b *bench) ptyScreenPart(ctx context.Context, c *client.Conn, home, runDir,
 		}
 	}
 
-	var ag, wa, tx, agFirst, txFirst, version []time.Duration
+	var ag, wa, tx, agFirst, txFirst, version, floor []time.Duration
 	for round := range b.cfg.attachRuns {
 		sides := []func(){
 			func() {
@@ -226,11 +227,7 @@ func (b *bench) ptyScreenPart(ctx context.Context, c *client.Conn, home, runDir,
 				tx = append(tx, d)
 				txFirst = append(txFirst, lastFirstText)
 			},
-			func() { // a process start alone, for what the rest costs
-				if d, _, err := timeRun(command(ctx, env, b.agentd, "version")); err == nil {
-					version = append(version, d)
-				}
-			},
+			func() { b.timeStarts(ctx, env, &version, &floor) },
 		}
 		for i := range sides {
 			sides[(i+round)%len(sides)]()
@@ -238,7 +235,7 @@ func (b *bench) ptyScreenPart(ctx context.Context, c *client.Conn, home, runDir,
 	}
 	r.agentd, r.watch, r.tmux = summarize(ag), summarize(wa), summarize(tx)
 	r.agentdFirst, r.tmuxFirst = summarize(agFirst), summarize(txFirst)
-	r.version = summarize(version)
+	r.version, r.floor = summarize(version), summarize(floor)
 	fmt.Printf("  agentd pty p50 %s p90 %s max %s (n=%d); --watch p50 %s; tmux attach p50 %s p90 %s max %s (n=%d)\n",
 		dur(r.agentd.p50), dur(r.agentd.p90), dur(r.agentd.max), r.agentd.n, dur(r.watch.p50), dur(r.tmux.p50), dur(r.tmux.p90), dur(r.tmux.max), r.tmux.n)
 	return nil
@@ -563,6 +560,9 @@ func (t *termClient) close(detach string) {
 }
 
 func (r ptyScreenResults) rows() []row {
+	if r.agentd.n == 0 && r.tmux.n == 0 && r.err == "" {
+		return nil // not run
+	}
 	nan := math.NaN()
 	label := fmt.Sprintf("`agentd pty` to the first whole screen of a busy PTY, p50 (n=%d)", r.agentd.n)
 	switch {
@@ -578,13 +578,13 @@ func (r ptyScreenResults) rows() []row {
 		{"  `agentd pty --watch` (takes no control), p50", dur(r.watch.p50), dur(r.tmux.p50) + " tmux attach", table.Ratio(r.watch.p50, r.tmux.p50), "-", "info"},
 		{"  exec → the screen first shows any text, p50", dur(r.agentdFirst.p50), dur(r.tmuxFirst.p50) + " tmux attach", table.Ratio(r.agentdFirst.p50, r.tmuxFirst.p50), "-", "info"},
 	}
-	if r.version.n > 0 {
-		rows = append(rows, row{"  `agentd version` (a process start, no host), p50", dur(r.version.p50), dur(r.tmux.p50) + " tmux attach", table.Ratio(r.version.p50, r.tmux.p50), "-", "info"})
-	}
-	return rows
+	return append(rows, startRows(r.version, r.floor, r.tmux)...)
 }
 
 func (r echoResults) rows() []row {
+	if r.agentd.n == 0 && r.tmux.n == 0 && r.err == "" {
+		return nil // not run
+	}
 	nan := math.NaN()
 	label := fmt.Sprintf("keystroke echo through `agentd shell`, p99 (n=%d)", r.agentd.n)
 	switch {
