@@ -28,10 +28,9 @@ type attachResults struct {
 	coldAgent summary // `agentd attach ID` with the session's worker stopped first
 	// When the screen first showed any text, of the same runs.
 	agentdFirst, tmuxFirst summary
-	version                summary // `agentd version`, exec → exit: a process's start alone
-	floor                  summary // a Go program that only prints, exec → exit
-	err                    string  // why agentd attach could not be measured
-	tmuxErr                string  // why the tmux anchor could not be measured
+	starts                 starts // `agentd version` and a Go program that only prints
+	err                    string // why agentd attach could not be measured
+	tmuxErr                string // why the tmux anchor could not be measured
 }
 
 // The terminal both attaches draw on.
@@ -154,11 +153,9 @@ func (b *bench) attachPart(ctx context.Context) error {
 	}
 	r.agentd, r.tmux = summarize(ag), summarize(tx)
 	r.agentdFirst, r.tmuxFirst = summarize(agFirst), summarize(txFirst)
-	var version, floor []time.Duration
 	for range b.cfg.attachRuns {
-		b.timeStarts(ctx, env, &version, &floor)
+		r.starts.time(ctx, b, env)
 	}
-	r.version, r.floor = summarize(version), summarize(floor)
 	fmt.Printf("  agentd attach p50 %s p90 %s max %s (n=%d); tmux attach p50 %s p90 %s max %s (n=%d)\n",
 		dur(r.agentd.p50), dur(r.agentd.p90), dur(r.agentd.max), r.agentd.n, dur(r.tmux.p50), dur(r.tmux.p90), dur(r.tmux.max), r.tmux.n)
 

@@ -28,9 +28,11 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/agentd-dev/agentd/bench/internal/harness"
@@ -308,27 +310,44 @@ func (b *bench) buildFloor(ctx context.Context) error {
 	return nil
 }
 
-// timeStarts times `agentd version` and the floor program once each: a
-// process's start alone, for what the rest of an attach costs.
-func (b *bench) timeStarts(ctx context.Context, env []string, version, floor *[]time.Duration) {
-	if d, _, err := timeRun(command(ctx, env, b.agentd, "version")); err == nil {
-		*version = append(*version, d)
-	}
-	if d, _, err := timeRun(command(ctx, env, b.floor)); err == nil {
-		*floor = append(*floor, d)
-	}
+// starts are timed process starts: `agentd version`, and the floor
+// program beside it, with the minor page faults of each run. Where a page
+// fault is dear (a paravirtualised guest), a start costs about its faults.
+type starts struct {
+	version, floor             []time.Duration
+	versionFaults, floorFaults []float64
 }
 
-// startRows are the informational rows of the two process starts, beside
-// the anchor's attach.
-func startRows(version, floor, anchor summary) []row {
+// time times `agentd version` and the floor program once each: a process's
+// start alone, for what the rest of an attach costs.
+func (s *starts) time(ctx context.Context, b *bench, env []string) {
+	run := func(cmd *exec.Cmd, times *[]time.Duration, faults *[]float64) {
+		d, _, err := timeRun(cmd)
+		if err != nil {
+			return
+		}
+		*times = append(*times, d)
+		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+			*faults = append(*faults, float64(ru.Minflt))
+		}
+	}
+	run(command(ctx, env, b.agentd, "version"), &s.version, &s.versionFaults)
+	run(command(ctx, env, b.floor), &s.floor, &s.floorFaults)
+}
+
+// rows are the informational rows of the two process starts, beside the
+// anchor's attach.
+func (s *starts) rows(anchor summary) []row {
 	var rows []row
-	if version.n > 0 {
-		rows = append(rows, row{"  `agentd version` (a process start, no host), p50", dur(version.p50), dur(anchor.p50) + " tmux attach", table.Ratio(version.p50, anchor.p50), "-", "info"})
+	add := func(label string, times []time.Duration, faults []float64) {
+		if len(times) == 0 {
+			return
+		}
+		t := summarize(times)
+		rows = append(rows, row{label, fmt.Sprintf("%s, %.0f faults", dur(t.p50), medianOr(faults)), dur(anchor.p50) + " tmux attach", table.Ratio(t.p50, anchor.p50), "-", "info"})
 	}
-	if floor.n > 0 {
-		rows = append(rows, row{"  a Go program that only prints (any Go client's start), p50", dur(floor.p50), dur(anchor.p50) + " tmux attach", table.Ratio(floor.p50, anchor.p50), "-", "info"})
-	}
+	add("  `agentd version` (a process start, no host), p50", s.version, s.versionFaults)
+	add("  a Go program that only prints (any Go client's start), p50", s.floor, s.floorFaults)
 	return rows
 }
 

@@ -47,8 +47,7 @@ const (
 type ptyScreenResults struct {
 	agentd, watch, tmux    summary // exec → the whole screen
 	agentdFirst, tmuxFirst summary // exec → any text
-	version                summary // `agentd version`: a process start alone
-	floor                  summary // a Go program that only prints
+	starts                 starts  // `agentd version` and a Go program that only prints
 	frameBytes             int
 	err, tmuxErr           string
 }
@@ -186,7 +185,7 @@ func (b *bench) ptyScreenPart(ctx context.Context, c *client.Conn, home, runDir,
 		}
 	}
 
-	var ag, wa, tx, agFirst, txFirst, version, floor []time.Duration
+	var ag, wa, tx, agFirst, txFirst []time.Duration
 	for round := range b.cfg.attachRuns {
 		sides := []func(){
 			func() {
@@ -227,7 +226,7 @@ func (b *bench) ptyScreenPart(ctx context.Context, c *client.Conn, home, runDir,
 				tx = append(tx, d)
 				txFirst = append(txFirst, lastFirstText)
 			},
-			func() { b.timeStarts(ctx, env, &version, &floor) },
+			func() { r.starts.time(ctx, b, env) },
 		}
 		for i := range sides {
 			sides[(i+round)%len(sides)]()
@@ -235,7 +234,6 @@ func (b *bench) ptyScreenPart(ctx context.Context, c *client.Conn, home, runDir,
 	}
 	r.agentd, r.watch, r.tmux = summarize(ag), summarize(wa), summarize(tx)
 	r.agentdFirst, r.tmuxFirst = summarize(agFirst), summarize(txFirst)
-	r.version, r.floor = summarize(version), summarize(floor)
 	fmt.Printf("  agentd pty p50 %s p90 %s max %s (n=%d); --watch p50 %s; tmux attach p50 %s p90 %s max %s (n=%d)\n",
 		dur(r.agentd.p50), dur(r.agentd.p90), dur(r.agentd.max), r.agentd.n, dur(r.watch.p50), dur(r.tmux.p50), dur(r.tmux.p90), dur(r.tmux.max), r.tmux.n)
 	return nil
@@ -578,7 +576,7 @@ func (r ptyScreenResults) rows() []row {
 		{"  `agentd pty --watch` (takes no control), p50", dur(r.watch.p50), dur(r.tmux.p50) + " tmux attach", table.Ratio(r.watch.p50, r.tmux.p50), "-", "info"},
 		{"  exec → the screen first shows any text, p50", dur(r.agentdFirst.p50), dur(r.tmuxFirst.p50) + " tmux attach", table.Ratio(r.agentdFirst.p50, r.tmuxFirst.p50), "-", "info"},
 	}
-	return append(rows, startRows(r.version, r.floor, r.tmux)...)
+	return append(rows, r.starts.rows(r.tmux)...)
 }
 
 func (r echoResults) rows() []row {

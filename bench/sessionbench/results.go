@@ -179,7 +179,7 @@ func (b *bench) rows() []row {
 				row{"  max", dur(a.agentd.max), dur(a.tmux.max) + " tmux attach", table.Ratio(a.agentd.max, a.tmux.max), "-", "info"},
 				row{"  exec → the screen first shows any text, p50", dur(a.agentdFirst.p50), dur(a.tmuxFirst.p50) + " tmux attach", table.Ratio(a.agentdFirst.p50, a.tmuxFirst.p50), "-", "info"},
 			)
-			rows = append(rows, startRows(a.version, a.floor, a.tmux)...)
+			rows = append(rows, a.starts.rows(a.tmux)...)
 		}
 		if a.coldAgent.n > 0 {
 			rows = append(rows, row{fmt.Sprintf("  worker stopped first (the attach starts it), p50 (n=%d)", a.coldAgent.n), dur(a.coldAgent.p50), dur(a.tmux.p50) + " tmux attach", table.Ratio(a.coldAgent.p50, a.tmux.p50), "-", "info"})
