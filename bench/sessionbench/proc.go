@@ -298,6 +298,7 @@ func (b *bench) shutdown(ctx context.Context, home, runDir string) {
 var (
 	statusBytes = procstat.StatusBytes
 	procCPU     = procstat.CPU
+	procFaults  = procstat.Faults
 	selfCPU     = procstat.SelfCPU
 	percentile  = procstat.Percentile
 	median      = procstat.Median

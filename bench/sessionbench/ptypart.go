@@ -51,6 +51,8 @@ type ptyResults struct {
 	workerCPU    time.Duration
 	hostCPU      time.Duration
 	clientCPU    time.Duration // this process's, reading the relay
+	workerFaults uint64        // minor page faults of the worker during the relays
+	hostFaults   uint64
 	framesPerMiB float64
 	screen       ptyScreenResults // `agentd pty` to a busy PTY's first screen
 	echo         echoResults      // keystroke echo through `agentd shell`
@@ -101,6 +103,7 @@ func (b *bench) ptyPart(ctx context.Context) error {
 		}
 		pid := workerPID(home, sub.session)
 		w0, h0, c0 := procCPU(pid), procCPU(info.PID), selfCPU()
+		wf0, hf0 := procFaults(pid), procFaults(info.PID)
 		rate, frames, werr := relayRate(ctx, sub, file, r.bytes)
 		if werr != nil {
 			r.relayErr = werr.Error()
@@ -111,6 +114,8 @@ func (b *bench) ptyPart(ctx context.Context) error {
 		r.workerCPU += procCPU(pid) - w0
 		r.hostCPU += procCPU(info.PID) - h0
 		r.clientCPU += selfCPU() - c0
+		r.workerFaults += procFaults(pid) - wf0
+		r.hostFaults += procFaults(info.PID) - hf0
 		r.framesPerMiB = float64(frames) / float64(r.bytes>>20)
 		r.agentdRate = append(r.agentdRate, rate)
 		r.delivered = append(r.delivered, delivered)
@@ -288,6 +293,7 @@ func (r ptyResults) rows() []row {
 			row{fmt.Sprintf("PTY relay: `cat` of %d MiB, one client attached, to its end; median of %d", r.bytes>>20, len(r.rawRate)), agent, fmt.Sprintf("%.1f MB/s raw PTY", rawRate/1e6), q, "≥ 0.70×", verdict},
 			row{"  frames a MiB of output", fmt.Sprintf("%.1f", r.framesPerMiB), "-", math.NaN(), "-", "info"},
 			row{"  output that reached the client as output (the rest: screens)", fmt.Sprintf("%.0f%%", 100*medianOr(r.delivered)), "-", math.NaN(), "-", "info"},
+			row{"  page faults a MiB relayed: worker / host", fmt.Sprintf("%.0f / %.0f", perMiBCount(r.workerFaults, r.bytes, len(r.agentdRate)), perMiBCount(r.hostFaults, r.bytes, len(r.agentdRate))), "-", math.NaN(), "-", "info"},
 			row{"  CPU a MiB relayed: worker / host / this client", fmt.Sprintf("%.1fms / %.1fms / %.1fms", perMiB(r.workerCPU, r.bytes, len(r.agentdRate)), perMiB(r.hostCPU, r.bytes, len(r.agentdRate)), perMiB(r.clientCPU, r.bytes, len(r.agentdRate))), "-", math.NaN(), "-", "info"},
 		)
 	}
@@ -305,6 +311,14 @@ func perMiB(d time.Duration, size int64, rounds int) float64 {
 		return math.NaN()
 	}
 	return float64(d.Milliseconds()) / float64(rounds) / float64(size>>20)
+}
+
+// perMiBCount is n, counted over rounds relays of size bytes, a MiB.
+func perMiBCount(n uint64, size int64, rounds int) float64 {
+	if rounds == 0 {
+		return math.NaN()
+	}
+	return float64(n) / float64(rounds) / float64(size>>20)
 }
 
 // medianOr is the median of v, or NaN when it is empty.

@@ -41,6 +41,8 @@ type Stat struct {
 	PPID    int
 	PGRP    int
 	Session int
+	// MinFlt is how many minor page faults the process took.
+	MinFlt uint64
 	// UTime and STime are the user and system CPU time, all threads, in
 	// clock ticks.
 	UTime, STime uint64
@@ -109,7 +111,7 @@ func ParseStat(b []byte) (Stat, error) {
 	uints := []struct {
 		field int
 		to    *uint64
-	}{{11, &s.UTime}, {12, &s.STime}, {19, &s.StartTime}}
+	}{{7, &s.MinFlt}, {11, &s.UTime}, {12, &s.STime}, {19, &s.StartTime}}
 	for _, x := range uints {
 		if *x.to, err = strconv.ParseUint(string(f[x.field]), 10, 64); err != nil {
 			return Stat{}, ErrMalformed

@@ -12,9 +12,9 @@ func TestParseStatReadsTheFieldsAfterACommandNameOfAnyShape(t *testing.T) {
 		want Stat
 	}{
 		{"42 (agentd) S 1 42 42 0 -1 4194560 10 0 0 0 250 30 0 0 20 0 7 0 123456 0 0",
-			Stat{PID: 42, Comm: "agentd", State: 'S', PPID: 1, PGRP: 42, Session: 42, UTime: 250, STime: 30, StartTime: 123456}},
-		{"7 (a b) c)) Z 3 4 5 0 0 0 0 0 0 0 8 9 0 0 0 0 0 0 77\n",
-			Stat{PID: 7, Comm: "a b) c)", State: 'Z', PPID: 3, PGRP: 4, Session: 5, UTime: 8, STime: 9, StartTime: 77}},
+			Stat{PID: 42, Comm: "agentd", State: 'S', PPID: 1, PGRP: 42, Session: 42, MinFlt: 10, UTime: 250, STime: 30, StartTime: 123456}},
+		{"7 (a b) c)) Z 3 4 5 0 0 0 6 0 0 0 8 9 0 0 0 0 0 0 77\n",
+			Stat{PID: 7, Comm: "a b) c)", State: 'Z', PPID: 3, PGRP: 4, Session: 5, MinFlt: 6, UTime: 8, STime: 9, StartTime: 77}},
 	}
 	for _, c := range cases {
 		got, err := ParseStat([]byte(c.line))

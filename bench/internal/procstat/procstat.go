@@ -82,3 +82,13 @@ func MiB(n int64) string {
 	}
 	return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
 }
+
+// Faults returns how many minor page faults pid took, or 0 when it cannot
+// be read.
+func Faults(pid int) uint64 {
+	s, err := proc.ReadStat(pid)
+	if err != nil {
+		return 0
+	}
+	return s.MinFlt
+}
