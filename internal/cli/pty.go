@@ -457,10 +457,7 @@ func viewPTY(ctx context.Context, c *client.Conn, v ptyView, r protocol.Resource
 		}
 	}
 	cancel()
-	wg.Wait()
-	if errors.Is(end, errDetached) {
-		a.flush() // the keys typed with ctrl+\ before it
-	}
+	wg.Wait() // the keys typed with ctrl+\ before it are sent
 	// The modes the PTY's program turned on (mouse reporting, bracketed
 	// paste, a hidden cursor) are the PTY's, not the terminal's after it.
 	if v.notes == nil {
@@ -530,7 +527,9 @@ type attachment struct {
 	typed      []byte             // guarded by mu: typed, not sent yet
 	cols, rows int                // guarded by mu: a size not sent yet, or 0
 	unbanner   bool               // guarded by mu: the banner is to be erased
-	wake       chan struct{}
+	sending    bool               // guarded by mu: a goroutine is making control calls
+	lost       bool               // guarded by mu: a call conflicted; no more are made
+	wake       chan struct{}      // a size waits for send
 }
 
 // show writes the PTY's screen and output to the terminal until the PTY
@@ -602,7 +601,9 @@ func (a *attachment) readKeys(ctx context.Context, in *os.File) error {
 			a.mu.Lock()
 			a.typed = append(a.typed, keys...)
 			a.mu.Unlock()
-			a.poke()
+			if err := a.sendPending(ctx); err != nil {
+				return err
+			}
 		}
 		if i >= 0 {
 			return errDetached
@@ -637,7 +638,7 @@ func (a *attachment) controlFor(ctx context.Context, in *os.File) *client.Contro
 	return ctl
 }
 
-// resize notes the terminal's new size, sent with the next call.
+// resize notes the terminal's new size, for send to send.
 func (a *attachment) resize(cols, rows int) {
 	if a.controller() == nil || cols == 0 || rows == 0 {
 		return
@@ -655,8 +656,7 @@ func (a *attachment) poke() {
 	}
 }
 
-// send makes the control calls, one at a time: each carries all that was
-// typed while the one before was in flight, and the latest size.
+// send sends the terminal's new sizes, which the main loop notes.
 func (a *attachment) send(ctx context.Context) error {
 	for {
 		select {
@@ -664,49 +664,51 @@ func (a *attachment) send(ctx context.Context) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		for {
-			a.mu.Lock()
-			data := a.typed[:min(len(a.typed), protocol.MaxControlDataBytes)]
-			cols, rows := a.cols, a.rows
-			a.typed = a.typed[len(data):]
-			a.cols, a.rows = 0, 0
-			a.mu.Unlock()
-			if len(data) == 0 && cols == 0 {
-				break
-			}
-			// The call's own deadline, not ctx: keys typed before a
-			// detach still reach the PTY.
-			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), requestTimeout)
-			err := a.controller().Control(cctx, data, cols, rows)
-			cancel()
-			switch {
-			case errors.Is(err, client.ErrOperationConflict):
-				return nil // the PTY exited, or control was lost: show says which
-			case err != nil:
-				return fmt.Errorf("sending keys: %w", err)
-			}
+		if err := a.sendPending(ctx); err != nil {
+			return err
 		}
 	}
 }
 
-// flush sends what was typed and not sent yet, once send has returned.
-func (a *attachment) flush() {
-	ctl := a.controller()
-	if ctl == nil {
-		return
-	}
+// sendPending makes control calls, one at a time, until what was typed
+// and the latest size are sent, unless another goroutine makes them
+// already: that one sends what was added once its call returns. Keys thus
+// go out from the goroutine that read them, with no hand-over to wait
+// for, and each call carries all that was typed while the one before was
+// in flight.
+func (a *attachment) sendPending(ctx context.Context) error {
 	a.mu.Lock()
-	typed := a.typed
-	a.typed = nil
-	a.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
-	defer cancel()
-	for len(typed) > 0 {
-		n := min(len(typed), protocol.MaxControlDataBytes)
-		if ctl.Control(ctx, typed[:n], 0, 0) != nil {
-			return // the PTY exited or the connection went: nothing to type into
+	if a.sending {
+		a.mu.Unlock()
+		return nil
+	}
+	a.sending = true
+	for {
+		data := a.typed[:min(len(a.typed), protocol.MaxControlDataBytes)]
+		cols, rows := a.cols, a.rows
+		a.typed = a.typed[len(data):]
+		a.cols, a.rows = 0, 0
+		if a.lost || len(data) == 0 && cols == 0 {
+			a.sending = false
+			a.mu.Unlock()
+			return nil
 		}
-		typed = typed[n:]
+		ctl := a.ctl
+		a.mu.Unlock()
+		// The call's own deadline, not ctx: keys typed before a detach
+		// still reach the PTY.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), requestTimeout)
+		err := ctl.Control(cctx, data, cols, rows)
+		cancel()
+		a.mu.Lock()
+		switch {
+		case errors.Is(err, client.ErrOperationConflict):
+			a.lost = true // the PTY exited, or control was lost: show says which
+		case err != nil:
+			a.sending = false
+			a.mu.Unlock()
+			return fmt.Errorf("sending keys: %w", err)
+		}
 	}
 }
 
