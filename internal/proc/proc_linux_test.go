@@ -17,7 +17,7 @@ func TestReadStatOfThisProcess(t *testing.T) {
 	if err != nil {
 		t.Skipf("no /proc: %v", err)
 	}
-	if s.PID != os.Getpid() || s.PPID != os.Getppid() || s.PGRP != syscall.Getpgrp() || s.State != 'R' || s.StartTime == 0 {
+	if s.PID != os.Getpid() || s.PPID != os.Getppid() || s.PGRP != syscall.Getpgrp() || s.Exited() || s.StartTime == 0 {
 		t.Errorf("stat of this process: %+v", s)
 	}
 	if !Running(os.Getpid()) {
