@@ -110,7 +110,7 @@ func (s *Service) adopt(reg protocol.WorkerRegistration) {
 		return
 	}
 	w := &worker{
-		s: s, sessionID: reg.SessionID, pid: reg.PID, pidfd: -1, procStart: reg.ProcessStart,
+		s: s, sessionID: reg.SessionID, pid: reg.PID, procStart: reg.ProcessStart,
 		ready: make(chan struct{}), exited: make(chan struct{}), subs: map[*subscription]struct{}{},
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), adoptTimeout)
@@ -123,7 +123,6 @@ func (s *Service) adopt(reg protocol.WorkerRegistration) {
 		return
 	}
 	s.restoreHeader(w)
-	w.pidfd = openPidfd(w.pid) // the process that answered as w.pid
 	s.mu.Lock()
 	s.workers[w.sessionID] = w
 	s.mu.Unlock()

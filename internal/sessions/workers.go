@@ -14,8 +14,6 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/agentd-dev/agentd/client"
 	"github.com/agentd-dev/agentd/internal/catalog"
 	"github.com/agentd-dev/agentd/internal/proc"
@@ -30,7 +28,6 @@ type worker struct {
 	s         *Service
 	sessionID string
 	pid       int           // constant once started
-	pidfd     int           // constant once started: a pidfd of the process, or -1
 	procStart uint64        // constant once started: the process's start time, for an adopted worker
 	conn      *client.Conn  // constant once started
 	ready     chan struct{} // closed once started or failed
@@ -115,7 +112,7 @@ func (s *Service) ensureWorker(ctx context.Context, h catalog.Header) (*worker, 
 			continue
 		}
 		if !ok {
-			w = &worker{s: s, sessionID: h.ID, pidfd: -1, ready: make(chan struct{}), exited: make(chan struct{}), subs: map[*subscription]struct{}{}}
+			w = &worker{s: s, sessionID: h.ID, ready: make(chan struct{}), exited: make(chan struct{}), subs: map[*subscription]struct{}{}}
 			s.workers[h.ID] = w
 			s.wg.Go(func() { s.start(w, h) })
 		}
@@ -140,43 +137,14 @@ func (s *Service) ensureWorker(ctx context.Context, h catalog.Header) (*worker, 
 	}
 }
 
-// dead reports whether a started worker's process has ended. It is asked
-// before every request forwarded to the worker (a key typed into its PTY
-// among them), so it polls the process's pidfd, one system call, rather
-// than reading /proc/<pid>/stat, for which the kernel sums the times of
-// every thread of the process; /proc only where there is no pidfd.
+// dead reports whether a started worker's process has ended.
 func (w *worker) dead() bool {
 	select {
 	case <-w.ready:
+		return w.startErr == nil && !proc.Running(w.pid)
 	default:
 		return false
 	}
-	if w.startErr != nil {
-		return false
-	}
-	if w.pidfd < 0 {
-		return !proc.Running(w.pid)
-	}
-	fds := []unix.PollFd{{Fd: int32(w.pidfd), Events: unix.POLLIN}}
-	for {
-		n, err := unix.Poll(fds, 0)
-		if err == nil {
-			return n > 0 // readable once the process has exited
-		}
-		if err != unix.EINTR {
-			return !proc.Running(w.pid)
-		}
-	}
-}
-
-// openPidfd returns a pidfd of process pid, or -1 where there are none
-// (an old kernel, a sandbox that refuses the call).
-func openPidfd(pid int) int {
-	fd, err := unix.PidfdOpen(pid, 0)
-	if err != nil {
-		return -1
-	}
-	return fd
 }
 
 // hold keeps the worker from an idle stop until release; it fails once
@@ -252,7 +220,6 @@ func (s *Service) start(w *worker, h catalog.Header) {
 		return
 	}
 	w.pid = cmd.Process.Pid
-	w.pidfd = openPidfd(w.pid)
 	waited := make(chan error, 1)
 	go func() { waited <- cmd.Wait() }()
 
@@ -395,11 +362,6 @@ func (s *Service) forget(w *worker) {
 	s.mu.Lock()
 	if s.workers[w.sessionID] == w {
 		delete(s.workers, w.sessionID)
-	}
-	// Out of the map, w is asked no more whether it is dead.
-	if w.pidfd >= 0 {
-		unix.Close(w.pidfd)
-		w.pidfd = -1
 	}
 	s.mu.Unlock()
 	s.host.CheckIdle()
