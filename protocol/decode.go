@@ -608,25 +608,19 @@ type HostFrame struct {
 }
 
 // DecodeHostFrame decodes one line from a host. It is lenient about
-// unknown fields, so newer hosts can add them.
+// unknown fields, so newer hosts can add them. It decodes only the
+// frame's head; Raw holds the rest.
 func DecodeHostFrame(line []byte) (HostFrame, error) {
 	trimmed := bytes.TrimLeft(line, " \t\r\n")
 	if len(trimmed) == 0 || trimmed[0] != '{' {
 		return HostFrame{}, ErrNotObject
 	}
-	var head struct {
-		Kind           string          `json:"kind"`
-		HostEpoch      string          `json:"hostEpoch"`
-		SubscriptionID string          `json:"subscriptionId"`
-		Sequence       uint64          `json:"sequence"`
-		RequestID      string          `json:"requestId"`
-		Operation      string          `json:"operation"`
-		OK             bool            `json:"ok"`
-		Result         json.RawMessage `json:"result"`
-		Error          *Error          `json:"error"`
-	}
-	if err := json.Unmarshal(line, &head); err != nil {
-		return HostFrame{}, translate(err, "")
+	var head hostHead
+	if !head.scan(line) {
+		head = hostHead{}
+		if err := json.Unmarshal(line, &head); err != nil {
+			return HostFrame{}, translate(err, "")
+		}
 	}
 	if head.Kind != "" {
 		return HostFrame{Kind: head.Kind, Raw: line, Pushed: Pushed{
@@ -643,4 +637,46 @@ func DecodeHostFrame(line []byte) (HostFrame, error) {
 		RequestID: head.RequestID, Operation: head.Operation, OK: head.OK,
 		Result: head.Result, Error: head.Error,
 	}, Raw: line}, nil
+}
+
+// hostHead is what DecodeHostFrame reads of a frame.
+type hostHead struct {
+	Kind           string          `json:"kind"`
+	HostEpoch      string          `json:"hostEpoch"`
+	SubscriptionID string          `json:"subscriptionId"`
+	Sequence       uint64          `json:"sequence"`
+	RequestID      string          `json:"requestId"`
+	Operation      string          `json:"operation"`
+	OK             bool            `json:"ok"`
+	Result         json.RawMessage `json:"result"`
+	Error          *Error          `json:"error"`
+}
+
+// scan decodes the head as json.Unmarshal would, in one pass that leaves
+// the frame's other fields undecoded; false: decode it with
+// json.Unmarshal, which also says what is wrong.
+func (h *hostHead) scan(line []byte) bool {
+	return scanObject(line, func(key, val []byte) bool {
+		switch {
+		case keyIs(key, "kind"):
+			return scanStringField(val, &h.Kind)
+		case keyIs(key, "hostEpoch"):
+			return scanStringField(val, &h.HostEpoch)
+		case keyIs(key, "subscriptionId"):
+			return scanStringField(val, &h.SubscriptionID)
+		case keyIs(key, "sequence"):
+			return scanUintField(val, &h.Sequence)
+		case keyIs(key, "requestId"):
+			return scanStringField(val, &h.RequestID)
+		case keyIs(key, "operation"):
+			return scanStringField(val, &h.Operation)
+		case keyIs(key, "ok"):
+			return scanBoolField(val, &h.OK)
+		case keyIs(key, "result"):
+			h.Result = append(json.RawMessage(nil), val...)
+		case keyIs(key, "error"):
+			return json.Unmarshal(val, &h.Error) == nil
+		}
+		return true
+	})
 }

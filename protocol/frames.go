@@ -187,11 +187,14 @@ type PtyDataFields struct {
 }
 
 // DecodePtyDataFields decodes a runtime_resource_pty_data frame, or its
-// fields alone, keeping its data encoded.
+// fields alone, keeping its data encoded: Data may share b's memory.
 func DecodePtyDataFields(b []byte) (PtyDataFields, error) {
 	var f PtyDataFields
-	if err := json.Unmarshal(b, &f); err != nil {
-		return PtyDataFields{}, translate(err, "")
+	if !f.scan(b) {
+		f = PtyDataFields{}
+		if err := json.Unmarshal(b, &f); err != nil {
+			return PtyDataFields{}, translate(err, "")
+		}
 	}
 	if len(f.Data) < 2 || f.Data[0] != '"' {
 		return PtyDataFields{}, FieldError("data", "must be a string")
@@ -200,6 +203,27 @@ func DecodePtyDataFields(b []byte) (PtyDataFields, error) {
 		return PtyDataFields{}, FieldError("ref", "is required")
 	}
 	return f, nil
+}
+
+// scan decodes the fields as json.Unmarshal would, in one pass that
+// checks the data but does not decode it; false: decode them with
+// json.Unmarshal, which also says what is wrong.
+func (f *PtyDataFields) scan(b []byte) bool {
+	return scanObject(b, func(key, val []byte) bool {
+		switch {
+		case keyIs(key, "sessionId"):
+			return scanStringField(val, &f.SessionID)
+		case keyIs(key, "ref"):
+			return scanStringField(val, &f.Ref)
+		case keyIs(key, "ptySequence"):
+			return scanUintField(val, &f.PtySequence)
+		case keyIs(key, "data"):
+			f.Data = val
+		case keyIs(key, "screen"):
+			return scanBoolField(val, &f.Screen)
+		}
+		return true
+	})
 }
 
 // AppendJSON appends the fields as a JSON object, the data as it is.

@@ -1,0 +1,328 @@
+package protocol
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"strconv"
+)
+
+// A frame's head — its kind, subscription, sequence, or a response's id —
+// is a few short fields beside what the frame carries, which can be most
+// of a megabyte (a PTY's output, a transcript page). The scan below reads
+// one JSON object's members in one pass, checking the shape of every
+// value as encoding/json does but decoding none, so a decoder takes the
+// fields it needs and leaves the rest as the bytes they arrived as.
+//
+// A decoder built on it is a fast path: where it meets anything it does
+// not decode exactly as encoding/json would (a value of the wrong type, an
+// escaped or non-ASCII key, nesting deeper than maxScanDepth), it gives
+// up, and its caller decodes with encoding/json, which also names what is
+// wrong.
+
+// maxScanDepth bounds the nesting the scan follows; deeper values are
+// left to encoding/json.
+const maxScanDepth = 256
+
+// scanObject calls member with the key (without its quotes) and the value
+// of each member of the JSON object b, in order, and reports whether b is
+// one valid JSON object, with whitespace at most around it, whose keys
+// are plain ASCII, and member accepted every member.
+func scanObject(b []byte, member func(key, val []byte) bool) bool {
+	i := skipSpace(b, 0)
+	if i >= len(b) || b[i] != '{' {
+		return false
+	}
+	i = skipSpace(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		return skipSpace(b, i+1) == len(b)
+	}
+	for {
+		if i >= len(b) || b[i] != '"' {
+			return false
+		}
+		kend := scanString(b, i)
+		if kend < 0 || !plainKey(b[i+1:kend-1]) {
+			return false
+		}
+		key := b[i+1 : kend-1]
+		i = skipSpace(b, kend)
+		if i >= len(b) || b[i] != ':' {
+			return false
+		}
+		i = skipSpace(b, i+1)
+		vend := scanValue(b, i, 1)
+		if vend < 0 || !member(key, b[i:vend]) {
+			return false
+		}
+		i = skipSpace(b, vend)
+		if i >= len(b) {
+			return false
+		}
+		switch b[i] {
+		case ',':
+			i = skipSpace(b, i+1)
+		case '}':
+			return skipSpace(b, i+1) == len(b)
+		default:
+			return false
+		}
+	}
+}
+
+// plainKey reports whether a key's bytes are printable ASCII without
+// escapes: its bytes are then its name.
+func plainKey(k []byte) bool {
+	for _, c := range k {
+		if c >= 0x80 || c == '\\' {
+			return false
+		}
+	}
+	return true
+}
+
+// scanValue returns the index after the valid JSON value at b[i], or -1.
+func scanValue(b []byte, i, depth int) int {
+	if i >= len(b) {
+		return -1
+	}
+	switch c := b[i]; {
+	case c == '"':
+		return scanString(b, i)
+	case c == '{' || c == '[':
+		if depth > maxScanDepth {
+			return -1
+		}
+		return scanNested(b, i, depth)
+	case c == '-' || c >= '0' && c <= '9':
+		return scanNumber(b, i)
+	case c == 't':
+		return scanLiteral(b, i, "true")
+	case c == 'f':
+		return scanLiteral(b, i, "false")
+	case c == 'n':
+		return scanLiteral(b, i, "null")
+	}
+	return -1
+}
+
+// scanNested returns the index after the valid object or array at b[i].
+func scanNested(b []byte, i, depth int) int {
+	object := b[i] == '{'
+	closing := byte(']')
+	if object {
+		closing = '}'
+	}
+	i = skipSpace(b, i+1)
+	if i < len(b) && b[i] == closing {
+		return i + 1
+	}
+	for {
+		if object {
+			if i >= len(b) || b[i] != '"' {
+				return -1
+			}
+			if i = scanString(b, i); i < 0 {
+				return -1
+			}
+			i = skipSpace(b, i)
+			if i >= len(b) || b[i] != ':' {
+				return -1
+			}
+			i = skipSpace(b, i+1)
+		}
+		if i = scanValue(b, i, depth+1); i < 0 {
+			return -1
+		}
+		i = skipSpace(b, i)
+		switch {
+		case i >= len(b):
+			return -1
+		case b[i] == ',':
+			i = skipSpace(b, i+1)
+		case b[i] == closing:
+			return i + 1
+		default:
+			return -1
+		}
+	}
+}
+
+const (
+	ones  = 0x0101010101010101
+	highs = 0x8080808080808080
+)
+
+// stringStop reports whether any of the eight bytes of x ends a run of
+// plain string bytes: a control character, a quote or a backslash.
+func stringStop(x uint64) bool {
+	ctl := (x - ones*0x20) & ^x
+	q := x ^ (ones * '"')
+	bs := x ^ (ones * '\\')
+	return (ctl|(q-ones)&^q|(bs-ones)&^bs)&highs != 0
+}
+
+// scanString returns the index after the valid string literal at b[i],
+// or -1. Like encoding/json, it takes any byte but a control character
+// inside, valid UTF-8 or not.
+func scanString(b []byte, i int) int {
+	j := i + 1
+	for {
+		for j+8 <= len(b) && !stringStop(binary.LittleEndian.Uint64(b[j:])) {
+			j += 8
+		}
+		if j >= len(b) {
+			return -1
+		}
+		switch c := b[j]; {
+		case c == '"':
+			return j + 1
+		case c < 0x20:
+			return -1
+		case c == '\\':
+			if j+1 >= len(b) {
+				return -1
+			}
+			switch b[j+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				j += 2
+			case 'u':
+				if j+6 > len(b) {
+					return -1
+				}
+				for _, h := range b[j+2 : j+6] {
+					if !isHex(h) {
+						return -1
+					}
+				}
+				j += 6
+			default:
+				return -1
+			}
+		default:
+			j++
+		}
+	}
+}
+
+func isHex(c byte) bool {
+	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
+}
+
+// scanNumber returns the index after the valid number at b[i], or -1.
+func scanNumber(b []byte, i int) int {
+	if b[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(b) && b[i] == '0':
+		i++
+	case i < len(b) && b[i] >= '1' && b[i] <= '9':
+		i = digits(b, i)
+	default:
+		return -1
+	}
+	if i < len(b) && b[i] == '.' {
+		j := digits(b, i+1)
+		if j == i+1 {
+			return -1
+		}
+		i = j
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		j := digits(b, i)
+		if j == i {
+			return -1
+		}
+		i = j
+	}
+	return i
+}
+
+func digits(b []byte, i int) int {
+	for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+		i++
+	}
+	return i
+}
+
+func scanLiteral(b []byte, i int, lit string) int {
+	if !bytes.HasPrefix(b[i:], []byte(lit)) {
+		return -1
+	}
+	return i + len(lit)
+}
+
+// keyIs reports whether key, plain ASCII, names field as encoding/json
+// matches names: without regard to case.
+func keyIs(key []byte, field string) bool {
+	if len(key) != len(field) {
+		return false
+	}
+	for i, c := range key {
+		if f := field[i]; c != f && lower(c) != lower(f) {
+			return false
+		}
+	}
+	return true
+}
+
+func lower(c byte) byte {
+	if c >= 'A' && c <= 'Z' {
+		return c + 'a' - 'A'
+	}
+	return c
+}
+
+// The decoders of a head's values below report false for a value
+// encoding/json would refuse for that field: their caller decodes with
+// encoding/json then. A null leaves the field as it is, as with
+// encoding/json.
+
+func scanStringField(val []byte, dst *string) bool {
+	switch {
+	case val[0] == 'n':
+		return true
+	case val[0] != '"':
+		return false
+	}
+	inner := val[1 : len(val)-1]
+	for _, c := range inner {
+		if c >= 0x80 || c == '\\' {
+			// Escapes to read, or UTF-8 to check: encoding/json
+			// replaces what is not valid.
+			return json.Unmarshal(val, dst) == nil
+		}
+	}
+	*dst = string(inner)
+	return true
+}
+
+func scanUintField(val []byte, dst *uint64) bool {
+	if val[0] == 'n' {
+		return true
+	}
+	n, err := strconv.ParseUint(string(val), 10, 64)
+	if err != nil {
+		return false
+	}
+	*dst = n
+	return true
+}
+
+func scanBoolField(val []byte, dst *bool) bool {
+	switch val[0] {
+	case 't':
+		*dst = true
+	case 'f':
+		*dst = false
+	case 'n':
+	default:
+		return false
+	}
+	return true
+}

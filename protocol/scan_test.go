@@ -1,0 +1,112 @@
+package protocol
+
+import (
+	"bytes"
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+var scanSeeds = []string{
+	`{"kind":"subscription.runtime_resource_pty_data","hostEpoch":"e","subscriptionId":"s","sequence":1,"sessionId":"s","ref":"pty-1","ptySequence":7,"data":"a\u001b[0m\r\n\"q\" \\ é"}`,
+	`{"requestId":"r1","operation":"host.status","ok":true,"result":{"state":"ready","n":[1,-2.5e3,true,null,{}]}}`,
+	`{"requestId":"r1","ok":false,"error":{"code":"not_found","message":"m"},"error":{"message":"n"}}`,
+	`{"requestId":"r1","ok":false,"error":null,"result":null}`,
+	` {"KIND":"x","Sequence":3,"kind":null, "ptysequence":2,"Screen":true,"DATA":"d"} `,
+	`{"kind":"k\u00e9","sequence":18446744073709551615}`,
+	`{"sequence":18446744073709551616}`,
+	`{"sequence":-0,"kind":"x"}`,
+	`{"sequence":1.0,"kind":"x"}`,
+	`{"kind":5}`,
+	`{"kind":"a","x":[}`,
+	`{"kind":"a","x":"\x01"}`,
+	`{"kind":"a","x":"\q"}`,
+	`{"kind":"a","x":"\u12g4"}`,
+	`{"kind":"a","x":01}`,
+	`{"kind":"a","x":tru}`,
+	`{"kind":"a"} {}`,
+	`{"k\u0069nd":"a"}`,
+	"{\"kind\":\"a\xff\"}",
+	`{"data":7,"ref":"r"}`,
+	`{"data":"x","ref":"r",}`,
+	`{}`,
+	`[]`,
+}
+
+// FuzzScanHostHead: what the scan decodes of a frame's head,
+// json.Unmarshal decodes alike; what json.Unmarshal refuses, the scan
+// refuses.
+func FuzzScanHostHead(f *testing.F) {
+	for _, s := range scanSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		var scanned, decoded hostHead
+		if !scanned.scan(line) {
+			return
+		}
+		if err := json.Unmarshal(line, &decoded); err != nil {
+			t.Fatalf("the scan took %q, which json.Unmarshal refuses: %v", line, err)
+		}
+		if !reflect.DeepEqual(scanned, decoded) {
+			t.Fatalf("%q: the scan read %+v, json.Unmarshal %+v", line, scanned, decoded)
+		}
+	})
+}
+
+// FuzzScanPtyDataFields is FuzzScanHostHead for a PTY's output frame.
+func FuzzScanPtyDataFields(f *testing.F) {
+	for _, s := range scanSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var scanned, decoded PtyDataFields
+		if !scanned.scan(b) {
+			return
+		}
+		if err := json.Unmarshal(b, &decoded); err != nil {
+			t.Fatalf("the scan took %q, which json.Unmarshal refuses: %v", b, err)
+		}
+		if !reflect.DeepEqual(scanned, decoded) {
+			t.Fatalf("%q: the scan read %+v, json.Unmarshal %+v", b, scanned, decoded)
+		}
+	})
+}
+
+// FuzzScanValue: the scan takes a JSON value exactly when encoding/json
+// does, up to the depth it follows.
+func FuzzScanValue(f *testing.F) {
+	for _, s := range scanSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		v := bytes.Trim(b, " \t\r\n")
+		whole := scanValue(v, 0, 1) == len(v)
+		if valid := json.Valid(b); whole != valid && !(valid && strings.Count(string(b), "[")+strings.Count(string(b), "{") > maxScanDepth) {
+			t.Fatalf("%q: the scan took it: %v, json.Valid: %v", b, whole, valid)
+		}
+	})
+}
+
+// The frames agentd writes take the scan, not the slower general decode.
+func TestScanTakesTheFramesAgentdWrites(t *testing.T) {
+	pty := mustJSON(t, RuntimeResourcePtyDataFrame{
+		Pushed:                 Pushed{Kind: KindRuntimeResourcePtyData, HostEpoch: "e", SubscriptionID: "s.1", Sequence: 9},
+		RuntimeResourcePtyData: RuntimeResourcePtyData{SessionID: "s", Ref: "pty-1", PtySequence: 4, Data: "\x1b[1mé\r\n\"\\\t"},
+	})
+	for _, line := range []string{
+		pty,
+		mustJSON(t, Response{RequestID: "r1", Operation: OpHostStatus, OK: true, Result: json.RawMessage(`{"state":"ready"}`)}),
+		mustJSON(t, Response{RequestID: "r2", Operation: OpHostStatus, Error: &Error{Code: CodeNotFound, Message: "m"}}),
+	} {
+		var h hostHead
+		if !h.scan([]byte(line)) {
+			t.Errorf("the head of %s was not scanned", line)
+		}
+	}
+	var f PtyDataFields
+	if !f.scan([]byte(pty)) {
+		t.Errorf("the fields of %s were not scanned", pty)
+	}
+}
