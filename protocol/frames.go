@@ -3,6 +3,7 @@ package protocol
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"strconv"
 )
 
@@ -228,10 +229,17 @@ func (f *PtyDataFields) scan(b []byte) bool {
 
 // AppendJSON appends the fields as a JSON object, the data as it is.
 func (f *PtyDataFields) AppendJSON(b []byte) []byte {
-	b = append(b, `{"sessionId":`...)
-	b = appendJSONString(b, f.SessionID)
+	b = append(b, '{')
+	b = f.appendMembers(b)
+	return append(b, '}')
+}
+
+func (f *PtyDataFields) appendMembers(b []byte) []byte {
+	b = slices.Grow(b, 64+len(f.SessionID)+len(f.Ref)+len(f.Data))
+	b = append(b, `"sessionId":`...)
+	b = AppendJSONString(b, f.SessionID)
 	b = append(b, `,"ref":`...)
-	b = appendJSONString(b, f.Ref)
+	b = AppendJSONString(b, f.Ref)
 	b = append(b, `,"ptySequence":`...)
 	b = strconv.AppendUint(b, f.PtySequence, 10)
 	b = append(b, `,"data":`...)
@@ -239,6 +247,15 @@ func (f *PtyDataFields) AppendJSON(b []byte) []byte {
 	if f.Screen {
 		b = append(b, `,"screen":true`...)
 	}
+	return b
+}
+
+// AppendPtyDataFrame appends to b the runtime_resource_pty_data frame of
+// head (its kind aside) and f, f's data as it is.
+func AppendPtyDataFrame(b []byte, head Pushed, f *PtyDataFields) []byte {
+	b = appendPushedHead(b, KindRuntimeResourcePtyData, head.HostEpoch, head.SubscriptionID, head.Sequence)
+	b = append(b, ',')
+	b = f.appendMembers(b)
 	return append(b, '}')
 }
 
@@ -248,22 +265,6 @@ func (f *PtyDataFields) AppendJSON(b []byte) []byte {
 // both texts.
 func JoinJSONStrings(a, b []byte) []byte {
 	return append(a[:len(a)-1], b[1:]...)
-}
-
-// appendJSONString appends s as a JSON string. Identifiers, which are
-// printable ASCII without quotes or backslashes, are copied as they are;
-// anything else is escaped by encoding/json (Go's strconv quoting is not
-// JSON's: it writes control characters as \x00).
-func appendJSONString(b []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			q, _ := json.Marshal(s)
-			return append(b, q...)
-		}
-	}
-	b = append(b, '"')
-	b = append(b, s...)
-	return append(b, '"')
 }
 
 // Reasons a subscription is closed.
@@ -291,12 +292,7 @@ type SubscriptionClosedFrame struct {
 // delta: a fan-out wraps the same delta bytes for each subscriber without
 // encoding them again.
 func AppendDeltaFrame(b []byte, hostEpoch, subscriptionID string, sequence uint64, delta []byte) []byte {
-	b = append(b, `{"kind":"`+KindSessionDelta+`","hostEpoch":`...)
-	b = appendJSONString(b, hostEpoch)
-	b = append(b, `,"subscriptionId":`...)
-	b = appendJSONString(b, subscriptionID)
-	b = append(b, `,"sequence":`...)
-	b = strconv.AppendUint(b, sequence, 10)
+	b = appendPushedHead(b, KindSessionDelta, hostEpoch, subscriptionID, sequence)
 	b = append(b, `,"delta":`...)
 	b = append(b, delta...)
 	return append(b, '}')
@@ -307,18 +303,23 @@ func AppendDeltaFrame(b []byte, hostEpoch, subscriptionID string, sequence uint6
 // object fields: a fan-out encodes the rest of a frame once and wraps it
 // for each subscriber.
 func AppendPushedFrame(b []byte, kind, hostEpoch, subscriptionID string, sequence uint64, fields []byte) []byte {
-	b = append(b, `{"kind":`...)
-	b = appendJSONString(b, kind)
-	b = append(b, `,"hostEpoch":`...)
-	b = appendJSONString(b, hostEpoch)
-	b = append(b, `,"subscriptionId":`...)
-	b = appendJSONString(b, subscriptionID)
-	b = append(b, `,"sequence":`...)
-	b = strconv.AppendUint(b, sequence, 10)
+	b = appendPushedHead(b, kind, hostEpoch, subscriptionID, sequence)
 	if inner := bytes.TrimSpace(fields); len(inner) > 2 {
 		b = append(b, ',')
 		b = append(b, inner[1:]...) // the fields and the closing brace
 		return b
 	}
 	return append(b, '}')
+}
+
+// appendPushedHead appends a pushed frame's opening brace and head.
+func appendPushedHead(b []byte, kind, hostEpoch, subscriptionID string, sequence uint64) []byte {
+	b = append(b, `{"kind":`...)
+	b = AppendJSONString(b, kind)
+	b = append(b, `,"hostEpoch":`...)
+	b = AppendJSONString(b, hostEpoch)
+	b = append(b, `,"subscriptionId":`...)
+	b = AppendJSONString(b, subscriptionID)
+	b = append(b, `,"sequence":`...)
+	return strconv.AppendUint(b, sequence, 10)
 }

@@ -59,9 +59,10 @@ type Config struct {
 	// called with the Manager's lock held: it must not call the Manager.
 	OnUpdate func(protocol.Resource)
 	// OnOutput is told each piece of a PTY's output, in order, with its
-	// sequence in the PTY's output from 1. It is called with the PTY's
-	// lock held: it must not call the Manager.
-	OnOutput func(ref string, seq uint64, data string)
+	// sequence in the PTY's output from 1; data is the Manager's again
+	// once it returns. It is called with the PTY's lock held: it must not
+	// call the Manager.
+	OnOutput func(ref string, seq uint64, data []byte)
 	// ScreenSleep is how long a PTY prints nothing before its screen
 	// model sleeps; 0: DefaultScreenSleep.
 	ScreenSleep time.Duration
@@ -338,7 +339,7 @@ func (m *Manager) output(r *resource, p []byte) {
 	r.ptySeq++
 	r.screen.add(data[:cut], r.ptySeq)
 	if m.cfg.OnOutput != nil {
-		m.cfg.OnOutput(r.info.Ref, r.ptySeq, string(data[:cut]))
+		m.cfg.OnOutput(r.info.Ref, r.ptySeq, data[:cut])
 	}
 }
 

@@ -42,7 +42,7 @@ func (s *seen) update(r protocol.Resource) {
 	s.cond.Broadcast()
 }
 
-func (s *seen) out(ref string, seq uint64, data string) {
+func (s *seen) out(ref string, seq uint64, data []byte) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	b := s.output[ref]
@@ -50,7 +50,7 @@ func (s *seen) out(ref string, seq uint64, data string) {
 		b = &strings.Builder{}
 		s.output[ref] = b
 	}
-	b.WriteString(data)
+	b.Write(data)
 	s.seqs[ref] = append(s.seqs[ref], seq)
 	s.cond.Broadcast()
 }

@@ -68,10 +68,11 @@ func (s *session) resourceChanged(r protocol.Resource) {
 // ptyOutput passes a PTY's output to the subscriptions that chose it,
 // then waits while one of them holds too much of it: the PTY is read no
 // faster than its output goes out.
-func (s *session) ptyOutput(ref string, seq uint64, data string) {
+func (s *session) ptyOutput(ref string, seq uint64, data []byte) {
+	quoted := protocol.AppendJSONString(nil, data)
 	s.mu.Lock()
 	var watching []*subscription
-	s.deliverLocked(func() *pendingDelta { return ptyItem(ref, seq, data, false) },
+	s.deliverLocked(func() *pendingDelta { return ptyItem(ref, seq, quoted, false) },
 		func(sub *subscription) bool {
 			if !sub.watches(ref) {
 				return false
@@ -85,10 +86,10 @@ func (s *session) ptyOutput(ref string, seq uint64, data string) {
 	}
 }
 
-func ptyItem(ref string, seq uint64, data string, screen bool) *pendingDelta {
-	p := &pendingDelta{kind: itemPTY, ref: ref, ptySeq: seq, screen: screen}
-	p.output.WriteString(data)
-	return p
+// ptyItem is a PTY's output, quoted as a JSON string, for one
+// subscription: quoted is not the item's to change.
+func ptyItem(ref string, seq uint64, quoted []byte, screen bool) *pendingDelta {
+	return &pendingDelta{kind: itemPTY, ref: ref, ptySeq: seq, screen: screen, ptyData: quoted}
 }
 
 func (s *session) queryResources(_ context.Context, _ *server.Call, in *protocol.ResourceQueryInput) (protocol.ResourceQueryResult, error) {
@@ -183,7 +184,8 @@ func (s *session) setPtyInterest(_ context.Context, _ *server.Call, in *protocol
 			s.mu.Lock()
 			defer s.mu.Unlock()
 			sub.ptys[ref] = true
-			s.deliverLocked(func() *pendingDelta { return ptyItem(ref, seq, screen, true) },
+			quoted := protocol.AppendJSONString(nil, screen)
+			s.deliverLocked(func() *pendingDelta { return ptyItem(ref, seq, quoted, true) },
 				func(other *subscription) bool { return other == sub })
 		})
 		if err != nil {

@@ -83,10 +83,14 @@ type pendingDelta struct {
 	text, thinking strings.Builder
 	output         strings.Builder
 
-	res    protocol.Resource // itemResource
-	ref    string            // itemPTY
-	ptySeq uint64            // itemPTY: the sequence of its output's last piece
-	screen bool              // itemPTY: the output redraws the whole screen
+	res     protocol.Resource // itemResource
+	ref     string            // itemPTY
+	ptySeq  uint64            // itemPTY: the sequence of its output's last piece
+	screen  bool              // itemPTY: the output redraws the whole screen
+	ptyData []byte            // itemPTY: the output, a JSON string
+	// ownData: ptyData is the item's own, to append to; until then it may
+	// be shared with other subscriptions' items.
+	ownData bool
 }
 
 // itemKind is what a pendingDelta carries.
@@ -106,8 +110,11 @@ func (p *pendingDelta) absorb(next *pendingDelta) bool {
 	case p.kind == itemDelta && next.kind == itemDelta && p.mergeable(next.d):
 		p.add(next.d)
 	case p.kind == itemPTY && next.kind == itemPTY && p.ref == next.ref && !next.screen &&
-		p.output.Len()+next.output.Len() <= maxChunk:
-		p.output.WriteString(next.output.String())
+		len(p.ptyData)+len(next.ptyData) <= maxChunk:
+		if !p.ownData {
+			p.ptyData, p.ownData = append(make([]byte, 0, 2*(len(p.ptyData)+len(next.ptyData))), p.ptyData...), true
+		}
+		p.ptyData = protocol.JoinJSONStrings(p.ptyData, next.ptyData)
 		p.ptySeq = next.ptySeq
 	default:
 		return false
@@ -115,7 +122,9 @@ func (p *pendingDelta) absorb(next *pendingDelta) bool {
 	return true
 }
 
-func (p *pendingDelta) size() int { return p.text.Len() + p.thinking.Len() + p.output.Len() }
+func (p *pendingDelta) size() int {
+	return p.text.Len() + p.thinking.Len() + p.output.Len() + len(p.ptyData)
+}
 
 // mergeable reports whether next can be folded into p: both update the
 // same message's text, or the same tool call's output.
@@ -415,7 +424,7 @@ func (sub *subscription) queue(p *pendingDelta) bool {
 		return true
 	}
 	if p.kind == itemPTY {
-		sub.ptyBytes += p.output.Len()
+		sub.ptyBytes += len(p.ptyData)
 	}
 	if n := len(sub.pending); n == 0 || !sub.pending[n-1].absorb(p) {
 		if len(sub.pending) >= maxBacklog {
@@ -549,10 +558,8 @@ func (sub *subscription) frame(p *pendingDelta) ([]byte, error) {
 		pushed.Kind = protocol.KindRuntimeResourceUpdate
 		return json.Marshal(protocol.RuntimeResourceUpdateFrame{Pushed: pushed, RuntimeResourceUpdate: protocol.RuntimeResourceUpdate{SessionID: sub.sessionID, Ref: p.res.Ref, Resource: res}})
 	}
-	pushed.Kind = protocol.KindRuntimeResourcePtyData
-	return json.Marshal(protocol.RuntimeResourcePtyDataFrame{Pushed: pushed, RuntimeResourcePtyData: protocol.RuntimeResourcePtyData{
-		SessionID: sub.sessionID, Ref: p.ref, PtySequence: p.ptySeq, Data: p.output.String(), Screen: p.screen,
-	}})
+	f := protocol.PtyDataFields{SessionID: sub.sessionID, Ref: p.ref, PtySequence: p.ptySeq, Data: p.ptyData, Screen: p.screen}
+	return protocol.AppendPtyDataFrame(make([]byte, 0, 192+len(sub.epoch)+len(sub.id)+len(sub.sessionID)+len(p.ref)+len(p.ptyData)), pushed, &f), nil
 }
 
 // watches reports whether the subscription carries PTY ref's output.
