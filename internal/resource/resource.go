@@ -9,6 +9,7 @@ package resource
 import (
 	"cmp"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -19,6 +20,7 @@ import (
 	"syscall"
 	"time"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/agentd-dev/agentd/internal/proc"
 	"github.com/agentd-dev/agentd/protocol"
@@ -277,18 +279,20 @@ func (m *Manager) changedLocked(r *resource) {
 	}
 }
 
+// readBytes bounds one piece of a resource's output.
+const readBytes = 64 << 10
+
 // read copies r's output to its log, its kept bytes, its screen and the
 // PTY's watchers until the output ends.
 func (m *Manager) read(r *resource) {
 	defer close(r.drained)
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := r.out.Read(buf)
+	buf := make([]byte, readBytes)
+	conn, err := r.out.SyscallConn()
+	for err == nil {
+		var n int
+		n, err = readReady(conn, buf)
 		if n > 0 {
 			m.output(r, buf[:n])
-		}
-		if err != nil {
-			break
 		}
 	}
 	r.out.Close()
@@ -298,6 +302,43 @@ func (m *Manager) read(r *resource) {
 		r.log.Close()
 		r.kept = nil // the log holds all of it, and Output reads it there
 	}
+}
+
+// readReady reads into buf what the file of c has ready, waiting for its
+// first byte only. A PTY hands its output over at most 4 KiB a read, and
+// each piece of output costs a log write, a frame and a wake-up: a
+// program that prints faster than the output is carried gets it carried
+// in fewer, larger pieces, without one waiting for the next. What is
+// ready is asked of the kernel, since the PTY's file may be in blocking
+// mode (the pty package's ioctls put it there).
+func readReady(c syscall.RawConn, buf []byte) (n int, err error) {
+	werr := c.Read(func(fd uintptr) bool {
+		for n < len(buf) && (n == 0 || ready(fd)) {
+			k, e := syscall.Read(int(fd), buf[n:])
+			switch {
+			case k > 0:
+				n += k
+			case e == syscall.EINTR:
+			case e == syscall.EAGAIN:
+				return n > 0 // nothing ready: wait for some, unless there is a piece
+			case e == nil:
+				err = io.EOF
+				return true
+			default:
+				err = e
+				return true
+			}
+		}
+		return true
+	})
+	return n, cmp.Or(err, werr)
+}
+
+// ready reports whether fd has bytes to read.
+func ready(fd uintptr) bool {
+	var n int32
+	_, _, e := syscall.Syscall(syscall.SYS_IOCTL, fd, syscall.TIOCINQ, uintptr(unsafe.Pointer(&n)))
+	return e == 0 && n > 0
 }
 
 func (m *Manager) output(r *resource, p []byte) {
