@@ -195,6 +195,10 @@ func tailStart(p []byte, maxBytes, rows int) int {
 func (s *screen) catchUpLocked() {
 	s.pmu.Lock()
 	p, seq, skipped := s.pending, s.pendSeq, s.skipped
+	if skipped {
+		// What scrolled off the screen is not drawn on a clean one.
+		p = p[tailStart(p, s.tail, s.tailRows):]
+	}
 	s.pending, s.pendLines, s.skipped = nil, 0, false
 	s.pmu.Unlock()
 	if len(p) == 0 && !skipped {
