@@ -358,7 +358,10 @@ func (m *Manager) output(r *resource, p []byte) {
 	if r.screen == nil {
 		return
 	}
-	data := append(r.carry, p...)
+	data := p
+	if len(r.carry) > 0 {
+		data = append(r.carry, p...)
+	}
 	cut := len(data)
 	// Hold back a UTF-8 sequence the read cut in two, to send it whole.
 	for i := 1; i <= utf8.UTFMax-1 && i <= len(data); i++ {
@@ -373,15 +376,15 @@ func (m *Manager) output(r *resource, p []byte) {
 			break
 		}
 	}
+	if cut > 0 {
+		r.ptySeq++
+		r.screen.add(data[:cut], r.ptySeq)
+		if m.cfg.OnOutput != nil {
+			m.cfg.OnOutput(r.info.Ref, r.ptySeq, data[:cut])
+		}
+	}
+	// Only now: data may be in the carry's memory.
 	r.carry = append(r.carry[:0], data[cut:]...)
-	if cut == 0 {
-		return
-	}
-	r.ptySeq++
-	r.screen.add(data[:cut], r.ptySeq)
-	if m.cfg.OnOutput != nil {
-		m.cfg.OnOutput(r.info.Ref, r.ptySeq, data[:cut])
-	}
 }
 
 // wait waits for r's process and records how it ended.

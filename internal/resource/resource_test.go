@@ -352,6 +352,24 @@ func TestPTYOutputCutInsideAUTF8SequenceIsSentWhole(t *testing.T) {
 	}
 }
 
+// A sequence held back after one it completes does not overwrite the
+// output it was cut from, whose memory it may share.
+func TestPTYOutputCutAfterACompletedUTF8SequenceIsSentIntact(t *testing.T) {
+	m, s, _ := newManager(t)
+	r := &resource{info: protocol.Resource{Ref: "pty-1"}, kept: newRing(16)}
+	r.screen = newScreen(10, 5, time.Hour, nil)
+	euro, smile := []byte("€"), []byte("😀")
+	m.output(r, append([]byte("a"), euro[:2]...))
+	m.output(r, append(euro[2:], smile[:2]...))
+	m.output(r, smile[2:])
+	s.mu.Lock()
+	got := s.output["pty-1"].String()
+	s.mu.Unlock()
+	if got != "a€😀" {
+		t.Fatalf("sent %q, want \"a€😀\"", got)
+	}
+}
+
 // Seed 004: a PTY has at most one controller and a controller identity
 // binds one resource.
 func TestAPTYHasAtMostOneControllerAndAControllerBindsOneResource(t *testing.T) {
