@@ -227,13 +227,6 @@ func (f *PtyDataFields) scan(b []byte) bool {
 	})
 }
 
-// AppendJSON appends the fields as a JSON object, the data as it is.
-func (f *PtyDataFields) AppendJSON(b []byte) []byte {
-	b = append(b, '{')
-	b = f.appendMembers(b)
-	return append(b, '}')
-}
-
 func (f *PtyDataFields) appendMembers(b []byte) []byte {
 	b = slices.Grow(b, 64+len(f.SessionID)+len(f.Ref)+len(f.Data))
 	b = append(b, `"sessionId":`...)

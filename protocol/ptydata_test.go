@@ -13,14 +13,14 @@ func TestPtyDataFieldsRelayTheOutputUnchanged(t *testing.T) {
 	first := RuntimeResourcePtyData{SessionID: "s1", Ref: "pty-1", PtySequence: 3, Data: "\x1b[1mbold\x1b[m \"quoted\" é\r\n"}
 	second := RuntimeResourcePtyData{SessionID: "s1", Ref: "pty-1", PtySequence: 4, Data: "\\ back\tslash \u2028"}
 	a, b := decodeRelayed(t, first), decodeRelayed(t, second)
-	if got := decodeData(t, a.AppendJSON(nil)); got != first {
+	if got := decodeData(t, AppendPtyDataFrame(nil, Pushed{}, &a)); got != first {
 		t.Fatalf("relayed %+v, want %+v", got, first)
 	}
 	a.Data = JoinJSONStrings(append([]byte(nil), a.Data...), b.Data)
 	a.PtySequence = b.PtySequence
 	want := first
 	want.Data, want.PtySequence = first.Data+second.Data, 4
-	if got := decodeData(t, a.AppendJSON(nil)); got != want {
+	if got := decodeData(t, AppendPtyDataFrame(nil, Pushed{}, &a)); got != want {
 		t.Fatalf("joined %+v, want %+v", got, want)
 	}
 }
@@ -58,8 +58,8 @@ func FuzzPtyDataFields(f *testing.F) {
 		if json.Unmarshal(fields.Data, &text) != nil {
 			t.Fatalf("data %q decoded but is not a JSON string", fields.Data)
 		}
-		out := fields.AppendJSON(nil)
-		var back RuntimeResourcePtyData
+		out := AppendPtyDataFrame(nil, Pushed{Kind: KindRuntimeResourcePtyData, SubscriptionID: "s"}, &fields)
+		var back RuntimeResourcePtyDataFrame
 		if err := json.Unmarshal(out, &back); err != nil || back.Ref != fields.Ref || back.Data != text || back.Screen != fields.Screen || back.PtySequence != fields.PtySequence {
 			t.Fatalf("relayed %q: %+v, %v", out, back, err)
 		}
@@ -89,11 +89,11 @@ func decodeRelayed(t *testing.T, d RuntimeResourcePtyData) PtyDataFields {
 
 func decodeData(t *testing.T, b []byte) RuntimeResourcePtyData {
 	t.Helper()
-	var d RuntimeResourcePtyData
+	var d RuntimeResourcePtyDataFrame
 	if err := json.Unmarshal(b, &d); err != nil {
 		t.Fatalf("%q: %v", b, err)
 	}
-	return d
+	return d.RuntimeResourcePtyData
 }
 
 func mustJSON(t *testing.T, v any) string {

@@ -60,7 +60,6 @@ func (w *worker) publishResource(kind string, raw []byte) error {
 	if err != nil {
 		return err
 	}
-	it.body = f.AppendJSON(nil)
 	it.pty = &f
 	w.mu.Lock()
 	defer w.mu.Unlock()

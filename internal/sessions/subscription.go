@@ -53,8 +53,9 @@ func (c *counters) snapshot() protocol.FanoutCounters {
 
 // item is one delta on its way to subscribers. body is the delta's JSON,
 // shared by every subscriber; d is its decoded form, read-only. An item
-// of another kind (a runtime resource's state, a PTY's output) has no d:
-// body is then its frame's fields beside the pushed header.
+// of another kind has no d: body is then its frame's fields beside the
+// pushed header (a runtime resource's state), or pty holds them (a PTY's
+// output).
 type item struct {
 	body []byte
 	d    *protocol.SessionDelta
@@ -78,7 +79,14 @@ func (p *pending) size() int {
 	if p.merged {
 		return p.text.Len() + p.thinking.Len() + p.output.Len() + len(p.ptyData) + 128
 	}
-	return len(p.body)
+	return p.item.size()
+}
+
+func (it *item) size() int {
+	if it.pty != nil {
+		return len(it.pty.Data) + 128
+	}
+	return len(it.body)
 }
 
 // mergeable reports whether next may be folded into p: text of one
@@ -124,15 +132,25 @@ func (p *pending) merge(next *item) {
 	}
 }
 
+// appendFrame appends to b the pending item's frame with head.
+func (p *pending) appendFrame(b []byte, head protocol.Pushed) []byte {
+	switch {
+	case p.pty != nil:
+		f := *p.pty
+		if p.merged {
+			f.Data, f.PtySequence = p.ptyData, p.ptySeq
+		}
+		return protocol.AppendPtyDataFrame(b, head, &f)
+	case p.kind == "":
+		return protocol.AppendDeltaFrame(b, head.HostEpoch, head.SubscriptionID, head.Sequence, p.encoded())
+	}
+	return protocol.AppendPushedFrame(b, p.kind, head.HostEpoch, head.SubscriptionID, head.Sequence, p.encoded())
+}
+
 // encoded returns the pending delta's JSON (or the fields of its frame).
 func (p *pending) encoded() []byte {
 	if !p.merged {
 		return p.body
-	}
-	if p.pty != nil {
-		f := *p.pty
-		f.Data, f.PtySequence = p.ptyData, p.ptySeq
-		return f.AppendJSON(nil)
 	}
 	d := *p.d
 	d.Text, d.Thinking = p.text.String(), p.thinking.String()
@@ -208,7 +226,7 @@ func (sub *subscription) push(it *item) {
 // prints faster than a person reads; its screen is what matters.
 func (sub *subscription) pushPTY(it *item) bool {
 	sub.mu.Lock()
-	if sub.closed == "" && sub.bytes+len(it.body) > sub.s.cfg.BacklogBytes {
+	if sub.closed == "" && sub.bytes+it.size() > sub.s.cfg.BacklogBytes {
 		kept := sub.backlog[:0]
 		for _, p := range sub.backlog {
 			if p.pty != nil && p.pty.Ref == it.pty.Ref {
@@ -342,7 +360,7 @@ func (sub *subscription) deliverLocked() {
 			if i == len(batch)-1 {
 				then = sub.flushed
 			}
-			queued, err := sub.writeLocked(p.kind, p.encoded(), then)
+			queued, err := sub.writeLocked(p, then)
 			if err != nil {
 				sub.backlog, sub.bytes = nil, 0
 				sub.endLocked(protocol.ClosedClientClosed) // the connection is going; nothing more is written
@@ -376,19 +394,13 @@ func (sub *subscription) resume() {
 	sub.sendEndLocked()
 }
 
-// writeLocked wraps one encoded delta (or, of another kind, a frame's
-// fields) in the subscription's frame and queues it, with then to run once
-// it is flushed. A frame past the wire limit is left out and logged: it
-// reports false then.
-func (sub *subscription) writeLocked(kind string, body []byte, then func()) (bool, error) {
+// writeLocked queues p's frame with the subscription's head, with then to
+// run once it is flushed. A frame past the wire limit is left out and
+// logged: it reports false then.
+func (sub *subscription) writeLocked(p *pending, then func()) (bool, error) {
 	epoch := sub.s.host.Epoch()
-	buf := make([]byte, 0, 128+len(epoch)+len(sub.id)+len(body))
-	var frame []byte
-	if kind == "" {
-		frame = protocol.AppendDeltaFrame(buf, epoch, sub.id, sub.seq+1, body)
-	} else {
-		frame = protocol.AppendPushedFrame(buf, kind, epoch, sub.id, sub.seq+1, body)
-	}
+	head := protocol.Pushed{HostEpoch: epoch, SubscriptionID: sub.id, Sequence: sub.seq + 1}
+	frame := p.appendFrame(make([]byte, 0, 128+len(epoch)+len(sub.id)+p.size()), head)
 	if len(frame) > protocol.MaxMessageBytes {
 		sub.s.log.Error("a delta frame passes the wire limit and is left out", "subscription", sub.id, "bytes", len(frame))
 		return false, nil
@@ -397,7 +409,7 @@ func (sub *subscription) writeLocked(kind string, body []byte, then func()) (boo
 		return false, err
 	}
 	sub.seq++
-	if kind == "" {
+	if p.kind == "" {
 		sub.s.counters.frames.Add(1)
 	}
 	return true, nil
@@ -476,7 +488,7 @@ func (sub *subscription) sendRecords(records []json.RawMessage) (done chan struc
 		if i == len(records)-1 {
 			then = flushed
 		}
-		queued, err := sub.writeLocked("", entryDelta(rec), then)
+		queued, err := sub.writeLocked(&pending{item: &item{body: entryDelta(rec)}}, then)
 		if err != nil {
 			sub.catching = false
 			sub.backlog, sub.bytes = nil, 0
