@@ -23,8 +23,14 @@ type Frame struct {
 	Raw json.RawMessage
 }
 
-// Decode decodes the frame into v, one of the protocol's *…Frame types.
-func (f Frame) Decode(v any) error { return json.Unmarshal(f.Raw, v) }
+// Decode decodes the frame into v, one of the protocol's *…Frame types,
+// as json.Unmarshal does. A PTY's output is read in one pass.
+func (f Frame) Decode(v any) error {
+	if pty, ok := v.(*protocol.RuntimeResourcePtyDataFrame); ok {
+		return protocol.DecodePtyDataFrame(f.Raw, pty)
+	}
+	return json.Unmarshal(f.Raw, v)
+}
 
 // Watcher receives the pushed frames of one subscription, in order.
 type Watcher struct {

@@ -623,9 +623,7 @@ func DecodeHostFrame(line []byte) (HostFrame, error) {
 		}
 	}
 	if head.Kind != "" {
-		return HostFrame{Kind: head.Kind, Raw: line, Pushed: Pushed{
-			Kind: head.Kind, HostEpoch: head.HostEpoch, SubscriptionID: head.SubscriptionID, Sequence: head.Sequence,
-		}}, nil
+		return HostFrame{Kind: head.Kind, Raw: line, Pushed: head.Pushed}, nil
 	}
 	if head.RequestID == "" {
 		return HostFrame{}, FieldError("requestId", "is required in a response")
@@ -641,15 +639,12 @@ func DecodeHostFrame(line []byte) (HostFrame, error) {
 
 // hostHead is what DecodeHostFrame reads of a frame.
 type hostHead struct {
-	Kind           string          `json:"kind"`
-	HostEpoch      string          `json:"hostEpoch"`
-	SubscriptionID string          `json:"subscriptionId"`
-	Sequence       uint64          `json:"sequence"`
-	RequestID      string          `json:"requestId"`
-	Operation      string          `json:"operation"`
-	OK             bool            `json:"ok"`
-	Result         json.RawMessage `json:"result"`
-	Error          *Error          `json:"error"`
+	Pushed
+	RequestID string          `json:"requestId"`
+	Operation string          `json:"operation"`
+	OK        bool            `json:"ok"`
+	Result    json.RawMessage `json:"result"`
+	Error     *Error          `json:"error"`
 }
 
 // scan decodes the head as json.Unmarshal would, in one pass that leaves
@@ -657,15 +652,10 @@ type hostHead struct {
 // json.Unmarshal, which also says what is wrong.
 func (h *hostHead) scan(line []byte) bool {
 	return scanObject(line, func(key, val []byte) bool {
+		if known, ok := h.Pushed.scanMember(key, val); known {
+			return ok
+		}
 		switch {
-		case keyIs(key, "kind"):
-			return scanStringField(val, &h.Kind)
-		case keyIs(key, "hostEpoch"):
-			return scanStringField(val, &h.HostEpoch)
-		case keyIs(key, "subscriptionId"):
-			return scanStringField(val, &h.SubscriptionID)
-		case keyIs(key, "sequence"):
-			return scanUintField(val, &h.Sequence)
 		case keyIs(key, "requestId"):
 			return scanStringField(val, &h.RequestID)
 		case keyIs(key, "operation"):

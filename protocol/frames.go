@@ -211,20 +211,73 @@ func DecodePtyDataFields(b []byte) (PtyDataFields, error) {
 // json.Unmarshal, which also says what is wrong.
 func (f *PtyDataFields) scan(b []byte) bool {
 	return scanObject(b, func(key, val []byte) bool {
-		switch {
-		case keyIs(key, "sessionId"):
-			return scanStringField(val, &f.SessionID)
-		case keyIs(key, "ref"):
-			return scanStringField(val, &f.Ref)
-		case keyIs(key, "ptySequence"):
-			return scanUintField(val, &f.PtySequence)
-		case keyIs(key, "data"):
-			f.Data = val
-		case keyIs(key, "screen"):
-			return scanBoolField(val, &f.Screen)
-		}
-		return true
+		_, ok := f.scanMember(key, val)
+		return ok
 	})
+}
+
+// scanMember decodes one member of the fields' object, when it is one of
+// theirs (known), as json.Unmarshal would; ok is false for a value it
+// would refuse.
+func (f *PtyDataFields) scanMember(key, val []byte) (known, ok bool) {
+	switch {
+	case keyIs(key, "sessionId"):
+		return true, scanStringField(val, &f.SessionID)
+	case keyIs(key, "ref"):
+		return true, scanStringField(val, &f.Ref)
+	case keyIs(key, "ptySequence"):
+		return true, scanUintField(val, &f.PtySequence)
+	case keyIs(key, "data"):
+		f.Data = val
+		return true, true
+	case keyIs(key, "screen"):
+		return true, scanBoolField(val, &f.Screen)
+	}
+	return false, true
+}
+
+// scanMember decodes one member of a pushed frame's head, as
+// PtyDataFields.scanMember does.
+func (p *Pushed) scanMember(key, val []byte) (known, ok bool) {
+	switch {
+	case keyIs(key, "kind"):
+		return true, scanStringField(val, &p.Kind)
+	case keyIs(key, "hostEpoch"):
+		return true, scanStringField(val, &p.HostEpoch)
+	case keyIs(key, "subscriptionId"):
+		return true, scanStringField(val, &p.SubscriptionID)
+	case keyIs(key, "sequence"):
+		return true, scanUintField(val, &p.Sequence)
+	}
+	return false, true
+}
+
+// DecodePtyDataFrame decodes a runtime_resource_pty_data frame into f,
+// which it overwrites, as json.Unmarshal would, its errors included, but
+// in one pass over the output: a PTY's output is most of what a client
+// that watches one reads.
+func DecodePtyDataFrame(b []byte, f *RuntimeResourcePtyDataFrame) error {
+	var head Pushed
+	var fields PtyDataFields
+	var data string
+	scanned := scanObject(b, func(key, val []byte) bool {
+		if keyIs(key, "data") {
+			return scanStringField(val, &data)
+		}
+		if known, ok := head.scanMember(key, val); known {
+			return ok
+		}
+		_, ok := fields.scanMember(key, val)
+		return ok
+	})
+	if !scanned {
+		*f = RuntimeResourcePtyDataFrame{}
+		return json.Unmarshal(b, f)
+	}
+	*f = RuntimeResourcePtyDataFrame{Pushed: head, RuntimeResourcePtyData: RuntimeResourcePtyData{
+		SessionID: fields.SessionID, Ref: fields.Ref, PtySequence: fields.PtySequence, Data: data, Screen: fields.Screen,
+	}}
+	return nil
 }
 
 func (f *PtyDataFields) appendMembers(b []byte) []byte {

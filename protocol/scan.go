@@ -3,8 +3,11 @@ package protocol
 import (
 	"bytes"
 	"encoding/binary"
-	"encoding/json"
+	"slices"
 	"strconv"
+	"unicode"
+	"unicode/utf16"
+	"unicode/utf8"
 )
 
 // A frame's head — its kind, subscription, sequence, or a response's id —
@@ -290,16 +293,92 @@ func scanStringField(val []byte, dst *string) bool {
 	case val[0] != '"':
 		return false
 	}
-	inner := val[1 : len(val)-1]
-	for _, c := range inner {
-		if c >= 0x80 || c == '\\' {
-			// Escapes to read, or UTF-8 to check: encoding/json
-			// replaces what is not valid.
-			return json.Unmarshal(val, dst) == nil
-		}
-	}
-	*dst = string(inner)
+	*dst = string(appendUnquoted(nil, val[1:len(val)-1]))
 	return true
+}
+
+// appendUnquoted appends the text of the inside of a valid JSON string
+// literal, as encoding/json reads it: a byte that is not valid UTF-8, or
+// an escaped surrogate that is not half of a pair, becomes U+FFFD.
+func appendUnquoted(b, lit []byte) []byte {
+	b = slices.Grow(b, len(lit))
+	for i := 0; i < len(lit); {
+		start := i
+		for i+8 <= len(lit) {
+			x := binary.LittleEndian.Uint64(lit[i:])
+			if (x&highs != 0) || stringStop(x) {
+				break
+			}
+			i += 8
+		}
+		for i < len(lit) && lit[i] < utf8.RuneSelf && lit[i] != '\\' {
+			i++
+		}
+		b = append(b, lit[start:i]...)
+		if i == len(lit) {
+			break
+		}
+		if c := lit[i]; c != '\\' {
+			r, size := utf8.DecodeRune(lit[i:])
+			if r == utf8.RuneError && size == 1 {
+				b = utf8.AppendRune(b, utf8.RuneError)
+			} else {
+				b = append(b, lit[i:i+size]...)
+			}
+			i += size
+			continue
+		}
+		switch e := lit[i+1]; e {
+		case 'b':
+			b = append(b, '\b')
+		case 'f':
+			b = append(b, '\f')
+		case 'n':
+			b = append(b, '\n')
+		case 'r':
+			b = append(b, '\r')
+		case 't':
+			b = append(b, '\t')
+		case 'u':
+			r := hex4(lit[i+2:])
+			i += 6
+			if utf16.IsSurrogate(r) {
+				// Half of a pair: whole with the escape after it, or
+				// nothing.
+				pair := unicode.ReplacementChar
+				if i+6 <= len(lit) && lit[i] == '\\' && lit[i+1] == 'u' {
+					pair = utf16.DecodeRune(r, hex4(lit[i+2:]))
+				}
+				if pair != unicode.ReplacementChar {
+					i += 6
+				}
+				r = pair
+			}
+			b = utf8.AppendRune(b, r)
+			continue
+		default: // '"', '\\', '/'
+			b = append(b, e)
+		}
+		i += 2
+	}
+	return b
+}
+
+// hex4 reads four hex digits, checked already.
+func hex4(h []byte) rune {
+	var r rune
+	for _, c := range h[:4] {
+		switch {
+		case c <= '9':
+			c -= '0'
+		case c >= 'a':
+			c -= 'a' - 10
+		default:
+			c -= 'A' - 10
+		}
+		r = r<<4 | rune(c)
+	}
+	return r
 }
 
 func scanUintField(val []byte, dst *uint64) bool {

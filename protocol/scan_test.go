@@ -110,3 +110,41 @@ func TestScanTakesTheFramesAgentdWrites(t *testing.T) {
 		t.Errorf("the fields of %s were not scanned", pty)
 	}
 }
+
+// FuzzDecodePtyDataFrame: the one-pass decode of a PTY output frame
+// reads what json.Unmarshal reads, and refuses what it refuses.
+func FuzzDecodePtyDataFrame(f *testing.F) {
+	for _, s := range scanSeeds {
+		f.Add([]byte(s))
+	}
+	f.Add([]byte(`{"data":"\ud83d\ude00 \ud83d \ude00\u0041 \ud83dx \u00e9 \/ \b\f"}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var fast, decoded RuntimeResourcePtyDataFrame
+		errFast, err := DecodePtyDataFrame(b, &fast), json.Unmarshal(b, &decoded)
+		if (errFast == nil) != (err == nil) {
+			t.Fatalf("%q: decoded with %v, json.Unmarshal %v", b, errFast, err)
+		}
+		if err == nil && fast != decoded {
+			t.Fatalf("%q: decoded %+v, json.Unmarshal %+v", b, fast, decoded)
+		}
+	})
+}
+
+// FuzzUnquote: a string literal's text reads as json.Unmarshal reads it.
+func FuzzUnquote(f *testing.F) {
+	for _, s := range []string{`""`, `"a\u001b[m\r\n"`, `"\ud83d\ude00\ud83d\u0041\udc00"`, "\"\xff\xe2\x82\"", `"\"\\\/\b\f\n\r\t"`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, lit []byte) {
+		if scanString(lit, 0) != len(lit) || lit[0] != '"' {
+			return
+		}
+		var want string
+		if err := json.Unmarshal(lit, &want); err != nil {
+			t.Fatalf("%q scanned as a string, json.Unmarshal: %v", lit, err)
+		}
+		if got := string(appendUnquoted(nil, lit[1:len(lit)-1])); got != want {
+			t.Fatalf("%q read %q, json.Unmarshal %q", lit, got, want)
+		}
+	})
+}
