@@ -7,8 +7,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/creack/pty"
-
 	"github.com/agentd-dev/agentd/protocol"
 )
 
@@ -142,7 +140,7 @@ func (m *Manager) controllerLocked(conn, ref, id string) (*controller, error) {
 func (m *Manager) resizeLocked(r *resource, cols, rows int) error {
 	w, h := r.screen.size()
 	cols, rows = cmp.Or(cols, w), cmp.Or(rows, h)
-	if err := pty.Setsize(r.out, &pty.Winsize{Cols: uint16(cols), Rows: uint16(rows)}); err != nil {
+	if err := setSize(r.out, cols, rows); err != nil {
 		return protocol.Errorf(protocol.CodeOperationConflict, "%s cannot be resized: %v", r.info.Ref, err)
 	}
 	r.screen.resize(cols, rows)

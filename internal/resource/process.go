@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"github.com/creack/pty"
 )
@@ -53,7 +54,44 @@ func startPTY(sh, command, dir string, env []string, cols, rows int) (*started, 
 	if err != nil {
 		return nil, err
 	}
+	// The pty package's ioctls go through the master's Fd, which puts it
+	// in blocking mode: a read waiting then holds a thread, is not ended
+	// by Close, and cannot tell that nothing more is ready. The master is
+	// put back in nonblocking mode, and nothing calls its Fd again (see
+	// setSize).
+	if err := withFd(f, func(fd uintptr) error { return syscall.SetNonblock(int(fd), true) }); err != nil {
+		f.Close()
+		cmd.Process.Kill()
+		cmd.Wait()
+		return nil, err
+	}
 	return &started{cmd: cmd, out: f}, nil
+}
+
+// setSize sets the size of the terminal of the PTY master f, without
+// putting it in blocking mode as pty.Setsize does.
+func setSize(f *os.File, cols, rows int) error {
+	ws := pty.Winsize{Cols: uint16(cols), Rows: uint16(rows)}
+	return withFd(f, func(fd uintptr) error {
+		if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, fd, syscall.TIOCSWINSZ, uintptr(unsafe.Pointer(&ws))); e != 0 {
+			return e
+		}
+		return nil
+	})
+}
+
+// withFd calls fn with f's descriptor, as f.SyscallConn's Control does,
+// and returns fn's error or Control's.
+func withFd(f *os.File, fn func(fd uintptr) error) error {
+	c, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var ferr error
+	if err := c.Control(func(fd uintptr) { ferr = fn(fd) }); err != nil {
+		return err
+	}
+	return ferr
 }
 
 // signalGroup signals the process group pgid leads; false when none of it

@@ -20,7 +20,6 @@ import (
 	"syscall"
 	"time"
 	"unicode/utf8"
-	"unsafe"
 
 	"github.com/agentd-dev/agentd/internal/proc"
 	"github.com/agentd-dev/agentd/protocol"
@@ -308,12 +307,12 @@ func (m *Manager) read(r *resource) {
 // first byte only. A PTY hands its output over at most 4 KiB a read, and
 // each piece of output costs a log write, a frame and a wake-up: a
 // program that prints faster than the output is carried gets it carried
-// in fewer, larger pieces, without one waiting for the next. What is
-// ready is asked of the kernel, since the PTY's file may be in blocking
-// mode (the pty package's ioctls put it there).
+// in fewer, larger pieces, without one waiting for the next. The file is
+// in nonblocking mode (a pipe as os.Pipe makes it, a PTY's master as
+// startPTY leaves it).
 func readReady(c syscall.RawConn, buf []byte) (n int, err error) {
 	werr := c.Read(func(fd uintptr) bool {
-		for n < len(buf) && (n == 0 || ready(fd)) {
+		for n < len(buf) {
 			k, e := syscall.Read(int(fd), buf[n:])
 			switch {
 			case k > 0:
@@ -332,13 +331,6 @@ func readReady(c syscall.RawConn, buf []byte) (n int, err error) {
 		return true
 	})
 	return n, cmp.Or(err, werr)
-}
-
-// ready reports whether fd has bytes to read.
-func ready(fd uintptr) bool {
-	var n int32
-	_, _, e := syscall.Syscall(syscall.SYS_IOCTL, fd, syscall.TIOCINQ, uintptr(unsafe.Pointer(&n)))
-	return e == 0 && n > 0
 }
 
 func (m *Manager) output(r *resource, p []byte) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -223,6 +224,33 @@ func TestStoppingKillsAProcessThatIgnoresSIGTERMAfterTheGrace(t *testing.T) {
 	}
 	if got.ExitCode == nil || *got.ExitCode != 128+int(syscall.SIGKILL) {
 		t.Fatalf("stopped %+v, want killed (137)", got)
+	}
+}
+
+// Closing the Manager stops reading a PTY that a process which left the
+// PTY's group still holds open: what it may print yet is abandoned.
+func TestCloseAbandonsAPTYAProcessOutsideItsGroupHoldsOpen(t *testing.T) {
+	m, s, _ := newManager(t)
+	r := start(t, m, StartInput{LaunchID: "l1", Command: "setsid sh -c 'echo held by $$.; exec sleep 1000' & wait", PTY: true})
+	var pid int
+	s.until(t, "the process outside the group to start", func() bool {
+		b := s.output[r.Ref]
+		return b != nil && regexp.MustCompile(`held by (\d+)\.`).MatchString(b.String())
+	})
+	s.mu.Lock()
+	fmt.Sscanf(regexp.MustCompile(`held by \d+\.`).FindString(s.output[r.Ref].String()), "held by %d.", &pid)
+	s.mu.Unlock()
+	defer syscall.Kill(pid, syscall.SIGKILL)
+	closed := make(chan struct{})
+	go func() {
+		m.Close()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+	case <-time.After(wait):
+		syscall.Kill(pid, syscall.SIGKILL) // lets the reader go
+		t.Fatalf("Close still waits %v after the grace for the output of process %d, which left the PTY's group", wait, pid)
 	}
 }
 
