@@ -123,6 +123,7 @@ func (s *Service) adopt(reg protocol.WorkerRegistration) {
 		return
 	}
 	s.restoreHeader(w)
+	w.stat = openStat(w.pid) // the process that answered as w.pid
 	s.mu.Lock()
 	s.workers[w.sessionID] = w
 	s.mu.Unlock()

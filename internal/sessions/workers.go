@@ -28,6 +28,7 @@ type worker struct {
 	s         *Service
 	sessionID string
 	pid       int           // constant once started
+	stat      *os.File      // constant once started: its main thread's /proc stat file, or nil
 	procStart uint64        // constant once started: the process's start time, for an adopted worker
 	conn      *client.Conn  // constant once started
 	ready     chan struct{} // closed once started or failed
@@ -137,14 +138,41 @@ func (s *Service) ensureWorker(ctx context.Context, h catalog.Header) (*worker, 
 	}
 }
 
-// dead reports whether a started worker's process has ended.
+// dead reports whether a started worker's process has ended: its main
+// thread has exited, as proc.Running has it. It is asked before every
+// request forwarded to the worker (a key typed into its PTY among them),
+// so it reads again the stat file of the worker's main thread, held open
+// from the start: one system call, where reading /proc/<pid>/stat anew
+// costs a path lookup, an open and the sum of the times of every thread.
+// A pidfd will not do: it is readable only once the last thread has
+// exited, a moment after the main one, while requests sent meanwhile are
+// lost.
 func (w *worker) dead() bool {
 	select {
 	case <-w.ready:
-		return w.startErr == nil && !proc.Running(w.pid)
 	default:
 		return false
 	}
+	if w.startErr != nil {
+		return false
+	}
+	if w.stat == nil {
+		return !proc.Running(w.pid)
+	}
+	var line [1 << 10]byte
+	n, _ := w.stat.ReadAt(line[:], 0)
+	st, err := proc.ParseStat(line[:n]) // nothing to read once the process is gone
+	return err != nil || st.Exited()
+}
+
+// openStat opens the /proc stat file of process pid's main thread, or
+// returns nil where there is none.
+func openStat(pid int) *os.File {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/task/%d/stat", pid, pid))
+	if err != nil {
+		return nil
+	}
+	return f
 }
 
 // hold keeps the worker from an idle stop until release; it fails once
@@ -220,6 +248,7 @@ func (s *Service) start(w *worker, h catalog.Header) {
 		return
 	}
 	w.pid = cmd.Process.Pid
+	w.stat = openStat(w.pid)
 	waited := make(chan error, 1)
 	go func() { waited <- cmd.Wait() }()
 
@@ -362,6 +391,11 @@ func (s *Service) forget(w *worker) {
 	s.mu.Lock()
 	if s.workers[w.sessionID] == w {
 		delete(s.workers, w.sessionID)
+	}
+	// Out of the map, w is asked no more whether it is dead.
+	if w.stat != nil {
+		w.stat.Close()
+		w.stat = nil
 	}
 	s.mu.Unlock()
 	s.host.CheckIdle()
