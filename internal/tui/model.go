@@ -18,6 +18,7 @@ import (
 	"charm.land/bubbles/v2/viewport"
 	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/colorprofile"
+	"github.com/charmbracelet/x/ansi"
 	"golang.org/x/sys/unix"
 
 	"github.com/agentd-dev/agentd/client"
@@ -102,6 +103,16 @@ func Run(ctx context.Context, opts Options) error {
 		return nil
 	}
 	return err
+}
+
+// Warm starts, on a goroutine of its own, the work a first frame would
+// otherwise wait on: measuring the first character above U+02FF on a
+// terminal without grapheme clustering (mode 2027), as most are, builds
+// go-runewidth's 2 MiB width table. Where page faults are dear that takes
+// tens of milliseconds; an attach calls Warm before it finds its session,
+// so the two overlap.
+func Warm() {
+	go ansi.WcWidth.StringWidth("─")
 }
 
 // writer is a terminal as a writer alone.
