@@ -38,31 +38,23 @@ var scanSeeds = []string{
 // json.Unmarshal decodes alike; what json.Unmarshal refuses, the scan
 // refuses.
 func FuzzScanHostHead(f *testing.F) {
-	for _, s := range scanSeeds {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, line []byte) {
-		var scanned, decoded hostHead
-		if !scanned.scan(line) {
-			return
-		}
-		if err := json.Unmarshal(line, &decoded); err != nil {
-			t.Fatalf("the scan took %q, which json.Unmarshal refuses: %v", line, err)
-		}
-		if !reflect.DeepEqual(scanned, decoded) {
-			t.Fatalf("%q: the scan read %+v, json.Unmarshal %+v", line, scanned, decoded)
-		}
-	})
+	fuzzScanAgainstUnmarshal(f, (*hostHead).scan)
 }
 
 // FuzzScanPtyDataFields is FuzzScanHostHead for a PTY's output frame.
 func FuzzScanPtyDataFields(f *testing.F) {
+	fuzzScanAgainstUnmarshal(f, (*PtyDataFields).scan)
+}
+
+// fuzzScanAgainstUnmarshal fuzzes scan, a decoder of T, against
+// json.Unmarshal into T.
+func fuzzScanAgainstUnmarshal[T any](f *testing.F, scan func(*T, []byte) bool) {
 	for _, s := range scanSeeds {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		var scanned, decoded PtyDataFields
-		if !scanned.scan(b) {
+		var scanned, decoded T
+		if !scan(&scanned, b) {
 			return
 		}
 		if err := json.Unmarshal(b, &decoded); err != nil {
