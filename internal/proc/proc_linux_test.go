@@ -1,6 +1,7 @@
 package proc
 
 import (
+	"bufio"
 	"errors"
 	"io/fs"
 	"os"
@@ -83,11 +84,20 @@ func TestGroupRunningUntilItsLastMemberExits(t *testing.T) {
 }
 
 func TestArgsReadsACommandLine(t *testing.T) {
-	cmd := exec.Command("sh", "-c", "exec sleep 30 & wait", "name", "with spaces", "")
+	cmd := exec.Command("sh", "-c", "echo started; exec sleep 30 & wait", "name", "with spaces", "")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	// Until the shell runs, the pid is a copy of this process on its way
+	// to exec, whose command line may read empty.
+	if _, err := bufio.NewReader(out).ReadString('\n'); err != nil {
+		t.Fatal(err)
+	}
 	args, err := Args(cmd.Process.Pid)
 	if err != nil {
 		t.Fatal(err)
