@@ -204,7 +204,7 @@ func (b *bench) fanoutRound(ctx context.Context, c *client.Conn, home string, in
 		if i < b.cfg.fanSubs%b.cfg.fanConns {
 			n++
 		}
-		rd, err := dialFan(ctx, endpoint, s.SessionID, n, turnID)
+		rd, err := dialFan(ctx, endpoint, s.SessionID, n, turnID, b.cfg.fanStamps)
 		if err != nil {
 			return fr, fmt.Errorf("reader %d: %w", i, err)
 		}
@@ -454,13 +454,19 @@ type fanReader struct {
 }
 
 // dialFan connects a reader with n subscriptions to session and sends
-// their subscription.ready; run reads their answers and the frames.
-func dialFan(ctx context.Context, endpoint, session string, n int, turnID string) (*fanReader, error) {
+// their subscription.ready; run reads their answers and the frames, about
+// stamps timestamp lines a subscription.
+func dialFan(ctx context.Context, endpoint, session string, n int, turnID string, stamps int) (*fanReader, error) {
 	rc, err := dialRaw(ctx, endpoint)
 	if err != nil {
 		return nil, err
 	}
 	rd := &fanReader{rawConn: rc, turnID: turnID, subs: map[string]int{}, readyc: make(chan error, 1), partial: make([][]byte, n), lines: make([]int, n), done: make(chan struct{})}
+	// The latencies' room is taken and touched now: grown while the lines
+	// arrive, each growth would copy the whole slice into fresh pages, and
+	// where a page fault costs tens of µs the reader would stall for
+	// milliseconds, a stall the latencies would then blame on agentd.
+	rd.lat, rd.at = touched[time.Duration](n*stamps+n), touched[time.Time](n*stamps+n)
 	ids := make([]string, n)
 	for i := range n {
 		if ids[i], err = rc.open(session); err != nil {
@@ -547,6 +553,17 @@ func (rd *fanReader) run() {
 			return
 		}
 	}
+}
+
+// touched returns an empty slice of capacity n whose memory has been
+// written once.
+func touched[T any](n int) []T {
+	s := make([]T, n)
+	var zero T
+	for i := range s {
+		s[i] = zero
+	}
+	return s[:0]
 }
 
 func (rd *fanReader) fail(err error) {
