@@ -366,19 +366,8 @@ func TestStatusReservedAtDomainLimitAndOverflowRejected(t *testing.T) {
 }
 
 func TestConnectionBeforeCompositionResolvesReadyHandlersWithoutReconnecting(t *testing.T) {
-	composing := make(chan struct{})
-	release := make(chan struct{})
 	table := turnQuery(server.Table{}, func(context.Context, *server.Call, *protocol.TurnRef) error { return nil })
-	h := agentdtest.NewHost(t, agentdtest.Options{NoWait: true, Compose: func(ctx context.Context, _ *server.Server) (server.Composition, error) {
-		close(composing)
-		select {
-		case <-release:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-		return composition{table}, nil
-	}})
-	waitCh(t, composing, "host entered composition")
+	h, release := newHostComposing(t, table)
 	reg, err := home.ReadRegistration(protocol.RegistrationPath(h.RuntimeDir, h.HostID))
 	if err != nil {
 		t.Fatal(err)
@@ -495,17 +484,7 @@ func TestHostStartingAfterADeadOneOfItsIDReplacesWhatItLeft(t *testing.T) {
 // one whose composition cannot hand over operation_unavailable; neither
 // lets go of its home.
 func TestUpgradePrepareNeedsAReadyHostThatCanHandOver(t *testing.T) {
-	composing, release := make(chan struct{}), make(chan struct{})
-	h := agentdtest.NewHost(t, agentdtest.Options{NoWait: true, Compose: func(ctx context.Context, _ *server.Server) (server.Composition, error) {
-		close(composing)
-		select {
-		case <-release:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-		return composition{server.Table{}}, nil
-	}})
-	waitCh(t, composing, "host entered composition")
+	h, release := newHostComposing(t, server.Table{})
 	ctx := agentdtest.Context(t)
 	c, err := client.Dial(ctx, protocol.SocketPath(h.RuntimeDir, h.HostID), client.Options{})
 	if err != nil {
@@ -523,4 +502,23 @@ func TestUpgradePrepareNeedsAReadyHostThatCanHandOver(t *testing.T) {
 	if st, err := c.Status(ctx); err != nil || st.State != protocol.StateReady {
 		t.Fatalf("after the refusals: %+v, %v", st, err)
 	}
+}
+
+// newHostComposing starts a host whose composition, of table, waits until
+// release is closed, and returns once the host has entered it.
+func newHostComposing(t *testing.T, table server.Table) (h *agentdtest.Host, release chan struct{}) {
+	t.Helper()
+	composing := make(chan struct{})
+	release = make(chan struct{})
+	h = agentdtest.NewHost(t, agentdtest.Options{NoWait: true, Compose: func(ctx context.Context, _ *server.Server) (server.Composition, error) {
+		close(composing)
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		return composition{table}, nil
+	}})
+	waitCh(t, composing, "host entered composition")
+	return h, release
 }
