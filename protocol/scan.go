@@ -8,6 +8,7 @@ import (
 	"unicode"
 	"unicode/utf16"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // A frame's head — its kind, subscription, sequence, or a response's id —
@@ -293,7 +294,13 @@ func scanStringField(val []byte, dst *string) bool {
 	case val[0] != '"':
 		return false
 	}
-	*dst = string(appendUnquoted(nil, val[1:len(val)-1]))
+	// The bytes are fresh and no one else's: the string is made of them
+	// without a copy, as strings.Builder makes its string.
+	if b := appendUnquoted(nil, val[1:len(val)-1]); len(b) > 0 {
+		*dst = unsafe.String(&b[0], len(b))
+	} else {
+		*dst = ""
+	}
 	return true
 }
 

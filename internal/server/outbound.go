@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"sync"
 
+	"github.com/agentd-dev/agentd/internal/bufpool"
 	"github.com/agentd-dev/agentd/protocol"
 )
 
@@ -65,6 +66,7 @@ func (r *Receipt) Err() error { <-r.done; return r.err }
 type outFrame struct {
 	msg     []byte
 	receipt *Receipt
+	pooled  bool // msg is from bufpool, given back once written
 }
 
 // epoch holds the frames queued between two fences.
@@ -114,7 +116,7 @@ func NewOutboundWriter(out FrameWriter, onFailure func(error)) *OutboundWriter {
 // writer is closed or the queue is full; otherwise the receipt settles later.
 // It never blocks on the transport.
 func (w *OutboundWriter) Enqueue(class Class, msg []byte) (*Receipt, error) {
-	return w.enqueue(class, msg, false, nil)
+	return w.enqueue(outFrame{msg: msg}, class, false, nil)
 }
 
 // EnqueueThen is Enqueue with then called once msg has been flushed, on
@@ -123,8 +125,14 @@ func (w *OutboundWriter) Enqueue(class Class, msg []byte) (*Receipt, error) {
 // is not called for a frame that fails; the writer's failure ends the
 // connection, through onFailure.
 func (w *OutboundWriter) EnqueueThen(class Class, msg []byte, then func()) error {
-	_, err := w.enqueue(class, msg, false, then)
+	_, err := w.enqueue(outFrame{msg: msg}, class, false, then)
 	return err
+}
+
+// EnqueuePooled is EnqueueThen for a msg taken from bufpool: the writer
+// gives it back once it is written. The caller must not touch msg after.
+func (w *OutboundWriter) EnqueuePooled(class Class, msg []byte, then func()) (*Receipt, error) {
+	return w.enqueue(outFrame{msg: msg, pooled: true}, class, false, then)
 }
 
 // Respond queues a response like Enqueue, but when nothing is queued and the
@@ -133,10 +141,11 @@ func (w *OutboundWriter) EnqueueThen(class Class, msg []byte, then func()) error
 // goroutine serving a request calls it, never one holding a lock that
 // others wait on.
 func (w *OutboundWriter) Respond(msg []byte) (*Receipt, error) {
-	return w.enqueue(Control, msg, true, nil)
+	return w.enqueue(outFrame{msg: msg}, Control, true, nil)
 }
 
-func (w *OutboundWriter) enqueue(class Class, msg []byte, direct bool, then func()) (*Receipt, error) {
+func (w *OutboundWriter) enqueue(f outFrame, class Class, direct bool, then func()) (*Receipt, error) {
+	msg := f.msg
 	w.mu.Lock()
 	if w.closed || w.closing {
 		w.mu.Unlock()
@@ -156,7 +165,7 @@ func (w *OutboundWriter) enqueue(class Class, msg []byte, direct bool, then func
 		reject(rejected, qerr)
 		return nil, qerr
 	}
-	f := outFrame{msg: msg, receipt: &Receipt{done: make(chan struct{}), then: then}}
+	f.receipt = &Receipt{done: make(chan struct{}), then: then}
 	if direct && !w.busy && !w.direct && w.frames == 0 {
 		return w.writeDirect(f)
 	}
@@ -184,6 +193,7 @@ func (w *OutboundWriter) writeDirect(f outFrame) (*Receipt, error) {
 	w.bytes += len(f.msg)
 	w.mu.Unlock()
 	err := w.out.Write(f.msg)
+	w.release(f)
 	if err == nil {
 		err = w.out.Flush()
 	}
@@ -390,7 +400,9 @@ func (w *OutboundWriter) loop() {
 		w.mu.Unlock()
 
 		if ok {
-			if err := w.out.Write(f.msg); err != nil {
+			err := w.out.Write(f.msg)
+			w.release(f)
+			if err != nil {
 				w.fail(err)
 				return
 			}
@@ -411,6 +423,13 @@ func (w *OutboundWriter) loop() {
 		for _, r := range written {
 			settle(r, nil)
 		}
+	}
+}
+
+// release gives f's bytes back, once the transport is done with them.
+func (w *OutboundWriter) release(f outFrame) {
+	if f.pooled {
+		bufpool.Put(f.msg)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/agentd-dev/agentd/internal/bufpool"
 	"github.com/agentd-dev/agentd/internal/server"
 	"github.com/agentd-dev/agentd/protocol"
 )
@@ -400,12 +401,13 @@ func (sub *subscription) resume() {
 func (sub *subscription) writeLocked(p *pending, then func()) (bool, error) {
 	epoch := sub.s.host.Epoch()
 	head := protocol.Pushed{HostEpoch: epoch, SubscriptionID: sub.id, Sequence: sub.seq + 1}
-	frame := p.appendFrame(make([]byte, 0, 128+len(epoch)+len(sub.id)+p.size()), head)
+	frame := p.appendFrame(bufpool.Get(128+len(epoch)+len(sub.id)+p.size()), head)
 	if len(frame) > protocol.MaxMessageBytes {
 		sub.s.log.Error("a delta frame passes the wire limit and is left out", "subscription", sub.id, "bytes", len(frame))
+		bufpool.Put(frame)
 		return false, nil
 	}
-	if err := sub.c.out.EnqueueThen(server.Control, frame, then); err != nil {
+	if _, err := sub.c.out.EnqueuePooled(server.Control, frame, then); err != nil {
 		return false, err
 	}
 	sub.seq++

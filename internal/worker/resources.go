@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/agentd-dev/agentd/internal/bufpool"
 	"github.com/agentd-dev/agentd/internal/resource"
 	"github.com/agentd-dev/agentd/internal/server"
 	"github.com/agentd-dev/agentd/internal/tools"
@@ -69,10 +70,10 @@ func (s *session) resourceChanged(r protocol.Resource) {
 // then waits while one of them holds too much of it: the PTY is read no
 // faster than its output goes out.
 func (s *session) ptyOutput(ref string, seq uint64, data []byte) {
-	quoted := protocol.AppendJSONString(nil, data)
+	quoted := protocol.AppendJSONString(bufpool.Get(len(data)+len(data)/8+2), data)
 	s.mu.Lock()
 	var watching []*subscription
-	s.deliverLocked(func() *pendingDelta { return ptyItem(ref, seq, quoted, false) },
+	s.deliverLocked(ptyItems(ref, seq, quoted, false),
 		func(sub *subscription) bool {
 			if !sub.watches(ref) {
 				return false
@@ -81,15 +82,28 @@ func (s *session) ptyOutput(ref string, seq uint64, data []byte) {
 			return true
 		})
 	s.mu.Unlock()
+	if len(watching) == 0 {
+		bufpool.Put(quoted)
+	}
 	for _, sub := range watching {
 		sub.waitPTYRoom(s.base.Done())
 	}
 }
 
-// ptyItem is a PTY's output, quoted as a JSON string, for one
-// subscription: quoted is not the item's to change.
-func ptyItem(ref string, seq uint64, quoted []byte, screen bool) *pendingDelta {
-	return &pendingDelta{kind: itemPTY, ref: ref, ptySeq: seq, screen: screen, ptyData: quoted}
+// ptyItems returns the maker of a PTY's output items, one for each
+// subscription that carries it: the first is given quoted, the output as
+// a JSON string in a buffer from bufpool, and each other one a copy of
+// its own.
+func ptyItems(ref string, seq uint64, quoted []byte, screen bool) func() *pendingDelta {
+	given := false
+	return func() *pendingDelta {
+		data := quoted
+		if given {
+			data = append(bufpool.Get(len(quoted)), quoted...)
+		}
+		given = true
+		return &pendingDelta{kind: itemPTY, ref: ref, ptySeq: seq, screen: screen, ptyData: data}
+	}
 }
 
 func (s *session) queryResources(_ context.Context, _ *server.Call, in *protocol.ResourceQueryInput) (protocol.ResourceQueryResult, error) {
@@ -184,8 +198,8 @@ func (s *session) setPtyInterest(_ context.Context, _ *server.Call, in *protocol
 			s.mu.Lock()
 			defer s.mu.Unlock()
 			sub.ptys[ref] = true
-			quoted := protocol.AppendJSONString(nil, screen)
-			s.deliverLocked(func() *pendingDelta { return ptyItem(ref, seq, quoted, true) },
+			quoted := protocol.AppendJSONString(bufpool.Get(len(screen)+len(screen)/8+2), screen)
+			s.deliverLocked(ptyItems(ref, seq, quoted, true),
 				func(other *subscription) bool { return other == sub })
 		})
 		if err != nil {

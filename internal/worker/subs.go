@@ -10,6 +10,7 @@ import (
 	"sync"
 	"unicode/utf8"
 
+	"github.com/agentd-dev/agentd/internal/bufpool"
 	"github.com/agentd-dev/agentd/internal/server"
 	"github.com/agentd-dev/agentd/protocol"
 )
@@ -87,10 +88,7 @@ type pendingDelta struct {
 	ref     string            // itemPTY
 	ptySeq  uint64            // itemPTY: the sequence of its output's last piece
 	screen  bool              // itemPTY: the output redraws the whole screen
-	ptyData []byte            // itemPTY: the output, a JSON string
-	// ownData: ptyData is the item's own, to append to; until then it may
-	// be shared with other subscriptions' items.
-	ownData bool
+	ptyData []byte            // itemPTY: the output, a JSON string, in a buffer from bufpool
 }
 
 // itemKind is what a pendingDelta carries.
@@ -111,10 +109,8 @@ func (p *pendingDelta) absorb(next *pendingDelta) bool {
 		p.add(next.d)
 	case p.kind == itemPTY && next.kind == itemPTY && p.ref == next.ref && !next.screen &&
 		len(p.ptyData)+len(next.ptyData) <= maxChunk:
-		if !p.ownData {
-			p.ptyData, p.ownData = append(make([]byte, 0, 2*(len(p.ptyData)+len(next.ptyData))), p.ptyData...), true
-		}
-		p.ptyData = protocol.JoinJSONStrings(p.ptyData, next.ptyData)
+		p.ptyData = protocol.JoinJSONStrings(bufpool.Grow(p.ptyData, len(next.ptyData)), next.ptyData)
+		bufpool.Put(next.ptyData)
 		p.ptySeq = next.ptySeq
 	default:
 		return false
@@ -508,7 +504,7 @@ func (sub *subscription) write(batch []*pendingDelta) bool {
 				sub.logger.Error("a runtime resource frame cannot be encoded and is left out", "subscription", sub.id, "err", err)
 				continue
 			}
-			r, err := sub.conn.out.Enqueue(server.Control, b)
+			r, err := sub.conn.out.EnqueuePooled(server.Control, b, nil)
 			if err != nil {
 				return false
 			}
@@ -559,7 +555,10 @@ func (sub *subscription) frame(p *pendingDelta) ([]byte, error) {
 		return json.Marshal(protocol.RuntimeResourceUpdateFrame{Pushed: pushed, RuntimeResourceUpdate: protocol.RuntimeResourceUpdate{SessionID: sub.sessionID, Ref: p.res.Ref, Resource: res}})
 	}
 	f := protocol.PtyDataFields{SessionID: sub.sessionID, Ref: p.ref, PtySequence: p.ptySeq, Data: p.ptyData, Screen: p.screen}
-	return protocol.AppendPtyDataFrame(make([]byte, 0, 192+len(sub.epoch)+len(sub.id)+len(sub.sessionID)+len(p.ref)+len(p.ptyData)), pushed, &f), nil
+	b := protocol.AppendPtyDataFrame(bufpool.Get(192+len(sub.epoch)+len(sub.id)+len(sub.sessionID)+len(p.ref)+len(p.ptyData)), pushed, &f)
+	bufpool.Put(p.ptyData)
+	p.ptyData = nil
+	return b, nil
 }
 
 // watches reports whether the subscription carries PTY ref's output.
