@@ -495,7 +495,7 @@ func (c *Conn) readLoop(r *protocol.LineReader) {
 			c.deliver(*f.Response)
 			continue
 		}
-		c.push(f.Pushed, append([]byte(nil), line...))
+		c.push(f.Pushed, append(protocol.GetBuffer(len(line)), line...))
 	}
 	// A line cut off by the end of the stream is the host going away
 	// mid-frame, not a frame.

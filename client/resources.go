@@ -32,7 +32,8 @@ func (c *Conn) Resources(ctx context.Context, sessionID string) ([]protocol.Reso
 // changed state.
 type PTYEvent struct {
 	// Data is output, in order; Screen marks data that redraws the whole
-	// screen as it is (the stream's first output).
+	// screen as it is (the stream's first output). It is valid until the
+	// next call of Next.
 	Data   []byte
 	Screen bool
 	// Resource is set when the PTY's state changed: Resource.State is
@@ -48,6 +49,7 @@ type PTYStream struct {
 	w            *Watcher
 	subscription string
 	session, ref string
+	data         []byte // the last output Next returned
 }
 
 // WatchPTY opens a subscription of session sessionID that chooses PTY
@@ -81,12 +83,17 @@ func (s *PTYStream) Next(ctx context.Context) (PTYEvent, error) {
 		}
 		switch f.Kind {
 		case protocol.KindRuntimeResourcePtyData:
-			var d protocol.RuntimeResourcePtyDataFrame
-			if err := f.Decode(&d); err != nil {
+			d, err := protocol.DecodePtyDataFields(f.Raw)
+			if err != nil {
 				return PTYEvent{}, fmt.Errorf("a PTY output frame: %w", err)
 			}
-			if d.Ref == s.ref {
-				return PTYEvent{Data: []byte(d.Data), Screen: d.Screen}, nil
+			mine := d.Ref == s.ref
+			if mine {
+				s.data = d.AppendData(s.data[:0])
+			}
+			f.Release() // d.Data shares its memory
+			if mine {
+				return PTYEvent{Data: s.data, Screen: d.Screen}, nil
 			}
 		case protocol.KindRuntimeResourceUpdate:
 			var u protocol.RuntimeResourceUpdateFrame

@@ -23,6 +23,13 @@ type Frame struct {
 	Raw json.RawMessage
 }
 
+// Release gives the frame's bytes back to be read into again, sparing
+// the collector a frame's worth of memory; a reader of a fast stream (a
+// PTY's output) calls it once it has decoded the frame. Call it at most
+// once, and touch neither Raw nor anything that shares its memory after.
+// What Decode returns does not.
+func (f Frame) Release() { protocol.PutBuffer(f.Raw) }
+
 // Decode decodes the frame into v, one of the protocol's *…Frame types,
 // as json.Unmarshal does. A PTY's output is read in one pass.
 func (f Frame) Decode(v any) error {

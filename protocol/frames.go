@@ -206,6 +206,13 @@ func DecodePtyDataFields(b []byte) (PtyDataFields, error) {
 	return f, nil
 }
 
+// AppendData appends the output that f.Data encodes, as
+// json.Unmarshal would decode it, to b. f is one DecodePtyDataFields
+// returned.
+func (f *PtyDataFields) AppendData(b []byte) []byte {
+	return appendUnquoted(b, f.Data[1:len(f.Data)-1])
+}
+
 // scan decodes the fields as json.Unmarshal would, in one pass that
 // checks the data but does not decode it; false: decode them with
 // json.Unmarshal, which also says what is wrong.

@@ -241,6 +241,7 @@ func relayRate(ctx context.Context, sub *subscription, file string, want int64) 
 		return 0, 0, err
 	}
 	var got int64
+	var data []byte
 	for {
 		f, err := sub.w.Next(ctx)
 		if err != nil {
@@ -248,12 +249,15 @@ func relayRate(ctx context.Context, sub *subscription, file string, want int64) 
 		}
 		switch f.Kind {
 		case protocol.KindRuntimeResourcePtyData:
-			var d protocol.RuntimeResourcePtyDataFrame
-			if err := f.Decode(&d); err != nil {
+			// As client.PTYStream reads it.
+			d, err := protocol.DecodePtyDataFields(f.Raw)
+			if err != nil {
 				return 0, frames, err
 			}
+			data = d.AppendData(data[:0])
+			f.Release()
 			if !d.Screen {
-				got += int64(len(d.Data))
+				got += int64(len(data))
 				frames++
 			}
 		case protocol.KindRuntimeResourceUpdate:

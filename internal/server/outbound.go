@@ -6,7 +6,6 @@ import (
 	"runtime"
 	"sync"
 
-	"github.com/agentd-dev/agentd/internal/bufpool"
 	"github.com/agentd-dev/agentd/protocol"
 )
 
@@ -66,7 +65,7 @@ func (r *Receipt) Err() error { <-r.done; return r.err }
 type outFrame struct {
 	msg     []byte
 	receipt *Receipt
-	pooled  bool // msg is from bufpool, given back once written
+	pooled  bool // msg is from protocol.GetBuffer, given back once written
 }
 
 // epoch holds the frames queued between two fences.
@@ -129,8 +128,9 @@ func (w *OutboundWriter) EnqueueThen(class Class, msg []byte, then func()) error
 	return err
 }
 
-// EnqueuePooled is EnqueueThen for a msg taken from bufpool: the writer
-// gives it back once it is written. The caller must not touch msg after.
+// EnqueuePooled is EnqueueThen for a msg taken from protocol.GetBuffer:
+// the writer gives it back once it is written. The caller must not touch
+// msg after.
 func (w *OutboundWriter) EnqueuePooled(class Class, msg []byte, then func()) (*Receipt, error) {
 	return w.enqueue(outFrame{msg: msg, pooled: true}, class, false, then)
 }
@@ -429,7 +429,7 @@ func (w *OutboundWriter) loop() {
 // release gives f's bytes back, once the transport is done with them.
 func (w *OutboundWriter) release(f outFrame) {
 	if f.pooled {
-		bufpool.Put(f.msg)
+		protocol.PutBuffer(f.msg)
 	}
 }
 

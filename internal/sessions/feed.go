@@ -53,7 +53,7 @@ func (w *worker) follow(watch *client.Watcher) {
 		switch f.Kind {
 		case protocol.KindSessionDelta:
 		case protocol.KindRuntimeResourceUpdate, protocol.KindRuntimeResourcePtyData:
-			if err := w.publishResource(f.Kind, f.Raw); err != nil {
+			if err := w.publishResource(f); err != nil {
 				w.s.log.Error("a worker frame cannot be read", "session", w.sessionID, "kind", f.Kind, "err", err)
 			}
 			continue
@@ -69,6 +69,7 @@ func (w *worker) follow(watch *client.Watcher) {
 			w.s.log.Error("a worker frame cannot be read", "session", w.sessionID, "err", err)
 			continue
 		}
+		f.Release() // frame and d are copies
 		if err := json.Unmarshal(frame.Delta, &d); err != nil {
 			w.s.log.Error("a worker delta cannot be read", "session", w.sessionID, "err", err)
 			continue

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/agentd-dev/agentd/client"
 	"github.com/agentd-dev/agentd/internal/server"
 	"github.com/agentd-dev/agentd/protocol"
 )
@@ -28,10 +29,14 @@ const (
 
 // publishResource fans out a runtime resource frame of the worker's
 // stream: a resource's state to every subscription, a PTY's output to the
-// subscriptions that chose the PTY (its screen to those awaiting it).
-func (w *worker) publishResource(kind string, raw []byte) error {
+// subscriptions that chose the PTY (its screen to those awaiting it). It
+// takes f: its bytes are given back once every subscription is done with
+// them.
+func (w *worker) publishResource(f client.Frame) error {
+	kind, raw := f.Kind, f.Raw
 	it := &item{kind: kind, at: time.Now()}
 	if kind == protocol.KindRuntimeResourceUpdate {
+		defer f.Release()
 		var f protocol.RuntimeResourceUpdateFrame
 		var r protocol.Resource
 		if err := json.Unmarshal(raw, &f); err != nil {
@@ -56,30 +61,33 @@ func (w *worker) publishResource(kind string, raw []byte) error {
 	}
 	// The output is passed on as the JSON the worker wrote, never
 	// decoded: a PTY is the fastest writer a host relays.
-	f, err := protocol.DecodePtyDataFields(raw)
+	d, err := protocol.DecodePtyDataFields(raw)
 	if err != nil {
+		f.Release()
 		return err
 	}
-	it.pty = &f
+	it.pty, it.raw = &d, raw
+	it.refs.Store(1) // this call's, until every subscription has its own
+	defer it.release()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	redraw := false
 	for sub := range w.subs {
-		switch st := sub.ptys[f.Ref]; {
-		case f.Screen && st == ptyAwaiting:
-			sub.ptys[f.Ref] = ptyStreaming
+		switch st := sub.ptys[d.Ref]; {
+		case d.Screen && st == ptyAwaiting:
+			sub.ptys[d.Ref] = ptyStreaming
 			sub.push(it)
-		case !f.Screen && st == ptyStreaming:
+		case !d.Screen && st == ptyStreaming:
 			if !sub.pushPTY(it) {
 				// It lags: rather than close it, as a subscriber that
 				// lags on the session's deltas, skip it to the screen.
-				sub.ptys[f.Ref] = ptyAwaiting
+				sub.ptys[d.Ref] = ptyAwaiting
 				redraw = true
 			}
 		}
 	}
 	if redraw {
-		w.s.wg.Go(func() { w.redraw(f.Ref) })
+		w.s.wg.Go(func() { w.redraw(d.Ref) })
 	}
 	return nil
 }

@@ -8,7 +8,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/agentd-dev/agentd/internal/bufpool"
 	"github.com/agentd-dev/agentd/internal/server"
 	"github.com/agentd-dev/agentd/protocol"
 )
@@ -63,6 +62,26 @@ type item struct {
 	kind string                  // the frame's kind: "" for a delta
 	pty  *protocol.PtyDataFields // a PTY's output, its data still encoded; read-only
 	at   time.Time               // when it reached the host
+
+	// raw is the worker's frame that pty's data shares, from
+	// protocol.GetBuffer: given back when the last of those who hold
+	// the item (refs), the publisher and each backlog entry, lets go.
+	raw  []byte
+	refs atomic.Int32
+}
+
+// hold takes a hold of the item for a backlog entry.
+func (it *item) hold() {
+	if it.raw != nil {
+		it.refs.Add(1)
+	}
+}
+
+// release lets a hold of the item go.
+func (it *item) release() {
+	if it.raw != nil && it.refs.Add(-1) == 0 {
+		protocol.PutBuffer(it.raw)
+	}
 }
 
 // pending is an item in one subscription's backlog. A merged one owns
@@ -72,8 +91,25 @@ type pending struct {
 	merged         bool
 	text, thinking strings.Builder
 	output         strings.Builder // a tool call's output
-	ptyData        []byte          // a PTY's merged output, a JSON string
+	ptyData        []byte          // a PTY's merged output, a JSON string (protocol.GetBuffer's)
 	ptySeq         uint64          // the sequence of a PTY's merged output
+}
+
+// drop lets go of what p holds, once it is written or left out.
+func (p *pending) drop() {
+	p.item.release()
+	if p.ptyData != nil {
+		protocol.PutBuffer(p.ptyData)
+		p.ptyData = nil
+	}
+}
+
+// dropBacklogLocked leaves out what the backlog holds.
+func (sub *subscription) dropBacklogLocked() {
+	for _, p := range sub.backlog {
+		p.drop()
+	}
+	sub.backlog, sub.bytes = nil, 0
 }
 
 func (p *pending) size() int {
@@ -111,9 +147,9 @@ func (p *pending) merge(next *item) {
 	if p.pty != nil {
 		if !p.merged {
 			p.merged = true
-			p.ptyData = append([]byte(nil), p.pty.Data...)
+			p.ptyData = append(protocol.GetBuffer(mergeCap), p.pty.Data...)
 		}
-		p.ptyData = protocol.JoinJSONStrings(p.ptyData, next.pty.Data)
+		p.ptyData = protocol.JoinJSONStrings(protocol.GrowBuffer(p.ptyData, len(next.pty.Data)), next.pty.Data)
 		p.ptySeq = next.pty.PtySequence
 		return
 	}
@@ -208,6 +244,7 @@ func (sub *subscription) push(it *item) {
 		}
 	} else {
 		p := &pending{item: it}
+		it.hold()
 		sub.backlog = append(sub.backlog, p)
 		sub.bytes += p.size()
 	}
@@ -232,6 +269,7 @@ func (sub *subscription) pushPTY(it *item) bool {
 		for _, p := range sub.backlog {
 			if p.pty != nil && p.pty.Ref == it.pty.Ref {
 				sub.bytes -= p.size()
+				p.drop()
 				continue
 			}
 			kept = append(kept, p)
@@ -275,7 +313,7 @@ func (sub *subscription) evictLocked() {
 	sub.s.counters.slowConsumers.Add(1)
 	sub.s.log.Warn("closing a subscription that cannot keep up", "subscription", sub.id,
 		"backlogBytes", sub.bytes, "backlogDeltas", len(sub.backlog))
-	sub.backlog, sub.bytes = nil, 0
+	sub.dropBacklogLocked()
 	sub.endLocked(protocol.ClosedSlowConsumer)
 }
 
@@ -363,7 +401,7 @@ func (sub *subscription) deliverLocked() {
 			}
 			queued, err := sub.writeLocked(p, then)
 			if err != nil {
-				sub.backlog, sub.bytes = nil, 0
+				sub.dropBacklogLocked()
 				sub.endLocked(protocol.ClosedClientClosed) // the connection is going; nothing more is written
 				return
 			}
@@ -401,10 +439,11 @@ func (sub *subscription) resume() {
 func (sub *subscription) writeLocked(p *pending, then func()) (bool, error) {
 	epoch := sub.s.host.Epoch()
 	head := protocol.Pushed{HostEpoch: epoch, SubscriptionID: sub.id, Sequence: sub.seq + 1}
-	frame := p.appendFrame(bufpool.Get(128+len(epoch)+len(sub.id)+p.size()), head)
+	frame := p.appendFrame(protocol.GetBuffer(128+len(epoch)+len(sub.id)+p.size()), head)
+	p.drop()
 	if len(frame) > protocol.MaxMessageBytes {
 		sub.s.log.Error("a delta frame passes the wire limit and is left out", "subscription", sub.id, "bytes", len(frame))
-		bufpool.Put(frame)
+		protocol.PutBuffer(frame)
 		return false, nil
 	}
 	if _, err := sub.c.out.EnqueuePooled(server.Control, frame, then); err != nil {
@@ -475,7 +514,7 @@ func (sub *subscription) sendRecords(records []json.RawMessage) (done chan struc
 	defer sub.mu.Unlock()
 	if sub.closed != "" {
 		sub.catching = false
-		sub.backlog, sub.bytes = nil, 0
+		sub.dropBacklogLocked()
 		sub.sendEndLocked()
 		return nil, false
 	}
@@ -493,7 +532,7 @@ func (sub *subscription) sendRecords(records []json.RawMessage) (done chan struc
 		queued, err := sub.writeLocked(&pending{item: &item{body: entryDelta(rec)}}, then)
 		if err != nil {
 			sub.catching = false
-			sub.backlog, sub.bytes = nil, 0
+			sub.dropBacklogLocked()
 			sub.endLocked(protocol.ClosedClientClosed)
 			return nil, false
 		}

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/agentd-dev/agentd/internal/bufpool"
 	"github.com/agentd-dev/agentd/internal/resource"
 	"github.com/agentd-dev/agentd/internal/server"
 	"github.com/agentd-dev/agentd/internal/tools"
@@ -70,7 +69,7 @@ func (s *session) resourceChanged(r protocol.Resource) {
 // then waits while one of them holds too much of it: the PTY is read no
 // faster than its output goes out.
 func (s *session) ptyOutput(ref string, seq uint64, data []byte) {
-	quoted := protocol.AppendJSONString(bufpool.Get(len(data)+len(data)/8+2), data)
+	quoted := protocol.AppendJSONString(protocol.GetBuffer(len(data)+len(data)/8+2), data)
 	s.mu.Lock()
 	var watching []*subscription
 	s.deliverLocked(ptyItems(ref, seq, quoted, false),
@@ -83,7 +82,7 @@ func (s *session) ptyOutput(ref string, seq uint64, data []byte) {
 		})
 	s.mu.Unlock()
 	if len(watching) == 0 {
-		bufpool.Put(quoted)
+		protocol.PutBuffer(quoted)
 	}
 	for _, sub := range watching {
 		sub.waitPTYRoom(s.base.Done())
@@ -91,15 +90,15 @@ func (s *session) ptyOutput(ref string, seq uint64, data []byte) {
 }
 
 // ptyItems returns the maker of a PTY's output items, one for each
-// subscription that carries it: the first is given quoted, the output as
-// a JSON string in a buffer from bufpool, and each other one a copy of
-// its own.
+// subscription that carries it: the first is given quoted, the output
+// as a JSON string in a buffer from protocol.GetBuffer, and each other
+// one a copy of its own.
 func ptyItems(ref string, seq uint64, quoted []byte, screen bool) func() *pendingDelta {
 	given := false
 	return func() *pendingDelta {
 		data := quoted
 		if given {
-			data = append(bufpool.Get(len(quoted)), quoted...)
+			data = append(protocol.GetBuffer(len(quoted)), quoted...)
 		}
 		given = true
 		return &pendingDelta{kind: itemPTY, ref: ref, ptySeq: seq, screen: screen, ptyData: data}
@@ -198,7 +197,7 @@ func (s *session) setPtyInterest(_ context.Context, _ *server.Call, in *protocol
 			s.mu.Lock()
 			defer s.mu.Unlock()
 			sub.ptys[ref] = true
-			quoted := protocol.AppendJSONString(bufpool.Get(len(screen)+len(screen)/8+2), screen)
+			quoted := protocol.AppendJSONString(protocol.GetBuffer(len(screen)+len(screen)/8+2), screen)
 			s.deliverLocked(ptyItems(ref, seq, quoted, true),
 				func(other *subscription) bool { return other == sub })
 		})

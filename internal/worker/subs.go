@@ -10,7 +10,6 @@ import (
 	"sync"
 	"unicode/utf8"
 
-	"github.com/agentd-dev/agentd/internal/bufpool"
 	"github.com/agentd-dev/agentd/internal/server"
 	"github.com/agentd-dev/agentd/protocol"
 )
@@ -88,7 +87,7 @@ type pendingDelta struct {
 	ref     string            // itemPTY
 	ptySeq  uint64            // itemPTY: the sequence of its output's last piece
 	screen  bool              // itemPTY: the output redraws the whole screen
-	ptyData []byte            // itemPTY: the output, a JSON string, in a buffer from bufpool
+	ptyData []byte            // itemPTY: the output, a JSON string (protocol.GetBuffer's)
 }
 
 // itemKind is what a pendingDelta carries.
@@ -109,8 +108,8 @@ func (p *pendingDelta) absorb(next *pendingDelta) bool {
 		p.add(next.d)
 	case p.kind == itemPTY && next.kind == itemPTY && p.ref == next.ref && !next.screen &&
 		len(p.ptyData)+len(next.ptyData) <= maxChunk:
-		p.ptyData = protocol.JoinJSONStrings(bufpool.Grow(p.ptyData, len(next.ptyData)), next.ptyData)
-		bufpool.Put(next.ptyData)
+		p.ptyData = protocol.JoinJSONStrings(protocol.GrowBuffer(p.ptyData, len(next.ptyData)), next.ptyData)
+		protocol.PutBuffer(next.ptyData)
 		p.ptySeq = next.ptySeq
 	default:
 		return false
@@ -555,8 +554,8 @@ func (sub *subscription) frame(p *pendingDelta) ([]byte, error) {
 		return json.Marshal(protocol.RuntimeResourceUpdateFrame{Pushed: pushed, RuntimeResourceUpdate: protocol.RuntimeResourceUpdate{SessionID: sub.sessionID, Ref: p.res.Ref, Resource: res}})
 	}
 	f := protocol.PtyDataFields{SessionID: sub.sessionID, Ref: p.ref, PtySequence: p.ptySeq, Data: p.ptyData, Screen: p.screen}
-	b := protocol.AppendPtyDataFrame(bufpool.Get(192+len(sub.epoch)+len(sub.id)+len(sub.sessionID)+len(p.ref)+len(p.ptyData)), pushed, &f)
-	bufpool.Put(p.ptyData)
+	b := protocol.AppendPtyDataFrame(protocol.GetBuffer(192+len(sub.epoch)+len(sub.id)+len(sub.sessionID)+len(p.ref)+len(p.ptyData)), pushed, &f)
+	protocol.PutBuffer(p.ptyData)
 	p.ptyData = nil
 	return b, nil
 }
