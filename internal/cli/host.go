@@ -35,6 +35,7 @@ func newHostCmd(e *env) *cobra.Command {
 		Short: "Run the agentd host for this home in the foreground.",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			oneProcessor()
 			if idleGrace < 0 {
 				return usagef("--idle-grace must not be negative")
 			}

@@ -44,6 +44,7 @@ func newWorkerCmd(e *env) *cobra.Command {
 		Hidden: true,
 		Args:   noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			oneProcessor()
 			for flag, v := range map[string]string{"--session": cfg.Session.SessionID, "--socket": cfg.SocketPath, "--home": cfg.Home, "--cwd": cfg.Session.Cwd, "--transcript": cfg.TranscriptPath} {
 				if v == "" {
 					return usagef("worker needs %s", flag)
