@@ -284,3 +284,35 @@ func TestEnqueueThenRunsOnceTheFrameIsFlushedAndNeverForAFailedOne(t *testing.T)
 		t.Fatal("then ran for a frame that was never written")
 	}
 }
+
+// A pooled frame goes out whole, and its buffer is given back to be built
+// in again once it is written.
+func TestAPooledFrameIsWrittenWholeThenGivenBack(t *testing.T) {
+	cli, srv := pair(t)
+	w := NewOutboundWriter(cli, func(err error) { t.Errorf("writer failed: %v", err) })
+	defer w.Close()
+	const size = 20 << 10
+	reused := false
+	// The pool may drop a buffer at any collection (and, under the race
+	// detector, at random), so one given back is looked for over a few
+	// frames.
+	for i := 0; i < 20 && !reused; i++ {
+		msg := protocol.GetBuffer(size)
+		msg = append(msg, fmt.Sprintf(`{"requestId":"r%d","operation":"host.status","ok":true,"result":"%s"}`, i, strings.Repeat("x", size-100))...)
+		first := &msg[:1][0]
+		r, err := w.EnqueuePooled(Control, msg, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wait(t, r.Done(), "flushed")
+		if got := readResponse(t, srv); got.RequestID != fmt.Sprintf("r%d", i) || len(got.Result) != size-100+2 {
+			t.Fatalf("frame %d arrived as %q with %d bytes of result", i, got.RequestID, len(got.Result))
+		}
+		if again := protocol.GetBuffer(size); &again[:1][0] == first {
+			reused = true
+		}
+	}
+	if !reused {
+		t.Fatal("no pooled frame's buffer was handed out again once written")
+	}
+}

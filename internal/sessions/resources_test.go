@@ -307,18 +307,25 @@ func TestARunningResourceKeepsItsWorker(t *testing.T) {
 	waitFor(t, "the worker to stop once idle", workerGone(h.Home, s.SessionID))
 }
 
-// A PTY that prints megabytes as fast as it can reaches the client that
+// A PTY that prints megabytes as fast as it can reaches each client that
 // watches it in order, none of it changed or repeated: whole while the
 // client keeps up, and from its screen again where it fell behind by more
 // than its backlog (how fast a client reads on a loaded machine is not
-// for a test to decide).
-func TestAPTYFloodReachesItsWatcherInOrder(t *testing.T) {
-	_, c, work := newHost(t, time.Hour)
+// for a test to decide). The second client reads only once the first has
+// it all, so the output it lags on is held for it while the first is
+// given the same output and the frames after: what the host holds for
+// one subscription is never reused for another's.
+func TestAPTYFloodReachesItsWatchersInOrder(t *testing.T) {
+	h, c, work := newHost(t, time.Hour)
 	ctx := agentdtest.Context(t)
 	s, pty := sessionWithPTY(t, c, work, "stty -echo; read go; seq 1 300000; echo flood-done")
-	w := watchPTY(t, c, s.SessionID, pty.Ref)
-	w.skips = true
-	w.until("\x1b[2J") // the screen
+	var ws []*ptyWatch
+	for _, conn := range []*client.Conn{c, h.Connect(t)} {
+		w := watchPTY(t, conn, s.SessionID, pty.Ref)
+		w.skips = true
+		w.until("\x1b[2J") // the screen
+		ws = append(ws, w)
+	}
 	var ctl protocol.ControllerAcquireResult
 	if err := c.Request(ctx, protocol.OpRuntimeResourceControllerAcquire, protocol.ResourceRef{SessionID: s.SessionID, Ref: pty.Ref}, &ctl); err != nil {
 		t.Fatal(err)
@@ -328,7 +335,6 @@ func TestAPTYFloodReachesItsWatcherInOrder(t *testing.T) {
 	}, nil); err != nil {
 		t.Fatal(err)
 	}
-	w.until("flood-done")
 	var b strings.Builder
 	for i := 1; i <= 300000; i++ {
 		b.WriteString(strconv.Itoa(i))
@@ -336,34 +342,37 @@ func TestAPTYFloodReachesItsWatcherInOrder(t *testing.T) {
 	}
 	b.WriteString("flood-done")
 	want := b.String()
-	// The output between one screen and the next follows on from where
-	// the last such run ended, or from further on after a skip.
-	var runs []string
-	for _, f := range w.frames[1:] {
-		if f.Screen || len(runs) == 0 {
-			runs = append(runs, "")
+	for n, w := range ws {
+		w.until("flood-done")
+		// The output between one screen and the next follows on from
+		// where the last such run ended, or from further on after a skip.
+		var runs []string
+		for _, f := range w.frames[1:] {
+			if f.Screen || len(runs) == 0 {
+				runs = append(runs, "")
+			}
+			if !f.Screen {
+				runs[len(runs)-1] += f.Data
+			}
 		}
-		if !f.Screen {
-			runs[len(runs)-1] += f.Data
+		at := 0
+		for i, run := range runs {
+			run, _, _ = strings.Cut(run, "flood-done")
+			if i == 0 {
+				run = strings.TrimLeft(run, "\r\n") // the line typed to start it
+			}
+			j := strings.Index(want[at:], run)
+			if j < 0 || (i == 0 && j != 0) {
+				t.Fatalf("watcher %d: run %d of %d of the flood's output (%d bytes, from %q) does not follow on from byte %d", n+1, i+1, len(runs), len(run), run[:min(len(run), 40)], at)
+			}
+			at += j + len(run)
 		}
+		last := w.frames[len(w.frames)-1]
+		if last.Screen && !strings.Contains(last.Data, "flood-done") || !last.Screen && at != len(want)-len("flood-done") {
+			t.Fatalf("watcher %d: the flood's output ended at byte %d of %d", n+1, at, len(want))
+		}
+		t.Logf("watcher %d was skipped to the screen %d times", n+1, len(runs)-1)
 	}
-	at := 0
-	for i, run := range runs {
-		run, _, _ = strings.Cut(run, "flood-done")
-		if i == 0 {
-			run = strings.TrimLeft(run, "\r\n") // the line typed to start it
-		}
-		j := strings.Index(want[at:], run)
-		if j < 0 || (i == 0 && j != 0) {
-			t.Fatalf("run %d of %d of the flood's output (%d bytes, from %q) does not follow on from byte %d", i+1, len(runs), len(run), run[:min(len(run), 40)], at)
-		}
-		at += j + len(run)
-	}
-	last := w.frames[len(w.frames)-1]
-	if last.Screen && !strings.Contains(last.Data, "flood-done") || !last.Screen && at != len(want)-len("flood-done") {
-		t.Fatalf("the flood's output ended at byte %d of %d", at, len(want))
-	}
-	t.Logf("the watcher was skipped to the screen %d times", len(runs)-1)
 }
 
 // A client that stops reading while a PTY floods is not closed as a slow
