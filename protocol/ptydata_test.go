@@ -58,6 +58,9 @@ func FuzzPtyDataFields(f *testing.F) {
 		if json.Unmarshal(fields.Data, &text) != nil {
 			t.Fatalf("data %q decoded but is not a JSON string", fields.Data)
 		}
+		if got := fields.AppendData([]byte("kept")); string(got) != "kept"+text {
+			t.Fatalf("data %q appended as %q, json.Unmarshal reads %q", fields.Data, got, text)
+		}
 		out := AppendPtyDataFrame(nil, Pushed{Kind: KindRuntimeResourcePtyData, SubscriptionID: "s"}, &fields)
 		var back RuntimeResourcePtyDataFrame
 		if err := json.Unmarshal(out, &back); err != nil || back.Ref != fields.Ref || back.Data != text || back.Screen != fields.Screen || back.PtySequence != fields.PtySequence {

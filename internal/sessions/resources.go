@@ -37,15 +37,15 @@ func (w *worker) publishResource(f client.Frame) error {
 	it := &item{kind: kind, at: time.Now()}
 	if kind == protocol.KindRuntimeResourceUpdate {
 		defer f.Release()
-		var f protocol.RuntimeResourceUpdateFrame
+		var u protocol.RuntimeResourceUpdateFrame
 		var r protocol.Resource
-		if err := json.Unmarshal(raw, &f); err != nil {
+		if err := json.Unmarshal(raw, &u); err != nil {
 			return err
 		}
-		if err := json.Unmarshal(f.Resource, &r); err != nil {
+		if err := json.Unmarshal(u.Resource, &r); err != nil {
 			return err
 		}
-		it.body, _ = json.Marshal(f.RuntimeResourceUpdate)
+		it.body, _ = json.Marshal(u.RuntimeResourceUpdate)
 		w.mu.Lock()
 		if r.State == protocol.ResourceRunning {
 			w.live[r.Ref] = true

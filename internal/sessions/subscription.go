@@ -93,10 +93,15 @@ type pending struct {
 	output         strings.Builder // a tool call's output
 	ptyData        []byte          // a PTY's merged output, a JSON string (protocol.GetBuffer's)
 	ptySeq         uint64          // the sequence of a PTY's merged output
+	dropped        bool            // its holds are let go
 }
 
 // drop lets go of what p holds, once it is written or left out.
 func (p *pending) drop() {
+	if p.dropped {
+		return
+	}
+	p.dropped = true
 	p.item.release()
 	if p.ptyData != nil {
 		protocol.PutBuffer(p.ptyData)
