@@ -43,6 +43,7 @@ type screen struct {
 
 	pmu     sync.Mutex
 	pending []byte // guarded by pmu: output not fed yet
+	spare   []byte // guarded by pmu: the buffer of output last fed, to gather into next
 	pendSeq uint64 // guarded by pmu: the sequence of its last byte
 	// pendLines counts the lines pending: a model behind by more than a
 	// few screens of them skips to the last screen.
@@ -143,6 +144,9 @@ func (s *screen) sleepLocked(ended bool) bool {
 	}
 	s.slept = s.drawLocked()
 	s.emu = nil
+	s.pmu.Lock()
+	s.spare = nil // a sleeping screen holds no more than its drawing
+	s.pmu.Unlock()
 	return true
 }
 
@@ -199,8 +203,14 @@ func (s *screen) catchUpLocked() {
 		// What scrolled off the screen is not drawn on a clean one.
 		p = p[tailStart(p, s.tail, s.tailRows):]
 	}
-	s.pending, s.pendLines, s.skipped = nil, 0, false
+	taken := s.pending
+	s.pending, s.spare, s.pendLines, s.skipped = s.spare[:0], nil, 0, false
 	s.pmu.Unlock()
+	defer func() {
+		s.pmu.Lock()
+		s.spare = taken[:0]
+		s.pmu.Unlock()
+	}()
 	if len(p) == 0 && !skipped {
 		return
 	}
