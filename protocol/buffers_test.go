@@ -71,9 +71,3 @@ func TestGrowBufferKeepsTheBytes(t *testing.T) {
 	}
 	PutBuffer(b)
 }
-
-func BenchmarkGetPutBuffer64K(b *testing.B) {
-	for b.Loop() {
-		PutBuffer(append(GetBuffer(64<<10), 'x'))
-	}
-}
