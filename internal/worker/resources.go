@@ -72,35 +72,35 @@ func (s *session) ptyOutput(ref string, seq uint64, data []byte) {
 	quoted := protocol.AppendJSONString(protocol.GetBuffer(len(data)+len(data)/8+2), data)
 	s.mu.Lock()
 	var watching []*subscription
-	s.deliverLocked(ptyItems(ref, seq, quoted, false),
-		func(sub *subscription) bool {
-			if !sub.watches(ref) {
-				return false
-			}
+	for _, sub := range s.subs {
+		if sub.watches(ref) {
 			watching = append(watching, sub)
-			return true
-		})
-	s.mu.Unlock()
-	if len(watching) == 0 {
-		protocol.PutBuffer(quoted)
+		}
 	}
+	s.deliverLocked(ptyItems(ref, seq, quoted, false, len(watching)),
+		func(sub *subscription) bool { return sub.watches(ref) })
+	s.mu.Unlock()
 	for _, sub := range watching {
 		sub.waitPTYRoom(s.base.Done())
 	}
 }
 
-// ptyItems returns the maker of a PTY's output items, one for each
-// subscription that carries it: the first is given quoted, the output
-// as a JSON string in a buffer from protocol.GetBuffer, and each other
-// one a copy of its own.
-func ptyItems(ref string, seq uint64, quoted []byte, screen bool) func() *pendingDelta {
-	given := false
+// ptyItems returns the maker of a PTY's output items for the n
+// subscriptions that carry it. quoted is the output as a JSON string, in
+// a buffer from protocol.GetBuffer: each item but the last is given a
+// copy of its own, and the last quoted itself, which a subscription may
+// then merge into another item and give back at once. With no
+// subscription, quoted is given back now.
+func ptyItems(ref string, seq uint64, quoted []byte, screen bool, n int) func() *pendingDelta {
+	if n == 0 {
+		protocol.PutBuffer(quoted)
+	}
+	made := 0
 	return func() *pendingDelta {
 		data := quoted
-		if given {
+		if made++; made < n {
 			data = append(protocol.GetBuffer(len(quoted)), quoted...)
 		}
-		given = true
 		return &pendingDelta{kind: itemPTY, ref: ref, ptySeq: seq, screen: screen, ptyData: data}
 	}
 }
@@ -198,7 +198,7 @@ func (s *session) setPtyInterest(_ context.Context, _ *server.Call, in *protocol
 			defer s.mu.Unlock()
 			sub.ptys[ref] = true
 			quoted := protocol.AppendJSONString(protocol.GetBuffer(len(screen)+len(screen)/8+2), screen)
-			s.deliverLocked(ptyItems(ref, seq, quoted, true),
+			s.deliverLocked(ptyItems(ref, seq, quoted, true, 1),
 				func(other *subscription) bool { return other == sub })
 		})
 		if err != nil {

@@ -1,0 +1,101 @@
+package worker_test
+
+import (
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/agentd-dev/agentd/client"
+	"github.com/agentd-dev/agentd/internal/agentdtest"
+	"github.com/agentd-dev/agentd/protocol"
+)
+
+// Two subscriptions that chose one PTY each get all of its output, in
+// order and unchanged, while it floods: the output the worker quotes once
+// is each subscription's own to merge and give back.
+func TestAPTYFloodReachesEverySubscriptionThatChoseIt(t *testing.T) {
+	r := start(t, protocol.ApprovalAll, "", "", "")
+	ctx := agentdtest.Context(t)
+	const lines = 100000
+	var pty protocol.Resource
+	if err := r.conn.Request(ctx, protocol.OpRuntimeResourceStart, protocol.ResourceStartInput{
+		SessionID: "s1", LaunchID: "flood", Command: "stty -echo; read go; seq 1 " + strconv.Itoa(lines) + "; echo flood-done", PTY: true,
+	}, &pty); err != nil {
+		t.Fatal(err)
+	}
+	var watchers []*client.Watcher
+	for range 2 {
+		var open protocol.SubscriptionOpenResult
+		if err := r.conn.Request(ctx, protocol.OpSubscriptionOpen, protocol.SubscriptionOpenInput{SessionID: "s1", Transcript: protocol.TranscriptBootstrap{Kind: "none"}}, &open); err != nil {
+			t.Fatal(err)
+		}
+		w := r.conn.Follow(open.SubscriptionID)
+		t.Cleanup(w.Close)
+		if err := r.conn.Request(ctx, protocol.OpSubscriptionReady, protocol.SubscriptionRef{SubscriptionID: open.SubscriptionID}, nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.conn.Request(ctx, protocol.OpSubscriptionPtyInterestSet, protocol.PtyInterestInput{SubscriptionID: open.SubscriptionID, Refs: []string{pty.Ref}}, nil); err != nil {
+			t.Fatal(err)
+		}
+		watchers = append(watchers, w)
+	}
+	outputs := make([]string, len(watchers))
+	var wg sync.WaitGroup
+	for i, w := range watchers {
+		wg.Go(func() {
+			var out strings.Builder
+			screens := 0
+			for !strings.Contains(out.String(), "flood-done") {
+				f, err := w.Next(ctx)
+				if err != nil {
+					t.Errorf("subscription %d: %v", i+1, err)
+					return
+				}
+				if f.Kind != protocol.KindRuntimeResourcePtyData {
+					continue
+				}
+				var d protocol.RuntimeResourcePtyDataFrame
+				if err := f.Decode(&d); err != nil {
+					t.Errorf("subscription %d: %v", i+1, err)
+					return
+				}
+				if d.Screen {
+					if screens++; screens > 1 {
+						t.Errorf("subscription %d was sent a second screen", i+1)
+						return
+					}
+					continue
+				}
+				out.WriteString(d.Data)
+			}
+			outputs[i] = out.String()
+		})
+	}
+	var ctl protocol.ControllerAcquireResult
+	if err := r.conn.Request(ctx, protocol.OpRuntimeResourceControllerAcquire, protocol.ResourceRef{SessionID: "s1", Ref: pty.Ref}, &ctl); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.conn.Request(ctx, protocol.OpRuntimeResourceControllerControl, protocol.ControlInput{
+		SessionID: "s1", Ref: pty.Ref, ControllerID: ctl.ControllerID, Sequence: 1, Data: "\n",
+	}, nil); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	var b strings.Builder
+	for i := 1; i <= lines; i++ {
+		b.WriteString(strconv.Itoa(i))
+		b.WriteString("\r\n")
+	}
+	want := b.String()
+	for i, out := range outputs {
+		out, _, _ = strings.Cut(strings.TrimLeft(out, "\r\n"), "flood-done")
+		if out != want {
+			n := 0
+			for n < len(out) && n < len(want) && out[n] == want[n] {
+				n++
+			}
+			t.Errorf("subscription %d: %d bytes of output, %d expected, differing at byte %d: %q", i+1, len(out), len(want), n, out[n:min(len(out), n+40)])
+		}
+	}
+}
