@@ -181,6 +181,9 @@ func listSessions(ctx context.Context, e *env, f lsFlags) error {
 	}
 	defer own.Close()
 	var rows []listedSession
+	// A row is read only to choose it by its directory, order the hosts'
+	// rows or draw the table: --json of one host passes them on unread.
+	read := !f.asJSON || f.cwd != "" || f.allHosts
 	add := func(hostID string, c *client.Conn) error {
 		in := protocol.SessionListInput{IncludeArchived: f.archived, Limit: protocol.MaxSessionPage}
 		for {
@@ -195,7 +198,9 @@ func listSessions(ctx context.Context, e *env, f lsFlags) error {
 			}
 			for _, raw := range res.Sessions {
 				r := listedSession{hostID: hostID, raw: raw}
-				json.Unmarshal(raw, &r.Session)
+				if read {
+					json.Unmarshal(raw, &r.Session)
+				}
 				if f.cwd == "" || sameDir(r.Cwd, f.cwd) {
 					rows = append(rows, r)
 				}
