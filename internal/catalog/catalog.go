@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -238,10 +239,23 @@ func (c *Catalog) TranscriptPath(id string) string {
 type ListOptions struct {
 	// IncludeArchived lists archived sessions too.
 	IncludeArchived bool
+	// After, when set, starts the list after that place in its order,
+	// wherever sessions moved since.
+	After *ListPlace
+	// Limit bounds how many headers List returns; 0 returns them all.
+	Limit int
+}
+
+// ListPlace is a place in List's order: a session's last activity, in
+// Unix nanoseconds, and its id.
+type ListPlace struct {
+	At int64
+	ID string
 }
 
 // List returns the sessions, damaged ones included, most recently active
-// first (ties by id). It reads nothing from disk.
+// first (ties by id). It reads nothing from disk, and copies only the
+// headers it returns.
 func (c *Catalog) List(opts ListOptions) []Header {
 	c.mu.Lock()
 	hs := make([]*Header, 0, len(c.entries))
@@ -252,18 +266,37 @@ func (c *Catalog) List(opts ListOptions) []Header {
 		hs = append(hs, e.h)
 	}
 	c.mu.Unlock()
-	return sorted(hs)
+	sortHeaders(hs)
+	if a := opts.After; a != nil {
+		hs = hs[sort.Search(len(hs), func(i int) bool {
+			t := hs[i].LastActivityAt.UnixNano()
+			return t < a.At || t == a.At && hs[i].ID > a.ID
+		}):]
+	}
+	if opts.Limit > 0 && len(hs) > opts.Limit {
+		hs = hs[:opts.Limit]
+	}
+	return copies(hs)
 }
 
-// sorted sorts hs into List order and returns copies of the headers. It
-// sorts pointers, not the headers themselves, which are large to move.
+// sorted sorts hs into List order and returns copies of the headers.
 func sorted(ps []*Header) []Header {
+	sortHeaders(ps)
+	return copies(ps)
+}
+
+// sortHeaders sorts ps into List order. It sorts pointers, not the
+// headers themselves, which are large to move.
+func sortHeaders(ps []*Header) {
 	slices.SortFunc(ps, func(a, b *Header) int {
 		if c := b.LastActivityAt.Compare(a.LastActivityAt); c != 0 {
 			return c
 		}
 		return strings.Compare(a.ID, b.ID)
 	})
+}
+
+func copies(ps []*Header) []Header {
 	out := make([]Header, len(ps))
 	for i, p := range ps {
 		out[i] = *p

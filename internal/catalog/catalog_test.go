@@ -288,6 +288,23 @@ func TestListOrdersByLastActivityThenID(t *testing.T) {
 	if got := ids(c.List(ListOptions{})); !slices.Equal(got, []string{"c", "a", "b", "d"}) {
 		t.Errorf("List = %v, want [c a b d]", got)
 	}
+	// A page goes on after a place in that order, whether or not a
+	// session is still there.
+	for _, tc := range []struct {
+		after ListPlace
+		limit int
+		want  []string
+	}{
+		{ListPlace{t0.Add(2 * time.Hour).UnixNano(), "c"}, 2, []string{"a", "b"}},
+		{ListPlace{t0.Add(time.Hour).UnixNano(), "a"}, 0, []string{"b", "d"}},
+		{ListPlace{t0.Add(time.Hour).UnixNano(), "aa"}, 5, []string{"b", "d"}},
+		{ListPlace{t0.Add(90 * time.Minute).UnixNano(), "zz"}, 1, []string{"a"}},
+		{ListPlace{t0.UnixNano(), "d"}, 0, nil},
+	} {
+		if got := ids(c.List(ListOptions{After: &tc.after, Limit: tc.limit})); !slices.Equal(got, tc.want) {
+			t.Errorf("List after %+v, limit %d = %v, want %v", tc.after, tc.limit, got, tc.want)
+		}
+	}
 }
 
 // Seed 002: "rejects a duplicate session ID within one durable repository".

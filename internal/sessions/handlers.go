@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -39,31 +38,28 @@ func (s *Service) session(h catalog.Header) protocol.Session {
 }
 
 func (s *Service) list(_ context.Context, _ *server.Call, in *protocol.SessionListInput) (protocol.SessionListResult, error) {
-	hs := s.cat.List(catalog.ListOptions{IncludeArchived: in.IncludeArchived})
-	start := 0
+	limit := in.Limit
+	if limit == 0 {
+		limit = protocol.DefaultSessionPage
+	}
+	// One more than the page: whether more follow.
+	opts := catalog.ListOptions{IncludeArchived: in.IncludeArchived, Limit: limit + 1}
 	if in.Cursor != "" {
 		at, id, err := decodeListCursor(in.Cursor)
 		if err != nil {
 			return protocol.SessionListResult{}, protocol.Errorf(protocol.CodeInvalidRequest, `field "input.cursor": %v`, err)
 		}
-		// The listing runs newest first, then by id: start after the
-		// cursor's place in that order, wherever sessions moved since.
-		start = sort.Search(len(hs), func(i int) bool {
-			t := hs[i].LastActivityAt.UnixNano()
-			return t < at || t == at && hs[i].ID > id
-		})
+		// The listing runs newest first, then by id: it goes on after
+		// the cursor's place in that order, wherever sessions moved since.
+		opts.After = &catalog.ListPlace{At: at, ID: id}
 	}
-	limit := in.Limit
-	if limit == 0 {
-		limit = protocol.DefaultSessionPage
-	}
-	end := min(start+limit, len(hs))
-	out := protocol.SessionListResult{Sessions: make([]protocol.Session, 0, end-start)}
-	for _, h := range hs[start:end] {
+	hs := s.cat.List(opts)
+	out := protocol.SessionListResult{Sessions: make([]protocol.Session, 0, min(len(hs), limit))}
+	for _, h := range hs[:min(len(hs), limit)] {
 		out.Sessions = append(out.Sessions, s.session(h))
 	}
-	if end < len(hs) {
-		last := hs[end-1]
+	if len(hs) > limit {
+		last := hs[limit-1]
 		out.NextCursor = encodeListCursor(last.LastActivityAt.UnixNano(), last.ID)
 	}
 	return out, nil
