@@ -181,9 +181,16 @@ func listSessions(ctx context.Context, e *env, f lsFlags) error {
 	}
 	defer own.Close()
 	var rows []listedSession
-	// A row is read only to choose it by its directory, order the hosts'
-	// rows or draw the table: --json of one host passes them on unread.
-	read := !f.asJSON || f.cwd != "" || f.allHosts
+	// --json of one host, unfiltered, writes the rows as they come,
+	// unread: a row is read only to choose it by its directory, order the
+	// hosts' rows or draw the table. A host lost halfway leaves the rows
+	// written so far, and the command fails.
+	var out *bufio.Writer
+	written := 0
+	if f.asJSON && f.cwd == "" && !f.allHosts {
+		out = bufio.NewWriterSize(e.stdout, 64<<10)
+		out.WriteByte('[')
+	}
 	add := func(hostID string, c *client.Conn) error {
 		in := protocol.SessionListInput{IncludeArchived: f.archived, Limit: protocol.MaxSessionPage}
 		for {
@@ -198,14 +205,18 @@ func listSessions(ctx context.Context, e *env, f lsFlags) error {
 			}
 			for _, raw := range res.Sessions {
 				r := listedSession{hostID: hostID, raw: raw}
-				if read {
+				switch {
+				case out == nil:
 					json.Unmarshal(raw, &r.Session)
-				}
-				if f.cwd == "" || sameDir(r.Cwd, f.cwd) {
-					rows = append(rows, r)
+					if f.cwd == "" || sameDir(r.Cwd, f.cwd) {
+						rows = append(rows, r)
+					}
+				case f.limit == 0 || written < f.limit:
+					writeJSONRow(out, written, r)
+					written++
 				}
 			}
-			if res.NextCursor == "" {
+			if res.NextCursor == "" || out != nil && f.limit > 0 && written >= f.limit {
 				return nil
 			}
 			in.Cursor = res.NextCursor
@@ -213,6 +224,10 @@ func listSessions(ctx context.Context, e *env, f lsFlags) error {
 	}
 	if err := add(info.HostID, own); err != nil {
 		return err
+	}
+	if out != nil {
+		out.WriteString("]\n")
+		return out.Flush()
 	}
 	hostsListed := 1
 	if f.allHosts {
@@ -245,12 +260,7 @@ func listSessions(ctx context.Context, e *env, f lsFlags) error {
 		out := bufio.NewWriterSize(e.stdout, 64<<10)
 		out.WriteByte('[')
 		for i, r := range rows {
-			if i > 0 {
-				out.WriteByte(',')
-			}
-			id, _ := json.Marshal(r.hostID)
-			fmt.Fprintf(out, `{"hostId":%s,`, id)
-			out.Write(bytes.TrimPrefix(bytes.TrimSpace(r.raw), []byte("{")))
+			writeJSONRow(out, i, r)
 		}
 		out.WriteString("]\n")
 		return out.Flush()
@@ -286,6 +296,17 @@ func listSessions(ctx context.Context, e *env, f lsFlags) error {
 		fmt.Fprintf(e.stderr, "%d more not listed (--limit %d)\n", more, f.limit)
 	}
 	return nil
+}
+
+// writeJSONRow writes row i of ls --json: the session as its host sent
+// it, with the host's id added.
+func writeJSONRow(out *bufio.Writer, i int, r listedSession) {
+	if i > 0 {
+		out.WriteByte(',')
+	}
+	id, _ := json.Marshal(r.hostID)
+	fmt.Fprintf(out, `{"hostId":%s,`, id)
+	out.Write(bytes.TrimPrefix(bytes.TrimSpace(r.raw), []byte("{")))
 }
 
 // sameDir reports whether a session's cwd is dir, which may name it
