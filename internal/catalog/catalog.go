@@ -296,6 +296,7 @@ func sortHeaders(ps []*Header) {
 	})
 }
 
+// copies returns copies of the headers ps points to.
 func copies(ps []*Header) []Header {
 	out := make([]Header, len(ps))
 	for i, p := range ps {
