@@ -314,8 +314,9 @@ func (c *Conn) fail(err error) {
 }
 
 // Request runs operation with input and decodes its result into result
-// (a pointer, or nil to discard it). A failed response is a *RemoteError;
-// a request cut off is an *InterruptedError.
+// (a pointer, or nil to discard it); a *json.RawMessage is given the
+// result as it arrived, checked but not decoded. A failed response is a
+// *RemoteError; a request cut off is an *InterruptedError.
 func (c *Conn) Request(ctx context.Context, operation string, input, result any) error {
 	return c.RequestFor(ctx, nil, operation, input, result)
 }
@@ -349,6 +350,10 @@ func (c *Conn) RequestFor(ctx context.Context, caller *protocol.Caller, operatio
 		return &RemoteError{Operation: operation, Code: resp.Error.Code, Message: resp.Error.Message}
 	}
 	if result == nil {
+		return nil
+	}
+	if raw, ok := result.(*json.RawMessage); ok {
+		*raw = resp.Result // checked as the frame was read, and the caller's
 		return nil
 	}
 	if err := json.Unmarshal(resp.Result, result); err != nil {

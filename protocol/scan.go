@@ -412,3 +412,35 @@ func scanBoolField(val []byte, dst *bool) bool {
 	}
 	return true
 }
+
+// scanArray calls elem with each element of the valid JSON array b and
+// reports whether b is one, with whitespace at most around it, and elem
+// accepted every element.
+func scanArray(b []byte, elem func(val []byte) bool) bool {
+	i := skipSpace(b, 0)
+	if i >= len(b) || b[i] != '[' {
+		return false
+	}
+	i = skipSpace(b, i+1)
+	if i < len(b) && b[i] == ']' {
+		return skipSpace(b, i+1) == len(b)
+	}
+	for {
+		end := scanValue(b, i, 1)
+		if end < 0 || !elem(b[i:end]) {
+			return false
+		}
+		i = skipSpace(b, end)
+		if i >= len(b) {
+			return false
+		}
+		switch b[i] {
+		case ',':
+			i = skipSpace(b, i+1)
+		case ']':
+			return skipSpace(b, i+1) == len(b)
+		default:
+			return false
+		}
+	}
+}

@@ -196,14 +196,15 @@ func listSessions(ctx context.Context, e *env, f lsFlags) error {
 		for {
 			// Rows stay as the host sent them: --json passes them
 			// through with the host's id added.
-			var res struct {
-				Sessions   []json.RawMessage `json:"sessions"`
-				NextCursor string            `json:"nextCursor"`
-			}
-			if err := c.Request(ctx, protocol.OpSessionList, in, &res); err != nil {
+			var page json.RawMessage
+			if err := c.Request(ctx, protocol.OpSessionList, in, &page); err != nil {
 				return err
 			}
-			for _, raw := range res.Sessions {
+			sessions, next, err := protocol.DecodeSessionListRows(page)
+			if err != nil {
+				return fmt.Errorf("%s: decoding result: %w", protocol.OpSessionList, err)
+			}
+			for _, raw := range sessions {
 				r := listedSession{hostID: hostID, raw: raw}
 				switch {
 				case out == nil:
@@ -216,10 +217,10 @@ func listSessions(ctx context.Context, e *env, f lsFlags) error {
 					written++
 				}
 			}
-			if res.NextCursor == "" || out != nil && f.limit > 0 && written >= f.limit {
+			if next == "" || out != nil && f.limit > 0 && written >= f.limit {
 				return nil
 			}
-			in.Cursor = res.NextCursor
+			in.Cursor = next
 		}
 	}
 	if err := add(info.HostID, own); err != nil {
