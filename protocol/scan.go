@@ -97,7 +97,7 @@ func scanValue(b []byte, i, depth int) int {
 		if depth > maxScanDepth {
 			return -1
 		}
-		return scanNested(b, i, depth)
+		return scanNested(b, i, depth, nil)
 	case c == '-' || c >= '0' && c <= '9':
 		return scanNumber(b, i)
 	case c == 't':
@@ -110,8 +110,9 @@ func scanValue(b []byte, i, depth int) int {
 	return -1
 }
 
-// scanNested returns the index after the valid object or array at b[i].
-func scanNested(b []byte, i, depth int) int {
+// scanNested returns the index after the valid object or array at b[i],
+// calling elem, when not nil, with each element of an array.
+func scanNested(b []byte, i, depth int, elem func(val []byte) bool) int {
 	object := b[i] == '{'
 	closing := byte(']')
 	if object {
@@ -135,7 +136,8 @@ func scanNested(b []byte, i, depth int) int {
 			}
 			i = skipSpace(b, i+1)
 		}
-		if i = scanValue(b, i, depth+1); i < 0 {
+		start := i
+		if i = scanValue(b, i, depth+1); i < 0 || !object && elem != nil && !elem(b[start:i]) {
 			return -1
 		}
 		i = skipSpace(b, i)
@@ -421,26 +423,6 @@ func scanArray(b []byte, elem func(val []byte) bool) bool {
 	if i >= len(b) || b[i] != '[' {
 		return false
 	}
-	i = skipSpace(b, i+1)
-	if i < len(b) && b[i] == ']' {
-		return skipSpace(b, i+1) == len(b)
-	}
-	for {
-		end := scanValue(b, i, 1)
-		if end < 0 || !elem(b[i:end]) {
-			return false
-		}
-		i = skipSpace(b, end)
-		if i >= len(b) {
-			return false
-		}
-		switch b[i] {
-		case ',':
-			i = skipSpace(b, i+1)
-		case ']':
-			return skipSpace(b, i+1) == len(b)
-		default:
-			return false
-		}
-	}
+	end := scanNested(b, i, 1, elem)
+	return end >= 0 && skipSpace(b, end) == len(b)
 }

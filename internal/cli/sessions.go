@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -185,11 +186,9 @@ func listSessions(ctx context.Context, e *env, f lsFlags) error {
 	// unread: a row is read only to choose it by its directory, order the
 	// hosts' rows or draw the table. A host lost halfway leaves the rows
 	// written so far, and the command fails.
-	var out *bufio.Writer
-	written := 0
+	var out *jsonRows
 	if f.asJSON && f.cwd == "" && !f.allHosts {
-		out = bufio.NewWriterSize(e.stdout, 64<<10)
-		out.WriteByte('[')
+		out = newJSONRows(e.stdout)
 	}
 	add := func(hostID string, c *client.Conn) error {
 		in := protocol.SessionListInput{IncludeArchived: f.archived, Limit: protocol.MaxSessionPage}
@@ -212,12 +211,11 @@ func listSessions(ctx context.Context, e *env, f lsFlags) error {
 					if f.cwd == "" || sameDir(r.Cwd, f.cwd) {
 						rows = append(rows, r)
 					}
-				case f.limit == 0 || written < f.limit:
-					writeJSONRow(out, written, r)
-					written++
+				case f.limit == 0 || out.n < f.limit:
+					out.write(r)
 				}
 			}
-			if next == "" || out != nil && f.limit > 0 && written >= f.limit {
+			if next == "" || out != nil && f.limit > 0 && out.n >= f.limit {
 				return nil
 			}
 			in.Cursor = next
@@ -227,8 +225,7 @@ func listSessions(ctx context.Context, e *env, f lsFlags) error {
 		return err
 	}
 	if out != nil {
-		out.WriteString("]\n")
-		return out.Flush()
+		return out.end()
 	}
 	hostsListed := 1
 	if f.allHosts {
@@ -258,13 +255,11 @@ func listSessions(ctx context.Context, e *env, f lsFlags) error {
 		rows = rows[:f.limit]
 	}
 	if f.asJSON {
-		out := bufio.NewWriterSize(e.stdout, 64<<10)
-		out.WriteByte('[')
-		for i, r := range rows {
-			writeJSONRow(out, i, r)
+		out := newJSONRows(e.stdout)
+		for _, r := range rows {
+			out.write(r)
 		}
-		out.WriteString("]\n")
-		return out.Flush()
+		return out.end()
 	}
 	if len(rows) == 0 {
 		fmt.Fprintln(e.stderr, "no sessions")
@@ -299,15 +294,38 @@ func listSessions(ctx context.Context, e *env, f lsFlags) error {
 	return nil
 }
 
-// writeJSONRow writes row i of ls --json: the session as its host sent
-// it, with the host's id added.
-func writeJSONRow(out *bufio.Writer, i int, r listedSession) {
-	if i > 0 {
-		out.WriteByte(',')
+// jsonRows writes ls --json: a JSON array of the sessions as their hosts
+// sent them, each with its host's id added.
+type jsonRows struct {
+	out    *bufio.Writer
+	n      int    // rows written
+	host   string // the host of the last row
+	prefix []byte // its rows' start: {"hostId":"…",
+}
+
+func newJSONRows(w io.Writer) *jsonRows {
+	out := bufio.NewWriterSize(w, 64<<10)
+	out.WriteByte('[')
+	return &jsonRows{out: out}
+}
+
+func (j *jsonRows) write(r listedSession) {
+	if j.n > 0 {
+		j.out.WriteByte(',')
 	}
-	id, _ := json.Marshal(r.hostID)
-	fmt.Fprintf(out, `{"hostId":%s,`, id)
-	out.Write(bytes.TrimPrefix(bytes.TrimSpace(r.raw), []byte("{")))
+	if j.prefix == nil || r.hostID != j.host {
+		id, _ := json.Marshal(r.hostID)
+		j.host, j.prefix = r.hostID, fmt.Appendf(nil, `{"hostId":%s,`, id)
+	}
+	j.out.Write(j.prefix)
+	j.out.Write(bytes.TrimPrefix(bytes.TrimSpace(r.raw), []byte("{")))
+	j.n++
+}
+
+// end closes the array and writes what is buffered.
+func (j *jsonRows) end() error {
+	j.out.WriteString("]\n")
+	return j.out.Flush()
 }
 
 // sameDir reports whether a session's cwd is dir, which may name it
