@@ -131,7 +131,13 @@ type SessionDelta struct {
 	// Text is a text delta (message_update) or the whole text (message_end).
 	Text string `json:"text,omitempty"`
 	// Thinking is a thinking delta (message_update).
-	Thinking    string          `json:"thinking,omitempty"`
+	Thinking string `json:"thinking,omitempty"`
+	// Skipped, on a message_update or tool_call_update, counts the bytes
+	// of this message's text and thinking (or this tool call's output)
+	// left out just before this delta for this subscriber alone, which
+	// read slower than they came: it skipped ahead to the newest. The
+	// transcript keeps them (and a shell run's resource log its output).
+	Skipped     int64           `json:"skipped,omitempty"`
 	ToolCall    *ToolCallInfo   `json:"toolCall,omitempty"`
 	Turn        *TurnSnapshot   `json:"turn,omitempty"`
 	Interaction *Interaction    `json:"interaction,omitempty"`
