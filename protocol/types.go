@@ -95,6 +95,10 @@ type FanoutCounters struct {
 	Coalesced uint64 `json:"coalesced"`
 	// SlowConsumers counts subscriptions closed with slow_consumer.
 	SlowConsumers uint64 `json:"slowConsumers"`
+	// SkippedBytes counts the live output (a tool's, a model's text, a
+	// PTY's) left out for subscribers that read slower than it came: they
+	// skipped ahead to the newest.
+	SkippedBytes uint64 `json:"skippedBytes"`
 }
 
 // HostResourcesQueryInput is the (empty) input of host.resources.query.

@@ -177,7 +177,7 @@ func (q *Queue[T]) Push(it T) (skipped []string) {
 		if last.Merge(it) {
 			q.counters.Merged.Add(1)
 			q.live += last.Size() - before
-			return q.afterPushLocked()
+			return q.afterPushLocked(false)
 		}
 	}
 	now := time.Now()
@@ -190,18 +190,22 @@ func (q *Queue[T]) Push(it T) (skipped []string) {
 	} else {
 		q.live += size
 	}
-	return q.afterPushLocked()
+	return q.afterPushLocked(stream != "")
 }
 
-// afterPushLocked holds the bounds once an item came, and wakes the
-// consumer.
-func (q *Queue[T]) afterPushLocked() (skipped []string) {
+// afterPushLocked holds the bounds once an item came (a new item of
+// output, when added), and wakes the consumer.
+func (q *Queue[T]) afterPushLocked(added bool) (skipped []string) {
 	if q.records > q.cfg.RecordBytes {
 		q.evictLocked()
 		return nil
 	}
+	if added && q.cfg.LiveAge > 0 {
+		// Output behind which newer output of its stream may now wait.
+		skipped = q.skipLocked(0, time.Now().Add(-q.cfg.LiveAge))
+	}
 	if q.live > q.cfg.LiveBytes {
-		skipped = q.skipLocked(q.live-q.cfg.LiveBytes, time.Time{})
+		skipped = append(skipped, q.skipLocked(q.live-q.cfg.LiveBytes, time.Time{})...)
 	}
 	q.armLocked()
 	q.signal()
@@ -262,6 +266,29 @@ func (q *Queue[T]) skipLocked(excess int, before time.Time) (skipped []string) {
 	return skipped
 }
 
+// Drop leaves out every item of stream waiting, as skipped, and returns
+// their bytes: for output whose newest part means nothing without the
+// rest, such as a terminal's, which its consumer is sent again whole.
+func (q *Queue[T]) Drop(stream string) int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	n := 0
+	kept := q.items[:0]
+	for _, e := range q.items {
+		if e.it.Stream() != stream {
+			kept = append(kept, e)
+			continue
+		}
+		n += e.it.Size()
+		e.it.Release()
+	}
+	clear(q.items[len(kept):])
+	q.items = kept
+	q.live -= n
+	q.counters.SkippedBytes.Add(uint64(n))
+	return n
+}
+
 // nextOfLocked returns the index of the first item of stream from i on,
 // or -1.
 func (q *Queue[T]) nextOfLocked(stream string, i int) int {
@@ -306,10 +333,6 @@ func (q *Queue[T]) Next(ctx context.Context, buf []T) ([]T, error) {
 
 // takeLocked moves the next batch from the queue to batch.
 func (q *Queue[T]) takeLocked(batch []T) []T {
-	now := time.Now()
-	if q.cfg.LiveAge > 0 {
-		q.skipLocked(0, now.Add(-q.cfg.LiveAge))
-	}
 	n, size := 0, 0
 	for n < len(q.items) && (n == 0 || size+q.items[n].it.Size() <= q.cfg.BatchBytes && n < q.cfg.BatchItems) {
 		it := q.items[n].it
@@ -327,7 +350,7 @@ func (q *Queue[T]) takeLocked(batch []T) []T {
 	if len(q.items) == 0 {
 		q.items = nil
 	}
-	q.since = now
+	q.since = time.Now()
 	q.armLocked()
 	return batch
 }

@@ -17,17 +17,17 @@ type clientConn struct {
 	id  server.Identity
 	out *server.OutboundWriter
 
-	// Lock order: subscription.mu before mu.
 	mu          sync.Mutex
-	subs        map[string]*subscription   // guarded by mu: by id
-	waiting     map[*subscription]struct{} // guarded by mu: held back while the connection's queue was high
-	controllers map[string]controllerHeld  // guarded by mu: PTY controllers it acquired, by id
+	subs        map[string]*subscription  // guarded by mu: by id
+	room        chan struct{}             // guarded by mu: closed when a batch of the connection is flushed
+	turn        chan struct{}             // buffered 1: held by the subscription queuing a batch
+	controllers map[string]controllerHeld // guarded by mu: PTY controllers it acquired, by id
 }
 
 // connBudget is how many bytes a connection may have queued before its
 // subscriptions hold their next batches back: however many it holds, they
 // never fill its outbound queue (protocol.MaxOutboundQueueBytes), and one
-// that then lags is bounded by its own backlog.
+// that then lags is bounded by its own queue.
 const connBudget = protocol.MaxOutboundQueueBytes / 2
 
 // connFrameBudget is the same for frames: a PTY's output may come in
@@ -35,31 +35,53 @@ const connBudget = protocol.MaxOutboundQueueBytes / 2
 // (protocol.MaxOutboundQueueFrames) long before the byte bound.
 const connFrameBudget = protocol.MaxOutboundQueueFrames / 2
 
-// hasRoom reports whether sub may hand the connection a batch now; if
-// not, sub waits until a batch of the connection has been flushed.
-func (c *clientConn) hasRoom(sub *subscription) bool {
-	if c.out.Queued() <= connBudget && c.out.QueuedFrames() <= connFrameBudget {
-		return true
+// send queues a subscription's next batch with write once the
+// connection's queue has room for it, one subscription at a time, so that
+// together they stay within the budget. It reports false when done, or
+// the connection's writer, ended first.
+func (c *clientConn) send(done <-chan struct{}, write func()) bool {
+	for {
+		select {
+		case c.turn <- struct{}{}:
+		case <-done:
+			return false
+		case <-c.out.Done():
+			return false
+		}
+		c.mu.Lock()
+		room := c.out.Queued() <= connBudget && c.out.QueuedFrames() <= connFrameBudget
+		var flushed chan struct{}
+		if !room {
+			if c.room == nil {
+				c.room = make(chan struct{})
+			}
+			flushed = c.room
+		}
+		c.mu.Unlock()
+		if room {
+			write()
+			<-c.turn
+			return true
+		}
+		<-c.turn
+		select {
+		case <-flushed:
+		case <-done:
+			return false
+		case <-c.out.Done():
+			return false
+		}
 	}
-	c.mu.Lock()
-	c.waiting[sub] = struct{}{}
-	c.mu.Unlock()
-	return false
 }
 
-// wake lets the subscriptions held back deliver again, once the
-// connection has taken a batch. Called with no subscription's lock held.
-func (c *clientConn) wake() {
+// flushed runs on the connection's writer once a batch is written: the
+// subscriptions waiting for room look again.
+func (c *clientConn) flushed() {
 	c.mu.Lock()
-	waiting := c.waiting
-	if len(waiting) == 0 {
-		c.mu.Unlock()
-		return
-	}
-	c.waiting = map[*subscription]struct{}{}
-	c.mu.Unlock()
-	for sub := range waiting {
-		sub.resume()
+	defer c.mu.Unlock()
+	if c.room != nil {
+		close(c.room)
+		c.room = nil
 	}
 }
 
@@ -71,7 +93,7 @@ func (c *clientConn) Close(context.Context) error {
 	c.subs, c.controllers = map[string]*subscription{}, map[string]controllerHeld{}
 	c.mu.Unlock()
 	for _, sub := range subs {
-		sub.close(protocol.ClosedClientClosed)
+		sub.abort()
 	}
 	c.s.releaseControllers(slices.Collect(maps.Values(held)))
 	return nil
@@ -95,7 +117,6 @@ func (c *clientConn) forget(sub *subscription) {
 	if c.subs[sub.id] == sub {
 		delete(c.subs, sub.id)
 	}
-	delete(c.waiting, sub)
 }
 
 func clientOf(call *server.Call) (*clientConn, error) {

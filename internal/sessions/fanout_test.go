@@ -492,8 +492,9 @@ func TestASubscriptionResumesAfterTheLastRecordItHad(t *testing.T) {
 
 // TestAToolsMegabytesOfOutputReachTheSubscriberWithinTheWireLimit: a
 // command printing megabytes streams through worker and host in deltas
-// that each fit the wire limit; the turn completes, and requests on the
-// session are answered while it runs.
+// that each fit the wire limit, each byte delivered or counted as skipped;
+// the turn completes, and requests on the session are answered while it
+// runs.
 func TestAToolsMegabytesOfOutputReachTheSubscriberWithinTheWireLimit(t *testing.T) {
 	// What is measured is the frames, not how far a reader under the race
 	// detector may lag a burst of output before it is dropped.
@@ -513,7 +514,7 @@ func TestAToolsMegabytesOfOutputReachTheSubscriberWithinTheWireLimit(t *testing.
 			t.Fatalf("after %d bytes of output: %v", output, err)
 		}
 		if d.Event == protocol.EventToolCallUpdate {
-			output += len(d.ToolCall.Output)
+			output += len(d.ToolCall.Output) + int(d.Skipped)
 			if !queried {
 				var turn protocol.TurnSnapshot
 				// The subscriber may lag the turn: it runs, or has just ended.
@@ -592,7 +593,8 @@ func TestAClientThatAttachesMidToolCallSeesTheCallAndItsOutput(t *testing.T) {
 // of one connection that stops reading while the session streams output;
 // each would hand the connection a batch, more together than its queue
 // may hold. They hold back instead, and once the client reads again every
-// subscription has every delta, on the same connection.
+// subscription has every delta, its output whole or skipped ahead (and
+// saying how much), on the same connection.
 func TestManySubscriptionsOnOneConnectionNeverOverfillIt(t *testing.T) {
 	h, c, work := newHostWith(t, func(cfg *sessions.Config) { cfg.BacklogBytes, cfg.BacklogAge = 64<<20, time.Minute })
 	ctx := agentdtest.Context(t)
@@ -633,12 +635,13 @@ func TestManySubscriptionsOnOneConnectionNeverOverfillIt(t *testing.T) {
 		var d protocol.SessionDelta
 		json.Unmarshal(f.Delta, &d)
 		if d.Event == protocol.EventToolCallUpdate {
-			output[f.SubscriptionID] += len(d.ToolCall.Output)
+			output[f.SubscriptionID] += len(d.ToolCall.Output) + int(d.Skipped)
 		}
 		if d.Event == protocol.EventRunEnd {
 			ended++
 		}
 	}
+	// Each has every byte, or the count of those it skipped.
 	const printed = 588895 // the bytes `seq 1 100000` prints
 	for id := range ids {
 		if output[id] != printed {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentd-dev/agentd/client"
 	"github.com/agentd-dev/agentd/internal/catalog"
+	"github.com/agentd-dev/agentd/internal/fanout"
 	"github.com/agentd-dev/agentd/protocol"
 )
 
@@ -94,7 +95,7 @@ func (w *worker) publish(d *protocol.SessionDelta, body []byte) {
 		}
 	}
 	w.s.counters.encodes.Add(1)
-	it := &item{body: body, d: d, at: time.Now()}
+	it := &item{body: body, d: d}
 	w.mu.Lock()
 	w.proj.Apply(*d)
 	was := w.busy
@@ -172,6 +173,7 @@ func (w *worker) subscribe(c *clientConn, in *protocol.SubscriptionOpenInput) (*
 	sub := &subscription{
 		id: w.sessionID + "." + w.s.host.Epoch()[:6] + "." + strconv.FormatUint(w.s.nextSub.Add(1), 10),
 		c:  c, w: w, s: w.s, upTo: snap.TranscriptSequence, ended: make(chan struct{}), ptys: map[string]ptyState{},
+		q: fanout.New[*pending](w.s.queueConfig(), &w.s.counters.queues),
 	}
 	if in.Transcript.Kind == protocol.TranscriptAfter {
 		sub.after = &in.Transcript.Sequence

@@ -34,7 +34,7 @@ const (
 // them.
 func (w *worker) publishResource(f client.Frame) error {
 	kind, raw := f.Kind, f.Raw
-	it := &item{kind: kind, at: time.Now()}
+	it := &item{kind: kind}
 	if kind == protocol.KindRuntimeResourceUpdate {
 		defer f.Release()
 		var u protocol.RuntimeResourceUpdateFrame
@@ -71,23 +71,15 @@ func (w *worker) publishResource(f client.Frame) error {
 	defer it.release()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	redraw := false
 	for sub := range w.subs {
 		switch st := sub.ptys[d.Ref]; {
 		case d.Screen && st == ptyAwaiting:
 			sub.ptys[d.Ref] = ptyStreaming
 			sub.push(it)
 		case !d.Screen && st == ptyStreaming:
-			if !sub.pushPTY(it) {
-				// It lags: rather than close it, as a subscriber that
-				// lags on the session's deltas, skip it to the screen.
-				sub.ptys[d.Ref] = ptyAwaiting
-				redraw = true
-			}
+			// One that lags past its bound skips ahead to the screen.
+			sub.push(it)
 		}
-	}
-	if redraw {
-		w.s.wg.Go(func() { w.redraw(d.Ref) })
 	}
 	return nil
 }

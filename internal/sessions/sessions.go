@@ -67,9 +67,10 @@ type Config struct {
 	WorkerLogFormat string
 	Models          Models
 	Logger          *slog.Logger
-	// BacklogBytes and BacklogAge bound what a subscription may hold
-	// undelivered before it is closed as a slow consumer (defaults
-	// DefaultBacklogBytes and DefaultBacklogAge).
+	// BacklogBytes bounds the live output a subscription holds before
+	// it skips ahead (default DefaultBacklogBytes); BacklogAge how long
+	// it may take nothing while deltas wait before it is closed as a
+	// slow consumer (default DefaultBacklogAge).
 	BacklogBytes int
 	BacklogAge   time.Duration
 }
@@ -195,7 +196,7 @@ func (s *Service) Close(ctx context.Context) error {
 // AttachConnection implements server.ConnectionAttacher: it tracks the
 // subscriptions each client connection holds.
 func (s *Service) AttachConnection(id server.Identity, out *server.OutboundWriter) server.Attachment {
-	return &clientConn{s: s, id: id, out: out, subs: map[string]*subscription{}, waiting: map[*subscription]struct{}{}, controllers: map[string]controllerHeld{}}
+	return &clientConn{s: s, id: id, out: out, subs: map[string]*subscription{}, turn: make(chan struct{}, 1), controllers: map[string]controllerHeld{}}
 }
 
 // Fanout counts the work of the session fan-out, for host.diagnostics.query.

@@ -3,30 +3,38 @@ package sessions
 import (
 	"context"
 	"encoding/json"
-	"strings"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
+	"github.com/agentd-dev/agentd/internal/fanout"
 	"github.com/agentd-dev/agentd/internal/server"
 	"github.com/agentd-dev/agentd/protocol"
 )
 
-// The fan-out's delivery promise, as docs/protocol.md states it: a
-// subscription receives every delta of its session, in order, each once.
-// While a subscriber lags (its previous batch is not yet written to its
-// connection), consecutive text updates of one message, or output updates
-// of one tool call, merge into one delta, up to mergeCap. A subscriber
-// whose backlog still passes its bound (bytes or age) is closed with
-// slow_consumer: its backlog is dropped, and neither its connection, nor
-// its sibling subscriptions, nor the session notice.
+// The host's fan-out keeps the fanout package's promise for every client
+// subscription, as docs/protocol.md states it: records reach it in order,
+// each once; a tool's output, a model's text and a PTY's output merge
+// while it lags and, past DefaultBacklogBytes or once older than liveAge
+// with newer output behind them, are skipped ahead (a delta's Skipped
+// says how much; a PTY gets its screen again); a subscriber that takes
+// nothing for its stall age (DefaultBacklogAge), or whose records pass
+// recordBytes, is closed with slow_consumer, and neither its connection,
+// nor its sibling subscriptions, nor the session notice.
 const (
-	// DefaultBacklogBytes bounds the bytes a subscription may hold
-	// undelivered.
+	// DefaultBacklogBytes bounds the live output a subscription holds.
 	DefaultBacklogBytes = 1 << 20
-	// DefaultBacklogAge bounds how long its oldest undelivered delta may
-	// wait.
+	// DefaultBacklogAge bounds how long a subscriber may take nothing
+	// while its deltas wait.
 	DefaultBacklogAge = 4 * time.Second
+	// liveAge bounds how long output waits with newer output of its
+	// stream behind it: a reader slower than its producer sees the
+	// newest, not what it printed long ago.
+	liveAge = 100 * time.Millisecond
+	// recordBytes bounds the records a subscription holds.
+	recordBytes = 16 << 20
 	// batchBytes bounds the deltas handed to a connection at once: a
 	// connection's outbound queue holds at most one batch of each of its
 	// subscriptions.
@@ -41,13 +49,15 @@ const (
 
 // counters count the fan-out's work for host.diagnostics.query.
 type counters struct {
-	deltas, encodes, frames, coalesced, slowConsumers atomic.Uint64
+	deltas, encodes, frames atomic.Uint64
+	queues                  fanout.Counters
 }
 
 func (c *counters) snapshot() protocol.FanoutCounters {
 	return protocol.FanoutCounters{
 		Deltas: c.deltas.Load(), Encodes: c.encodes.Load(), Frames: c.frames.Load(),
-		Coalesced: c.coalesced.Load(), SlowConsumers: c.slowConsumers.Load(),
+		Coalesced: c.queues.Merged.Load(), SlowConsumers: c.queues.Evictions.Load(),
+		SkippedBytes: c.queues.SkippedBytes.Load(),
 	}
 }
 
@@ -61,16 +71,15 @@ type item struct {
 	d    *protocol.SessionDelta
 	kind string                  // the frame's kind: "" for a delta
 	pty  *protocol.PtyDataFields // a PTY's output, its data still encoded; read-only
-	at   time.Time               // when it reached the host
 
 	// raw is the worker's frame that pty's data shares, from
 	// protocol.GetBuffer: given back when the last of those who hold
-	// the item (refs), the publisher and each backlog entry, lets go.
+	// the item (refs), the publisher and each queued entry, lets go.
 	raw  []byte
 	refs atomic.Int32
 }
 
-// hold takes a hold of the item for a backlog entry.
+// hold takes a hold of the item for a queued entry.
 func (it *item) hold() {
 	if it.raw != nil {
 		it.refs.Add(1)
@@ -84,20 +93,28 @@ func (it *item) release() {
 	}
 }
 
-// pending is an item in one subscription's backlog. A merged one owns
-// the text it gathered and is encoded when it is delivered.
+// pending is an item in one subscription's queue, its fanout item. A
+// merged or skipped one owns the text it gathered and is encoded when it
+// is delivered.
 type pending struct {
 	*item
-	merged         bool
-	text, thinking strings.Builder
-	output         strings.Builder // a tool call's output
-	ptyData        []byte          // a PTY's merged output, a JSON string (protocol.GetBuffer's)
-	ptySeq         uint64          // the sequence of a PTY's merged output
-	dropped        bool            // its holds are let go
+	merged         bool   // text, thinking, output or ptyData hold its content
+	text, thinking []byte // a message's
+	output         []byte // a tool call's
+	ptyData        []byte // a PTY's merged output, a JSON string (protocol.GetBuffer's)
+	ptySeq         uint64 // the sequence of a PTY's merged output
+	skipped        int64  // bytes of its stream left out before it, here
+	dropped        bool   // its holds are let go
 }
 
-// drop lets go of what p holds, once it is written or left out.
-func (p *pending) drop() {
+func newPending(it *item) *pending {
+	it.hold()
+	return &pending{item: it}
+}
+
+// Release implements fanout.Item: it lets go of what p holds, once it is
+// written or left out.
+func (p *pending) Release() {
 	if p.dropped {
 		return
 	}
@@ -109,46 +126,50 @@ func (p *pending) drop() {
 	}
 }
 
-// dropBacklogLocked leaves out what the backlog holds.
-func (sub *subscription) dropBacklogLocked() {
-	for _, p := range sub.backlog {
-		p.drop()
+// Size implements fanout.Item.
+func (p *pending) Size() int {
+	switch {
+	case p.merged:
+		return len(p.text) + len(p.thinking) + len(p.output) + len(p.ptyData)
+	case p.pty != nil:
+		return len(p.pty.Data)
 	}
-	sub.backlog, sub.bytes = nil, 0
+	return len(p.body)
 }
 
-func (p *pending) size() int {
-	if p.merged {
-		return p.text.Len() + p.thinking.Len() + p.output.Len() + len(p.ptyData) + 128
+// Stream implements fanout.Item: a message's text, a tool call's output
+// and a PTY's output are live streams; everything else is a record.
+func (p *pending) Stream() string {
+	switch {
+	case p.pty != nil && !p.pty.Screen:
+		return "pty " + p.pty.Ref
+	case p.d == nil:
+		return ""
+	case p.d.Event == protocol.EventMessageUpdate:
+		return "message " + p.d.MessageID
+	case p.d.Event == protocol.EventToolCallUpdate && p.d.ToolCall != nil:
+		return "tool " + p.d.ToolCall.ID
 	}
-	return p.item.size()
+	return ""
 }
 
-func (it *item) size() int {
-	if it.pty != nil {
-		return len(it.pty.Data) + 128
+// Skipped implements fanout.Item: what the worker skipped, and the host.
+func (p *pending) Skipped() int64 {
+	if p.d != nil {
+		return p.d.Skipped + p.skipped
 	}
-	return len(it.body)
+	return p.skipped
 }
 
-// mergeable reports whether next may be folded into p: text of one
-// message, output of one tool call, or output of one PTY.
-func (p *pending) mergeable(next *item) bool {
-	if p.pty != nil && next.pty != nil {
-		return next.pty.Ref == p.pty.Ref && !next.pty.Screen && p.size()+len(next.pty.Data) <= mergeCap
-	}
-	d := next.d
-	return p.d != nil && d != nil && p.size()+len(d.Text)+len(d.Thinking)+outputLen(d) <= mergeCap && p.d.Continues(d)
-}
+// Carry implements fanout.Item.
+func (p *pending) Carry(n int64) { p.skipped += n }
 
-func outputLen(d *protocol.SessionDelta) int {
-	if d.ToolCall == nil {
-		return 0
+// Merge implements fanout.Item: text of one message, output of one tool
+// call or of one PTY, up to mergeCap.
+func (p *pending) Merge(next *pending) bool {
+	if next.Skipped() > 0 || p.Size()+next.Size() > mergeCap {
+		return false
 	}
-	return len(d.ToolCall.Output)
-}
-
-func (p *pending) merge(next *item) {
 	if p.pty != nil {
 		if !p.merged {
 			p.merged = true
@@ -156,22 +177,65 @@ func (p *pending) merge(next *item) {
 		}
 		p.ptyData = protocol.JoinJSONStrings(protocol.GrowBuffer(p.ptyData, len(next.pty.Data)), next.pty.Data)
 		p.ptySeq = next.pty.PtySequence
+		next.Release()
+		return true
+	}
+	if p.d == nil || next.d == nil || !p.d.Continues(next.d) {
+		return false
+	}
+	p.own()
+	d := next.d
+	p.text = append(p.text, d.Text...)
+	p.thinking = append(p.thinking, d.Thinking...)
+	if d.ToolCall != nil {
+		p.output = append(p.output, d.ToolCall.Output...)
+	}
+	next.Release()
+	return true
+}
+
+// own copies a delta's text into p, for p to change it.
+func (p *pending) own() {
+	if p.merged {
 		return
 	}
-	d := next.d
-	if !p.merged {
-		p.merged = true
-		p.text.WriteString(p.d.Text)
-		p.thinking.WriteString(p.d.Thinking)
-		if p.d.ToolCall != nil {
-			p.output.WriteString(p.d.ToolCall.Output)
+	p.merged = true
+	p.text = append(p.text, p.d.Text...)
+	p.thinking = append(p.thinking, p.d.Thinking...)
+	if p.d.ToolCall != nil {
+		p.output = append(p.output, p.d.ToolCall.Output...)
+	}
+}
+
+// Skip implements fanout.Item. A PTY's output is left out whole: the
+// subscriber gets the PTY's screen instead, never a cut escape sequence.
+// An update loses its oldest text, on rune boundaries.
+func (p *pending) Skip(n int) int {
+	if p.pty != nil {
+		size := p.Size()
+		p.Release()
+		p.merged, p.ptyData = true, nil
+		return size
+	}
+	before := p.Size()
+	p.own()
+	left := 0
+	for _, b := range []*[]byte{&p.thinking, &p.text, &p.output} {
+		if n-left <= 0 {
+			break
 		}
+		k := len(*b)
+		if n-left < k {
+			k = n - left
+			for k < len(*b) && !utf8.RuneStart((*b)[k]) {
+				k++
+			}
+		}
+		*b = (*b)[k:]
+		left += k
 	}
-	p.text.WriteString(d.Text)
-	p.thinking.WriteString(d.Thinking)
-	if d.ToolCall != nil {
-		p.output.WriteString(d.ToolCall.Output)
-	}
+	p.skipped += int64(left)
+	return before - p.Size()
 }
 
 // appendFrame appends to b the pending item's frame with head.
@@ -191,15 +255,18 @@ func (p *pending) appendFrame(b []byte, head protocol.Pushed) []byte {
 
 // encoded returns the pending delta's JSON (or the fields of its frame).
 func (p *pending) encoded() []byte {
-	if !p.merged {
+	if !p.merged && p.skipped == 0 {
 		return p.body
 	}
 	d := *p.d
-	d.Text, d.Thinking = p.text.String(), p.thinking.String()
-	if d.ToolCall != nil {
-		tc := *d.ToolCall
-		tc.Output = p.output.String()
-		d.ToolCall = &tc
+	d.Skipped = p.Skipped()
+	if p.merged {
+		d.Text, d.Thinking = string(p.text), string(p.thinking)
+		if d.ToolCall != nil {
+			tc := *d.ToolCall
+			tc.Output = string(p.output)
+			d.ToolCall = &tc
+		}
 	}
 	b, _ := json.Marshal(d)
 	return b
@@ -207,270 +274,211 @@ func (p *pending) encoded() []byte {
 
 // subscription is one client subscription to a session: the worker's
 // deltas, wrapped with the subscription's own id and sequence, through a
-// bounded backlog of its own.
+// fanout queue of its own, written by a pump of its own once it is ready.
 type subscription struct {
-	id    string        // constant
-	c     *clientConn   // constant
-	w     *worker       // constant
-	s     *Service      // constant
-	after *uint64       // constant: resume after this record
-	upTo  uint64        // constant: the last record of the opening snapshot
-	ended chan struct{} // closed once it has closed
+	id    string                  // constant
+	c     *clientConn             // constant
+	w     *worker                 // constant
+	s     *Service                // constant
+	after *uint64                 // constant: resume after this record
+	upTo  uint64                  // constant: the last record of the opening snapshot
+	q     *fanout.Queue[*pending] // constant
+	ended chan struct{}           // closed once it has closed
 
 	ptys map[string]ptyState // guarded by w.mu: the PTYs whose output it chose
 
-	mu       sync.Mutex
-	readied  bool        // guarded by mu
-	catching bool        // guarded by mu: transcript records are still being sent
-	seq      uint64      // guarded by mu: the last sequence handed to the connection
-	backlog  []*pending  // guarded by mu
-	bytes    int         // guarded by mu: the backlog's size
-	inflight bool        // guarded by mu: a batch is on its way
-	closed   string      // guarded by mu: the reason it closed, once it has
-	sentEnd  bool        // guarded by mu: its closed frame is queued
-	timer    *time.Timer // guarded by mu: checks the backlog's age when no delta comes
+	once    sync.Once // ends it once
+	readied sync.Once // starts its pump once
+	seq     uint64    // pump only: the last sequence handed to the connection
 }
 
-// push adds it to the backlog and delivers what the subscriber can take.
-// It never blocks on the subscriber.
+// closedError is the reason a subscription closed, as its queue reports
+// it once what it held is delivered.
+type closedError string
+
+func (e closedError) Error() string { return "subscription closed: " + string(e) }
+
+// errGone ends a subscription whose connection has gone.
+var errGone = errors.New("the connection has gone")
+
+// queueConfig is a subscription's queue's bounds.
+func (s *Service) queueConfig() fanout.Config {
+	return fanout.Config{
+		LiveBytes: s.cfg.BacklogBytes, LiveAge: liveAge, RecordBytes: recordBytes, StallAge: s.cfg.BacklogAge,
+		BatchBytes: batchBytes, BatchItems: batchFrames,
+	}
+}
+
+// push queues it for the subscription. A PTY whose output it skipped
+// waits for its screen, the rest of its output left out; the worker is
+// asked for it. Call with w.mu held.
 func (sub *subscription) push(it *item) {
-	sub.mu.Lock()
-	defer sub.mu.Unlock()
-	if sub.closed != "" {
-		return
-	}
-	if n := len(sub.backlog); n > 0 && sub.backlog[n-1].mergeable(it) {
-		last := sub.backlog[n-1]
-		before := last.size()
-		last.merge(it)
-		sub.bytes += last.size() - before
-		if it.d != nil {
-			sub.s.counters.coalesced.Add(1)
+	for _, stream := range sub.q.Push(newPending(it)) {
+		ref, ok := ptyRef(stream)
+		if !ok || sub.ptys[ref] != ptyStreaming {
+			continue
 		}
-	} else {
-		p := &pending{item: it}
-		it.hold()
-		sub.backlog = append(sub.backlog, p)
-		sub.bytes += p.size()
-	}
-	if sub.overdueLocked(it.at) {
-		sub.evictLocked()
-		return
-	}
-	sub.deliverLocked()
-	if len(sub.backlog) > 0 && sub.timer == nil {
-		sub.timer = time.AfterFunc(sub.s.cfg.BacklogAge, sub.checkAge)
+		sub.q.Drop(stream)
+		sub.ptys[ref] = ptyAwaiting
+		w := sub.w
+		w.s.wg.Go(func() { w.redraw(ref) })
 	}
 }
 
-// pushPTY adds a PTY's output like push, unless the backlog would pass
-// its bound: then the PTY's output it holds is dropped, and it reports
-// false, for the subscriber to be sent the PTY's screen instead. A PTY
-// prints faster than a person reads; its screen is what matters.
-func (sub *subscription) pushPTY(it *item) bool {
-	sub.mu.Lock()
-	if sub.closed == "" && sub.bytes+it.size() > sub.s.cfg.BacklogBytes {
-		kept := sub.backlog[:0]
-		for _, p := range sub.backlog {
-			if p.pty != nil && p.pty.Ref == it.pty.Ref {
-				sub.bytes -= p.size()
-				p.drop()
-				continue
-			}
-			kept = append(kept, p)
-		}
-		sub.backlog = kept
-		sub.mu.Unlock()
-		return false
+// ptyRef returns the PTY a stream is the output of.
+func ptyRef(stream string) (string, bool) {
+	const prefix = "pty "
+	if len(stream) > len(prefix) && stream[:len(prefix)] == prefix {
+		return stream[len(prefix):], true
 	}
-	sub.mu.Unlock()
-	sub.push(it)
-	return true
+	return "", false
 }
 
-// overdueLocked reports whether the backlog passed its bound at now.
-func (sub *subscription) overdueLocked(now time.Time) bool {
-	if len(sub.backlog) == 0 {
-		return false
-	}
-	return sub.bytes > sub.s.cfg.BacklogBytes || now.Sub(sub.backlog[0].at) > sub.s.cfg.BacklogAge
+// close ends the subscription with reason: its closed frame follows what
+// it holds, once it is ready. The worker and the connection forget it.
+func (sub *subscription) close(reason string) {
+	sub.end(func() { sub.q.Close(closedError(reason)) })
 }
 
-// checkAge evicts a subscriber whose oldest delta waited too long, when no
-// new delta came to notice it.
-func (sub *subscription) checkAge() {
-	sub.mu.Lock()
-	defer sub.mu.Unlock()
-	sub.timer = nil
-	if sub.closed != "" || len(sub.backlog) == 0 {
-		return
-	}
-	if sub.overdueLocked(time.Now()) {
-		sub.evictLocked()
-		return
-	}
-	sub.timer = time.AfterFunc(sub.backlog[0].at.Add(sub.s.cfg.BacklogAge).Sub(time.Now())+time.Millisecond, sub.checkAge)
+// abort ends the subscription of a connection that has gone: what it
+// holds is dropped, and nothing more is written.
+func (sub *subscription) abort() {
+	sub.end(func() { sub.q.Abort(errGone) })
 }
 
-// evictLocked closes a subscriber that cannot keep up: its backlog is
-// dropped, and its closed frame follows what it was already given.
-func (sub *subscription) evictLocked() {
-	sub.s.counters.slowConsumers.Add(1)
-	sub.s.log.Warn("closing a subscription that cannot keep up", "subscription", sub.id,
-		"backlogBytes", sub.bytes, "backlogDeltas", len(sub.backlog))
-	sub.dropBacklogLocked()
-	sub.endLocked(protocol.ClosedSlowConsumer)
-}
-
-// endLocked closes the subscription with reason: its closed frame goes
-// after whatever it was given, once it is ready. The worker and the
-// connection forget it.
-func (sub *subscription) endLocked(reason string) {
-	if sub.closed != "" {
-		return
-	}
-	sub.closed = reason
-	close(sub.ended)
-	if sub.timer != nil {
-		sub.timer.Stop()
-		sub.timer = nil
-	}
-	sub.sendEndLocked()
-	sub.s.wg.Go(func() {
-		sub.w.dropSubscription(sub)
-		sub.c.forget(sub)
+func (sub *subscription) end(how func()) {
+	sub.once.Do(func() {
+		close(sub.ended)
+		how()
+		sub.s.wg.Go(func() {
+			sub.w.dropSubscription(sub)
+			sub.c.forget(sub)
+		})
 	})
 }
 
-// sendEndLocked queues the closed frame once the subscription is ready and
-// nothing of it is still on its way.
-func (sub *subscription) sendEndLocked() {
-	if sub.closed == "" || sub.sentEnd || !sub.readied || sub.catching || sub.inflight || len(sub.backlog) > 0 {
+// markReady starts the subscription's frames: transcript records first
+// when it resumes, then its queue.
+func (sub *subscription) markReady() {
+	sub.readied.Do(func() { sub.s.wg.Go(sub.pump) })
+}
+
+// pump writes the subscription's frames until it ends: the records a
+// resuming subscriber lacks, then its queue, a batch at a time, each once
+// the connection has taken the one before and has room.
+func (sub *subscription) pump() {
+	if sub.after != nil && *sub.after < sub.upTo && !sub.catchUp() {
+		sub.q.Abort(errGone)
+	}
+	sub.q.Start()
+	var batch []*pending
+	for {
+		var err error
+		batch, err = sub.q.Next(context.Background(), batch)
+		if err != nil {
+			sub.finish(err)
+			return
+		}
+		var r *server.Receipt
+		if !sub.c.send(sub.q.Done(), func() { r, err = sub.writeBatch(batch) }) {
+			for _, p := range batch {
+				p.Release()
+			}
+			sub.abort()
+		}
+		clear(batch)
+		if err != nil {
+			sub.abort()
+			continue
+		}
+		if r != nil {
+			select {
+			case <-r.Done():
+			case <-sub.q.Done():
+			}
+		}
+	}
+}
+
+// finish writes the closed frame of a queue that ended, but for a
+// connection that has gone.
+func (sub *subscription) finish(err error) {
+	var reason closedError
+	switch {
+	case errors.As(err, &reason):
+	case errors.Is(err, fanout.ErrEvicted):
+		sub.s.log.Warn("closing a subscription that cannot keep up", "subscription", sub.id)
+		reason = protocol.ClosedSlowConsumer
+		sub.close(string(reason)) // the worker and the connection forget it
+	default:
 		return
 	}
-	sub.sentEnd = true
 	sub.seq++
 	b, _ := json.Marshal(protocol.SubscriptionClosedFrame{
 		Pushed: protocol.Pushed{Kind: protocol.KindSubscriptionClosed, HostEpoch: sub.s.host.Epoch(), SubscriptionID: sub.id, Sequence: sub.seq},
-		Reason: sub.closed,
+		Reason: string(reason),
 	})
 	sub.c.out.Enqueue(server.Fence, b)
 }
 
-// close ends the subscription with reason; what its backlog holds is
-// delivered first, but for a subscriber that cannot keep up.
-func (sub *subscription) close(reason string) {
-	sub.mu.Lock()
-	defer sub.mu.Unlock()
-	sub.endLocked(reason)
-}
-
-// markReady starts the subscription's frames: transcript records first
-// when it resumes, then the backlog.
-func (sub *subscription) markReady() {
-	sub.mu.Lock()
-	defer sub.mu.Unlock()
-	if sub.readied {
-		return
-	}
-	sub.readied = true
-	if sub.after != nil && *sub.after < sub.upTo {
-		sub.catching = true
-		sub.s.wg.Go(sub.catchUp)
-		return
-	}
-	sub.deliverLocked()
-	sub.sendEndLocked()
-}
-
-// deliverLocked hands the connection the next batch of the backlog when
-// the subscriber is ready for it; the connection's writer asks for the
-// next once it has flushed the batch.
-func (sub *subscription) deliverLocked() {
-	for sub.readied && !sub.catching && !sub.inflight && len(sub.backlog) > 0 {
-		if !sub.c.hasRoom(sub) {
-			return
+// writeBatch queues batch's frames, releasing its items, and returns the
+// receipt of the last one queued (nil when none was).
+func (sub *subscription) writeBatch(batch []*pending) (*server.Receipt, error) {
+	var last *server.Receipt
+	for i, p := range batch {
+		var then func()
+		if i == len(batch)-1 {
+			then = sub.c.flushed
 		}
-		n, size := 0, 0
-		for n < len(sub.backlog) && (n == 0 || size < batchBytes && n < batchFrames) {
-			size += sub.backlog[n].size()
-			n++
+		r, err := sub.write(p, then)
+		p.Release()
+		if err != nil {
+			for _, p := range batch[i+1:] {
+				p.Release()
+			}
+			return nil, err
 		}
-		batch := sub.backlog[:n]
-		sub.backlog = sub.backlog[n:]
-		sub.bytes -= size
-		for i, p := range batch {
-			var then func()
-			if i == len(batch)-1 {
-				then = sub.flushed
-			}
-			queued, err := sub.writeLocked(p, then)
-			if err != nil {
-				sub.dropBacklogLocked()
-				sub.endLocked(protocol.ClosedClientClosed) // the connection is going; nothing more is written
-				return
-			}
-			if queued && then != nil {
-				sub.inflight = true
-			}
+		if r != nil {
+			last = r
 		}
 	}
+	return last, nil
 }
 
-// flushed runs on the connection's writer once a batch is written: the
-// next one may go.
-func (sub *subscription) flushed() {
-	sub.mu.Lock()
-	sub.inflight = false
-	sub.deliverLocked()
-	sub.sendEndLocked()
-	sub.mu.Unlock()
-	// The connection took a batch: those its queue held back go on.
-	sub.c.wake()
-}
-
-// resume delivers what a subscription held back for its connection holds,
-// and its closed frame once nothing more is on its way.
-func (sub *subscription) resume() {
-	sub.mu.Lock()
-	defer sub.mu.Unlock()
-	sub.deliverLocked()
-	sub.sendEndLocked()
-}
-
-// writeLocked queues p's frame with the subscription's head, with then to
-// run once it is flushed. A frame past the wire limit is left out and
-// logged: it reports false then.
-func (sub *subscription) writeLocked(p *pending, then func()) (bool, error) {
+// write queues p's frame with the subscription's head, with then to run
+// once it is flushed. A frame past the wire limit is left out and logged:
+// it returns no receipt then.
+func (sub *subscription) write(p *pending, then func()) (*server.Receipt, error) {
 	epoch := sub.s.host.Epoch()
 	head := protocol.Pushed{HostEpoch: epoch, SubscriptionID: sub.id, Sequence: sub.seq + 1}
-	frame := p.appendFrame(protocol.GetBuffer(128+len(epoch)+len(sub.id)+p.size()), head)
-	p.drop()
+	frame := p.appendFrame(protocol.GetBuffer(128+len(epoch)+len(sub.id)+p.Size()), head)
 	if len(frame) > protocol.MaxMessageBytes {
 		sub.s.log.Error("a delta frame passes the wire limit and is left out", "subscription", sub.id, "bytes", len(frame))
 		protocol.PutBuffer(frame)
-		return false, nil
+		return nil, nil
 	}
-	if _, err := sub.c.out.EnqueuePooled(server.Control, frame, then); err != nil {
-		return false, err
+	r, err := sub.c.out.EnqueuePooled(server.Control, frame, then)
+	if err != nil {
+		return nil, err
 	}
 	sub.seq++
 	if p.kind == "" {
 		sub.s.counters.frames.Add(1)
 	}
-	return true, nil
+	return r, nil
 }
 
 // catchUp sends a resuming subscriber the transcript records it lacks, up
 // to the opening snapshot's last, as entry_added deltas, one page at a
-// time; the live deltas gathered meanwhile follow.
-func (sub *subscription) catchUp() {
+// time; the live deltas gathered meanwhile follow. It reports false when
+// the subscription can go no further.
+func (sub *subscription) catchUp() bool {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
 		select {
 		case <-sub.w.exited:
-		case <-sub.ended:
+		case <-sub.q.Done():
 		case <-ctx.Done():
 		}
 		cancel()
@@ -481,72 +489,34 @@ func (sub *subscription) catchUp() {
 	}
 	for {
 		var page protocol.TranscriptPage
-		err := sub.w.conn.Request(ctx, protocol.OpSessionTranscriptPage, in, &page)
-		if err != nil {
+		if err := sub.w.conn.Request(ctx, protocol.OpSessionTranscriptPage, in, &page); err != nil {
 			sub.s.log.Warn("reading the transcript for a resuming subscriber", "subscription", sub.id, "err", err)
 			sub.close(protocol.ClosedWorkerExited)
-			return
+			return true // its closed frame follows
 		}
-		flushed, ok := sub.sendRecords(page.Records)
-		if !ok {
-			return
+		batch := make([]*pending, len(page.Records))
+		for i, rec := range page.Records {
+			batch[i] = newPending(&item{body: entryDelta(rec)})
 		}
-		select {
-		case <-flushed:
-		case <-ctx.Done():
-			// The worker went, or the connection failed: the subscription
-			// is closed meanwhile.
-			sub.close(protocol.ClosedWorkerExited)
-			return
+		var last *server.Receipt
+		var err error
+		if !sub.c.send(sub.q.Done(), func() { last, err = sub.writeBatch(batch) }) || err != nil {
+			return false
 		}
+		if last != nil {
+			select {
+			case <-last.Done():
+			case <-ctx.Done():
+				sub.close(protocol.ClosedWorkerExited)
+				return true
+			}
+		}
+		sub.q.Progress()
 		if page.NextCursor == nil {
-			break
+			return true
 		}
 		in.Cursor, in.AnchorSequence = page.NextCursor, nil
 	}
-	sub.mu.Lock()
-	defer sub.mu.Unlock()
-	sub.catching = false
-	sub.deliverLocked()
-	sub.sendEndLocked()
-}
-
-// sendRecords queues records as entry_added deltas, and reports, with
-// done closed once they are flushed, whether the subscription is still
-// open.
-func (sub *subscription) sendRecords(records []json.RawMessage) (done chan struct{}, ok bool) {
-	sub.mu.Lock()
-	defer sub.mu.Unlock()
-	if sub.closed != "" {
-		sub.catching = false
-		sub.dropBacklogLocked()
-		sub.sendEndLocked()
-		return nil, false
-	}
-	done = make(chan struct{})
-	flushed := func() {
-		close(done)
-		sub.c.wake()
-	}
-	sent := false
-	for i, rec := range records {
-		var then func()
-		if i == len(records)-1 {
-			then = flushed
-		}
-		queued, err := sub.writeLocked(&pending{item: &item{body: entryDelta(rec)}}, then)
-		if err != nil {
-			sub.catching = false
-			sub.dropBacklogLocked()
-			sub.endLocked(protocol.ClosedClientClosed)
-			return nil, false
-		}
-		sent = sent || queued && then != nil
-	}
-	if !sent {
-		close(done)
-	}
-	return done, true
 }
 
 // entryDelta encodes the entry_added delta of one transcript line. A

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 
 	"github.com/agentd-dev/agentd/internal/agent"
+	"github.com/agentd-dev/agentd/internal/fanout"
 	"github.com/agentd-dev/agentd/internal/llm"
 	"github.com/agentd-dev/agentd/internal/resource"
 	"github.com/agentd-dev/agentd/internal/server"
@@ -59,6 +60,7 @@ type session struct {
 	freeing   atomic.Bool       // memory of slept screens is about to go back to the system
 	runs      sync.WaitGroup    // turn goroutines
 	pumps     sync.WaitGroup    // subscription deliveries waiting for their batch
+	fanout    fanout.Counters   // what the subscriptions' queues merged, skipped and evicted
 	base      context.Context   // cancelled when the worker stops
 	checkIdle func()            // constant once serving: the host's CheckIdle
 	header    protocol.Session  // guarded by mu: with the session's model, thinking and approval policy

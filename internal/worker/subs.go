@@ -6,88 +6,82 @@ import (
 	"errors"
 	"log/slog"
 	"strconv"
-	"strings"
 	"sync"
 	"unicode/utf8"
 
+	"github.com/agentd-dev/agentd/internal/fanout"
 	"github.com/agentd-dev/agentd/internal/server"
 	"github.com/agentd-dev/agentd/protocol"
 )
 
 // Bounds of a subscription's deltas.
 const (
-	// maxChunk bounds the text (or tool output) one update delta carries:
-	// a longer one is split when it is written.
+	// maxChunk bounds the text (or tool output) one update delta carries,
+	// and the output one waiting PTY item gathers: a longer update is
+	// split when it is written.
 	maxChunk = 64 << 10
-	// batchBytes bounds what the pump writes before it waits for the
-	// connection to take it: a connection's outbound queue holds at most
-	// one such batch of a subscription.
-	batchBytes = 256 << 10
-	// batchFrames bounds the frames the pump writes before it waits: a
-	// PTY's output may come in pieces of a few bytes.
-	batchFrames = 512
-	// maxMerged bounds the text or output one waiting update gathers
-	// while its subscriber lags; past it the middle is left out, and the
-	// update says how much. The host reads its stream as fast as it comes,
-	// so only a stalled host meets it.
-	maxMerged = 16 << 20
 	// maxDeltaBytes bounds one encoded delta, leaving room for the frame
 	// the host wraps around it inside the wire limit.
 	maxDeltaBytes = protocol.MaxMessageBytes - 16<<10
-	// maxBacklog bounds the deltas a subscription holds undelivered; past
-	// it the subscription is closed as a slow consumer. The worker's host
-	// reads its one stream as fast as it arrives, so this is a last
-	// resort, not flow control: flow control is the merging of updates
-	// while a batch is on its way.
-	maxBacklog = 1 << 14
 )
 
+// queueConfig bounds a subscription's queue. The worker's host reads its
+// one stream as fast as it comes, so its bounds are room for the host's
+// pauses, not flow control: past liveBytes of a tool's output or a
+// model's text the oldest is skipped (the transcript and the resource log
+// keep it); a PTY's output is never skipped but holds its reader back
+// (maxPTYPending). A host is never evicted for pausing; records past
+// RecordBytes, which no model writes so fast, evict it.
+var queueConfig = fanout.Config{
+	LiveBytes:   8 << 20,
+	RecordBytes: 64 << 20,
+	BatchBytes:  256 << 10,
+	BatchItems:  512,
+}
+
 // subscription delivers a session's deltas to one connection, in order,
-// with its own sequence. The worker's host opens exactly one, whatever the
-// number of its own subscribers, and fans it out.
+// with its own sequence, through a fanout queue whose promise it keeps:
+// records lossless, output merged and, past the bounds, skipped ahead.
+// The worker's host opens exactly one, whatever the number of its own
+// subscribers, and fans it out.
 //
-// Delivery is lossless and paced: the subscription's pump writes one batch
-// at a time, encoding it outside the session's lock, and while a batch is
-// on its way new deltas wait, consecutive text (or tool output) updates of
-// one message merging into one (written again as pieces of at most
-// maxChunk), so a subscriber that reads slowly gets fewer, larger deltas
-// rather than an ever longer queue.
+// Its pump writes one batch at a time, encoding it outside the session's
+// lock, and waits for the connection to take it; meanwhile new deltas
+// wait, consecutive updates of one message's text (or one tool call's
+// output, or one PTY's) merging into one of at most maxChunk.
 type subscription struct {
-	id      string        // constant
-	conn    *connection   // constant
-	epoch   string        // constant
-	release func()        // constant: ends the residency the subscription holds
-	wake    chan struct{} // buffered 1: there is work for the pump
-	logger  *slog.Logger  // constant
+	id      string                       // constant
+	conn    *connection                  // constant
+	epoch   string                       // constant
+	release func()                       // constant: ends the residency the subscription holds
+	q       *fanout.Queue[*pendingDelta] // constant
+	logger  *slog.Logger                 // constant
 
 	sessionID string          // constant
 	ptys      map[string]bool // guarded by session.mu: the PTYs whose output it carries
 
-	// Lock order: session.mu before mu.
 	mu       sync.Mutex
-	ptyBytes int             // guarded by mu: PTY output pending
-	ptyRoom  chan struct{}   // guarded by mu: closed when the pending PTY output is taken
-	ready    bool            // guarded by mu
-	pending  []*pendingDelta // guarded by mu
-	closing  string          // guarded by mu: the reason to close with, once set
-	seq      uint64          // pump only
+	ptyBytes int           // guarded by mu: PTY output waiting in q
+	ptyRoom  chan struct{} // guarded by mu: closed once the PTY output waiting falls within its bound
+	seq      uint64        // pump only
 }
 
-// pendingDelta is a delta not yet encoded; text updates grow in builders so
-// merging many small ones stays linear. It is also one of the other frames
-// a subscription carries: a runtime resource's state, or a PTY's output
-// (in output).
+// pendingDelta is a delta not yet encoded, its text growing as updates of
+// its message merge into it; or one of the other frames a subscription
+// carries: a runtime resource's state, or a PTY's output (in ptyData).
+// It is the subscription's fanout item.
 type pendingDelta struct {
-	kind           itemKind
-	d              protocol.SessionDelta
-	text, thinking strings.Builder
-	output         strings.Builder
+	kind                   itemKind
+	d                      protocol.SessionDelta
+	text, thinking, output []byte
+	skipped                int64 // bytes of its stream left out before it
 
-	res     protocol.Resource // itemResource
-	ref     string            // itemPTY
-	ptySeq  uint64            // itemPTY: the sequence of its output's last piece
-	screen  bool              // itemPTY: the output redraws the whole screen
-	ptyData []byte            // itemPTY: the output, a JSON string (protocol.GetBuffer's)
+	res       protocol.Resource // itemResource
+	ref       string            // itemPTY
+	ptySeq    uint64            // itemPTY: the sequence of its output's last piece
+	screen    bool              // itemPTY: the output redraws the whole screen
+	ptyData   []byte            // itemPTY: the output, a JSON string (protocol.GetBuffer's)
+	ptyPushed int               // itemPTY: the bytes pushed into it, as the subscription counted them
 }
 
 // itemKind is what a pendingDelta carries.
@@ -99,32 +93,110 @@ const (
 	itemPTY                      // a runtime_resource_pty_data frame
 )
 
-// absorb folds next into p when the two travel as one: updates of one
-// message's text or one tool call's output, or output of one PTY (up to
-// maxChunk, so a frame of it never needs cutting).
-func (p *pendingDelta) absorb(next *pendingDelta) bool {
+// newPendingDelta returns d's item.
+func newPendingDelta(d protocol.SessionDelta) *pendingDelta {
+	p := &pendingDelta{d: d, text: []byte(d.Text), thinking: []byte(d.Thinking)}
+	if d.ToolCall != nil {
+		p.output = []byte(d.ToolCall.Output)
+	}
+	return p
+}
+
+// Stream implements fanout.Item: a message's text, a tool call's output
+// and a PTY's output are live streams; everything else is a record.
+func (p *pendingDelta) Stream() string {
 	switch {
-	case p.kind == itemDelta && next.kind == itemDelta && p.mergeable(next.d):
-		p.add(next.d)
-	case p.kind == itemPTY && next.kind == itemPTY && p.ref == next.ref && !next.screen &&
-		len(p.ptyData)+len(next.ptyData) <= maxChunk:
+	case p.kind == itemPTY && !p.screen:
+		return "pty " + p.ref
+	case p.kind != itemDelta:
+		return ""
+	case p.d.Event == protocol.EventMessageUpdate:
+		return "message " + p.d.MessageID
+	case p.d.Event == protocol.EventToolCallUpdate && p.d.ToolCall != nil:
+		return "tool " + p.d.ToolCall.ID
+	}
+	return ""
+}
+
+// Merge implements fanout.Item: updates of one stream merge up to
+// maxChunk, so a frame of them never needs cutting.
+func (p *pendingDelta) Merge(next *pendingDelta) bool {
+	if p.Size()+next.Size() > maxChunk || next.skipped > 0 {
+		return false
+	}
+	if p.kind == itemPTY {
 		p.ptyData = protocol.JoinJSONStrings(protocol.GrowBuffer(p.ptyData, len(next.ptyData)), next.ptyData)
 		protocol.PutBuffer(next.ptyData)
 		p.ptySeq = next.ptySeq
-	default:
-		return false
+		p.ptyPushed += next.ptyPushed
+		return true
 	}
+	p.text = append(p.text, next.text...)
+	p.thinking = append(p.thinking, next.thinking...)
+	p.output = append(p.output, next.output...)
 	return true
 }
 
-func (p *pendingDelta) size() int {
-	return p.text.Len() + p.thinking.Len() + p.output.Len() + len(p.ptyData)
+// Size implements fanout.Item.
+func (p *pendingDelta) Size() int {
+	return len(p.text) + len(p.thinking) + len(p.output) + len(p.ptyData)
 }
 
-// mergeable reports whether next can be folded into p: both update the
-// same message's text, or the same tool call's output.
-func (p *pendingDelta) mergeable(next protocol.SessionDelta) bool {
-	return p.d.Continues(&next)
+// Skip implements fanout.Item: an update loses its oldest text (thinking
+// first, then text, then output), on rune boundaries. A PTY's output is
+// never skipped: its reader waits instead.
+func (p *pendingDelta) Skip(n int) int {
+	if p.kind != itemDelta {
+		return 0
+	}
+	left := 0
+	for _, b := range []*[]byte{&p.thinking, &p.text, &p.output} {
+		if n-left <= 0 {
+			break
+		}
+		k := skipLen(*b, n-left)
+		*b = (*b)[k:]
+		left += k
+	}
+	p.skipped += int64(left)
+	return left
+}
+
+// skipLen returns how many of b's first bytes to leave out for at least n
+// (all of b when it is no longer), ending on a rune boundary.
+func skipLen(b []byte, n int) int {
+	if n >= len(b) {
+		return len(b)
+	}
+	for n < len(b) && !utf8.RuneStart(b[n]) {
+		n++
+	}
+	return n
+}
+
+// Skipped implements fanout.Item.
+func (p *pendingDelta) Skipped() int64 { return p.skipped }
+
+// Carry implements fanout.Item.
+func (p *pendingDelta) Carry(n int64) { p.skipped += n }
+
+// Release implements fanout.Item.
+func (p *pendingDelta) Release() {
+	if p.ptyData != nil {
+		protocol.PutBuffer(p.ptyData)
+		p.ptyData = nil
+	}
+}
+
+func (p *pendingDelta) delta() protocol.SessionDelta {
+	d := p.d
+	d.Text, d.Thinking, d.Skipped = string(p.text), string(p.thinking), p.skipped
+	if d.ToolCall != nil {
+		tc := *d.ToolCall
+		tc.Output = string(p.output)
+		d.ToolCall = &tc
+	}
+	return d
 }
 
 func updateSize(d protocol.SessionDelta) int {
@@ -133,45 +205,6 @@ func updateSize(d protocol.SessionDelta) int {
 		n += len(d.ToolCall.Output)
 	}
 	return n
-}
-
-func (p *pendingDelta) add(d protocol.SessionDelta) {
-	p.text.WriteString(d.Text)
-	p.thinking.WriteString(d.Thinking)
-	if d.ToolCall != nil {
-		p.output.WriteString(d.ToolCall.Output)
-	}
-	if p.size() > maxMerged {
-		p.text = squeezed(p.text)
-		p.thinking = squeezed(p.thinking)
-		p.output = squeezed(p.output)
-	}
-}
-
-// squeezed keeps the head and tail of a builder past maxMerged/2, with
-// how much of its middle it left out.
-func squeezed(b strings.Builder) strings.Builder {
-	if b.Len() <= maxMerged/2 {
-		return b
-	}
-	s := b.String()
-	head, tail := s[:cut(s, maxMerged/8)], tailOf(s, maxMerged/8)
-	var out strings.Builder
-	out.WriteString(head)
-	out.WriteString("\n… (" + strconv.Itoa(len(s)-len(head)-len(tail)) + " bytes left out while the host lagged)\n")
-	out.WriteString(tail)
-	return out
-}
-
-func (p *pendingDelta) delta() protocol.SessionDelta {
-	d := p.d
-	d.Text, d.Thinking = p.text.String(), p.thinking.String()
-	if d.ToolCall != nil {
-		tc := *d.ToolCall
-		tc.Output = p.output.String()
-		d.ToolCall = &tc
-	}
-	return d
 }
 
 // splitUpdate cuts an update carrying more than maxChunk of text or output
@@ -187,6 +220,9 @@ func splitUpdate(d protocol.SessionDelta) []protocol.SessionDelta {
 			n := cut(s, maxChunk)
 			p := d
 			p.Text, p.Thinking = "", ""
+			if len(out) > 0 {
+				p.Skipped = 0 // told once, by the first piece
+			}
 			if d.ToolCall != nil {
 				tc := *d.ToolCall
 				tc.Output = ""
@@ -349,7 +385,7 @@ func (s *session) openSubscription(_ context.Context, call *server.Call, in *pro
 	s.nextSub++
 	sub := &subscription{
 		id: s.id + "." + s.epoch[:6] + "." + strconv.Itoa(s.nextSub), conn: conn, epoch: s.epoch, sessionID: s.id, ptys: map[string]bool{},
-		release: call.AcquireResidency(), wake: make(chan struct{}, 1), logger: s.logger,
+		release: call.AcquireResidency(), q: fanout.New[*pendingDelta](queueConfig, &s.fanout), logger: s.logger,
 	}
 	s.subs[sub.id] = sub
 	s.pumps.Go(sub.pump)
@@ -363,10 +399,7 @@ func (s *session) readySubscription(_ context.Context, _ *server.Call, in *proto
 	if !ok {
 		return protocol.SubscriptionRef{}, protocol.Errorf(protocol.CodeNotFound, "no subscription %q", in.SubscriptionID)
 	}
-	sub.mu.Lock()
-	sub.ready = true
-	sub.mu.Unlock()
-	sub.signal()
+	sub.q.Start()
 	return *in, nil
 }
 
@@ -388,133 +421,123 @@ func (s *session) closeSubscription(_ context.Context, _ *server.Call, in *proto
 // happen later, outside mu, on each subscription's pump.
 func (s *session) emitLocked(d protocol.SessionDelta) {
 	s.live.Apply(d)
-	s.deliverLocked(func() *pendingDelta {
-		p := &pendingDelta{d: d}
-		p.add(d)
-		return p
-	}, nil)
+	s.deliverLocked(func() *pendingDelta { return newPendingDelta(d) }, nil)
 }
 
 // deliverLocked queues an item for every subscription to wants (every one
-// when nil); a subscription whose backlog is full is closed.
+// when nil).
 func (s *session) deliverLocked(item func() *pendingDelta, to func(*subscription) bool) {
-	for id, sub := range s.subs {
-		if to != nil && !to(sub) {
-			continue
-		}
-		if !sub.queue(item()) {
-			s.logger.Error("a subscription fell too far behind and is closed", "subscription", id, "backlog", maxBacklog)
-			delete(s.subs, id)
-			sub.close(protocol.ClosedSlowConsumer)
+	for _, sub := range s.subs {
+		if to == nil || to(sub) {
+			sub.queue(item())
 		}
 	}
 }
 
-// queue queues p, folded into the last item when they travel as one; it
-// reports false when the backlog is full.
-func (sub *subscription) queue(p *pendingDelta) bool {
-	sub.mu.Lock()
-	defer sub.mu.Unlock()
-	if sub.closing != "" {
-		return true
+// forget drops a subscription that ended by itself.
+func (s *session) forget(sub *subscription) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.subs[sub.id] == sub {
+		delete(s.subs, sub.id)
 	}
+}
+
+// queue pushes p to the subscription's queue, counting a PTY's output.
+func (sub *subscription) queue(p *pendingDelta) {
 	if p.kind == itemPTY {
-		sub.ptyBytes += len(p.ptyData)
+		p.ptyPushed = len(p.ptyData)
+		sub.mu.Lock()
+		sub.ptyBytes += p.ptyPushed
+		sub.mu.Unlock()
 	}
-	if n := len(sub.pending); n == 0 || !sub.pending[n-1].absorb(p) {
-		if len(sub.pending) >= maxBacklog {
-			return false
-		}
-		sub.pending = append(sub.pending, p)
-	}
-	if sub.ready {
-		sub.signal()
-	}
-	return true
+	sub.q.Push(p)
 }
 
-func (sub *subscription) signal() {
-	select {
-	case sub.wake <- struct{}{}:
-	default:
-	}
-}
+// errGone ends a subscription whose connection has gone: nothing more is
+// written.
+var errGone = errors.New("the connection has gone")
 
 // close ends the subscription: with reason, a closed frame follows what is
-// pending (all of it, but for a slow consumer, whose backlog is dropped);
-// with no reason the connection has gone and nothing more is written.
+// pending; with no reason the connection has gone and nothing more is
+// written.
 func (sub *subscription) close(reason string) {
-	sub.mu.Lock()
-	if sub.closing == "" {
-		sub.closing = reason
-		if reason == "" {
-			sub.closing = "gone"
-		}
-		if reason == protocol.ClosedSlowConsumer || reason == "" {
-			sub.pending = nil
-		}
-		sub.tookPTYLocked() // nobody waits on a closed subscription
+	if reason != "" {
+		sub.q.Close(closedError(reason))
+		return
 	}
-	sub.mu.Unlock()
-	sub.signal()
+	sub.q.Abort(errGone)
+	sub.tookPTY(-1) // nobody waits on a subscription that has gone
 }
+
+// closedError is the reason a subscription closes, as Next reports it.
+type closedError string
+
+func (e closedError) Error() string { return "subscription closed: " + string(e) }
 
 // pump writes the subscription's batches, one at a time, until it closes.
 func (sub *subscription) pump() {
 	defer sub.release()
-	for range sub.wake {
-		sub.mu.Lock()
-		batch := sub.pending
-		if !sub.ready {
-			batch = nil
-		} else {
-			sub.pending = nil
-			sub.tookPTYLocked()
-		}
-		closing, ready := sub.closing, sub.ready
-		sub.mu.Unlock()
-		if !sub.write(batch) {
-			closing = "gone"
-		}
-		if closing != "" {
-			if closing != "gone" && ready {
-				sub.seq++
-				b, _ := json.Marshal(protocol.SubscriptionClosedFrame{
-					Pushed: protocol.Pushed{Kind: protocol.KindSubscriptionClosed, HostEpoch: sub.epoch, SubscriptionID: sub.id, Sequence: sub.seq},
-					Reason: closing,
-				})
-				sub.conn.out.Enqueue(server.Fence, b)
+	var batch []*pendingDelta
+	for {
+		var err error
+		batch, err = sub.q.Next(context.Background(), batch)
+		if err != nil {
+			var reason closedError
+			switch {
+			case errors.As(err, &reason):
+			case errors.Is(err, fanout.ErrEvicted):
+				sub.logger.Error("a subscription fell too far behind and is closed", "subscription", sub.id)
+				sub.conn.s.forget(sub)
+				reason = protocol.ClosedSlowConsumer
+			default:
+				return // the connection has gone
 			}
+			sub.seq++
+			b, _ := json.Marshal(protocol.SubscriptionClosedFrame{
+				Pushed: protocol.Pushed{Kind: protocol.KindSubscriptionClosed, HostEpoch: sub.epoch, SubscriptionID: sub.id, Sequence: sub.seq},
+				Reason: string(reason),
+			})
+			sub.conn.out.Enqueue(server.Fence, b)
 			return
+		}
+		taken := 0
+		for _, p := range batch {
+			taken += p.ptyPushed
+		}
+		sub.tookPTY(taken)
+		ok := sub.write(batch)
+		clear(batch)
+		if !ok {
+			sub.q.Abort(errGone)
 		}
 	}
 }
 
 // write encodes and writes batch, an update longer than maxChunk as
-// several, waiting for the connection to take each batchBytes of it; it
-// reports false when the connection is going away.
+// several, and waits for the connection to take it; it reports false when
+// the connection is going away. It releases the batch's items.
 func (sub *subscription) write(batch []*pendingDelta) bool {
 	var last *server.Receipt
-	written, frames := 0, 0
+	failed := false
 	for _, p := range batch {
+		if failed {
+			p.Release()
+			continue
+		}
 		if p.kind != itemDelta {
 			b, err := sub.frame(p)
+			p.Release()
 			if err != nil {
 				sub.logger.Error("a runtime resource frame cannot be encoded and is left out", "subscription", sub.id, "err", err)
 				continue
 			}
 			r, err := sub.conn.out.EnqueuePooled(server.Control, b, nil)
 			if err != nil {
-				return false
+				failed = true
+				continue
 			}
 			last = r
-			frames++
-			if written += len(b); written >= batchBytes || frames >= batchFrames {
-				if last.Err() != nil {
-					return false
-				}
-				written, frames = 0, 0
-			}
 			continue
 		}
 		for _, d := range splitUpdate(p.delta()) {
@@ -526,18 +549,24 @@ func (sub *subscription) write(batch []*pendingDelta) bool {
 			sub.seq++
 			r, err := sub.conn.out.Enqueue(server.Control, protocol.AppendDeltaFrame(make([]byte, 0, 96+len(sub.epoch)+len(sub.id)+len(raw)), sub.epoch, sub.id, sub.seq, raw))
 			if err != nil {
-				return false
+				failed = true
+				break
 			}
 			last = r
-			if written += len(raw); written >= batchBytes {
-				if last.Err() != nil {
-					return false
-				}
-				written = 0
-			}
 		}
 	}
-	return last == nil || last.Err() == nil
+	if failed {
+		return false
+	}
+	if last == nil {
+		return true
+	}
+	select {
+	case <-last.Done():
+		return last.Err() == nil
+	case <-sub.q.Done():
+		return false
+	}
 }
 
 // frame encodes a runtime resource item as its frame, with the
@@ -554,10 +583,7 @@ func (sub *subscription) frame(p *pendingDelta) ([]byte, error) {
 		return json.Marshal(protocol.RuntimeResourceUpdateFrame{Pushed: pushed, RuntimeResourceUpdate: protocol.RuntimeResourceUpdate{SessionID: sub.sessionID, Ref: p.res.Ref, Resource: res}})
 	}
 	f := protocol.PtyDataFields{SessionID: sub.sessionID, Ref: p.ref, PtySequence: p.ptySeq, Data: p.ptyData, Screen: p.screen}
-	b := protocol.AppendPtyDataFrame(protocol.GetBuffer(192+len(sub.epoch)+len(sub.id)+len(sub.sessionID)+len(p.ref)+len(p.ptyData)), pushed, &f)
-	protocol.PutBuffer(p.ptyData)
-	p.ptyData = nil
-	return b, nil
+	return protocol.AppendPtyDataFrame(protocol.GetBuffer(192+len(sub.epoch)+len(sub.id)+len(sub.sessionID)+len(p.ref)+len(p.ptyData)), pushed, &f), nil
 }
 
 // watches reports whether the subscription carries PTY ref's output.
@@ -569,11 +595,16 @@ func (sub *subscription) watches(ref string) bool { return sub.ptys[ref] }
 // kernel's buffer then holds the program back, as a terminal does.
 const maxPTYPending = 1 << 20
 
-// tookPTYLocked notes that the pending PTY output went out, waking the
-// readers that wait for room.
-func (sub *subscription) tookPTYLocked() {
-	sub.ptyBytes = 0
-	if sub.ptyRoom != nil {
+// tookPTY notes that n bytes of the PTY output waiting went out (every
+// byte, with n < 0), waking the readers that wait for room.
+func (sub *subscription) tookPTY(n int) {
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
+	if n < 0 || n > sub.ptyBytes {
+		n = sub.ptyBytes
+	}
+	sub.ptyBytes -= n
+	if sub.ptyRoom != nil && sub.ptyBytes <= maxPTYPending {
 		close(sub.ptyRoom)
 		sub.ptyRoom = nil
 	}
@@ -584,7 +615,7 @@ func (sub *subscription) tookPTYLocked() {
 func (sub *subscription) waitPTYRoom(done <-chan struct{}) {
 	for {
 		sub.mu.Lock()
-		if sub.ptyBytes <= maxPTYPending || sub.closing != "" {
+		if sub.ptyBytes <= maxPTYPending {
 			sub.mu.Unlock()
 			return
 		}
@@ -595,6 +626,8 @@ func (sub *subscription) waitPTYRoom(done <-chan struct{}) {
 		sub.mu.Unlock()
 		select {
 		case <-room:
+		case <-sub.q.Done():
+			return
 		case <-done:
 			return
 		}
