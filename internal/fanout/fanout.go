@@ -17,9 +17,11 @@
 //     (Config.LiveBytes), or once older than Config.LiveAge with newer
 //     output of its stream waiting behind it, the oldest output is
 //     skipped: dropped, its byte count carried by the next item of its
-//     stream, which tells the consumer. The newest output stays. A
-//     consumer that keeps taking is never evicted because its producer is
-//     faster than it: it skips ahead instead.
+//     stream, which tells the consumer. The newest output stays. Output
+//     that means nothing without what came before it (Item.Whole) is
+//     skipped only past the live bound, and then all of its stream at
+//     once. A consumer that keeps taking is never evicted because its
+//     producer is faster than it: it skips ahead instead.
 //   - A queue is evicted when its consumer has taken nothing for
 //     Config.StallAge while items wait (it stalled), or when the records
 //     waiting pass Config.RecordBytes (they cannot drain). Its items are
@@ -61,6 +63,12 @@ type Item[T any] interface {
 	// that tells nothing of what it skipped (Skipped stays 0) is dropped
 	// once empty.
 	Skip(n int) int
+	// Whole reports whether the item's output means nothing without the
+	// output before it, as a terminal's: it is never skipped for its age,
+	// and when the live bound skips it, every item of its stream waiting
+	// goes with it and Push reports the stream, for its consumer to be
+	// sent the whole anew.
+	Whole() bool
 	// Skipped is how many bytes of the item's stream were left out just
 	// before it.
 	Skipped() int64
@@ -117,16 +125,16 @@ type Queue[T Item[T]] struct {
 	wake     chan struct{} // buffered 1: the consumer has something to look at
 	done     chan struct{} // closed once the queue is evicted or aborted
 
-	mu       sync.Mutex
-	items    []entry[T]  // guarded by mu
-	live     int         // guarded by mu: bytes of live output waiting
-	records  int         // guarded by mu: bytes of records waiting
-	started  bool        // guarded by mu: Next may deliver
-	taking   bool        // guarded by mu: the consumer waits in Next
-	since    time.Time   // guarded by mu: when the stall clock started: the consumer's last progress, or the first item to wait since
-	end      error       // guarded by mu: why the queue ends, once it does
-	dropped  bool        // guarded by mu: its items are dropped; end is final
-	timer    *time.Timer // guarded by mu: checks for a stall when nothing else does
+	mu      sync.Mutex
+	items   []entry[T]  // guarded by mu
+	live    int         // guarded by mu: bytes of live output waiting
+	records int         // guarded by mu: bytes of records waiting
+	started bool        // guarded by mu: Next may deliver
+	taking  bool        // guarded by mu: the consumer waits in Next
+	since   time.Time   // guarded by mu: when the stall clock started: the consumer's last progress, or the first item to wait since
+	end     error       // guarded by mu: why the queue ends, once it does
+	dropped bool        // guarded by mu: its items are dropped; end is final
+	timer   *time.Timer // guarded by mu: checks for a stall when nothing else does
 }
 
 // New returns a queue with cfg's bounds counting into counters. Next
@@ -220,7 +228,7 @@ func (q *Queue[T]) skipLocked(excess int, before time.Time) (skipped []string) {
 	for i := 0; i < len(q.items); {
 		e := q.items[i]
 		stream := e.it.Stream()
-		if stream == "" {
+		if stream == "" || !before.IsZero() && e.it.Whole() {
 			i++
 			continue
 		}
@@ -238,6 +246,13 @@ func (q *Queue[T]) skipLocked(excess int, before time.Time) (skipped []string) {
 			n = e.it.Skip(e.it.Size())
 		case excess <= 0:
 			return skipped
+		case e.it.Whole():
+			if n = e.it.Skip(e.it.Size()); n == 0 {
+				i++ // it cannot be skipped: its producer waits instead
+				continue
+			}
+			n += q.dropLaterLocked(stream, i+1)
+			excess -= n
 		default:
 			n = e.it.Skip(excess)
 			excess -= n
@@ -254,7 +269,7 @@ func (q *Queue[T]) skipLocked(excess int, before time.Time) (skipped []string) {
 			continue
 		}
 		switch carry := e.it.Skipped(); {
-		case later >= 0:
+		case later >= 0 && !e.it.Whole():
 			q.items[later].it.Carry(carry)
 		case carry > 0:
 			i++ // an empty item that tells of what was skipped
@@ -266,15 +281,12 @@ func (q *Queue[T]) skipLocked(excess int, before time.Time) (skipped []string) {
 	return skipped
 }
 
-// Drop leaves out every item of stream waiting, as skipped, and returns
-// their bytes: for output whose newest part means nothing without the
-// rest, such as a terminal's, which its consumer is sent again whole.
-func (q *Queue[T]) Drop(stream string) int {
-	q.mu.Lock()
-	defer q.mu.Unlock()
+// dropLaterLocked drops the items of stream from i on, and returns their
+// bytes.
+func (q *Queue[T]) dropLaterLocked(stream string, i int) int {
 	n := 0
-	kept := q.items[:0]
-	for _, e := range q.items {
+	kept := q.items[:i]
+	for _, e := range q.items[i:] {
 		if e.it.Stream() != stream {
 			kept = append(kept, e)
 			continue
@@ -284,8 +296,6 @@ func (q *Queue[T]) Drop(stream string) int {
 	}
 	clear(q.items[len(kept):])
 	q.items = kept
-	q.live -= n
-	q.counters.SkippedBytes.Add(uint64(n))
 	return n
 }
 
@@ -333,6 +343,10 @@ func (q *Queue[T]) Next(ctx context.Context, buf []T) ([]T, error) {
 
 // takeLocked moves the next batch from the queue to batch.
 func (q *Queue[T]) takeLocked(batch []T) []T {
+	if q.cfg.LiveAge > 0 {
+		// Output that waited while newer output of its stream came.
+		q.skipLocked(0, time.Now().Add(-q.cfg.LiveAge))
+	}
 	n, size := 0, 0
 	for n < len(q.items) && (n == 0 || size+q.items[n].it.Size() <= q.cfg.BatchBytes && n < q.cfg.BatchItems) {
 		it := q.items[n].it

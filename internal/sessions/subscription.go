@@ -164,6 +164,10 @@ func (p *pending) Skipped() int64 {
 // Carry implements fanout.Item.
 func (p *pending) Carry(n int64) { p.skipped += n }
 
+// Whole implements fanout.Item: a PTY's output is skipped with the rest
+// of it, for its screen.
+func (p *pending) Whole() bool { return p.pty != nil }
+
 // Merge implements fanout.Item: text of one message, output of one tool
 // call or of one PTY, up to mergeCap.
 func (p *pending) Merge(next *pending) bool {
@@ -318,7 +322,6 @@ func (sub *subscription) push(it *item) {
 		if !ok || sub.ptys[ref] != ptyStreaming {
 			continue
 		}
-		sub.q.Drop(stream)
 		sub.ptys[ref] = ptyAwaiting
 		w := sub.w
 		w.s.wg.Go(func() { w.redraw(ref) })

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"time"
 	"unicode/utf8"
 
 	"github.com/agentd-dev/agentd/internal/fanout"
@@ -27,13 +28,15 @@ const (
 
 // queueConfig bounds a subscription's queue. The worker's host reads its
 // one stream as fast as it comes, so its bounds are room for the host's
-// pauses, not flow control: past liveBytes of a tool's output or a
-// model's text the oldest is skipped (the transcript and the resource log
-// keep it); a PTY's output is never skipped but holds its reader back
-// (maxPTYPending). A host is never evicted for pausing; records past
-// RecordBytes, which no model writes so fast, evict it.
+// pauses, not flow control: past 4 MiB of a tool's output or a model's
+// text, or once some waited 250 ms with newer behind it, the oldest is
+// skipped (the transcript and the resource log keep it), so that every
+// subscriber sees the newest soon; a PTY's output is never skipped but
+// holds its reader back (maxPTYPending). A host is never evicted for
+// pausing; records past 64 MiB, which no model writes so fast, evict it.
 var queueConfig = fanout.Config{
-	LiveBytes:   8 << 20,
+	LiveBytes:   4 << 20,
+	LiveAge:     250 * time.Millisecond,
 	RecordBytes: 64 << 20,
 	BatchBytes:  256 << 10,
 	BatchItems:  512,
@@ -179,6 +182,9 @@ func (p *pendingDelta) Skipped() int64 { return p.skipped }
 
 // Carry implements fanout.Item.
 func (p *pendingDelta) Carry(n int64) { p.skipped += n }
+
+// Whole implements fanout.Item: a PTY's output is never skipped.
+func (p *pendingDelta) Whole() bool { return p.kind == itemPTY }
 
 // Release implements fanout.Item.
 func (p *pendingDelta) Release() {
