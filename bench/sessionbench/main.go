@@ -1,7 +1,8 @@
 // Command sessionbench measures agentd's sessions — a turn end to end, the
 // memory of an idle worker, a streamed turn reaching a client, listing
 // many sessions, `agentd attach` drawing its first screen, and one session
-// fanned out to many subscribers with one that stalls — beside anchors
+// fanned out to many subscribers with one that stalls, a slow reader on a
+// tool that prints as fast as it can — beside anchors
 // measured in the same run: the pi coding agent (`pi --mode rpc`: its time
 // to ready and its idle memory), a raw unix-socket stream of the same
 // frames, the host.status round trip on the same connection, `ls` of the
@@ -91,8 +92,8 @@ func main() {
 	flag.StringVar(&cfg.piDir, "pi-dir", "", "where npm installs pi (default: the user cache directory)")
 	flag.BoolVar(&cfg.noPi, "no-pi", false, "do not run pi: its anchors are reported unavailable")
 	flag.StringVar(&cfg.profile, "profile", "", "write CPU profiles of every agentd host and worker, and of this client, into `dir`; agentd then runs inside this binary")
-	flag.StringVar(&skip, "skip", "", "comma-separated parts to skip: run,stream,ls,attach,fanout,pty (rss comes with run)")
-	flag.StringVar(&only, "only", "", "comma-separated parts to run, the others skipped: run,stream,ls,attach,fanout,pty")
+	flag.StringVar(&skip, "skip", "", "comma-separated parts to skip: run,stream,ls,attach,fanout,flood,pty (rss comes with run)")
+	flag.StringVar(&only, "only", "", "comma-separated parts to run, the others skipped: run,stream,ls,attach,fanout,flood,pty")
 	flag.IntVar(&cfg.sessions, "sessions", 0, "sessions listed by `agentd ls` (default 10000, -quick 2000)")
 	flag.IntVar(&cfg.deltas, "deltas", 0, "text deltas of the streamed turn (default 100000)")
 	flag.DurationVar(&cfg.fanInterval, "fan-interval", 0, "pause between the fan-out turn's timestamp lines (default 1ms)")
@@ -114,7 +115,7 @@ func main() {
 }
 
 // parts are the bench's parts, in the order they run.
-var parts = []string{"run", "stream", "ls", "attach", "fanout", "pty"}
+var parts = []string{"run", "stream", "ls", "attach", "fanout", "flood", "pty"}
 
 func (c *config) fill(skip, only string) {
 	c.coldRuns, c.warmRuns, c.newRuns, c.piRuns = 15, 20, 10, 10
@@ -235,7 +236,7 @@ func (b *bench) run(ctx context.Context) error {
 	}
 
 	fns := map[string]func(context.Context) error{
-		"run": b.runPart, "stream": b.streamPart, "ls": b.lsPart, "attach": b.attachPart, "fanout": b.fanoutPart, "pty": b.ptyPart,
+		"run": b.runPart, "stream": b.streamPart, "ls": b.lsPart, "attach": b.attachPart, "fanout": b.fanoutPart, "flood": b.floodPart, "pty": b.ptyPart,
 	}
 	for _, name := range parts {
 		p := struct {

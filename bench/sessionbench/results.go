@@ -19,6 +19,7 @@ type results struct {
 	ls     lsResults
 	attach attachResults
 	fanout fanoutResults
+	flood  floodResults
 	pty    ptyResults
 }
 
@@ -187,6 +188,9 @@ func (b *bench) rows() []row {
 	}
 	if !b.cfg.skip["fanout"] {
 		rows = append(rows, r.fanout.rows()...)
+	}
+	if !b.cfg.skip["flood"] {
+		rows = append(rows, r.flood.rows()...)
 	}
 	if !b.cfg.skip["pty"] {
 		rows = append(rows, r.pty.rows()...)
