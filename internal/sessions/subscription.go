@@ -32,7 +32,7 @@ const (
 	// liveAge bounds how long output waits with newer output of its
 	// stream behind it: a reader slower than its producer sees the
 	// newest, not what it printed long ago.
-	liveAge = 100 * time.Millisecond
+	liveAge = 50 * time.Millisecond
 	// recordBytes bounds the records a subscription holds.
 	recordBytes = 16 << 20
 	// batchBytes bounds the deltas handed to a connection at once: a
@@ -41,8 +41,13 @@ const (
 	batchBytes = 64 << 10
 	// batchFrames bounds the frames of one batch.
 	batchFrames = 256
-	// mergeCap bounds the text one merged update carries.
+	// mergeCap bounds the output one merged PTY frame carries.
 	mergeCap = 64 << 10
+	// updateCap bounds the text (or tool output) one merged update
+	// carries: smaller, so that a reader slower than the tool, who reads
+	// a delta's bytes before the newest after it, stays within liveAge of
+	// it.
+	updateCap = 16 << 10
 	// pageBytes bounds a transcript page read for a resuming subscriber.
 	pageBytes = 256 << 10
 )
@@ -169,9 +174,9 @@ func (p *pending) Carry(n int64) { p.skipped += n }
 func (p *pending) Whole() bool { return p.pty != nil }
 
 // Merge implements fanout.Item: text of one message, output of one tool
-// call or of one PTY, up to mergeCap.
+// call (up to updateCap), or of one PTY (up to mergeCap).
 func (p *pending) Merge(next *pending) bool {
-	if next.Skipped() > 0 || p.Size()+next.Size() > mergeCap {
+	if next.Skipped() > 0 || p.pty != nil && p.Size()+next.Size() > mergeCap || p.pty == nil && p.Size()+next.Size() > updateCap {
 		return false
 	}
 	if p.pty != nil {

@@ -29,14 +29,14 @@ const (
 // queueConfig bounds a subscription's queue. The worker's host reads its
 // one stream as fast as it comes, so its bounds are room for the host's
 // pauses, not flow control: past 4 MiB of a tool's output or a model's
-// text, or once some waited 250 ms with newer behind it, the oldest is
+// text, or once some waited 50 ms with newer behind it, the oldest is
 // skipped (the transcript and the resource log keep it), so that every
 // subscriber sees the newest soon; a PTY's output is never skipped but
 // holds its reader back (maxPTYPending). A host is never evicted for
 // pausing; records past 64 MiB, which no model writes so fast, evict it.
 var queueConfig = fanout.Config{
 	LiveBytes:   4 << 20,
-	LiveAge:     250 * time.Millisecond,
+	LiveAge:     50 * time.Millisecond,
 	RecordBytes: 64 << 20,
 	BatchBytes:  256 << 10,
 	BatchItems:  512,
