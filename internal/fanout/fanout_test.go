@@ -241,7 +241,9 @@ func TestAStalledConsumerIsEvictedAndOnlyIt(t *testing.T) {
 func TestAConsumerThatKeepsTakingIsNeverEvicted(t *testing.T) {
 	var counters fanout.Counters
 	var l life
-	cfg := fanout.Config{LiveBytes: 4 << 10, RecordBytes: 1 << 20, StallAge: time.Second, BatchBytes: 1 << 10, BatchItems: 4}
+	// The stall age is far longer than the test: what could close the
+	// queue is its bounds, which a faster producer passes at once.
+	cfg := fanout.Config{LiveBytes: 4 << 10, RecordBytes: 1 << 20, StallAge: time.Minute, BatchBytes: 1 << 10, BatchItems: 4}
 	q := fanout.New[*item](cfg, &counters)
 	q.Start()
 	var pos int64
