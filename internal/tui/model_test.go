@@ -266,3 +266,21 @@ func TestAToolCallInTheHistoryAndTheStreamShowsOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestARunningCallGoesOnFromTheSnapshotOfAStreamOpenedAgain: the output a
+// running call printed while the stream was lost shows once the stream
+// is open again, from its snapshot, each line once, under one header.
+func TestARunningCallGoesOnFromTheSnapshotOfAStreamOpenedAgain(t *testing.T) {
+	m := screenModel(t)
+	m.apply(
+		protocol.SessionDelta{Event: protocol.EventToolCallStart, TurnID: "t1", ToolCall: &protocol.ToolCallInfo{ID: "c1", Name: "bash", Arguments: []byte(`{"command":"make"}`)}},
+		protocol.SessionDelta{Event: protocol.EventToolCallUpdate, TurnID: "t1", ToolCall: &protocol.ToolCallInfo{ID: "c1", Name: "bash", Output: "built a\n"}},
+	)
+	snap := protocol.SessionProjection{Session: protocol.Session{SessionID: "s-1", Status: protocol.SessionRunning},
+		ToolCalls: []protocol.RunningToolCall{{TurnID: "t1", ID: "c1", Name: "bash", Arguments: []byte(`{"command":"make"}`), Output: "built a\nbuilt b\n"}}}
+	m.Update(eventsMsg{evs: []client.FollowEvent{{SessionEvent: client.SessionEvent{Snapshot: &snap}, Reopened: true}}})
+	m.apply(protocol.SessionDelta{Event: protocol.EventToolCallUpdate, TurnID: "t1", ToolCall: &protocol.ToolCallInfo{ID: "c1", Name: "bash", Output: "built c\n"}})
+	if s := m.screen(); strings.Count(s, "● ") != 1 || !strings.Contains(s, "● $ make\n  │ built a\n  │ built b\n  │ built c\n") {
+		t.Fatalf("after the stream opened again:\n%s", s)
+	}
+}
