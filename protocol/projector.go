@@ -86,10 +86,17 @@ type streamText struct {
 	text, thinking    strings.Builder
 }
 
-// NewProjector starts from snap.
+// NewProjector starts from snap. The projector shares nothing with snap:
+// several projectors may start from one snapshot, and the snapshot stays
+// as it was.
 func NewProjector(snap SessionProjection) *Projector {
 	pr := &Projector{p: snap}
 	pr.p.Streams, pr.p.ToolCalls = nil, nil
+	if snap.RootTurn != nil {
+		pr.p.RootTurn = new(*snap.RootTurn)
+	}
+	pr.p.Queue = Queue{Steering: slices.Clone(snap.Queue.Steering), FollowUp: slices.Clone(snap.Queue.FollowUp)}
+	pr.p.Interactions, pr.p.Todo = slices.Clone(snap.Interactions), slices.Clone(snap.Todo)
 	for _, c := range snap.ToolCalls {
 		co := &callOutput{call: c}
 		co.output.WriteString(c.Output)

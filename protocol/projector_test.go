@@ -118,3 +118,34 @@ func FuzzProjector(f *testing.F) {
 		}
 	})
 }
+
+// TestProjectorsStartedFromOneSnapshotShareNothing: a stream's client and
+// a screen each follow the session from the snapshot it opened with; an
+// approval resolved in one is resolved in the other, and the snapshot
+// still holds it as it was.
+func TestProjectorsStartedFromOneSnapshotShareNothing(t *testing.T) {
+	asked := func(id string) protocol.Interaction {
+		return protocol.Interaction{InteractionID: id, SessionID: "s1", Kind: protocol.InteractionPermission, Prompt: "run bash: " + id, State: protocol.InteractionPending}
+	}
+	snap := protocol.SessionProjection{
+		Session:      protocol.Session{SessionID: "s1", Status: protocol.SessionWaiting},
+		Interactions: []protocol.Interaction{asked("i1"), asked("i2")},
+		Todo:         []protocol.TodoItem{{Text: "a step", Status: "pending"}},
+	}
+	a, b := protocol.NewProjector(snap), protocol.NewProjector(snap)
+	resolved := asked("i1")
+	resolved.State, resolved.Answer = protocol.InteractionAnswered, protocol.AnswerAllow
+	for _, pr := range []*protocol.Projector{a, b} {
+		pr.Apply(protocol.SessionDelta{Event: protocol.EventInteractionResolved, Interaction: &resolved})
+		pr.Apply(protocol.SessionDelta{Event: protocol.EventInteractionAdded, Interaction: new(asked("i3"))})
+	}
+	for name, pr := range map[string]*protocol.Projector{"first": a, "second": b} {
+		ins := pr.Projection().Interactions
+		if len(ins) != 2 || ins[0].InteractionID != "i2" || ins[1].InteractionID != "i3" {
+			t.Errorf("the %s projector's interactions: %+v", name, ins)
+		}
+	}
+	if len(snap.Interactions) != 2 || snap.Interactions[0].InteractionID != "i1" || snap.Interactions[1].InteractionID != "i2" {
+		t.Errorf("the snapshot changed: %+v", snap.Interactions)
+	}
+}

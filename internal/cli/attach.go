@@ -51,14 +51,18 @@ func newAttachCmd(e *env) *cobra.Command {
 						return openPTY(ctx, f.SessionID(), ref, in, out)
 					}
 				}
-				return tui.Run(ctx, opts)
+				return attachEnded(e, f.SessionID(), tui.Run(ctx, opts))
 			}
 			// Said on stderr, so JSON on stdout stays only the session's.
 			snap := f.Session().Snapshot()
 			fmt.Fprintf(e.stderr, "session %s · %s · %s\n", snap.Session.SessionID, snap.Session.Model, snap.Session.Status)
 			feed := tui.NewFeed(f.LastRecord())
 			feed.OnChange = tui.NewLines(e.stdout).Change
-			return followLines(ctx, e, f, feed, asJSON, jsonDeltas)
+			err = followLines(ctx, e, f, feed, asJSON, jsonDeltas)
+			if asJSON {
+				return err // a program reads why from the JSON error
+			}
+			return attachEnded(e, f.SessionID(), err)
 		},
 	}
 	fl := cmd.Flags()
@@ -67,6 +71,25 @@ func newAttachCmd(e *env) *cobra.Command {
 	fl.StringVar(&cwd, "cwd", "", "with --new: the session's working directory (default: the current directory)")
 	fl.StringVar(&model, "model", "", "with --new: the session's model, provider/model")
 	return cmd
+}
+
+// attachEnded is what attach does once following session id ended with
+// err: a session removed or a host shut down ends an attach as a detach
+// does, as tmux's attach ends when its session or server does, with what
+// happened said on stderr; any other reason is a failure.
+func attachEnded(e *env, id string, err error) error {
+	var closed *client.ClosedError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &closed) && closed.Reason == protocol.ClosedSessionRemoved, errors.Is(err, client.ErrNotFound):
+		fmt.Fprintf(e.stderr, "agentd: session %s was removed\n", id)
+	case errors.As(err, &closed) && closed.Reason == protocol.ClosedHostDraining:
+		fmt.Fprintln(e.stderr, "agentd: the host was shut down")
+	default:
+		return err
+	}
+	return nil
 }
 
 // chooseSession returns the id of the session to attach to: the one

@@ -53,8 +53,11 @@ type Options struct {
 	OpenPTY func(ctx context.Context, ref string) (string, error)
 }
 
-// Run mirrors a session on a terminal until the person detaches (Ctrl-\)
-// or ctx ends. Detaching stops nothing: the session runs on.
+// Run mirrors a session on a terminal until the person detaches (Ctrl-\),
+// ctx ends, or the session's stream ends for good. Detaching stops
+// nothing: the session runs on. A stream that ended (the session removed,
+// say) ends the screen too, and Run returns the follower's error, the
+// terminal given back.
 func Run(ctx context.Context, opts Options) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -99,8 +102,11 @@ func Run(ctx context.Context, opts Options) error {
 	cancel()
 	wg.Wait()
 	opts.Follower.Close()
-	if errors.Is(err, tea.ErrProgramKilled) && ctx.Err() != nil {
+	switch {
+	case errors.Is(err, tea.ErrProgramKilled) && ctx.Err() != nil:
 		return nil
+	case err == nil && m.ended != nil:
+		return fmt.Errorf("following session %s: %w", opts.Follower.SessionID(), m.ended)
 	}
 	return err
 }
@@ -175,6 +181,10 @@ type model struct {
 	cursor  string   // the next older page's cursor; "" before the first
 	paging  bool     // an older page is being read
 	noOlder bool     // history reaches the transcript's start, or cannot be read
+	// awaited are the history's tool calls that ran as the screen opened,
+	// by call id, until the feed has a block for them (joinCalls).
+	awaited map[string]*Block
+	skips   map[*Block][]skip // where a streaming block's stream skipped
 
 	width, height int
 	view          viewport.Model
@@ -203,9 +213,12 @@ func newModel(ctx context.Context, f *client.Follower) *model {
 		ctx: ctx, f: f, in: newInbox(), proj: protocol.NewProjector(snap), feed: NewFeed(f.LastRecord()),
 		through: snap.TranscriptSequence, noOlder: snap.TranscriptSequence == 0,
 		view: viewport.New(), input: in, render: newRenderer(), follow: true,
+		awaited: map[string]*Block{}, skips: map[*Block][]skip{},
 	}
 	m.view.KeyMap = viewport.KeyMap{} // keys are routed by the model
+	m.feed.OnChange = m.changed
 	m.feed.Streams(snap.Streams)
+	m.runningCalls(snap.ToolCalls)
 	return m
 }
 
@@ -293,16 +306,15 @@ func (m *model) events(msg eventsMsg) tea.Cmd {
 		cmds = append(cmds, m.applyEvent(ev))
 	}
 	if msg.err != nil {
-		if m.ctx.Err() != nil {
-			return tea.Quit
+		// The follower ended for good (the session removed, say): the
+		// screen lets go of the terminal, and Run says why.
+		if m.ctx.Err() == nil {
+			m.ended = msg.err
 		}
-		m.ended = msg.err
-		m.feed.Note(fmt.Sprintf("the session's stream ended: %v (ctrl+\\ leaves)", msg.err), true)
-	} else {
-		cmds = append(cmds, m.next())
+		return tea.Quit
 	}
 	m.refresh()
-	return tea.Batch(cmds...)
+	return tea.Batch(append(cmds, m.next())...)
 }
 
 // applyEvent applies one event the follower brought.
@@ -321,6 +333,7 @@ func (m *model) applyEvent(ev client.FollowEvent) tea.Cmd {
 	case ev.Snapshot != nil:
 		m.proj = protocol.NewProjector(*ev.Snapshot)
 		m.feed.Streams(ev.Snapshot.Streams)
+		m.runningCalls(ev.Snapshot.ToolCalls)
 		if ev.Reopened {
 			if !m.behind {
 				m.feed.Note("reconnected", false)
@@ -330,13 +343,18 @@ func (m *model) applyEvent(ev client.FollowEvent) tea.Cmd {
 			cmd = m.readResources()
 		}
 	default:
-		m.proj.Apply(ev.Delta)
-		m.feed.Delta(ev.Delta)
+		d := ev.Delta
+		if d.Skipped > 0 {
+			// Marked by the screen itself, where the block shows it.
+			m.skipped(d)
+			d.Skipped = 0
+		}
+		m.proj.Apply(d)
+		m.feed.Delta(d)
 	}
 	return cmd
 }
 
-// page puts a page of older transcript above the history.
 // page adds a page of older transcript above the history; while the
 // screen is not yet full, it reads the next.
 func (m *model) page(msg pageMsg) tea.Cmd {
@@ -351,16 +369,14 @@ func (m *model) page(msg pageMsg) tea.Cmd {
 	for _, r := range msg.page.Records {
 		older.Record(r)
 	}
-	for _, b := range older.Blocks {
-		b.Done = true
-	}
 	if m.cursor == "" && msg.page.Through != 0 {
 		m.through = msg.page.Through
 	}
 	m.cursor = msg.page.NextCursor
 	m.noOlder = m.cursor == ""
 	before := m.view.TotalLineCount()
-	m.history = append(older.Blocks, m.history...)
+	blocks := m.joinCalls(older.Blocks)
+	m.history = append(blocks, m.history...)
 	m.refresh()
 	if !m.follow {
 		m.view.SetYOffset(m.view.YOffset() + m.view.TotalLineCount() - before)
@@ -380,7 +396,12 @@ func (m *model) running() (string, bool) {
 	return "", false
 }
 
+// pending returns the approvals the running turn waits for: none once no
+// turn runs, whatever the stream said of them.
 func (m *model) pending() []protocol.Interaction {
+	if _, running := m.running(); !running {
+		return nil
+	}
 	return m.proj.Projection().Interactions
 }
 

@@ -2,6 +2,7 @@ package tui
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -24,14 +25,23 @@ func screenModel(t *testing.T) *model {
 	m := &model{
 		ctx: context.Background(), in: newInbox(), proj: protocol.NewProjector(snap), feed: NewFeed(0), noOlder: true,
 		view: viewport.New(), input: in, render: newRenderer(), follow: true,
+		awaited: map[string]*Block{}, skips: map[*Block][]skip{},
 	}
 	m.view.KeyMap = viewport.KeyMap{}
+	m.feed.OnChange = m.changed
 	m.Update(tea.WindowSizeMsg{Width: 100, Height: 30})
 	return m
 }
 
-// screen is what the screen shows, without its styles.
-func (m *model) screen() string { return ansi.Strip(m.View().Content) }
+// screen is what the screen shows, without its styles, nor the spaces
+// that end its lines.
+func (m *model) screen() string {
+	lines := strings.Split(ansi.Strip(m.View().Content), "\n")
+	for i, l := range lines {
+		lines[i] = strings.TrimRight(l, " ")
+	}
+	return strings.Join(lines, "\n")
+}
 
 func (m *model) apply(ds ...protocol.SessionDelta) {
 	for _, d := range ds {
@@ -87,7 +97,10 @@ func TestAnApprovalShowsUntilItIsResolved(t *testing.T) {
 	m := screenModel(t)
 	in := protocol.Interaction{InteractionID: "i1", SessionID: "s-1", Kind: protocol.InteractionPermission,
 		Prompt: "run bash: ls", Detail: []byte(`{"tool":"bash","arguments":{"command":"ls"}}`), State: protocol.InteractionPending}
-	m.apply(protocol.SessionDelta{Event: protocol.EventInteractionAdded, TurnID: "t1", Interaction: &in})
+	m.apply(
+		protocol.SessionDelta{Event: protocol.EventRunStart, TurnID: "t1", Turn: &protocol.TurnSnapshot{SessionID: "s-1", TurnID: "t1", Status: protocol.TurnRunning}},
+		protocol.SessionDelta{Event: protocol.EventInteractionAdded, TurnID: "t1", Interaction: &in},
+	)
 	if !strings.Contains(m.screen(), "? run bash: ls   y allow · n deny · a allow bash always") {
 		t.Fatalf("no approval:\n%s", m.screen())
 	}
@@ -159,5 +172,115 @@ func TestTheHelpLineKeepsItsMostNeededKeysOnANarrowScreen(t *testing.T) {
 				t.Errorf("at %d columns %q keeps %q", c.width, line, k)
 			}
 		}
+	}
+}
+
+// TestAnApprovalGoesWithItsTurn: once the turn that asked has ended, the
+// screen asks nothing, whatever its stream said of the approval, and y
+// goes to the prompt.
+func TestAnApprovalGoesWithItsTurn(t *testing.T) {
+	m := screenModel(t)
+	turn := protocol.TurnSnapshot{SessionID: "s-1", TurnID: "t1", Status: protocol.TurnRunning}
+	in := protocol.Interaction{InteractionID: "i1", SessionID: "s-1", Kind: protocol.InteractionPermission, Prompt: "run bash: ls", State: protocol.InteractionPending}
+	m.apply(
+		protocol.SessionDelta{Event: protocol.EventRunStart, TurnID: "t1", Turn: &turn},
+		protocol.SessionDelta{Event: protocol.EventInteractionAdded, TurnID: "t1", Interaction: &in},
+	)
+	if !strings.Contains(m.screen(), "? run bash: ls") {
+		t.Fatalf("no approval:\n%s", m.screen())
+	}
+	ended := turn
+	ended.Status = protocol.TurnCompleted
+	m.apply(protocol.SessionDelta{Event: protocol.EventRunEnd, TurnID: "t1", Turn: &ended})
+	press(m, 'y', 0, "y")
+	if s := m.screen(); strings.Contains(s, "y allow · n deny") || m.input.Value() != "y" {
+		t.Fatalf("after the turn's end, with y typed (input %q):\n%s", m.input.Value(), s)
+	}
+}
+
+// TestASkippedStretchIsMarkedWhereItWasUntilTheWholeComes: a reply or a
+// tool's output the stream skipped some of shows a dim mark of how much,
+// where it was left out, until the whole text replaces what streamed.
+func TestASkippedStretchIsMarkedWhereItWasUntilTheWholeComes(t *testing.T) {
+	m := screenModel(t)
+	m.apply(
+		protocol.SessionDelta{Event: protocol.EventRunStart, TurnID: "t1", Turn: &protocol.TurnSnapshot{SessionID: "s-1", TurnID: "t1", Status: protocol.TurnRunning}},
+		protocol.SessionDelta{Event: protocol.EventMessageStart, TurnID: "t1", MessageID: "m1", Role: "assistant"},
+		protocol.SessionDelta{Event: protocol.EventMessageUpdate, TurnID: "t1", MessageID: "m1", Text: "first words"},
+		protocol.SessionDelta{Event: protocol.EventMessageUpdate, TurnID: "t1", MessageID: "m1", Text: "last words", Skipped: 12_345_678},
+		protocol.SessionDelta{Event: protocol.EventToolCallStart, TurnID: "t1", ToolCall: &protocol.ToolCallInfo{ID: "c1", Name: "bash", Arguments: []byte(`{"command":"make"}`)}},
+		protocol.SessionDelta{Event: protocol.EventToolCallUpdate, TurnID: "t1", ToolCall: &protocol.ToolCallInfo{ID: "c1", Name: "bash", Output: "line 1\n"}},
+		protocol.SessionDelta{Event: protocol.EventToolCallUpdate, TurnID: "t1", ToolCall: &protocol.ToolCallInfo{ID: "c1", Name: "bash", Output: "line 900\n"}, Skipped: 2048},
+	)
+	s := m.screen()
+	for _, want := range []string{"first words\n… 12.3 MB skipped …\nlast words", "│ line 1\n  │ … 2.0 kB skipped …\n  │ line 900"} {
+		if !strings.Contains(s, want) {
+			t.Fatalf("the screen lacks %q:\n%s", want, s)
+		}
+	}
+	if !strings.Contains(m.View().Content, styleDim.Render(skippedText(12_345_678))) {
+		t.Errorf("the mark is not dim: %q", m.View().Content)
+	}
+	m.apply(
+		protocol.SessionDelta{Event: protocol.EventMessageEnd, TurnID: "t1", MessageID: "m1", Text: "first words, all of them, last words"},
+		protocol.SessionDelta{Event: protocol.EventToolCallEnd, TurnID: "t1", ToolCall: &protocol.ToolCallInfo{ID: "c1", Name: "bash", Output: "line 1\nline 2\nline 900\n"}},
+	)
+	s = m.screen()
+	if strings.Contains(s, "skipped") || !strings.Contains(s, "first words, all of them, last words") || !strings.Contains(s, "│ line 2") {
+		t.Fatalf("once whole:\n%s", s)
+	}
+}
+
+// TestAToolCallInTheHistoryAndTheStreamShowsOnce: a call that runs as the
+// screen opens is in the history's last reply and in the stream; it shows
+// once, where the history has it, with its arguments and all its output,
+// whether the history's page or the stream's first delta of it comes
+// first.
+func TestAToolCallInTheHistoryAndTheStreamShowsOnce(t *testing.T) {
+	call := protocol.MessageData{Role: "assistant", Parts: []protocol.MessagePart{
+		{Type: protocol.PartText, Text: "Running it."},
+		{Type: protocol.PartToolCall, ToolCall: &protocol.ToolCallPart{ID: "c1", Name: "bash", Arguments: []byte(`{"command":"make"}`)}},
+	}}
+	data, _ := json.Marshal(call)
+	page := pageMsg{page: client.TranscriptPage{Through: 2, Records: []protocol.TranscriptRecord{
+		{Seq: 1, Type: protocol.RecordTurnStart, TurnID: "t1", Data: []byte(`{}`)},
+		{Seq: 2, Type: protocol.RecordAssistantMessage, TurnID: "t1", Data: data},
+	}}}
+	output := func(text string) protocol.SessionDelta {
+		return protocol.SessionDelta{Event: protocol.EventToolCallUpdate, TurnID: "t1", ToolCall: &protocol.ToolCallInfo{ID: "c1", Name: "bash", Output: text}}
+	}
+	for _, pageFirst := range []bool{true, false} {
+		m := screenModel(t)
+		m.noOlder = false
+		if pageFirst {
+			m.Update(page)
+		}
+		m.apply(output("built a\n"))
+		if !pageFirst {
+			m.Update(page)
+		}
+		m.apply(output("built b\n"), protocol.SessionDelta{Event: protocol.EventToolCallEnd, TurnID: "t1", ToolCall: &protocol.ToolCallInfo{ID: "c1", Name: "bash", Output: "built a\nbuilt b\ndone\n"}})
+		s := m.screen()
+		if strings.Count(s, "● ") != 1 || !strings.Contains(s, "Running it.\n● $ make\n  │ built a\n  │ built b\n  │ done") {
+			t.Errorf("the page first: %t:\n%s", pageFirst, s)
+		}
+	}
+}
+
+// TestARunningCallGoesOnFromTheSnapshotOfAStreamOpenedAgain: the output a
+// running call printed while the stream was lost shows once the stream
+// is open again, from its snapshot, each line once, under one header.
+func TestARunningCallGoesOnFromTheSnapshotOfAStreamOpenedAgain(t *testing.T) {
+	m := screenModel(t)
+	m.apply(
+		protocol.SessionDelta{Event: protocol.EventToolCallStart, TurnID: "t1", ToolCall: &protocol.ToolCallInfo{ID: "c1", Name: "bash", Arguments: []byte(`{"command":"make"}`)}},
+		protocol.SessionDelta{Event: protocol.EventToolCallUpdate, TurnID: "t1", ToolCall: &protocol.ToolCallInfo{ID: "c1", Name: "bash", Output: "built a\n"}},
+	)
+	snap := protocol.SessionProjection{Session: protocol.Session{SessionID: "s-1", Status: protocol.SessionRunning},
+		ToolCalls: []protocol.RunningToolCall{{TurnID: "t1", ID: "c1", Name: "bash", Arguments: []byte(`{"command":"make"}`), Output: "built a\nbuilt b\n"}}}
+	m.Update(eventsMsg{evs: []client.FollowEvent{{SessionEvent: client.SessionEvent{Snapshot: &snap}, Reopened: true}}})
+	m.apply(protocol.SessionDelta{Event: protocol.EventToolCallUpdate, TurnID: "t1", ToolCall: &protocol.ToolCallInfo{ID: "c1", Name: "bash", Output: "built c\n"}})
+	if s := m.screen(); strings.Count(s, "● ") != 1 || !strings.Contains(s, "● $ make\n  │ built a\n  │ built b\n  │ built c\n") {
+		t.Fatalf("after the stream opened again:\n%s", s)
 	}
 }

@@ -75,13 +75,14 @@ func (r *renderer) setWidth(w int) {
 	r.width, r.cache = w, map[*Block]rendered{}
 }
 
-// block renders b, or returns "" for a block that shows nothing.
-func (r *renderer) block(b *Block) string {
-	key := fmt.Sprintf("%d/%d/%d/%t/%t/%d", len(b.Text), len(b.Tool.Output), b.Seq, b.Done, b.Error, b.Kind)
+// block renders b, with a mark at each place its stream skipped, or
+// returns "" for a block that shows nothing.
+func (r *renderer) block(b *Block, skips []skip) string {
+	key := fmt.Sprintf("%d/%d/%d/%t/%t/%d/%v", len(b.Text), len(b.Tool.Output), b.Seq, b.Done, b.Error, b.Kind, skips)
 	if c, ok := r.cache[b]; ok && c.key == key {
 		return c.out
 	}
-	out := r.draw(b)
+	out := r.draw(b, skips)
 	r.cache[b] = rendered{key, out}
 	return out
 }
@@ -90,7 +91,7 @@ func (r *renderer) wrap(s string) string {
 	return lipgloss.NewStyle().Width(max(r.width, 1)).Render(s)
 }
 
-func (r *renderer) draw(b *Block) string {
+func (r *renderer) draw(b *Block, skips []skip) string {
 	switch b.Kind {
 	case BlockTurn:
 		s := "── turn " + b.TurnID
@@ -112,6 +113,16 @@ func (r *renderer) draw(b *Block) string {
 		if b.Done {
 			return Markdown(text, r.width)
 		}
+		if len(skips) > 0 {
+			pieces, between := split(b.Text, skips)
+			var s strings.Builder
+			s.WriteString(plain(pieces[0]))
+			for i, sk := range between {
+				s.WriteString("\n" + styleDim.Render(skippedText(sk.n)) + "\n")
+				s.WriteString(plain(pieces[i+1]))
+			}
+			text = s.String()
+		}
 		return r.wrap(text)
 	case BlockTool:
 		head, style := "● ", styleTool
@@ -122,18 +133,17 @@ func (r *renderer) draw(b *Block) string {
 			style = styleToolOK
 		}
 		lines := []string{style.Render(r.wrap(head + plain(DescribeTool(b.Tool))))}
-		out := strings.Split(strings.TrimRight(plain(b.Tool.Output), "\n"), "\n")
-		if len(out) == 1 && out[0] == "" {
-			out = nil
+		pieces, between := split(b.Tool.Output, skips)
+		out := r.outputLines(nil, pieces[0])
+		for i, sk := range between {
+			out = append(out, styleDim.Render("  │ "+truncate(skippedText(sk.n), r.width-4)))
+			out = r.outputLines(out, pieces[i+1])
 		}
 		if len(out) > toolLines {
 			lines = append(lines, styleDim.Render(fmt.Sprintf("  │ … %d lines above", len(out)-toolLines)))
 			out = out[len(out)-toolLines:]
 		}
-		for _, l := range out {
-			lines = append(lines, styleDim.Render("  │ ")+truncate(l, r.width-4))
-		}
-		return strings.Join(lines, "\n")
+		return strings.Join(append(lines, out...), "\n")
 	case BlockEnd:
 		if b.Error {
 			return styleError.Render("── " + plain(b.Text))
@@ -146,6 +156,19 @@ func (r *renderer) draw(b *Block) string {
 		return styleDim.Render(r.wrap("· " + plain(b.Text)))
 	}
 	return ""
+}
+
+// outputLines appends to lines those of a tool's output, each drawn
+// under the tool's header.
+func (r *renderer) outputLines(lines []string, output string) []string {
+	out := strings.TrimRight(plain(output), "\n")
+	if out == "" {
+		return lines
+	}
+	for l := range strings.SplitSeq(out, "\n") {
+		lines = append(lines, styleDim.Render("  │ ")+truncate(l, r.width-4))
+	}
+	return lines
 }
 
 // plain makes text from a model or a tool safe to draw: its control
@@ -178,7 +201,10 @@ func (m *model) refresh() {
 	var parts []string
 	for _, bs := range [][]*Block{m.history, m.feed.Blocks} {
 		for _, b := range bs {
-			if s := m.render.block(b); s != "" {
+			if b.Done {
+				delete(m.skips, b) // its whole text replaced what streamed
+			}
+			if s := m.render.block(b, m.skips[b]); s != "" {
 				parts = append(parts, s)
 			}
 		}
@@ -250,7 +276,7 @@ func (m *model) panel() string {
 	for _, q := range p.Queue.FollowUp {
 		lines = append(lines, truncate(styleDim.Render("queued: ")+plain(firstLine(q.Content.Text)), m.width))
 	}
-	if ins := p.Interactions; len(ins) > 0 {
+	if ins := m.pending(); len(ins) > 0 {
 		s := fmt.Sprintf("? %s   y allow · n deny · a allow %s always", plain(ins[0].Prompt), plain(ins[0].Tool()))
 		if len(ins) > 1 {
 			s += fmt.Sprintf(" (%d more)", len(ins)-1)
