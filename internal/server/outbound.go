@@ -3,6 +3,7 @@ package server
 import (
 	"errors"
 	"fmt"
+	"net"
 	"runtime"
 	"sync"
 
@@ -256,6 +257,21 @@ func (w *OutboundWriter) CloseAfterFlush() {
 	w.closing = true
 	w.mu.Unlock()
 	w.signal()
+}
+
+// LimitSocketBuffer asks the connection's socket to hold about n bytes at
+// most on their way to the peer, where its transport allows: for a peer
+// that reads slower than it is written to, what the kernel holds is what
+// it sees late.
+func (w *OutboundWriter) LimitSocketBuffer(n int) error {
+	conn, ok := w.out.(interface{ NetConn() net.Conn })
+	if !ok {
+		return nil
+	}
+	if s, ok := conn.NetConn().(interface{ SetWriteBuffer(int) error }); ok {
+		return s.SetWriteBuffer(n)
+	}
+	return nil
 }
 
 // Queued returns the bytes queued and not yet written, the frame being

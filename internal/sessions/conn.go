@@ -21,6 +21,7 @@ type clientConn struct {
 	subs        map[string]*subscription  // guarded by mu: by id
 	room        chan struct{}             // guarded by mu: closed when a batch of the connection is flushed
 	turn        chan struct{}             // buffered 1: held by the subscription queuing a batch
+	slowed      sync.Once                 // its socket's buffer is cut down for a slow reader
 	controllers map[string]controllerHeld // guarded by mu: PTY controllers it acquired, by id
 }
 
@@ -72,6 +73,22 @@ func (c *clientConn) send(done <-chan struct{}, write func()) bool {
 			return false
 		}
 	}
+}
+
+// slowSocketBuffer is what a connection's socket holds on its way to a
+// client found reading slower than its session prints: about 30 ms of
+// reading at 1 MB/s, instead of the system's default of 200 KiB or more.
+const slowSocketBuffer = 32 << 10
+
+// slow cuts down the connection's socket buffer once a subscription of it
+// skipped ahead: the output the kernel holds for it is output it sees
+// late.
+func (c *clientConn) slow() {
+	c.slowed.Do(func() {
+		if err := c.out.LimitSocketBuffer(slowSocketBuffer); err != nil {
+			c.s.log.Warn("cutting down a slow client's socket buffer", "connection", c.id.ConnectionID, "err", err)
+		}
+	})
 }
 
 // flushed runs on the connection's writer once a batch is written: the

@@ -322,7 +322,11 @@ func (s *Service) queueConfig() fanout.Config {
 // waits for its screen, the rest of its output left out; the worker is
 // asked for it. Call with w.mu held.
 func (sub *subscription) push(it *item) {
-	for _, stream := range sub.q.Push(newPending(it)) {
+	skipped := sub.q.Push(newPending(it))
+	if len(skipped) > 0 {
+		sub.c.slow()
+	}
+	for _, stream := range skipped {
 		ref, ok := ptyRef(stream)
 		if !ok || sub.ptys[ref] != ptyStreaming {
 			continue
