@@ -47,6 +47,15 @@ func GetBuffer(n int) []byte {
 	return make([]byte, 0, size)
 }
 
+// bufferSize returns the capacity of the buffer GetBuffer(n) returns.
+func bufferSize(n int) int {
+	c, size := bufferClass(n)
+	if c < 0 || n < 1<<minBufferShift/2 {
+		return n
+	}
+	return size
+}
+
 // PutBuffer gives b back for a later GetBuffer. Nothing may use b, or
 // anything sliced from it, after. A buffer not from GetBuffer is taken
 // when its capacity is one of the pooled sizes, and dropped otherwise.

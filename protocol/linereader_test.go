@@ -81,7 +81,7 @@ func TestLineReaderSplitsMessagesAndBoundsThem(t *testing.T) {
 		{"a line far over the limit is refused before its end", strings.Repeat("x", 100), nil, ErrMessageTooLarge},
 	}
 	for _, c := range cases {
-		for _, bufSize := range []int{16, 64} {
+		for _, bufSize := range []int{1, 16, 64} {
 			for _, chunk := range []int{1, 3, 1000} {
 				l := newLineReader(&chunked{b: []byte(c.data), n: chunk}, max, bufSize)
 				msgs, err := readAll(l)
@@ -121,16 +121,20 @@ func TestLineReaderAcceptsAMessageOfMaxMessageBytes(t *testing.T) {
 }
 
 // FuzzLineReader checks the reader against the model for any bytes, any
-// way the stream is cut and any buffer size, the limit small enough that
-// messages cross it and span buffers.
+// way the stream is cut and any size of small buffer, the limit small
+// enough that messages cross it and outgrow the buffer. Read again under
+// a budget, it returns the same messages up to one it refuses with
+// ErrOverBudget, never holds more than the budget, and gives all of it
+// back once released.
 func FuzzLineReader(f *testing.F) {
-	f.Add([]byte("{}\n{\"a\":1}\r\n"), uint8(16), uint8(1))
-	f.Add([]byte("abc"), uint8(20), uint8(2))
-	f.Add([]byte("0123456789abcdefghij\n\n\r\r\n"), uint8(0), uint8(7))
-	f.Add([]byte(strings.Repeat("y", 300)+"\n"), uint8(5), uint8(255))
-	f.Fuzz(func(t *testing.T, data []byte, max, chunk uint8) {
-		bufSize := 16 + int(chunk)%48 // bufio's least is 16
-		l := newLineReader(&chunked{b: data, n: 1 + int(chunk)}, int(max), bufSize)
+	f.Add([]byte("{}\n{\"a\":1}\r\n"), uint8(16), uint8(1), uint16(0))
+	f.Add([]byte("abc"), uint8(20), uint8(2), uint16(64))
+	f.Add([]byte("0123456789abcdefghij\n\n\r\r\n"), uint8(0), uint8(7), uint16(1000))
+	f.Add([]byte(strings.Repeat("y", 300)+"\n"), uint8(5), uint8(255), uint16(40))
+	f.Add([]byte(strings.Repeat("z", 100)+"\n"+strings.Repeat("w", 200)+"\nab\n"), uint8(250), uint8(16), uint16(300))
+	f.Fuzz(func(t *testing.T, data []byte, max, chunk uint8, budget uint16) {
+		small := 16 + int(chunk)%48
+		l := newLineReader(&chunked{b: data, n: 1 + int(chunk)}, int(max), small)
 		msgs, err := readAll(l)
 		wantMsgs, wantErr := model(data, int(max))
 		if !errors.Is(err, wantErr) || len(msgs) != len(wantMsgs) {
@@ -141,5 +145,68 @@ func FuzzLineReader(f *testing.F) {
 				t.Fatalf("message %d is %q; want %q", i, msgs[i], wantMsgs[i])
 			}
 		}
+
+		b := &countingBudget{limit: int(budget)}
+		l = newLineReader(&chunked{b: data, n: 1 + int(chunk)}, int(max), small)
+		l.budget = b
+		msgs, err = readAll(l)
+		l.Release()
+		if !errors.Is(err, ErrOverBudget) && (!errors.Is(err, wantErr) || len(msgs) != len(wantMsgs)) {
+			t.Fatalf("under a budget of %d: read %q, %v; want %q, %v", budget, msgs, err, wantMsgs, wantErr)
+		}
+		for i := range msgs {
+			if i >= len(wantMsgs) || msgs[i] != wantMsgs[i] {
+				t.Fatalf("under a budget of %d: message %d is %q; want %q", budget, i, msgs[i], wantMsgs)
+			}
+		}
+		if b.held != 0 || b.peak > b.limit {
+			t.Fatalf("under a budget of %d: %d bytes still held once released, %d at most", budget, b.held, b.peak)
+		}
 	})
+}
+
+// countingBudget is a ReadBudget of limit bytes for one reader.
+type countingBudget struct{ limit, held, peak int }
+
+func (b *countingBudget) Reserve(n int) bool {
+	if b.held+n > b.limit {
+		return false
+	}
+	b.held += n
+	b.peak = max(b.peak, b.held)
+	return true
+}
+
+func (b *countingBudget) Release(n int) { b.held -= n }
+
+func TestLineReaderHoldsOnlyItsSmallBufferBetweenMessages(t *testing.T) {
+	big := strings.Repeat("b", 100<<10)
+	b := &countingBudget{limit: 1 << 20}
+	// A read never spans two of these: each message arrives on its own.
+	src := io.MultiReader(strings.NewReader(big+"\n"), strings.NewReader("small\n"), strings.NewReader(big+"\n"), strings.NewReader("rest"))
+	l := NewBudgetedLineReader(src, b)
+	if m, err := l.Next(); err != nil || len(m) != len(big) {
+		t.Fatalf("a large message: %d bytes, %v", len(m), err)
+	}
+	if b.held < len(big) {
+		t.Fatalf("%d bytes reserved for a message of %d", b.held, len(big))
+	}
+	if m, err := l.Next(); err != nil || string(m) != "small" {
+		t.Fatalf("a small message: %q, %v", m, err)
+	}
+	if b.held != 0 || cap(l.buf) != lineReaderBufferSize {
+		t.Fatalf("past the large message: %d bytes reserved, a buffer of %d; want none and %d", b.held, cap(l.buf), lineReaderBufferSize)
+	}
+	if m, err := l.Next(); err != nil || len(m) != len(big) {
+		t.Fatalf("a second large message: %d bytes, %v", len(m), err)
+	}
+	if m, err := l.Next(); !errors.Is(err, io.ErrUnexpectedEOF) || string(m) != "rest" {
+		t.Fatalf("the last line: %q, %v", m, err)
+	}
+	if b.held != 0 {
+		t.Fatalf("past the second large message: %d bytes reserved", b.held)
+	}
+	if _, err := l.Next(); !errors.Is(err, io.EOF) || l.buf != nil {
+		t.Fatalf("at the end: %v, a buffer of %d; want io.EOF and none", err, cap(l.buf))
+	}
 }

@@ -1,8 +1,9 @@
 // Command hostbench measures the agentd host's protocol beside anchors
 // measured in the same run: host.status latency beside a raw line echo
 // server and a JSON echo server, pipelined throughput beside the JSON echo
-// server driven the same way, the idle host's memory, and the CLI's cold
-// and warm `agentd status` beside `tmux list-sessions`.
+// server driven the same way, the idle host's memory, the host's memory
+// while many connections hold half-sent large requests, and the CLI's
+// cold and warm `agentd status` beside `tmux list-sessions`.
 //
 // The host under test is the real binary (built from ./cmd/agentd unless
 // -agentd names one), run as its own process; the echo servers are this
@@ -61,7 +62,7 @@ func main() {
 	flag.StringVar(&cfg.agentdCgo, "agentd-cgo", "", "with -agentd: the same program built with cgo (a plain go build), timed beside it in the CLI part")
 	flag.StringVar(&cfg.profile, "profile", "", "write CPU profiles of the host, the JSON echo server and this client into `dir`; the host then runs host.Start inside this binary")
 	flag.IntVar(&cfg.latencyN, "n", 0, "sequential host.status requests per target (default 100000, -quick 20000)")
-	flag.StringVar(&skip, "skip", "", "comma-separated parts to skip: latency,pipeline,rss,cli")
+	flag.StringVar(&skip, "skip", "", "comma-separated parts to skip: latency,pipeline,rss,partial,cli")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "hostbench: unexpected arguments %q\n", flag.Args())
@@ -167,6 +168,11 @@ func (b *bench) run(ctx context.Context) error {
 
 	if err := b.protocolParts(ctx); err != nil {
 		return err
+	}
+	if !b.cfg.skip["partial"] {
+		if err := b.partialPart(ctx); err != nil {
+			return err
+		}
 	}
 	if !b.cfg.skip["cli"] {
 		if err := b.cliPart(ctx); err != nil {

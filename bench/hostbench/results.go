@@ -29,6 +29,7 @@ type results struct {
 
 	rssAgentd, rssJSON, rssRaw int64
 	rssAgentdLoaded            int64
+	partial                    partialResult
 
 	tmux                bool
 	cold, warm, version cliResult
@@ -44,6 +45,11 @@ const (
 	goalThroughput = 0.70 // pipelined requests/s ≥ 70% of the JSON echo's
 	goalRSS        = 20 << 20
 	goalWarmVsTmux = 1.0 // warm `agentd status` median ≤ tmux list-sessions median
+	// What 1,000 connections holding half-sent large requests add to the
+	// host's RSS with them idle, and the host's RSS over idle
+	// partialReturn after they close.
+	goalPartialHeld  = 64 << 20
+	goalPartialAfter = partialBackMargin
 )
 
 func (r *results) rows() []row {
@@ -75,6 +81,14 @@ func (r *results) rows() []row {
 		if r.rssAgentdLoaded > 0 {
 			rows = append(rows, row{"host RSS after the pipelined runs", mib(r.rssAgentdLoaded), "-", nan, "-", "info"})
 		}
+	}
+	if p := r.partial; p.idle > 0 {
+		perConn, anchorPerConn := perConnKiB(p.conns, p.idle), perConnKiB(p.anchorConns, p.anchorIdle)
+		rows = append(rows,
+			row{"idle memory a connection", fmt.Sprintf("%.1f KiB", perConn), fmt.Sprintf("%.1f KiB raw echo", anchorPerConn), perConn / anchorPerConn, "-", "info"},
+			row{fmt.Sprintf("%d half-sent 780 KB requests: RSS added", partialConns), "+" + mib(p.held-p.conns), mib(p.conns) + " idle conns", float64(p.held) / float64(p.conns), "≤ +64 MiB", table.Verdict(p.held-p.conns <= goalPartialHeld)},
+			row{fmt.Sprintf("  RSS over the idle host %s after they close", partialReturn), "+" + mib(p.after-p.idle), mib(p.idle) + " idle host", float64(p.after) / float64(p.idle), "≤ +" + mib(goalPartialAfter), table.Verdict(p.after-p.idle <= goalPartialAfter)},
+		)
 	}
 	if r.warm.runs > 0 {
 		anchor := func(d time.Duration) string {

@@ -57,8 +57,11 @@ type sessionConfig struct {
 	// forwards operations for its clients.
 	trustCaller bool
 	diagnostic  func(kind, msg string)
-	onTeardown  func()
-	logger      *slog.Logger
+	// reads is the budget the transport's reader reserves from, named in
+	// the diagnostic of a connection that would pass it; nil when none.
+	reads      *transport.Budget
+	onTeardown func()
+	logger     *slog.Logger
 }
 
 type slot int
@@ -185,6 +188,23 @@ func (s *connSession) violation(format string, args ...any) {
 	s.tearDown(errors.New(msg))
 }
 
+// closeWith records why this connection is closed, as a diagnostic of
+// kind, and closes it.
+func (s *connSession) closeWith(kind string, err error) {
+	msg := fmt.Sprintf("connection %s closed: %v", s.cfg.identity.ConnectionID, err)
+	s.cfg.diagnostic(kind, msg)
+	s.tearDown(errors.New(msg))
+}
+
+// readBudgetError says what of budget a connection refused with err was
+// refused.
+func readBudgetError(err error, budget *transport.Budget) error {
+	if budget == nil {
+		return err
+	}
+	return fmt.Errorf("%w (%d of the host's %d bytes for partly read messages held)", err, budget.Held(), budget.Limit())
+}
+
 func (s *connSession) writerFailed(err error) {
 	var qerr *QueueError
 	if errors.As(err, &qerr) {
@@ -196,6 +216,7 @@ func (s *connSession) writerFailed(err error) {
 // readLoop reads and dispatches requests. It reports whether the client
 // ended its input cleanly (read EOF) rather than the connection failing.
 func (s *connSession) readLoop() (clean bool) {
+	defer s.cfg.transport.ReleaseReader()
 	for {
 		line, err := s.cfg.transport.Read()
 		if err != nil {
@@ -207,6 +228,10 @@ func (s *connSession) readLoop() (clean bool) {
 				s.tearDown(context.Cause(s.ctx))
 			case errors.Is(err, transport.ErrTooLarge):
 				s.violation("%v", err)
+			case errors.Is(err, transport.ErrMessageTimeout):
+				s.closeWith(kindStalled, err)
+			case errors.Is(err, transport.ErrOverBudget):
+				s.closeWith(kindReadBudget, readBudgetError(err, s.cfg.reads))
 			default:
 				s.tearDown(err)
 			}

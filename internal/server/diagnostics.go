@@ -32,6 +32,8 @@ const (
 	kindHandshake  = "handshake refused"
 	kindViolation  = "protocol violation"
 	kindSlowClient = "client not reading"
+	kindStalled    = "message not completed in time"
+	kindReadBudget = "read budget spent"
 	kindConnection = "connection failed"
 	kindOperation  = "operation failed"
 	kindHost       = "host"

@@ -21,6 +21,8 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"runtime"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -84,8 +86,20 @@ type Config struct {
 	// IdleGrace is how long the host stays with no connection and nothing
 	// busy before it retires; zero means never.
 	IdleGrace time.Duration
-	// HandshakeTimeout bounds the wait for a client's hello (default 10s).
+	// HandshakeTimeout bounds the wait for a client's hello (default
+	// protocol.HandshakeTimeout).
 	HandshakeTimeout time.Duration
+	// MessageTimeout bounds how long one message may take to arrive once
+	// its first byte has, after the handshake (default
+	// protocol.MessageTimeout). A connection whose message is not whole
+	// in time is closed, with a diagnostic.
+	MessageTimeout time.Duration
+	// MaxReadBytes bounds the bytes held at once, across every
+	// connection, for messages that outgrow a connection's small read
+	// buffer, hellos included (default protocol.MaxReadBytes). A
+	// connection whose message would take the total past it is closed,
+	// with a diagnostic.
+	MaxReadBytes int64
 	// MaxConnections bounds the connections served at once, those still
 	// in their handshake included (default protocol.MaxConnections). One
 	// more is answered protocol.Refused and closed.
@@ -124,7 +138,8 @@ type Server struct {
 	logger    *slog.Logger
 	diag      *diagnostics
 	ln        *net.UnixListener
-	hostTable Table // constant: host.* handlers
+	hostTable Table             // constant: host.* handlers
+	reads     *transport.Budget // constant: every connection's read buffers beyond the small one
 
 	base     context.Context // handlers run under it; cancelled after the drain timeout
 	cancel   context.CancelCauseFunc
@@ -138,6 +153,7 @@ type Server struct {
 	residencies atomic.Int64
 	nextConn    atomic.Uint64
 	conns       atomic.Int64 // connections accepted and not yet closed, in their handshake included
+	trimming    atomic.Bool  // a trim of the memory read buffers let go is pending
 
 	// Lock order: pubMu before mu.
 	pubMu    sync.Mutex // serializes state changes with their publication
@@ -165,7 +181,13 @@ func Start(cfg Config) (*Server, error) {
 		cfg.CompositionID = protocol.CompositionInteractive
 	}
 	if cfg.HandshakeTimeout <= 0 {
-		cfg.HandshakeTimeout = 10 * time.Second
+		cfg.HandshakeTimeout = protocol.HandshakeTimeout
+	}
+	if cfg.MessageTimeout <= 0 {
+		cfg.MessageTimeout = protocol.MessageTimeout
+	}
+	if cfg.MaxReadBytes <= 0 {
+		cfg.MaxReadBytes = protocol.MaxReadBytes
 	}
 	if cfg.DrainTimeout <= 0 {
 		cfg.DrainTimeout = 10 * time.Second
@@ -193,6 +215,7 @@ func Start(cfg Config) (*Server, error) {
 		state:     protocol.StateStarting,
 	}
 	h.diag = newDiagnostics(h.logger)
+	h.reads = transport.NewBudget(cfg.MaxReadBytes)
 	h.base, h.cancel = context.WithCancelCause(context.Background())
 	h.hostTable = h.hostHandlers()
 	if err := h.publish(protocol.StateStarting); err != nil {
@@ -232,6 +255,10 @@ func (h *Server) Err() error {
 	defer h.mu.Unlock()
 	return h.err
 }
+
+// ReadBytesHeld returns the bytes the server's connections hold now for
+// messages that outgrew their small read buffers, within MaxReadBytes.
+func (h *Server) ReadBytesHeld() int64 { return h.reads.Held() }
 
 // Logger returns the host's logger, for a composition to share.
 func (h *Server) Logger() *slog.Logger { return h.logger }
@@ -447,7 +474,10 @@ func (h *Server) serveConn(c *net.UnixConn) {
 		c.Close()
 		return
 	}
-	t := transport.New(c)
+	t := transport.NewBudgeted(c, h.reads)
+	// This goroutine reads the connection from the hello to its end.
+	defer h.readsReleased()
+	defer t.ReleaseReader()
 	id, ok := h.handshake(c, t)
 	if !ok {
 		t.Abort(nil)
@@ -468,6 +498,7 @@ func (h *Server) serveConn(c *net.UnixConn) {
 		diagnostic: func(kind, msg string) {
 			h.diag.record(slog.LevelWarn, kind, msg)
 		},
+		reads:  h.reads,
 		logger: h.logger,
 	})
 	if !h.addSession(s) {
@@ -479,11 +510,61 @@ func (h *Server) serveConn(c *net.UnixConn) {
 	h.removeSession(s)
 }
 
+// Memory that a burst of large messages held is given back to the
+// system once their connections have let it go: the runtime would keep
+// pooled buffers until two collections pass, and return freed pages over
+// minutes. A trim waits trimDelay for the rest of a burst of closes, then
+// collects twice and returns what is free; it follows only a fall of at
+// least trimAfter bytes and to at most half the peak, so a host that
+// reads a large prompt now and then never trims.
+const (
+	trimAfter = 8 << 20
+	trimDelay = 500 * time.Millisecond
+)
+
+// readsReleased is called once a connection has let go of its read
+// buffers: it starts a trim when they were much of what the host held.
+func (h *Server) readsReleased() {
+	peak, held := h.reads.Peak(), h.reads.Held()
+	if peak-held < trimAfter || held > peak/2 || !h.trimming.CompareAndSwap(false, true) {
+		return
+	}
+	// The connection's goroutine is one of h.wg's, so the wait group is
+	// not yet waited for.
+	h.wg.Go(h.trim)
+}
+
+func (h *Server) trim() {
+	defer h.trimming.Store(false)
+	t := time.NewTimer(trimDelay)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-h.base.Done():
+		return
+	}
+	h.reads.ResetPeak()
+	// The first collection moves pooled buffers aside, the second drops
+	// them; FreeOSMemory's collection is the second.
+	runtime.GC()
+	debug.FreeOSMemory()
+}
+
 func (h *Server) handshake(c *net.UnixConn, t *transport.Conn) (Identity, bool) {
 	c.SetReadDeadline(time.Now().Add(h.cfg.HandshakeTimeout))
 	line, err := t.Read()
 	if err != nil {
-		h.logger.Debug("handshake not completed", "err", err)
+		var ne net.Error
+		switch {
+		case errors.As(err, &ne) && ne.Timeout():
+			h.diag.record(slog.LevelWarn, kindHandshake, fmt.Sprintf("handshake refused: no hello within %v", h.cfg.HandshakeTimeout))
+		case errors.Is(err, transport.ErrOverBudget):
+			h.diag.record(slog.LevelWarn, kindReadBudget, fmt.Sprintf("handshake refused: %v", readBudgetError(err, h.reads)))
+		case errors.Is(err, transport.ErrTooLarge):
+			h.diag.record(slog.LevelWarn, kindHandshake, fmt.Sprintf("handshake refused: %v", err))
+		default:
+			h.logger.Debug("handshake not completed", "err", err)
+		}
 		return Identity{}, false
 	}
 	frame, err := protocol.DecodeClientFrame(line)
@@ -506,6 +587,10 @@ func (h *Server) handshake(c *net.UnixConn, t *transport.Conn) (Identity, bool) 
 		return Identity{}, false
 	}
 	c.SetReadDeadline(time.Time{})
+	if err := t.SetMessageTimeout(h.cfg.MessageTimeout); err != nil {
+		h.diag.record(slog.LevelError, kindConnection, fmt.Sprintf("connection failed: %v", err))
+		return Identity{}, false
+	}
 	id := Identity{
 		ConnectionID:     "c" + fmt.Sprint(h.nextConn.Add(1)),
 		ClientInstanceID: hello.ClientInstanceID,

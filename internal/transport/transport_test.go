@@ -86,3 +86,37 @@ func TestWriteFrameSendsOneLine(t *testing.T) {
 		t.Fatalf("peer read %q, %v", got, err)
 	}
 }
+
+func TestMessagesLargerThanTheWriteBufferGoOutInOrderBetweenSmallOnes(t *testing.T) {
+	c, peer := pair(t)
+	msgs := [][]byte{
+		[]byte(`{"a":1}`),
+		bytes.Repeat([]byte("x"), writeBufferSize+10),
+		[]byte(`{"b":2}`),
+		bytes.Repeat([]byte("y"), writeBufferSize-100),
+		bytes.Repeat([]byte("z"), 200),
+	}
+	errc := make(chan error, 1)
+	go func() {
+		for _, m := range msgs {
+			if err := c.Write(m); err != nil {
+				errc <- err
+				return
+			}
+		}
+		errc <- c.Flush()
+	}()
+	r := protocol.NewLineReader(peer)
+	for i, want := range msgs {
+		got, err := r.Next()
+		if err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("message %d: %d bytes, %v; want %d bytes", i, len(got), err, len(want))
+		}
+	}
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	if c.w != nil {
+		t.Errorf("a write buffer of %d bytes kept once flushed", cap(c.w))
+	}
+}
