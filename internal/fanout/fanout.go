@@ -120,7 +120,7 @@ type entry[T any] struct {
 
 // Queue is one consumer's bounded queue.
 type Queue[T Item[T]] struct {
-	cfg      Config        // constant
+	cfg      Config        // constant but for BatchBytes, guarded by mu
 	counters *Counters     // constant
 	wake     chan struct{} // buffered 1: the consumer has something to look at
 	done     chan struct{} // closed once the queue is evicted or aborted
@@ -153,6 +153,15 @@ func (q *Queue[T]) Start() {
 	q.since = time.Now()
 	q.mu.Unlock()
 	q.signal()
+}
+
+// LimitBatch bounds what one Next returns to n bytes (at least one item)
+// from then on: for a consumer that reads slowly, a smaller batch on its
+// way is fresher output behind it.
+func (q *Queue[T]) LimitBatch(n int) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.cfg.BatchBytes = min(q.cfg.BatchBytes, n)
 }
 
 // Progress tells the queue its consumer made progress outside Next (it

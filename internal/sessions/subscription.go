@@ -324,6 +324,9 @@ func (s *Service) queueConfig() fanout.Config {
 func (sub *subscription) push(it *item) {
 	skipped := sub.q.Push(newPending(it))
 	if len(skipped) > 0 {
+		// A reader slower than its session: what is on its way to it is
+		// output it sees late, so less goes at once.
+		sub.q.LimitBatch(updateCap)
 		sub.c.slow()
 	}
 	for _, stream := range skipped {
