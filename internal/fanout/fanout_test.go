@@ -326,3 +326,43 @@ func TestNextDeliversNothingBeforeStart(t *testing.T) {
 		t.Fatalf("%d items made, %d released", m, rel)
 	}
 }
+
+// TestLimitBatchBoundsTheNextBatches: once limited, a batch holds what
+// fits the new bound, at least one item.
+func TestLimitBatchBoundsTheNextBatches(t *testing.T) {
+	var counters fanout.Counters
+	var l life
+	q := fanout.New[*item](fanout.Config{LiveBytes: 1 << 20, RecordBytes: 1 << 20, StallAge: time.Hour, BatchBytes: 64 << 10, BatchItems: 64}, &counters)
+	q.Start()
+	for i := 1; i <= 8; i++ {
+		q.Push(l.item(&item{seq: i, data: make([]byte, 1<<10)}))
+	}
+	take := func() int {
+		batch, err := q.Next(context.Background(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, it := range batch {
+			it.Release()
+		}
+		return len(batch)
+	}
+	if n := take(); n != 8 {
+		t.Fatalf("a batch of %d items, want all 8", n)
+	}
+	for i := 1; i <= 8; i++ {
+		q.Push(l.item(&item{seq: i, data: make([]byte, 1<<10)}))
+	}
+	q.LimitBatch(2 << 10)
+	if n := take(); n != 2 {
+		t.Fatalf("a batch of %d items after the limit, want 2", n)
+	}
+	q.LimitBatch(1)
+	if n := take(); n != 1 {
+		t.Fatalf("a batch of %d items under a limit smaller than any, want 1", n)
+	}
+	q.Abort(errors.New("done"))
+	if m, rel := l.made.Load(), l.released.Load(); m != rel {
+		t.Fatalf("%d items made, %d released", m, rel)
+	}
+}
