@@ -349,7 +349,7 @@ func runTurn(ctx context.Context, e *env, f runFlags, prompt string) (err error)
 	p.lines.Progress = isTerminal(e.stdout) && !f.asJSON
 	p.feed.OnChange = p.lines.Change
 	if !f.asJSON {
-		p.view = newLineView(p.show, p.note)
+		p.view = newLineView(p.track, p.note)
 	}
 	if err := p.begin(setup, f, approve, prompt); err != nil {
 		return err
@@ -706,11 +706,6 @@ func (p *printer) steered(d protocol.SessionDelta) {
 	}
 }
 
-// show renders a delta the view gives and follows the turn by it.
-func (p *printer) show(d protocol.SessionDelta) {
-	p.track(d)
-}
-
 // note shows a line beside the turn's blocks.
 func (p *printer) note(text string) {
 	p.mu.Lock()
@@ -762,20 +757,16 @@ func (p *printer) track(d protocol.SessionDelta) {
 // turn it ends: turnID's end record, when it was recorded before the
 // stream opened.
 func (p *printer) entry(d protocol.SessionDelta, turnID string) *protocol.TurnSnapshot {
-	var rec struct {
-		Seq    uint64               `json:"seq"`
-		Type   string               `json:"type"`
-		TurnID string               `json:"turnId"`
-		Data   protocol.TurnEndData `json:"data"`
-	}
+	var rec protocol.TranscriptRecord
 	if json.Unmarshal(d.Entry, &rec) != nil {
 		return nil
 	}
 	p.seen = max(p.seen, rec.Seq)
-	if rec.Type != protocol.RecordTurnEnd || rec.TurnID == "" || rec.TurnID != turnID {
+	var end protocol.TurnEndData
+	if rec.Type != protocol.RecordTurnEnd || rec.TurnID == "" || rec.TurnID != turnID || json.Unmarshal(rec.Data, &end) != nil {
 		return nil
 	}
-	t := protocol.TurnSnapshot{SessionID: p.session, TurnID: rec.TurnID, Status: rec.Data.Status, Error: rec.Data.Error, Usage: rec.Data.Usage}
+	t := protocol.TurnSnapshot{SessionID: p.session, TurnID: rec.TurnID, Status: end.Status, Error: end.Error, Usage: end.Usage}
 	if rec.Seq > p.upTo {
 		p.recorded = &t // its run_end follows
 		return nil
