@@ -30,7 +30,7 @@ type lineView struct {
 	// restore is the projection of the stream opened last, restored once
 	// the records it includes are applied; nil once it is.
 	restore *protocol.SessionProjection
-	open    map[string]*shown // by streamKey: the replies and tool outputs not ended
+	open    map[string]*shown // by replyKey or toolKey: the replies and tool outputs not ended
 	started int               // how many streams open has held: their order
 	pending map[string]bool   // the interactions shown pending, by id
 }
@@ -46,10 +46,14 @@ type shown struct {
 	gapAt int
 }
 
+// newLineView returns a lineView that shows a session through emit and
+// note.
 func newLineView(emit func(protocol.SessionDelta), note func(string)) *lineView {
 	return &lineView{emit: emit, note: note, open: map[string]*shown{}, pending: map[string]bool{}}
 }
 
+// replyKey and toolKey are the keys of a reply and a tool call in
+// lineView.open.
 func replyKey(id string) string { return "m" + id }
 func toolKey(id string) string  { return "t" + id }
 
