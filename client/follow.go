@@ -30,8 +30,10 @@ type FollowEvent struct {
 // and exited workers: when its stream ends it dials again and reopens the
 // stream after the last transcript record it has returned, so that, with
 // a host that resumes streams, nothing is missed or repeated. It stops on
-// a closing that reopening cannot undo (the session removed, say). Next is
-// for one goroutine; the other methods are safe for concurrent use.
+// a closing that reopening cannot undo: the session removed
+// (ErrSessionRemoved), the host shut down (ErrHostShutDown: dialing again
+// would start another). Next is for one goroutine; the other methods are
+// safe for concurrent use.
 type Follower struct {
 	dial      DialFunc // constant
 	sessionID string   // constant: the session's full id
@@ -116,6 +118,11 @@ func (f *Follower) Next(ctx context.Context) (FollowEvent, error) {
 	if ctx.Err() != nil {
 		return FollowEvent{}, ctx.Err()
 	}
+	if s.c.Err() != nil && s.c.lostReason() == ReasonHostDraining {
+		// The connection ended before the closed frame came, but the host
+		// had said it was shutting down.
+		err = &ClosedError{Reason: protocol.ClosedHostDraining}
+	}
 	if !reopenable(err) {
 		return FollowEvent{}, err
 	}
@@ -133,12 +140,13 @@ func (f *Follower) Next(ctx context.Context) (FollowEvent, error) {
 }
 
 // reopenable reports whether a stream that ended with err can be opened
-// again.
+// again: after a hand-off, a lost connection, a stream that fell behind or
+// a worker that exited, but not after a shutdown or a removal.
 func reopenable(err error) bool {
 	var ce *ClosedError
 	if errors.As(err, &ce) {
 		switch ce.Reason {
-		case protocol.ClosedWorkerExited, protocol.ClosedSlowConsumer, protocol.ClosedHostDraining, protocol.ClosedHostReplaced:
+		case protocol.ClosedWorkerExited, protocol.ClosedSlowConsumer, protocol.ClosedHostReplaced:
 			return true
 		}
 		return false

@@ -32,7 +32,37 @@ type ClosedError struct {
 	Reason string
 }
 
-func (e *ClosedError) Error() string { return "the session's stream closed: " + e.Reason }
+func (e *ClosedError) Error() string {
+	switch e.Reason {
+	case protocol.ClosedHostDraining:
+		return ErrHostShutDown.Error()
+	case protocol.ClosedSessionRemoved:
+		return ErrSessionRemoved.Error()
+	}
+	return "the session's stream closed: " + e.Reason
+}
+
+// Is matches a stream the host closed as shut down to ErrHostShutDown, and
+// one closed as removed to ErrSessionRemoved.
+func (e *ClosedError) Is(target error) bool {
+	return target == ErrHostShutDown && e.Reason == protocol.ClosedHostDraining ||
+		target == ErrSessionRemoved && e.Reason == protocol.ClosedSessionRemoved
+}
+
+// Why a session's stream ended for good, matched by errors.Is.
+var (
+	// ErrHostShutDown ends a stream whose host was shut down (agentd
+	// shutdown, a signal): it stopped the session's worker, and following
+	// on would start another host.
+	ErrHostShutDown = errors.New("the host was shut down")
+	// ErrSessionRemoved ends a stream whose session was removed or
+	// archived.
+	ErrSessionRemoved = errors.New("session removed")
+	// ErrClosedUnready is returned by OpenSession when the host closed
+	// the subscription before it was ready (it fell behind while it
+	// opened, say): opening it again may succeed.
+	ErrClosedUnready = errors.New("the session's stream closed before it was ready")
+)
 
 // SessionEvent is one change to a session, in the order the host sent it.
 type SessionEvent struct {
@@ -97,6 +127,10 @@ func (c *Conn) OpenSession(ctx context.Context, sessionID string, opts SessionOp
 	}
 	if err := c.Request(ctx, protocol.OpSubscriptionReady, protocol.SubscriptionRef{SubscriptionID: open.SubscriptionID}, nil); err != nil {
 		s.Close()
+		if errors.Is(err, ErrNotFound) {
+			// The subscription, not the session, is gone.
+			return nil, fmt.Errorf("%w: %v", ErrClosedUnready, err)
+		}
 		return nil, err
 	}
 	return s, nil

@@ -326,7 +326,10 @@ const (
 	ClosedSessionRemoved = "session_removed"
 	ClosedSlowConsumer   = "slow_consumer"
 	ClosedAccessRevoked  = "access_revoked"
-	ClosedHostDraining   = "host_draining"
+	// ClosedHostDraining ends the subscriptions of a host that is shut
+	// down: it stops the sessions' workers, and a client ends rather than
+	// reconnects, which would start another host.
+	ClosedHostDraining = "host_draining"
 	// ClosedWorkerExited ends the subscriptions of a session whose worker
 	// exited unexpectedly; the next attach starts a new worker.
 	ClosedWorkerExited = "worker_exited"

@@ -63,7 +63,7 @@ func newLogCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return followLines(cmd.Context(), e, f, feed, asJSON, jsonRecords)
+			return followShown(cmd.Context(), e, f, feed, asJSON, jsonRecords)
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the raw records as JSON lines")

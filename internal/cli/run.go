@@ -324,7 +324,7 @@ func runTurn(ctx context.Context, e *env, f runFlags, prompt string) (err error)
 			return err
 		}
 	}
-	p := &printer{e: e, asJSON: f.asJSON, c: c, session: sess.SessionID, out: &promptOut{w: e.stdout}}
+	p := &printer{e: e, asJSON: f.asJSON, c: c, session: sess.SessionID, out: &promptOut{w: e.stdout}, asked: map[string]bool{}}
 	if onTerminal {
 		p.keys = terminalOf(e.stdin)
 	}
@@ -341,11 +341,16 @@ func runTurn(ctx context.Context, e *env, f runFlags, prompt string) (err error)
 	}
 	defer stream.Close()
 	p.follower = stream
-	p.feed = tui.NewFeed(stream.Session().Snapshot().TranscriptSequence)
+	snap := stream.Session().Snapshot()
+	p.upTo, p.seen = snap.TranscriptSequence, snap.TranscriptSequence
+	p.feed = tui.NewFeed(snap.TranscriptSequence)
 	p.lines = tui.NewLines(p.out)
 	p.lines.Color = paletteFor(e.stdout).on && !f.asJSON
 	p.lines.Progress = isTerminal(e.stdout) && !f.asJSON
 	p.feed.OnChange = p.lines.Change
+	if !f.asJSON {
+		p.view = newLineView(p.track, p.note)
+	}
 	if err := p.begin(setup, f, approve, prompt); err != nil {
 		return err
 	}
@@ -438,42 +443,64 @@ func (p *printer) stream(stream *client.Follower) error {
 			fmt.Fprintf(p.e.stderr, "agentd: connection lost (%v): reconnecting\n", ev.Lost)
 		case ev.Reopened:
 			fmt.Fprintln(p.e.stderr, "agentd: reconnected")
-			if !p.asJSON {
-				p.mu.Lock()
-				p.feed.Streams(ev.Snapshot.Streams)
-				p.mu.Unlock()
-			}
-			if done, err := p.reopened(stream.LastRecord(), ev.Snapshot.TranscriptSequence); done {
-				return err
-			}
+			p.reopened(*ev.Snapshot, stream.LastRecord())
+		case p.view != nil:
+			p.view.event(ev.SessionEvent)
 		default:
-			if done, err := p.delta(ev.Raw, ev.Delta); done {
-				return err
+			if ev.Raw != nil {
+				fmt.Fprintf(p.e.stdout, "%s\n", ev.Raw)
 			}
-			if p.over != nil && ev.Record != nil && ev.Record.Seq >= p.overAt {
-				return p.over()
-			}
+			p.track(ev.Delta)
+		}
+		if p.ended {
+			return p.endErr
 		}
 	}
 }
 
-// reopened learns, once the stream has reopened (on a host that replaced
-// the last, say), whether the turn ended while it was closed. If it did,
-// the turn's outcome is given once the records up to the reopened
-// stream's last (at) are rendered: at once when last, the last record
-// rendered, is there already.
-func (p *printer) reopened(last, at uint64) (bool, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
-	defer cancel()
-	var t protocol.TurnSnapshot
-	if err := p.conn().Request(ctx, protocol.OpTurnQuery, protocol.TurnRef{SessionID: p.session, TurnID: p.turn()}, &t); err != nil || t.Status == "" || t.Status == protocol.TurnRunning {
-		return false, nil // the stream says how it goes on
+// reopened goes on with a stream opened again (on a host that replaced
+// the last, say), whose projection is snap, last being the last record
+// the stream before brought. A turn whose end was recorded but whose
+// run_end the last stream did not bring has ended; the records the new
+// stream brings first may end it too.
+func (p *printer) reopened(snap protocol.SessionProjection, last uint64) {
+	p.upTo = snap.TranscriptSequence
+	if p.recorded != nil {
+		p.finish(*p.recorded, true)
+		return
 	}
-	p.over = func() error { return outcome(t) }
-	if p.overAt = at; last >= at {
-		return true, p.over()
+	p.mu.Lock()
+	var gone []string
+	pending := map[string]bool{}
+	for _, in := range snap.Interactions {
+		pending[in.InteractionID] = true
 	}
-	return false, nil
+	for id := range p.asked {
+		if !pending[id] {
+			gone = append(gone, id)
+		}
+	}
+	p.mu.Unlock()
+	for _, id := range gone {
+		p.resolved(id) // answered while the stream was closed
+	}
+	if p.view != nil {
+		p.view.opened(snap, last)
+	}
+}
+
+// finish ends the command with turn t's outcome; synthesized says that
+// the stream did not bring t's run_end, which --json then prints as the
+// turn's last line.
+func (p *printer) finish(t protocol.TurnSnapshot, synthesized bool) {
+	if p.ended {
+		return
+	}
+	p.ended, p.endErr = true, outcome(t)
+	if synthesized && p.asJSON {
+		b, _ := json.Marshal(protocol.SessionDelta{Event: protocol.EventRunEnd, TurnID: t.TurnID, Turn: &t})
+		fmt.Fprintf(p.e.stdout, "%s\n", b)
+	}
 }
 
 // outcome is how a turn that ended ends the command.
@@ -512,10 +539,23 @@ type printer struct {
 	// follower follows the session until the turn ends, across lost
 	// connections and replaced hosts; nil with --detach.
 	follower *client.Follower
-	// over, once set, gives the outcome of a turn that ended while the
-	// stream was closed, due once the record overAt is rendered.
-	over   func() error
-	overAt uint64
+	// view turns the stream's events into the deltas to show, across
+	// reopened streams; nil with --json, which prints the stream as it
+	// comes.
+	view *lineView
+	// upTo is the last transcript record of the stream's opening
+	// projection: a record at or before it was recorded before the stream
+	// opened, and its live deltas came before too.
+	upTo uint64
+	// seen is the last transcript record handled.
+	seen uint64
+	// recorded is the turn as its end record says, once that came with
+	// the turn's run_end still to come.
+	recorded *protocol.TurnSnapshot
+	// ended is set once the turn's end is shown; endErr is then how the
+	// command ends.
+	ended  bool
+	endErr error
 	// keys is the terminal approvals are answered on; nil when there is
 	// none, and they are answered elsewhere.
 	keys  *os.File
@@ -534,6 +574,7 @@ type printer struct {
 	mu      sync.Mutex
 	turnID  string                 // guarded by mu: the turn streamed; empty until known
 	ask     *question              // guarded by mu: the approval asked on the terminal, nil when none
+	asked   map[string]bool        // guarded by mu: the approvals asked or said, not yet resolved
 	waiting []protocol.Interaction // guarded by mu: approvals to ask once ask is resolved
 	stopped bool                   // guarded by mu: no more approvals are asked
 }
@@ -665,11 +706,17 @@ func (p *printer) steered(d protocol.SessionDelta) {
 	}
 }
 
-// delta renders one delta; done reports the end of the turn.
-func (p *printer) delta(raw json.RawMessage, d protocol.SessionDelta) (bool, error) {
-	if p.asJSON {
-		fmt.Fprintf(p.e.stdout, "%s\n", raw)
-	}
+// note shows a line beside the turn's blocks.
+func (p *printer) note(text string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.feed.Note(text, false)
+}
+
+// track follows the turn by one delta, rendering it but for --json, and
+// notes the turn's end: its run_end, or its end record when that was
+// recorded before the stream opened (its run_end came before too).
+func (p *printer) track(d protocol.SessionDelta) {
 	p.steered(d)
 	if d.Event == protocol.EventRunStart && d.TurnID == "turn-"+p.message && p.turn() == "" {
 		p.setTurn(d.TurnID) // steering that missed its turn leads the next
@@ -681,25 +728,50 @@ func (p *printer) delta(raw json.RawMessage, d protocol.SessionDelta) (bool, err
 			p.render(d)
 			p.approval(*in)
 		}
-		return false, nil
+		return
 	case protocol.EventInteractionResolved:
 		p.render(d)
 		if in := d.Interaction; in != nil {
 			p.resolved(in.InteractionID)
 		}
-		return false, nil
+		return
 	}
 	if d.TurnID != "" && d.TurnID != turnID {
-		return false, nil
+		if d.Event == protocol.EventEntryAdded {
+			p.entry(d, turnID)
+		}
+		return
 	}
 	p.render(d)
-	if d.Event != protocol.EventRunEnd || d.Turn == nil || d.Turn.TurnID != turnID {
-		return false, nil
+	switch {
+	case d.Event == protocol.EventEntryAdded:
+		if t := p.entry(d, turnID); t != nil {
+			p.finish(*t, true)
+		}
+	case d.Event == protocol.EventRunEnd && d.Turn != nil && d.Turn.TurnID == turnID:
+		p.finish(*d.Turn, false)
 	}
-	if d.Turn.Status == protocol.TurnCompleted {
-		return true, nil
+}
+
+// entry notes the record an entry_added delta carries, and returns the
+// turn it ends: turnID's end record, when it was recorded before the
+// stream opened.
+func (p *printer) entry(d protocol.SessionDelta, turnID string) *protocol.TurnSnapshot {
+	var rec protocol.TranscriptRecord
+	if json.Unmarshal(d.Entry, &rec) != nil {
+		return nil
 	}
-	return true, errTurnFailed{*d.Turn}
+	p.seen = max(p.seen, rec.Seq)
+	var end protocol.TurnEndData
+	if rec.Type != protocol.RecordTurnEnd || rec.TurnID == "" || rec.TurnID != turnID || json.Unmarshal(rec.Data, &end) != nil {
+		return nil
+	}
+	t := protocol.TurnSnapshot{SessionID: p.session, TurnID: rec.TurnID, Status: end.Status, Error: end.Error, Usage: end.Usage}
+	if rec.Seq > p.upTo {
+		p.recorded = &t // its run_end follows
+		return nil
+	}
+	return &t
 }
 
 // render writes a delta through the feed, but for --json.
@@ -715,6 +787,13 @@ func (p *printer) render(d protocol.SessionDelta) {
 // approval asks a permission request on the terminal, once the one asked
 // before it is resolved; off a terminal it says how to answer it.
 func (p *printer) approval(in protocol.Interaction) {
+	p.mu.Lock()
+	asked := p.asked[in.InteractionID]
+	p.asked[in.InteractionID] = true
+	p.mu.Unlock()
+	if asked {
+		return
+	}
 	if p.keys == nil {
 		if !p.asJSON {
 			fmt.Fprintf(p.e.stderr, "waiting for approval: %s\n  agentd answer %s %s allow|deny\n", tui.Visible(in.Prompt), in.SessionID, in.InteractionID)
@@ -735,6 +814,7 @@ func (p *printer) approval(in protocol.Interaction) {
 func (p *printer) resolved(id string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	delete(p.asked, id)
 	for i, w := range p.waiting {
 		if w.InteractionID == id {
 			p.waiting = append(p.waiting[:i], p.waiting[i+1:]...)
@@ -817,20 +897,85 @@ func (p *printer) askLocked(in protocol.Interaction) {
 	})
 }
 
-// lost explains a stream that ended before the turn: it asks for the
-// turn's outcome, which a replacement worker records.
+// lost ends the command when the stream ended for good before the
+// turn's end was shown: after a shutdown or a removal it says so; else
+// it reads the records it lacks from the transcript, and shows the turn's
+// end when they hold it. It never ends as the turn's success unless the
+// turn's end was shown.
 func (p *printer) lost(cause error) error {
 	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
 	defer cancel()
-	var t protocol.TurnSnapshot
-	var closed *client.ClosedError
-	if errors.As(cause, &closed) && closed.Reason == protocol.ClosedSessionRemoved {
+	switch {
+	case errors.Is(cause, client.ErrSessionRemoved):
 		return sessionTakenAway(ctx, p.conn(), p.session)
+	case errors.Is(cause, client.ErrHostShutDown):
+		// Asking again would start another host.
+		return fmt.Errorf("%w before the turn ended (`agentd log %s` shows how it ended)", cause, p.session)
 	}
-	if err := p.conn().Request(ctx, protocol.OpTurnQuery, protocol.TurnRef{SessionID: p.session, TurnID: p.turn()}, &t); err != nil {
+	unknown := func(err error) error {
 		return fmt.Errorf("%v; the turn's outcome is unknown, and its worker may still finish it (`agentd log %s` shows how it ended): %w", cause, p.session, err)
 	}
-	return outcome(t)
+	c := p.conn()
+	if c.Err() != nil {
+		l, err := locateSession(ctx, p.session)
+		if err != nil {
+			return unknown(err)
+		}
+		defer l.conn.Close()
+		c = l.conn
+	}
+	var t protocol.TurnSnapshot
+	if err := c.Request(ctx, protocol.OpTurnQuery, protocol.TurnRef{SessionID: p.session, TurnID: p.turn()}, &t); err != nil {
+		return unknown(err)
+	}
+	if t.Status == protocol.TurnRunning {
+		return unknown(errors.New("the turn still runs"))
+	}
+	if err := p.readRest(ctx, c); err != nil {
+		return unknown(err)
+	}
+	if !p.ended {
+		return unknown(errors.New("the transcript does not hold the turn's end"))
+	}
+	return p.endErr
+}
+
+// readRest shows the transcript records after the last one handled, up
+// to the turn's end, read page by page on c.
+func (p *printer) readRest(ctx context.Context, c *client.Conn) error {
+	p.upTo = ^uint64(0) // none of them comes with a run_end
+	req := client.PageRequest{Direction: client.PageNewer, Anchor: p.seen + 1}
+	for !p.ended {
+		page, err := c.TranscriptPage(ctx, p.session, req)
+		if err != nil {
+			return err
+		}
+		for _, r := range page.Records {
+			if r.Seq <= p.seen {
+				continue
+			}
+			entry, err := json.Marshal(r)
+			if err != nil {
+				return err
+			}
+			if p.view != nil {
+				p.view.record(r, entry)
+			} else {
+				d := protocol.SessionDelta{Event: protocol.EventEntryAdded, TurnID: r.TurnID, Entry: entry}
+				b, _ := json.Marshal(d)
+				fmt.Fprintf(p.e.stdout, "%s\n", b)
+				p.track(d)
+			}
+			if p.ended {
+				return nil
+			}
+		}
+		if page.NextCursor == "" {
+			return nil
+		}
+		req = client.PageRequest{Direction: client.PageNewer, Cursor: page.NextCursor}
+	}
+	return nil
 }
 
 // keyReader reads single keys from a terminal, without waiting for Enter
