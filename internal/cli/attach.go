@@ -58,7 +58,7 @@ func newAttachCmd(e *env) *cobra.Command {
 			fmt.Fprintf(e.stderr, "session %s · %s · %s\n", snap.Session.SessionID, snap.Session.Model, snap.Session.Status)
 			feed := tui.NewFeed(f.LastRecord())
 			feed.OnChange = tui.NewLines(e.stdout).Change
-			err = followLines(ctx, e, f, feed, asJSON, jsonDeltas)
+			err = followShown(ctx, e, f, feed, asJSON, jsonDeltas)
 			if asJSON {
 				return err // a program reads why from the JSON error
 			}
@@ -78,13 +78,12 @@ func newAttachCmd(e *env) *cobra.Command {
 // does, as tmux's attach ends when its session or server does, with what
 // happened said on stderr; any other reason is a failure.
 func attachEnded(e *env, id string, err error) error {
-	var closed *client.ClosedError
 	switch {
 	case err == nil:
 		return nil
-	case errors.As(err, &closed) && closed.Reason == protocol.ClosedSessionRemoved, errors.Is(err, client.ErrNotFound):
+	case errors.Is(err, client.ErrSessionRemoved), errors.Is(err, client.ErrNotFound):
 		fmt.Fprintf(e.stderr, "agentd: session %s was removed\n", id)
-	case errors.As(err, &closed) && closed.Reason == protocol.ClosedHostDraining:
+	case errors.Is(err, client.ErrHostShutDown):
 		fmt.Fprintln(e.stderr, "agentd: the host was shut down")
 	default:
 		return err
@@ -227,42 +226,4 @@ func follow(ctx context.Context, id string, first *client.Conn, opts client.Sess
 		}
 	}
 	return client.FollowSession(setup, dial, id, opts)
-}
-
-// followLines follows a session until ctx ends, writing its events through
-// feed as lines, or as JSON lines; it says when the connection drops and
-// goes on once it has reopened the stream. It closes f.
-func followLines(ctx context.Context, e *env, f *client.Follower, feed *tui.Feed, asJSON bool, mode jsonMode) error {
-	defer f.Close()
-	if !asJSON {
-		feed.Streams(f.Session().Snapshot().Streams)
-	}
-	for {
-		ev, err := f.Next(ctx)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil // interrupted: following ends
-			}
-			return err
-		}
-		switch {
-		case ev.Lost != nil:
-			fmt.Fprintf(e.stderr, "agentd: connection lost (%v): reconnecting\n", ev.Lost)
-		case ev.Reopened:
-			fmt.Fprintln(e.stderr, "agentd: reconnected")
-			if !asJSON {
-				feed.Streams(ev.Snapshot.Streams)
-			}
-		case asJSON && mode == jsonRecords:
-			if ev.Record != nil {
-				fmt.Fprintf(e.stdout, "%s\n", ev.Delta.Entry)
-			}
-		case asJSON:
-			if ev.Raw != nil {
-				fmt.Fprintf(e.stdout, "%s\n", ev.Raw)
-			}
-		default:
-			feed.Delta(ev.Delta)
-		}
-	}
 }
