@@ -272,6 +272,8 @@ func (s *Service) removeStaleSockets() {
 // nor stopped when idle, and are let go of when the host closes.
 func (s *Service) BeginHandOff() {
 	s.handingOff.Store(true)
+	var ended []*subscription
+	defer func() { awaitEnds(ended) }()
 	for _, w := range s.stopStarting() {
 		w.mu.Lock()
 		if w.idle != nil {
@@ -279,6 +281,6 @@ func (s *Service) BeginHandOff() {
 			w.idle = nil
 		}
 		w.mu.Unlock()
-		w.endSubscriptions(protocol.ClosedHostReplaced)
+		ended = append(ended, w.endSubscriptions(protocol.ClosedHostReplaced)...)
 	}
 }

@@ -172,7 +172,7 @@ func (w *worker) subscribe(c *clientConn, in *protocol.SubscriptionOpenInput) (*
 	snap := w.proj.Projection()
 	sub := &subscription{
 		id: w.sessionID + "." + w.s.host.Epoch()[:6] + "." + strconv.FormatUint(w.s.nextSub.Add(1), 10),
-		c:  c, w: w, s: w.s, upTo: snap.TranscriptSequence, ended: make(chan struct{}), ptys: map[string]ptyState{},
+		c:  c, w: w, s: w.s, upTo: snap.TranscriptSequence, ended: make(chan struct{}), finished: make(chan struct{}), ptys: map[string]ptyState{},
 		q: fanout.New[*pending](w.s.queueConfig(), &w.s.counters.queues),
 	}
 	if in.Transcript.Kind == protocol.TranscriptAfter {
@@ -198,8 +198,9 @@ func (w *worker) dropSubscription(sub *subscription) {
 	w.armIdle()
 }
 
-// endSubscriptions closes every subscription of the worker with reason.
-func (w *worker) endSubscriptions(reason string) {
+// endSubscriptions closes every subscription of the worker with reason,
+// and returns them.
+func (w *worker) endSubscriptions(reason string) []*subscription {
 	w.mu.Lock()
 	subs := make([]*subscription, 0, len(w.subs))
 	for sub := range w.subs {
@@ -208,5 +209,29 @@ func (w *worker) endSubscriptions(reason string) {
 	w.mu.Unlock()
 	for _, sub := range subs {
 		sub.close(reason)
+	}
+	return subs
+}
+
+// closeWait bounds how long a host that drains or hands off waits for its
+// subscriptions' closed frames to be queued, behind what each had waiting:
+// a client that stopped reading does not hold the host.
+const closeWait = 2 * time.Second
+
+// awaitEnds waits until every started subscription of subs has queued its
+// closed frame, or closeWait passed: the connections may close then, and
+// their clients know why.
+func awaitEnds(subs []*subscription) {
+	deadline := time.NewTimer(closeWait)
+	defer deadline.Stop()
+	for _, sub := range subs {
+		if !sub.started.Load() {
+			continue
+		}
+		select {
+		case <-sub.finished:
+		case <-deadline.C:
+			return
+		}
 	}
 }

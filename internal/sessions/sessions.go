@@ -158,9 +158,11 @@ func (s *Service) Busy() bool {
 // worker: a running turn is recorded as interrupted.
 func (s *Service) BeginDrain() {
 	workers := s.stopStarting()
+	var ended []*subscription
 	for _, w := range workers {
-		w.endSubscriptions(protocol.ClosedHostDraining)
+		ended = append(ended, w.endSubscriptions(protocol.ClosedHostDraining)...)
 	}
+	awaitEnds(ended)
 	var stops sync.WaitGroup
 	for _, w := range workers {
 		stops.Go(w.stop)

@@ -296,9 +296,11 @@ type subscription struct {
 
 	ptys map[string]ptyState // guarded by w.mu: the PTYs whose output it chose
 
-	once    sync.Once // ends it once
-	readied sync.Once // starts its pump once
-	seq     uint64    // pump only: the last sequence handed to the connection
+	once     sync.Once     // ends it once
+	readied  sync.Once     // starts its pump once
+	started  atomic.Bool   // its pump runs, or ran
+	finished chan struct{} // closed once its pump has queued its last frame
+	seq      uint64        // pump only: the last sequence handed to the connection
 }
 
 // closedError is the reason a subscription closed, as its queue reports
@@ -375,13 +377,17 @@ func (sub *subscription) end(how func()) {
 // markReady starts the subscription's frames: transcript records first
 // when it resumes, then its queue.
 func (sub *subscription) markReady() {
-	sub.readied.Do(func() { sub.s.wg.Go(sub.pump) })
+	sub.readied.Do(func() {
+		sub.started.Store(true)
+		sub.s.wg.Go(sub.pump)
+	})
 }
 
 // pump writes the subscription's frames until it ends: the records a
 // resuming subscriber lacks, then its queue, a batch at a time, each once
 // the connection has taken the one before and has room.
 func (sub *subscription) pump() {
+	defer close(sub.finished)
 	if sub.after != nil && *sub.after < sub.upTo && !sub.catchUp() {
 		sub.q.Abort(errGone)
 	}
