@@ -43,6 +43,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 )
 
 // Item is what a Queue carries. The queue releases the items it drops;
@@ -111,6 +112,38 @@ type Counters struct {
 // ErrEvicted is returned by Next once the queue was evicted: its consumer
 // stalled, or its records could not drain.
 var ErrEvicted = errors.New("fanout: the consumer fell too far behind")
+
+// ErrGone ends a queue whose consumer has gone: Abort it with ErrGone, and
+// nothing more is delivered or told.
+var ErrGone = errors.New("fanout: the consumer has gone")
+
+// Reason is the end Close gives a queue: Next reports it once what waited
+// is delivered, for the consumer to tell its subscriber why it ends.
+type Reason string
+
+func (r Reason) Error() string { return "fanout: closed: " + string(r) }
+
+// SkipText leaves out the first n bytes (at least, ending on a rune
+// boundary) of the text in bufs, taken as one in their order, and returns
+// how many it left out: Item.Skip for an item holding text.
+func SkipText(n int, bufs ...*[]byte) int {
+	left := 0
+	for _, b := range bufs {
+		if n-left <= 0 {
+			break
+		}
+		k := len(*b)
+		if n-left < k {
+			k = n - left
+			for k < len(*b) && !utf8.RuneStart((*b)[k]) {
+				k++
+			}
+		}
+		*b = (*b)[k:]
+		left += k
+	}
+	return left
+}
 
 // entry is an item waiting, with when it was pushed.
 type entry[T any] struct {

@@ -366,3 +366,20 @@ func TestLimitBatchBoundsTheNextBatches(t *testing.T) {
 		t.Fatalf("%d items made, %d released", m, rel)
 	}
 }
+
+// TestSkipTextCutsBetweenRunes: text skipped across several buffers
+// leaves each on a rune boundary, and counts what it left out.
+func TestSkipTextCutsBetweenRunes(t *testing.T) {
+	a, b := []byte("héé"), []byte("✓✓x")
+	n := fanout.SkipText(2, &a, &b) // "h" and half of "é": the whole "é" goes
+	if n != 3 || string(a) != "é" || string(b) != "✓✓x" {
+		t.Fatalf("skipped %d: %q %q", n, a, b)
+	}
+	n = fanout.SkipText(3, &a, &b) // the rest of a, and one byte of "✓": all of it
+	if n != 5 || string(a) != "" || string(b) != "✓x" {
+		t.Fatalf("skipped %d: %q %q", n, a, b)
+	}
+	if n = fanout.SkipText(100, &a, &b); n != 4 || len(b) != 0 {
+		t.Fatalf("skipped %d of what was left: %q", n, b)
+	}
+}

@@ -51,7 +51,7 @@ func TestAToolsOutputIsDeliveredOrCountedAsSkipped(t *testing.T) {
 					time.Sleep(time.Millisecond)
 				}
 			}
-			q.Close(closedError("done"))
+			q.Close(fanout.Reason("done"))
 		}()
 		var got strings.Builder
 		var gotRecords int

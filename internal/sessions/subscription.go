@@ -7,7 +7,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/agentd-dev/agentd/internal/fanout"
 	"github.com/agentd-dev/agentd/internal/server"
@@ -228,22 +227,7 @@ func (p *pending) Skip(n int) int {
 	}
 	before := p.Size()
 	p.own()
-	left := 0
-	for _, b := range []*[]byte{&p.thinking, &p.text, &p.output} {
-		if n-left <= 0 {
-			break
-		}
-		k := len(*b)
-		if n-left < k {
-			k = n - left
-			for k < len(*b) && !utf8.RuneStart((*b)[k]) {
-				k++
-			}
-		}
-		*b = (*b)[k:]
-		left += k
-	}
-	p.skipped += int64(left)
+	p.skipped += int64(fanout.SkipText(n, &p.thinking, &p.text, &p.output))
 	return before - p.Size()
 }
 
@@ -303,15 +287,6 @@ type subscription struct {
 	seq      uint64        // pump only: the last sequence handed to the connection
 }
 
-// closedError is the reason a subscription closed, as its queue reports
-// it once what it held is delivered.
-type closedError string
-
-func (e closedError) Error() string { return "subscription closed: " + string(e) }
-
-// errGone ends a subscription whose connection has gone.
-var errGone = errors.New("the connection has gone")
-
 // queueConfig is a subscription's queue's bounds.
 func (s *Service) queueConfig() fanout.Config {
 	return fanout.Config{
@@ -354,13 +329,13 @@ func ptyRef(stream string) (string, bool) {
 // close ends the subscription with reason: its closed frame follows what
 // it holds, once it is ready. The worker and the connection forget it.
 func (sub *subscription) close(reason string) {
-	sub.end(func() { sub.q.Close(closedError(reason)) })
+	sub.end(func() { sub.q.Close(fanout.Reason(reason)) })
 }
 
 // abort ends the subscription of a connection that has gone: what it
 // holds is dropped, and nothing more is written.
 func (sub *subscription) abort() {
-	sub.end(func() { sub.q.Abort(errGone) })
+	sub.end(func() { sub.q.Abort(fanout.ErrGone) })
 }
 
 func (sub *subscription) end(how func()) {
@@ -389,7 +364,7 @@ func (sub *subscription) markReady() {
 func (sub *subscription) pump() {
 	defer close(sub.finished)
 	if sub.after != nil && *sub.after < sub.upTo && !sub.catchUp() {
-		sub.q.Abort(errGone)
+		sub.q.Abort(fanout.ErrGone)
 	}
 	sub.q.Start()
 	var batch []*pending
@@ -424,7 +399,7 @@ func (sub *subscription) pump() {
 // finish writes the closed frame of a queue that ended, but for a
 // connection that has gone.
 func (sub *subscription) finish(err error) {
-	var reason closedError
+	var reason fanout.Reason
 	switch {
 	case errors.As(err, &reason):
 	case errors.Is(err, fanout.ErrEvicted):

@@ -152,29 +152,9 @@ func (p *pendingDelta) Skip(n int) int {
 	if p.kind != itemDelta {
 		return 0
 	}
-	left := 0
-	for _, b := range []*[]byte{&p.thinking, &p.text, &p.output} {
-		if n-left <= 0 {
-			break
-		}
-		k := skipLen(*b, n-left)
-		*b = (*b)[k:]
-		left += k
-	}
+	left := fanout.SkipText(n, &p.thinking, &p.text, &p.output)
 	p.skipped += int64(left)
 	return left
-}
-
-// skipLen returns how many of b's first bytes to leave out for at least n
-// (all of b when it is no longer), ending on a rune boundary.
-func skipLen(b []byte, n int) int {
-	if n >= len(b) {
-		return len(b)
-	}
-	for n < len(b) && !utf8.RuneStart(b[n]) {
-		n++
-	}
-	return n
 }
 
 // Skipped implements fanout.Item.
@@ -460,26 +440,17 @@ func (sub *subscription) queue(p *pendingDelta) {
 	sub.q.Push(p)
 }
 
-// errGone ends a subscription whose connection has gone: nothing more is
-// written.
-var errGone = errors.New("the connection has gone")
-
 // close ends the subscription: with reason, a closed frame follows what is
 // pending; with no reason the connection has gone and nothing more is
 // written.
 func (sub *subscription) close(reason string) {
 	if reason != "" {
-		sub.q.Close(closedError(reason))
+		sub.q.Close(fanout.Reason(reason))
 		return
 	}
-	sub.q.Abort(errGone)
+	sub.q.Abort(fanout.ErrGone)
 	sub.tookPTY(-1) // nobody waits on a subscription that has gone
 }
-
-// closedError is the reason a subscription closes, as Next reports it.
-type closedError string
-
-func (e closedError) Error() string { return "subscription closed: " + string(e) }
 
 // pump writes the subscription's batches, one at a time, until it closes.
 func (sub *subscription) pump() {
@@ -489,7 +460,7 @@ func (sub *subscription) pump() {
 		var err error
 		batch, err = sub.q.Next(context.Background(), batch)
 		if err != nil {
-			var reason closedError
+			var reason fanout.Reason
 			switch {
 			case errors.As(err, &reason):
 			case errors.Is(err, fanout.ErrEvicted):
@@ -515,7 +486,7 @@ func (sub *subscription) pump() {
 		ok := sub.write(batch)
 		clear(batch)
 		if !ok {
-			sub.q.Abort(errGone)
+			sub.q.Abort(fanout.ErrGone)
 		}
 	}
 }
