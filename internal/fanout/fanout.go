@@ -95,7 +95,8 @@ type Config struct {
 	// nothing; past it the queue is evicted.
 	StallAge time.Duration
 	// BatchBytes and BatchItems bound what one Next returns (at least one
-	// item).
+	// item); output larger than BatchBytes goes as its newest BatchBytes,
+	// the rest skipped.
 	BatchBytes, BatchItems int
 }
 
@@ -188,9 +189,10 @@ func (q *Queue[T]) Start() {
 	q.signal()
 }
 
-// LimitBatch bounds what one Next returns to n bytes (at least one item)
-// from then on: for a consumer that reads slowly, a smaller batch on its
-// way is fresher output behind it.
+// LimitBatch bounds what one Next returns to n bytes from then on, at
+// least one item, and output larger than n to its newest n bytes: for a
+// consumer that reads slowly, a smaller batch on its way is fresher output
+// behind it.
 func (q *Queue[T]) LimitBatch(n int) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -388,6 +390,15 @@ func (q *Queue[T]) takeLocked(batch []T) []T {
 	if q.cfg.LiveAge > 0 {
 		// Output that waited while newer output of its stream came.
 		q.skipLocked(0, time.Now().Add(-q.cfg.LiveAge))
+	}
+	if len(q.items) == 0 {
+		return batch
+	}
+	if head := q.items[0].it; head.Stream() != "" && !head.Whole() && head.Size() > q.cfg.BatchBytes {
+		// Output larger than a batch may be: its newest part goes.
+		n := head.Skip(head.Size() - q.cfg.BatchBytes)
+		q.live -= n
+		q.counters.SkippedBytes.Add(uint64(n))
 	}
 	n, size := 0, 0
 	for n < len(q.items) && (n == 0 || size+q.items[n].it.Size() <= q.cfg.BatchBytes && n < q.cfg.BatchItems) {

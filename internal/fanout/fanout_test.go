@@ -383,3 +383,28 @@ func TestSkipTextCutsBetweenRunes(t *testing.T) {
 		t.Fatalf("skipped %d of what was left: %q", n, b)
 	}
 }
+
+// TestOutputLargerThanABatchGoesAsItsNewest: once the batch is limited,
+// output larger than it is cut to its newest bytes, the rest counted as
+// skipped.
+func TestOutputLargerThanABatchGoesAsItsNewest(t *testing.T) {
+	var counters fanout.Counters
+	var l life
+	q := fanout.New[*item](fanout.Config{LiveBytes: 1 << 20, RecordBytes: 1 << 20, StallAge: time.Hour, BatchBytes: 64 << 10, BatchItems: 64}, &counters)
+	q.Start()
+	q.LimitBatch(4 << 10)
+	q.Push(l.item(&item{stream: "a", data: output("a", 0, 10<<10), maxMerge: 64 << 10}))
+	batch, err := q.Next(context.Background(), nil)
+	if err != nil || len(batch) != 1 {
+		t.Fatalf("Next: %v %v", batch, err)
+	}
+	it := batch[0]
+	if len(it.data) != 4<<10 || it.skipped != 6<<10 || it.pos != 6<<10 || it.data[0] != byte((6<<10)%251) {
+		t.Fatalf("%d bytes from %d, %d skipped", len(it.data), it.pos, it.skipped)
+	}
+	it.Release()
+	if got := counters.SkippedBytes.Load(); got != 6<<10 {
+		t.Fatalf("%d bytes counted as skipped", got)
+	}
+	q.Abort(errors.New("done"))
+}

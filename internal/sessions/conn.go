@@ -76,9 +76,9 @@ func (c *clientConn) send(done <-chan struct{}, write func()) bool {
 }
 
 // slowSocketBuffer is what a connection's socket holds on its way to a
-// client found reading slower than its session prints: about 20 ms of
+// client found reading slower than its session prints: about 10 ms of
 // reading at 1 MB/s, instead of the system's default of 200 KiB or more.
-const slowSocketBuffer = 16 << 10
+const slowSocketBuffer = 8 << 10
 
 // slow cuts down the connection's socket buffer once a subscription of it
 // skipped ahead: the output the kernel holds for it is output it sees

@@ -31,7 +31,7 @@ const (
 	// liveAge bounds how long output waits with newer output of its
 	// stream behind it: a reader slower than its producer sees the
 	// newest, not what it printed long ago.
-	liveAge = 50 * time.Millisecond
+	liveAge = 25 * time.Millisecond
 	// recordBytes bounds the records a subscription holds.
 	recordBytes = 16 << 20
 	// batchBytes bounds the deltas handed to a connection at once: a
@@ -46,7 +46,7 @@ const (
 	// carries: smaller, so that a reader slower than the tool, who reads
 	// a delta's bytes before the newest after it, stays within liveAge of
 	// it.
-	updateCap = 16 << 10
+	updateCap = 8 << 10
 	// pageBytes bounds a transcript page read for a resuming subscriber.
 	pageBytes = 256 << 10
 )
