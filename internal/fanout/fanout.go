@@ -20,8 +20,10 @@
 //     stream, which tells the consumer. The newest output stays. Output
 //     that means nothing without what came before it (Item.Whole) is
 //     skipped only past the live bound, and then all of its stream at
-//     once. A consumer that keeps taking is never evicted because its
-//     producer is faster than it: it skips ahead instead.
+//     once. Output larger than a batch (Config.BatchBytes, Queue.LimitBatch)
+//     goes as its newest part. A consumer that keeps taking is never
+//     evicted because its producer is faster than it: it skips ahead
+//     instead. Counters count what was merged, skipped and evicted.
 //   - A queue is evicted when its consumer has taken nothing for
 //     Config.StallAge while items wait (it stalled), or when the records
 //     waiting pass Config.RecordBytes (they cannot drain). Its items are
