@@ -1,6 +1,9 @@
 package protocol
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"strings"
+)
 
 // Transcript record types (TranscriptRecord.Type).
 const (
@@ -113,6 +116,17 @@ const (
 type MessageData struct {
 	Role  string        `json:"role"`
 	Parts []MessagePart `json:"parts"`
+}
+
+// Text returns the message's text parts, joined.
+func (m MessageData) Text() string {
+	var text strings.Builder
+	for _, p := range m.Parts {
+		if p.Type == PartText {
+			text.WriteString(p.Text)
+		}
+	}
+	return text.String()
 }
 
 // MessagePart is one piece of a message.

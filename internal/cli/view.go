@@ -91,12 +91,7 @@ func (v *lineView) record(r protocol.TranscriptRecord, entry json.RawMessage) {
 	case protocol.RecordAssistantMessage:
 		var m protocol.MessageData
 		json.Unmarshal(r.Data, &m)
-		var text string
-		for _, p := range m.Parts {
-			if p.Type == protocol.PartText {
-				text += p.Text
-			}
-		}
+		text := m.Text()
 		if s := v.firstReply(r.TurnID); s != nil {
 			v.endReply(s, text)
 		}

@@ -95,7 +95,7 @@ func (w *worker) publish(d *protocol.SessionDelta, body []byte) {
 		}
 	}
 	w.s.counters.encodes.Add(1)
-	it := &item{body: body, d: d}
+	it := newDeltaItem(body, d)
 	w.mu.Lock()
 	w.proj.Apply(*d)
 	was := w.busy

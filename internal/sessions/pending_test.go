@@ -46,7 +46,7 @@ func TestAToolsOutputIsDeliveredOrCountedAsSkipped(t *testing.T) {
 					sent.WriteString(out)
 				}
 				body, _ := json.Marshal(d)
-				q.Push(newPending(&item{body: body, d: &d}))
+				q.Push(newPending(newDeltaItem(body, &d)))
 				if r.IntN(50) == 0 {
 					time.Sleep(time.Millisecond)
 				}

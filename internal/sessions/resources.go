@@ -67,6 +67,9 @@ func (w *worker) publishResource(f client.Frame) error {
 		return err
 	}
 	it.pty, it.raw = &d, raw
+	if !d.Screen {
+		it.stream = ptyStream(d.Ref)
+	}
 	it.refs.Store(1) // this call's, until every subscription has its own
 	defer it.release()
 	w.mu.Lock()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -76,12 +77,33 @@ type item struct {
 	kind string                  // the frame's kind: "" for a delta
 	pty  *protocol.PtyDataFields // a PTY's output, its data still encoded; read-only
 
+	// stream names the live stream the item is output of, "" for a
+	// record (fanout.Item.Stream).
+	stream string
+
 	// raw is the worker's frame that pty's data shares, from
 	// protocol.GetBuffer: given back when the last of those who hold
 	// the item (refs), the publisher and each queued entry, lets go.
 	raw  []byte
 	refs atomic.Int32
 }
+
+// newDeltaItem returns delta d's item, body its JSON: a message's text
+// and a tool call's output are live streams; every other delta is a
+// record.
+func newDeltaItem(body []byte, d *protocol.SessionDelta) *item {
+	it := &item{body: body, d: d}
+	switch {
+	case d.Event == protocol.EventMessageUpdate:
+		it.stream = "message " + d.MessageID
+	case d.Event == protocol.EventToolCallUpdate && d.ToolCall != nil:
+		it.stream = "tool " + d.ToolCall.ID
+	}
+	return it
+}
+
+// ptyStream is the stream of PTY ref's output.
+func ptyStream(ref string) string { return "pty " + ref }
 
 // hold takes a hold of the item for a queued entry.
 func (it *item) hold() {
@@ -141,21 +163,8 @@ func (p *pending) Size() int {
 	return len(p.body)
 }
 
-// Stream implements fanout.Item: a message's text, a tool call's output
-// and a PTY's output are live streams; everything else is a record.
-func (p *pending) Stream() string {
-	switch {
-	case p.pty != nil && !p.pty.Screen:
-		return "pty " + p.pty.Ref
-	case p.d == nil:
-		return ""
-	case p.d.Event == protocol.EventMessageUpdate:
-		return "message " + p.d.MessageID
-	case p.d.Event == protocol.EventToolCallUpdate && p.d.ToolCall != nil:
-		return "tool " + p.d.ToolCall.ID
-	}
-	return ""
-}
+// Stream implements fanout.Item.
+func (p *pending) Stream() string { return p.stream }
 
 // Skipped implements fanout.Item: what the worker skipped, and the host.
 func (p *pending) Skipped() int64 {
@@ -319,11 +328,7 @@ func (sub *subscription) push(it *item) {
 
 // ptyRef returns the PTY a stream is the output of.
 func ptyRef(stream string) (string, bool) {
-	const prefix = "pty "
-	if len(stream) > len(prefix) && stream[:len(prefix)] == prefix {
-		return stream[len(prefix):], true
-	}
-	return "", false
+	return strings.CutPrefix(stream, ptyStream(""))
 }
 
 // close ends the subscription with reason: its closed frame follows what

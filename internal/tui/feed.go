@@ -319,12 +319,7 @@ func (f *Feed) Record(r protocol.TranscriptRecord) {
 	case protocol.RecordAssistantMessage:
 		var m protocol.MessageData
 		json.Unmarshal(r.Data, &m)
-		var text string
-		for _, p := range m.Parts {
-			if p.Type == protocol.PartText {
-				text += p.Text
-			}
-		}
+		text := m.Text()
 		if b := f.unmatchedReply(r.TurnID); b != nil {
 			b.Seq = r.Seq
 			if !b.Done {

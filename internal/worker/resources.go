@@ -95,13 +95,16 @@ func ptyItems(ref string, seq uint64, quoted []byte, screen bool, n int) func() 
 	if n == 0 {
 		protocol.PutBuffer(quoted)
 	}
-	made := 0
+	made, stream := 0, ""
+	if !screen {
+		stream = "pty " + ref // a screen starts the stream anew: a record
+	}
 	return func() *pendingDelta {
 		data := quoted
 		if made++; made < n {
 			data = append(protocol.GetBuffer(len(quoted)), quoted...)
 		}
-		return &pendingDelta{kind: itemPTY, ref: ref, ptySeq: seq, screen: screen, ptyData: data}
+		return &pendingDelta{kind: itemPTY, stream: stream, ref: ref, ptySeq: seq, screen: screen, ptyData: data}
 	}
 }
 

@@ -75,6 +75,7 @@ type subscription struct {
 // It is the subscription's fanout item.
 type pendingDelta struct {
 	kind                   itemKind
+	stream                 string // fanout.Item.Stream: "" for a record
 	d                      protocol.SessionDelta
 	text, thinking, output []byte
 	skipped                int64 // bytes of its stream left out before it
@@ -96,30 +97,24 @@ const (
 	itemPTY                      // a runtime_resource_pty_data frame
 )
 
-// newPendingDelta returns d's item.
+// newPendingDelta returns d's item: a message's text and a tool call's
+// output are live streams; every other delta is a record.
 func newPendingDelta(d protocol.SessionDelta) *pendingDelta {
 	p := &pendingDelta{d: d, text: []byte(d.Text), thinking: []byte(d.Thinking)}
 	if d.ToolCall != nil {
 		p.output = []byte(d.ToolCall.Output)
 	}
+	switch {
+	case d.Event == protocol.EventMessageUpdate:
+		p.stream = "message " + d.MessageID
+	case d.Event == protocol.EventToolCallUpdate && d.ToolCall != nil:
+		p.stream = "tool " + d.ToolCall.ID
+	}
 	return p
 }
 
-// Stream implements fanout.Item: a message's text, a tool call's output
-// and a PTY's output are live streams; everything else is a record.
-func (p *pendingDelta) Stream() string {
-	switch {
-	case p.kind == itemPTY && !p.screen:
-		return "pty " + p.ref
-	case p.kind != itemDelta:
-		return ""
-	case p.d.Event == protocol.EventMessageUpdate:
-		return "message " + p.d.MessageID
-	case p.d.Event == protocol.EventToolCallUpdate && p.d.ToolCall != nil:
-		return "tool " + p.d.ToolCall.ID
-	}
-	return ""
-}
+// Stream implements fanout.Item.
+func (p *pendingDelta) Stream() string { return p.stream }
 
 // Merge implements fanout.Item: updates of one stream merge up to
 // maxChunk, so a frame of them never needs cutting.
