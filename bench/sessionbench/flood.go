@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/agentd-dev/agentd/bench/internal/table"
+	"github.com/agentd-dev/agentd/internal/home"
 	"github.com/agentd-dev/agentd/protocol"
 )
 
@@ -301,9 +302,9 @@ func rawSubscribe(ctx context.Context, endpoint, session string) (net.Conn, *pro
 }
 
 // workerPIDOf returns the pid of session's registered worker, or 0.
-func workerPIDOf(home, session string) int {
-	b, err := os.ReadFile(protocol.WorkerRegistrationPath(home, session))
-	var reg protocol.WorkerRegistration
+func workerPIDOf(homeDir, session string) int {
+	b, err := os.ReadFile(home.WorkerRegistrationPath(homeDir, session))
+	var reg home.WorkerRegistration
 	if err != nil || json.Unmarshal(b, &reg) != nil {
 		return 0
 	}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"maps"
 	"slices"
-	"time"
 
 	"github.com/agentd-dev/agentd/client"
 	"github.com/agentd-dev/agentd/internal/server"
@@ -111,11 +110,12 @@ func (w *worker) choose(ctx context.Context, refs, redraw []string) error {
 // chooseNow is choose for the host's own ends, with no client waiting:
 // a failure is logged as what, unless the worker has gone.
 func (w *worker) chooseNow(refs, redraw []string, what string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(w.s.ctx, hostRequestTimeout)
 	defer cancel()
 	if err := w.choose(ctx, refs, redraw); err != nil {
 		select {
 		case <-w.exited: // the stream went with its worker
+		case <-w.s.ctx.Done(): // the host closes
 		default:
 			w.s.log.Warn(what, "session", w.sessionID, "err", err)
 		}
@@ -255,7 +255,9 @@ func (s *Service) releaseControllers(held []controllerHeld) {
 			if w.startErr != nil {
 				return
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			// A release the worker must hear whether or not the host
+			// closes meanwhile: it may run on for the next host.
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(s.ctx), hostRequestTimeout)
 			defer cancel()
 			if err := w.conn.RequestFor(ctx, &h.caller, protocol.OpRuntimeResourceControllerRelease, &h.in, nil); err != nil {
 				s.log.Warn("releasing a closed connection's PTY controller", "session", h.in.SessionID, "ref", h.in.Ref, "err", err)

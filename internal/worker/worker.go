@@ -19,7 +19,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/agentd-dev/agentd/internal/atomicfile"
+	"github.com/agentd-dev/agentd/internal/home"
 	"github.com/agentd-dev/agentd/internal/llm"
 	"github.com/agentd-dev/agentd/internal/proc"
 	"github.com/agentd-dev/agentd/internal/server"
@@ -116,8 +116,7 @@ func Run(ctx context.Context, cfg Config) error {
 		ln.Close()
 		return err
 	}
-	regPath := protocol.WorkerRegistrationPath(cfg.Home, s.id)
-	defer os.Remove(regPath)
+	defer os.Remove(home.WorkerRegistrationPath(cfg.Home, s.id))
 	h, err := server.Start(server.Config{
 		Listener: ln, HostID: "worker", CompositionID: protocol.CompositionWorker, TrustCaller: true,
 		Version: cfg.Version, Logger: logger, IdleGrace: cfg.OrphanGrace,
@@ -126,13 +125,13 @@ func Run(ctx context.Context, cfg Config) error {
 			// a worker that answers is registered.
 			s.epoch = h.Epoch()
 			s.checkIdle = h.CheckIdle
-			reg := protocol.WorkerRegistration{
+			reg := home.WorkerRegistration{
 				SessionID: s.id, PID: os.Getpid(), Endpoint: cfg.SocketPath, Epoch: s.epoch, StartedAt: time.Now().UTC(),
 			}
 			if st, err := proc.ReadStat(reg.PID); err == nil {
 				reg.ProcessStart = st.StartTime
 			}
-			if err := writeRegistration(regPath, reg); err != nil {
+			if err := home.WriteWorkerRegistration(cfg.Home, reg); err != nil {
 				logger.Warn("registering the worker", "err", err)
 			}
 			return &composition{s: s, stop: cancel}, nil
@@ -159,17 +158,6 @@ func Run(ctx context.Context, cfg Config) error {
 	case <-h.Done():
 		return h.Err()
 	}
-}
-
-func writeRegistration(path string, r protocol.WorkerRegistration) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return err
-	}
-	b, err := json.Marshal(r)
-	if err != nil {
-		return err
-	}
-	return atomicfile.Write(path, b, 0o600)
 }
 
 // composition is the worker's host composition: the session's table.
