@@ -240,7 +240,7 @@ func TestWorkerKilledMidTurnFailsTheTurnAndIsReplaced(t *testing.T) {
 	tool := toolPID(t, dir)
 	pid := workerPID(t, p, id)
 	syscall.Kill(pid, syscall.SIGKILL)
-	err := cmd.Wait()
+	err := waitCommand(t, cmd, "the run whose worker was killed")
 	if err == nil || !strings.Contains(stderr.String(), "worker exited: signal 9") {
 		t.Fatalf("run after the worker was killed: %v: %s", err, stderr.String())
 	}
@@ -281,6 +281,11 @@ func TestAQueuedFollowUpOutlivesAKilledWorker(t *testing.T) {
 	pid := workerPID(t, p, id)
 	syscall.Kill(pid, syscall.SIGKILL)
 	waitProcessGone(t, pid)
+	// The host has seen its worker's end once it removed the registration
+	// the killed worker could not: what follows reaches the replacement.
+	// (A command sent in between may reach the dead worker's connection,
+	// and fails.)
+	waitGone(t, home.WorkerRegistrationPath(p.home, id))
 
 	w, snap := subscribe(t, c, id)
 	if len(snap.Queue.FollowUp) != 1 || snap.Queue.FollowUp[0].MessageID != "m2" {
