@@ -630,23 +630,6 @@ type Resource struct {
 	EndedAt   *time.Time `json:"endedAt,omitempty"`
 }
 
-// ResourceRecord is a runtime resource as its worker records it in the
-// session's folder, resources/REF.json beside its log: written when it
-// starts and when it ends, so that the session's later workers list it as
-// it ended and never give its ref again.
-type ResourceRecord struct {
-	Resource
-	LaunchID string `json:"launchId"`
-	// Cols and Rows are a PTY's size as it started.
-	Cols int `json:"cols,omitempty"`
-	Rows int `json:"rows,omitempty"`
-	// PID is the process (and process group) the command ran as, and
-	// ProcessStart its start time in clock ticks since boot, which tells
-	// it from a later process given the same pid; 0 where unknown.
-	PID          int    `json:"pid"`
-	ProcessStart uint64 `json:"processStart,omitempty"`
-}
-
 // Runtime resource kinds (Resource.Kind) and states (Resource.State).
 const (
 	// ResourceShell is a command whose output is kept, not shown live.
