@@ -749,38 +749,3 @@ func (in *ControlInput) Validate() error {
 type ControlResult struct {
 	Sequence uint64 `json:"sequence"`
 }
-
-// DecodeSessionListRows reads a session.list result as json.Unmarshal
-// reads it into a SessionListResult whose sessions are left as the JSON
-// they arrived as: a listing of thousands of sessions that a client
-// passes on needs none of them decoded. The rows share b's memory.
-func DecodeSessionListRows(b []byte) (rows []json.RawMessage, nextCursor string, err error) {
-	var page struct {
-		Sessions   []json.RawMessage `json:"sessions"`
-		NextCursor string            `json:"nextCursor"`
-	}
-	scanned := scanObject(b, func(key, val []byte) bool {
-		switch {
-		case keyIs(key, "sessions"):
-			if val[0] == 'n' {
-				page.Sessions = nil // as json.Unmarshal sets a slice to null
-				return true
-			}
-			page.Sessions = page.Sessions[:0]
-			return scanArray(val, func(row []byte) bool {
-				page.Sessions = append(page.Sessions, row)
-				return true
-			})
-		case keyIs(key, "nextCursor"):
-			return scanStringField(val, &page.NextCursor)
-		}
-		return true
-	})
-	if !scanned {
-		page.Sessions, page.NextCursor = nil, ""
-		if err := json.Unmarshal(b, &page); err != nil {
-			return nil, "", translate(err, "")
-		}
-	}
-	return page.Sessions, page.NextCursor, nil
-}

@@ -195,15 +195,15 @@ func listSessions(ctx context.Context, e *env, f lsFlags) error {
 		for {
 			// Rows stay as the host sent them: --json passes them
 			// through with the host's id added.
-			var page json.RawMessage
-			if err := c.Request(ctx, protocol.OpSessionList, in, &page); err != nil {
+			var result struct {
+				Sessions   []json.RawMessage `json:"sessions"`
+				NextCursor string            `json:"nextCursor"`
+			}
+			if err := c.Request(ctx, protocol.OpSessionList, in, &result); err != nil {
 				return err
 			}
-			sessions, next, err := protocol.DecodeSessionListRows(page)
-			if err != nil {
-				return fmt.Errorf("%s: decoding result: %w", protocol.OpSessionList, err)
-			}
-			for _, raw := range sessions {
+			next := result.NextCursor
+			for _, raw := range result.Sessions {
 				r := listedSession{hostID: hostID, raw: raw}
 				switch {
 				case out == nil:
