@@ -153,7 +153,7 @@ func fastRequest(line []byte) (*Request, bool) {
 		if i >= len(b) || b[i] != '"' {
 			return nil, false
 		}
-		end := skipString(b, i)
+		end := scanString(b, i)
 		if end < 0 {
 			return nil, false
 		}
@@ -163,7 +163,7 @@ func fastRequest(line []byte) (*Request, bool) {
 			return nil, false
 		}
 		i = skipSpace(b, i+1)
-		vend := skipValue(b, i)
+		vend := scanValue(b, i, 1)
 		if vend < 0 {
 			return nil, false
 		}
@@ -180,7 +180,7 @@ func fastRequest(line []byte) (*Request, bool) {
 			}
 			op = val[1 : len(val)-1]
 		case "input":
-			if input != nil || val[0] != '{' || !utf8.Valid(val) || !json.Valid(val) {
+			if input != nil || val[0] != '{' || !utf8.Valid(val) {
 				return nil, false
 			}
 			input = val
@@ -263,12 +263,22 @@ func decodeStrict(data []byte, v any, prefix string) error {
 	if !utf8.Valid(data) {
 		return &DecodeError{Field: prefix, Reason: "is not valid UTF-8"}
 	}
-	if end := skipValue(trimmed, 0); end > 0 && len(bytes.TrimLeft(trimmed[end:], " \t\r\n")) > 0 && json.Valid(trimmed[:end]) {
+	end := scanValue(trimmed, 0, 0)
+	if end < 0 {
+		// Not JSON: encoding/json says what is wrong. The scan takes what
+		// encoding/json takes, so it refuses too; should it not, the
+		// object is refused all the same, its keys unchecked.
+		if err := json.Unmarshal(data, v); err != nil {
+			return translate(err, prefix)
+		}
+		return &DecodeError{Field: prefix, Reason: "is not valid JSON"}
+	}
+	if skipSpace(trimmed, end) != len(trimmed) {
 		return &DecodeError{Field: prefix, Reason: "has trailing data after the JSON object"}
 	}
 	// checkKeys refuses unknown and duplicate keys, so the decode itself
 	// need not (json.Unmarshal is the faster path).
-	if err := checkKeys(data, reflect.TypeOf(v), prefix); err != nil {
+	if err := checkKeys(trimmed, reflect.TypeOf(v), prefix); err != nil {
 		return err
 	}
 	if err := json.Unmarshal(data, v); err != nil {
@@ -345,12 +355,12 @@ func jsonValue(v string) string {
 // returns a *DecodeError for the first key that names no field of its object
 // exactly or appears twice in one object. encoding/json alone matches keys
 // case-insensitively, keeps the last of duplicate keys, and names an unknown
-// key without the path of the object holding it. Malformed JSON ends the
-// walk quietly: the decoder reports it.
+// key without the path of the object holding it. data is valid JSON (the
+// scan took it whole); should a value not scan, the walk ends quietly.
 //
-// The walk scans bytes and follows only values whose Go type has keys to
-// check, so it costs little beside the decode and never recurses deeper
-// than the Go type nests.
+// The walk finds where values end with the package's scan and follows only
+// values whose Go type has keys to check, so it costs little beside the
+// decode and never recurses deeper than the Go type nests.
 func checkKeys(data []byte, t reflect.Type, prefix string) error {
 	return walk(data, t, prefix)
 }
@@ -414,7 +424,7 @@ func walk(b []byte, t reflect.Type, path string) error {
 			return nil
 		}
 		for i < len(b) {
-			end := skipValue(b, i)
+			end := scanValue(b, i, 0)
 			if end < 0 {
 				return nil
 			}
@@ -438,14 +448,11 @@ func walkObject(b []byte, ti *typeInfo, path string) error {
 		return nil
 	}
 	for i < len(b) && b[i] == '"' {
-		end := skipString(b, i)
+		end := scanString(b, i)
 		if end < 0 {
 			return nil
 		}
-		key, ok := unquote(b[i:end])
-		if !ok {
-			return nil
-		}
+		key := unquote(b[i:end])
 		field := join(path, key)
 		if seen[key] {
 			return &DecodeError{Field: field, Reason: "appears more than once"}
@@ -467,7 +474,7 @@ func walkObject(b []byte, ti *typeInfo, path string) error {
 			return nil
 		}
 		i = skipSpace(b, i+1)
-		vend := skipValue(b, i)
+		vend := scanValue(b, i, 0)
 		if vend < 0 {
 			return nil
 		}
@@ -483,78 +490,13 @@ func walkObject(b []byte, ti *typeInfo, path string) error {
 	return nil
 }
 
-// unquote returns the string a JSON string literal holds.
-func unquote(lit []byte) (string, bool) {
+// unquote returns the string the valid JSON string literal lit holds.
+func unquote(lit []byte) string {
 	inner := lit[1 : len(lit)-1]
-	if bytes.IndexByte(inner, '\\') < 0 {
-		return string(inner), true
+	if bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
+		return string(inner)
 	}
-	var s string
-	if json.Unmarshal(lit, &s) != nil {
-		return "", false
-	}
-	return s, true
-}
-
-func skipSpace(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-// skipString returns the index after the string literal starting at b[i],
-// or -1 when it does not end.
-func skipString(b []byte, i int) int {
-	for j := i + 1; j < len(b); j++ {
-		switch b[j] {
-		case '\\':
-			j++
-		case '"':
-			return j + 1
-		}
-	}
-	return -1
-}
-
-// skipValue returns the index after the JSON value starting at b[i], or -1
-// when it does not end. Nesting is counted, not recursed into.
-func skipValue(b []byte, i int) int {
-	if i >= len(b) {
-		return -1
-	}
-	switch b[i] {
-	case '"':
-		return skipString(b, i)
-	case '{', '[':
-		depth := 0
-		for j := i; j < len(b); j++ {
-			switch b[j] {
-			case '"':
-				end := skipString(b, j)
-				if end < 0 {
-					return -1
-				}
-				j = end - 1
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return j + 1
-				}
-			}
-		}
-		return -1
-	}
-	j := i
-	for j < len(b) && b[j] != ',' && b[j] != '}' && b[j] != ']' && b[j] != ' ' && b[j] != '\t' && b[j] != '\n' && b[j] != '\r' {
-		j++
-	}
-	if j == i {
-		return -1
-	}
-	return j
+	return string(appendUnquoted(nil, inner))
 }
 
 // jsonFields maps the JSON names of struct t's fields, the promoted fields
