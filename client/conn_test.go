@@ -225,13 +225,13 @@ func (testComposition) Close(context.Context) error { return nil }
 func TestOpenWaitsForAFreeSlotOfAHostAtItsConnectionLimit(t *testing.T) {
 	dir := agentdtest.ShortDir(t)
 	ln, _ := listenRegistered(t, dir, protocol.Registration{HostID: "h", ProtocolMin: protocol.ProtocolVersion, ProtocolMax: protocol.ProtocolVersion})
-	srv, err := server.Start(server.Config{Listener: ln, HostID: "h", MaxConnections: 1})
+	srv, err := server.New(server.Config{HostID: "h", MaxConnections: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer srv.Shutdown(agentdtest.Context(t))
+	agentdtest.Serve(t, srv, ln)
 	ctx := agentdtest.Context(t)
-	first, err := client.Dial(ctx, srv.Endpoint(), client.Options{})
+	first, err := client.Dial(ctx, ln.Addr().String(), client.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -98,7 +98,7 @@ func runRole(args []string) int {
 		ln.Close()
 		return 0
 	case roleHost:
-		h, err := host.Start(host.Config{
+		h, err := host.Open(host.Config{
 			Home: *home, RuntimeDir: *runDir, HostID: *hostID,
 			Version: "bench", Logger: slog.New(slog.DiscardHandler),
 		})
@@ -106,15 +106,22 @@ func runRole(args []string) int {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
-		<-h.Ready()
-		fmt.Println("ready")
-		select {
-		case <-term:
-		case <-h.Done():
+		ctx, stop := context.WithCancel(context.Background())
+		defer stop()
+		go func() {
+			select {
+			case <-h.Ready():
+				fmt.Println("ready")
+			case <-ctx.Done():
+				return
+			}
+			<-term
+			stop()
+		}()
+		if err := h.Run(ctx); !errors.Is(err, host.ErrStopped) {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		h.Shutdown(ctx)
 		return 0
 	}
 	fmt.Fprintf(os.Stderr, "hostbench: unknown role %q\n", role)

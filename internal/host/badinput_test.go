@@ -316,11 +316,15 @@ func TestDrainCancelsOperationsPastTheDrainTimeout(t *testing.T) {
 		return ctx.Err()
 	})
 	base := agentdtest.ShortDir(t)
-	h, err := host.Start(host.Config{Home: base + "/home", RuntimeDir: base + "/run", HostID: "t",
+	h, err := host.Open(host.Config{Home: base + "/home", RuntimeDir: base + "/run", HostID: "t",
 		DrainTimeout: 50 * time.Millisecond, Compose: compose(table)})
 	if err != nil {
 		t.Fatal(err)
 	}
+	ctx, drain := context.WithCancel(context.Background())
+	defer drain()
+	stopped := make(chan error, 1)
+	go func() { stopped <- h.Run(ctx) }()
 	waitCh(t, h.Ready(), "ready")
 	c, err := client.Dial(agentdtest.Context(t), h.Endpoint(), client.Options{})
 	if err != nil {
@@ -330,10 +334,66 @@ func TestDrainCancelsOperationsPastTheDrainTimeout(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { _, err := query(agentdtest.Context(t), c, "stuck"); done <- err }()
 	agentdtest.WaitStatus(t, c, func(s protocol.HostStatus) bool { return s.ActiveOperations == 2 })
-	if err := h.Shutdown(agentdtest.Context(t)); err != nil {
-		t.Fatal(err)
+	drain()
+	select {
+	case err := <-stopped:
+		if !errors.Is(err, host.ErrStopped) {
+			t.Fatalf("the host stopped with %v", err)
+		}
+	case <-time.After(agentdtest.Timeout):
+		t.Fatal("the host did not stop")
 	}
 	if err := <-done; err == nil {
 		t.Fatal("a stuck operation survived the drain")
+	}
+}
+
+// A drain ends as the last in-flight operation does: it waits on the
+// operation's end, not on its own deadline, and lets the operation finish
+// rather than cancelling it.
+func TestDrainEndsWhenTheLastOperationDoes(t *testing.T) {
+	release := make(chan struct{})
+	table := turnQuery(server.Table{}, func(ctx context.Context, _ *server.Call, in *protocol.TurnRef) error {
+		select {
+		case <-release:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+	base := agentdtest.ShortDir(t)
+	// A drain deadline past the test's wait: only the operation's end can
+	// end the drain in time.
+	h, err := host.Open(host.Config{Home: base + "/home", RuntimeDir: base + "/run", HostID: "t",
+		DrainTimeout: 2 * agentdtest.Timeout, Compose: compose(table)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, drain := context.WithCancel(context.Background())
+	defer drain()
+	stopped := make(chan error, 1)
+	go func() { stopped <- h.Run(ctx) }()
+	waitCh(t, h.Ready(), "ready")
+	c, err := client.Dial(agentdtest.Context(t), h.Endpoint(), client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	done := make(chan error, 1)
+	go func() { _, err := query(agentdtest.Context(t), c, "held"); done <- err }()
+	agentdtest.WaitStatus(t, c, func(s protocol.HostStatus) bool { return s.ActiveOperations == 2 })
+	drain()
+	waitCh(t, h.Draining(), "draining")
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatalf("the operation in flight when the drain began failed: %v", err)
+	}
+	select {
+	case err := <-stopped:
+		if !errors.Is(err, host.ErrStopped) {
+			t.Fatalf("the host stopped with %v", err)
+		}
+	case <-time.After(agentdtest.Timeout):
+		t.Fatal("the drain did not end with the last operation")
 	}
 }

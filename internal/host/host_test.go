@@ -431,7 +431,7 @@ func TestDiagnosticsAreRedacted(t *testing.T) {
 
 func TestSecondHostOnSameHomeIsRefusedNamingPID(t *testing.T) {
 	h := agentdtest.NewHost(t, agentdtest.Options{})
-	_, err := host.Start(host.Config{Home: h.Home, RuntimeDir: h.RuntimeDir, HostID: "second"})
+	_, err := host.Open(host.Config{Home: h.Home, RuntimeDir: h.RuntimeDir, HostID: "second"})
 	var held *home.HeldError
 	if !errors.As(err, &held) || !strings.Contains(err.Error(), fmt.Sprint(os.Getpid())) {
 		t.Fatalf("second host: %v", err)

@@ -25,13 +25,13 @@ type Table map[string]Handler
 func Handle[In, Out any](t Table, name string, fn func(ctx context.Context, call *Call, in *In) (Out, error)) {
 	op, ok := protocol.Lookup(name)
 	if !ok {
-		panic(fmt.Sprintf("host: no operation %q in the protocol table", name))
+		panic(fmt.Sprintf("server: no operation %q in the protocol table", name))
 	}
 	if got := reflect.TypeFor[In](); got != op.Input {
-		panic(fmt.Sprintf("host: %s takes %v, not %v", name, op.Input, got))
+		panic(fmt.Sprintf("server: %s takes %v, not %v", name, op.Input, got))
 	}
 	if got := reflect.TypeFor[Out](); got != op.Result {
-		panic(fmt.Sprintf("host: %s returns %v, not %v", name, op.Result, got))
+		panic(fmt.Sprintf("server: %s returns %v, not %v", name, op.Result, got))
 	}
 	t[name] = func(ctx context.Context, call *Call) (any, error) {
 		in, ok := call.input.(*In)

@@ -111,7 +111,7 @@ func (a fakeAdmission) Finish()                  { a.finished.Add(1) }
 
 type fixture struct {
 	srv         *transport.Conn
-	s           *connSession
+	s           *connection
 	finished    atomic.Int32
 	teardowns   atomic.Int32
 	tornDown    chan struct{}
@@ -138,7 +138,7 @@ func startSession(t *testing.T, srv *transport.Conn, table Table, begin func(ctx
 	Handle(status, protocol.OpHostStatus, func(context.Context, *Call, *protocol.HostStatusInput) (protocol.HostStatus, error) {
 		return protocol.HostStatus{State: protocol.StateReady}, nil
 	})
-	f.s = newConnSession(sessionConfig{
+	f.s = newConnection(connectionConfig{
 		transport: srv,
 		identity:  Identity{ConnectionID: "test-connection", ClientInstanceID: "test-client", Principal: protocol.LocalOwner},
 		base:      context.Background(),
@@ -309,7 +309,7 @@ func TestUnexpectedAcceptedConnectionFailureIsRecordedRedacted(t *testing.T) {
 	if len(d) != 1 {
 		t.Fatalf("diagnostics %q, want one", d)
 	}
-	if !strings.Contains(d[0], "connection session failed") || !strings.Contains(d[0], "[redacted]") || strings.Contains(d[0], "sk-connection-secret123") {
+	if !strings.Contains(d[0], "connection failed: test-connection") || !strings.Contains(d[0], "[redacted]") || strings.Contains(d[0], "sk-connection-secret123") {
 		t.Fatalf("diagnostic %q", d[0])
 	}
 }
