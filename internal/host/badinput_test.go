@@ -348,9 +348,8 @@ func TestDrainCancelsOperationsPastTheDrainTimeout(t *testing.T) {
 	}
 }
 
-// A drain ends as the last in-flight operation does: it waits on the
-// operation's end, not on its own deadline, and lets the operation finish
-// rather than cancelling it.
+// A drain lets an operation in flight finish rather than cancelling it,
+// and ends once it has, long before the drain's deadline.
 func TestDrainEndsWhenTheLastOperationDoes(t *testing.T) {
 	release := make(chan struct{})
 	table := turnQuery(server.Table{}, func(ctx context.Context, _ *server.Call, in *protocol.TurnRef) error {
