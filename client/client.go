@@ -13,6 +13,7 @@ package client
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -500,7 +501,7 @@ func (c *Conn) readLoop(r *protocol.LineReader) {
 			c.deliver(*f.Response)
 			continue
 		}
-		c.push(f.Pushed, append(protocol.GetBuffer(len(line)), line...))
+		c.push(f.Pushed, bytes.Clone(line))
 	}
 	// A line cut off by the end of the stream is the host going away
 	// mid-frame, not a frame.

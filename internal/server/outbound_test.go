@@ -297,7 +297,7 @@ func TestAPooledFrameIsWrittenWholeThenGivenBack(t *testing.T) {
 	// detector, at random), so one given back is looked for over a few
 	// frames.
 	for i := 0; i < 20 && !reused; i++ {
-		msg := protocol.GetBuffer(size)
+		msg := transport.GetBuffer(size)
 		msg = append(msg, fmt.Sprintf(`{"requestId":"r%d","operation":"host.status","ok":true,"result":"%s"}`, i, strings.Repeat("x", size-100))...)
 		first := &msg[:1][0]
 		r, err := w.EnqueuePooled(Control, msg, nil)
@@ -308,7 +308,7 @@ func TestAPooledFrameIsWrittenWholeThenGivenBack(t *testing.T) {
 		if got := readResponse(t, srv); got.RequestID != fmt.Sprintf("r%d", i) || len(got.Result) != size-100+2 {
 			t.Fatalf("frame %d arrived as %q with %d bytes of result", i, got.RequestID, len(got.Result))
 		}
-		if again := protocol.GetBuffer(size); &again[:1][0] == first {
+		if again := transport.GetBuffer(size); &again[:1][0] == first {
 			reused = true
 		}
 	}
