@@ -15,9 +15,9 @@ import (
 	"github.com/agentd-dev/agentd/protocol"
 )
 
-// Admission is an admitted operation's hold on the host's accounting.
+// Admission is an admitted operation's hold on the server's accounting.
 type Admission interface {
-	// AcquireResidency marks the operation as keeping the host resident.
+	// AcquireResidency marks the operation as keeping the server resident.
 	AcquireResidency() (release func())
 	// Finish settles the operation; called exactly once.
 	Finish()
@@ -41,14 +41,14 @@ type ConnectionAttacher interface {
 type connectionConfig struct {
 	transport *transport.Conn
 	identity  Identity
-	// base is the context handlers run under: cancelled when the host stops.
+	// base is the context handlers run under: cancelled when the server stops.
 	base context.Context
 	// resolve returns the handler for op at dispatch time, or the error to
 	// answer with (host_not_ready, draining, operation_unavailable).
 	resolve func(op protocol.Operation) (Handler, *protocol.Error)
 	// attacher returns the composition's attacher once it is ready, or nil.
 	attacher func() ConnectionAttacher
-	// begin admits an operation into the host's accounting.
+	// begin admits an operation into the server's accounting.
 	begin func(ctx context.Context, call *Call) (Admission, error)
 	// inline reports operations whose handlers never block, served on
 	// the reader goroutine; nil serves every operation on its own.

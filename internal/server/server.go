@@ -39,14 +39,14 @@ type Composition interface {
 	// Handlers returns the domain operation handlers. Operations missing
 	// from it answer operation_unavailable.
 	Handlers() Table
-	// BeginDrain tells the composition the host is draining.
+	// BeginDrain tells the composition the server is draining.
 	BeginDrain()
 	// Close releases the composition; called once, after every connection
 	// has ended.
 	Close(ctx context.Context) error
 }
 
-// Busy is implemented by compositions that can keep an idle host alive
+// Busy is implemented by compositions that can keep an idle server alive
 // (a running turn with no client attached, say).
 type Busy interface {
 	Busy() bool
@@ -83,7 +83,7 @@ type Config struct {
 	// Home and LogFile are reported by host.status: the home the server's
 	// host holds and the file it logs to, when it has them.
 	Home, LogFile string
-	// IdleGrace is how long the host stays with no connection and nothing
+	// IdleGrace is how long the server stays with no connection and nothing
 	// busy before it retires; zero means never.
 	IdleGrace time.Duration
 	// HandshakeTimeout bounds the wait for a client's hello (default
@@ -105,7 +105,7 @@ type Config struct {
 	// more is answered protocol.Refused and closed.
 	MaxConnections int
 	// DrainTimeout bounds how long in-flight operations may run once the
-	// host drains before they are cancelled (default 10s).
+	// server drains before they are cancelled (default 10s).
 	DrainTimeout time.Duration
 	Logger       *slog.Logger
 	// Compose builds the composition; nil serves only the host operations.
@@ -248,7 +248,7 @@ func (srv *Server) Run(ctx context.Context, ln net.Listener) error {
 	srv.wg.Go(srv.acceptLoop)
 	srv.setState(protocol.StateRecovering)
 	srv.wg.Go(srv.compose)
-	srv.logger.Info("host started", "endpoint", srv.Endpoint(), "epoch", srv.epoch)
+	srv.logger.Info("server started", "endpoint", srv.Endpoint(), "epoch", srv.epoch)
 	var cause error
 	select {
 	case <-ctx.Done():
@@ -296,7 +296,7 @@ func (srv *Server) Draining() <-chan struct{} { return srv.draining }
 // messages that outgrew their small read buffers, within MaxReadBytes.
 func (srv *Server) ReadBytesHeld() int64 { return srv.reads.Held() }
 
-// Logger returns the host's logger, for a composition to share.
+// Logger returns the server's logger, for a composition to share.
 func (srv *Server) Logger() *slog.Logger { return srv.logger }
 
 // Diagnostic records a redacted diagnostic that host.diagnostics.query returns.
@@ -313,7 +313,7 @@ func (srv *Server) publish(state string) error {
 // StartedAt is when the server started.
 func (srv *Server) StartedAt() time.Time { return srv.startedAt }
 
-// setState moves the host to state and publishes it.
+// setState moves the server to state and publishes it.
 func (srv *Server) setState(state string) {
 	srv.transition(func() bool {
 		srv.state = state
@@ -336,11 +336,11 @@ func (srv *Server) transition(change func() bool) bool {
 	if err := srv.publish(state); err != nil {
 		srv.diag.record(slog.LevelError, kindHost, fmt.Sprintf("publishing state %s: %v", state, err))
 	}
-	srv.logger.Info("host state", "state", state)
+	srv.logger.Info("server state", "state", state)
 	return true
 }
 
-// State returns the host's state.
+// State returns the server's state.
 func (srv *Server) State() string {
 	srv.mu.Lock()
 	defer srv.mu.Unlock()
@@ -413,7 +413,7 @@ func (srv *Server) composition() Composition {
 	return srv.comp
 }
 
-// admission is the host's accounting of one admitted operation.
+// admission is the server's accounting of one admitted operation.
 type admission struct {
 	srv      *Server
 	finished atomic.Bool
@@ -495,7 +495,7 @@ func (srv *Server) refuse(c *net.UnixConn) {
 	srv.diag.record(slog.LevelWarn, kindCapacity, "refused a connection: "+reason)
 }
 
-// peerAllowed reports whether c's peer runs as the host's uid, recording
+// peerAllowed reports whether c's peer runs as the server's uid, recording
 // a diagnostic when it does not.
 func (srv *Server) peerAllowed(c *net.UnixConn) bool {
 	uid, err := home.PeerUID(c)
@@ -689,11 +689,11 @@ func (srv *Server) removeConn(conn *connection) {
 	srv.checkIdle()
 }
 
-// CheckIdle tells the host that something its composition reports through
+// CheckIdle tells the server that something its composition reports through
 // Busy may have ended, so it can arm its idle timer.
 func (srv *Server) CheckIdle() { srv.checkIdle() }
 
-// checkIdle arms the idle timer when nothing needs the host.
+// checkIdle arms the idle timer when nothing needs the server.
 func (srv *Server) checkIdle() {
 	if srv.cfg.IdleGrace <= 0 || !srv.isIdle() {
 		return
@@ -715,7 +715,7 @@ func (srv *Server) checkIdle() {
 	})
 }
 
-// isIdle reports whether nothing needs the host: no connection, no
+// isIdle reports whether nothing needs the server: no connection, no
 // residency, and a composition that is not busy. The composition is asked
 // without srv.mu held: it may take locks of its own, under which it calls
 // into the host.
@@ -731,7 +731,7 @@ func (srv *Server) isIdle() bool {
 	return !ok || !b.Busy()
 }
 
-// quietLocked reports whether the host is ready with no connection and no
+// quietLocked reports whether the server is ready with no connection and no
 // residency.
 func (srv *Server) quietLocked() bool {
 	return srv.state == protocol.StateReady && len(srv.served) == 0 && srv.residencies.Load() == 0
@@ -803,7 +803,7 @@ func (srv *Server) end(cause error, handOff bool) {
 		}
 	}
 	srv.diag.flush(true)
-	srv.logger.Info("host stopped", "why", cause)
+	srv.logger.Info("server stopped", "why", cause)
 }
 
 // awaitOperations waits for in-flight operations to settle, cancelling

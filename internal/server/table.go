@@ -14,7 +14,7 @@ import (
 // answered as internal_failure without its details and recorded.
 type Handler func(ctx context.Context, call *Call) (any, error)
 
-// Table maps operation names to handlers. Routing is this table: the host
+// Table maps operation names to handlers. Routing is this table: the server
 // fills the host.* entries, a composition fills the domain ones, and an
 // operation no one fills answers operation_unavailable.
 type Table map[string]Handler
@@ -90,7 +90,7 @@ func (c *Call) Decoded() any { return c.input }
 // connection (see ConnectionAttacher), or nil.
 func (c *Call) Attachment() Attachment { return c.attachment }
 
-// AcquireResidency marks the call as holding the host resident (a running
+// AcquireResidency marks the call as holding the server resident (a running
 // turn, say) until release is called; host.status counts residencies.
 func (c *Call) AcquireResidency() (release func()) { return c.op.AcquireResidency() }
 
