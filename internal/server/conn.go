@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"reflect"
 	"sync"
 
 	"github.com/agentd-dev/agentd/internal/redact"
@@ -46,6 +45,9 @@ type connectionConfig struct {
 	// resolve returns the handler for op at dispatch time, or the error to
 	// answer with (host_not_ready, draining, operation_unavailable).
 	resolve func(op protocol.Operation) (Handler, *protocol.Error)
+	// authorize decides whether a call's caller may run its operation
+	// (see Authorizer).
+	authorize func(ctx context.Context, call *Call) error
 	// attacher returns the composition's attacher once it is ready, or nil.
 	attacher func() ConnectionAttacher
 	// begin admits an operation into the server's accounting.
@@ -111,6 +113,9 @@ func newConnection(cfg connectionConfig) *connection {
 	}
 	if cfg.onTeardown == nil {
 		cfg.onTeardown = func() {}
+	}
+	if cfg.authorize == nil {
+		cfg.authorize = func(_ context.Context, call *Call) error { return AuthorizeOwner(call) }
 	}
 	c := &connection{
 		cfg:         cfg,
@@ -262,7 +267,7 @@ func (c *connection) dispatch(req *protocol.Request) bool {
 	}
 	// Decoding here, on the reader's already grown stack, spares each
 	// request's goroutine a stack copy; a bad input is answered at once.
-	input := reflect.New(op.Input).Interface()
+	input := op.NewInput()
 	if err := protocol.DecodeInput(req.Input, input); err != nil {
 		c.respond(req.RequestID, req.Operation, nil, &protocol.Error{Code: protocol.CodeInvalidRequest, Message: err.Error()})
 		return true
@@ -413,7 +418,7 @@ func (c *connection) invoke(call *Call) (result []byte, perr *protocol.Error) {
 			result, perr = nil, protocol.Errorf(protocol.CodeInternalFailure, "%s failed", call.Operation.Name)
 		}
 	}()
-	v, err := h(c.ctx, call)
+	v, err := c.runChecked(h, call)
 	if err != nil {
 		var pe *protocol.Error
 		if errors.As(err, &pe) && pe.Code.Valid() {
@@ -431,6 +436,15 @@ func (c *connection) invoke(call *Call) (result []byte, perr *protocol.Error) {
 		return nil, protocol.Errorf(protocol.CodeInternalFailure, "%s failed", call.Operation.Name)
 	}
 	return b, nil
+}
+
+// runChecked checks that call's caller may run its operation, then runs
+// h: every operation passes the one check, whatever its handler.
+func (c *connection) runChecked(h Handler, call *Call) (any, error) {
+	if err := c.cfg.authorize(c.ctx, call); err != nil {
+		return nil, err
+	}
+	return h(c.ctx, call)
 }
 
 // respond queues a response; a closed writer means the connection is

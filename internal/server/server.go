@@ -401,6 +401,16 @@ func (srv *Server) resolve(op protocol.Operation) (Handler, *protocol.Error) {
 	return nil, unavailable(op.Name)
 }
 
+// authorize asks the composition, once it is ready and decides access,
+// whether call may run; until then, and for a composition that does not,
+// the principal alone decides (AuthorizeOwner).
+func (srv *Server) authorize(ctx context.Context, call *Call) error {
+	if a, ok := srv.composition().(Authorizer); ok {
+		return a.Authorize(ctx, call)
+	}
+	return AuthorizeOwner(call)
+}
+
 func (srv *Server) attacher() ConnectionAttacher {
 	a, _ := srv.composition().(ConnectionAttacher)
 	return a
@@ -530,6 +540,7 @@ func (srv *Server) serveConn(c *net.UnixConn) {
 		identity:  id,
 		base:      srv.base,
 		resolve:   srv.resolve,
+		authorize: srv.authorize,
 		attacher:  srv.attacher,
 		inline: func(op protocol.Operation) bool {
 			_, ok := srv.hostTable[op.Name]
