@@ -263,7 +263,12 @@ func decodeStrict(data []byte, v any, prefix string) error {
 	if !utf8.Valid(data) {
 		return &DecodeError{Field: prefix, Reason: "is not valid UTF-8"}
 	}
-	end := scanValue(trimmed, 0, 0)
+	// The walk over the object's keys finds where it ends, for the check
+	// of what follows it.
+	end, err := checkKeys(trimmed, reflect.TypeOf(v), prefix)
+	if err != nil {
+		return err
+	}
 	if end < 0 {
 		// Not JSON: encoding/json says what is wrong. The scan takes what
 		// encoding/json takes, so it refuses too; should it not, the
@@ -275,11 +280,6 @@ func decodeStrict(data []byte, v any, prefix string) error {
 	}
 	if skipSpace(trimmed, end) != len(trimmed) {
 		return &DecodeError{Field: prefix, Reason: "has trailing data after the JSON object"}
-	}
-	// checkKeys refuses unknown and duplicate keys, so the decode itself
-	// need not (json.Unmarshal is the faster path).
-	if err := checkKeys(trimmed, reflect.TypeOf(v), prefix); err != nil {
-		return err
 	}
 	if err := json.Unmarshal(data, v); err != nil {
 		return translate(err, prefix)
@@ -351,18 +351,28 @@ func jsonValue(v string) string {
 	return v
 }
 
-// checkKeys walks one JSON object against the Go type t decodes it into and
-// returns a *DecodeError for the first key that names no field of its object
-// exactly or appears twice in one object. encoding/json alone matches keys
-// case-insensitively, keeps the last of duplicate keys, and names an unknown
-// key without the path of the object holding it. data is valid JSON (the
-// scan took it whole); should a value not scan, the walk ends quietly.
+// checkKeys walks the JSON object that starts data against the Go type t
+// decodes it into and returns a *DecodeError for the first key that names
+// no field of its object exactly or appears twice in one object.
+// encoding/json alone matches keys case-insensitively, keeps the last of
+// duplicate keys, and names an unknown key without the path of the object
+// holding it. Otherwise it returns where the object ends, having checked
+// it is valid JSON, or -1 when it is not: malformed JSON ends the walk
+// quietly, and the decoder reports it.
 //
 // The walk finds where values end with the package's scan and follows only
 // values whose Go type has keys to check, so it costs little beside the
 // decode and never recurses deeper than the Go type nests.
-func checkKeys(data []byte, t reflect.Type, prefix string) error {
-	return walk(data, t, prefix)
+func checkKeys(data []byte, t reflect.Type, prefix string) (end int, err error) {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t != nil {
+		if ti := infoOf(t); !ti.opaque && (ti.kind == reflect.Struct || ti.kind == reflect.Map) {
+			return walkObject(data, ti, prefix)
+		}
+	}
+	return scanValue(data, 0, 0), nil
 }
 
 var (
@@ -417,7 +427,8 @@ func walk(b []byte, t reflect.Type, path string) error {
 	}
 	switch {
 	case b[0] == '{' && (ti.kind == reflect.Struct || ti.kind == reflect.Map):
-		return walkObject(b, ti, path)
+		_, err := walkObject(b, ti, path)
+		return err
 	case b[0] == '[' && (ti.kind == reflect.Slice || ti.kind == reflect.Array):
 		i := skipSpace(b, 1)
 		if i < len(b) && b[i] == ']' {
@@ -441,21 +452,23 @@ func walk(b []byte, t reflect.Type, path string) error {
 	return nil
 }
 
-func walkObject(b []byte, ti *typeInfo, path string) error {
+// walkObject checks the keys of the JSON object that starts b and returns
+// the index after it, or -1 when it is malformed.
+func walkObject(b []byte, ti *typeInfo, path string) (int, error) {
 	var seen map[string]bool
 	i := skipSpace(b, 1)
 	if i < len(b) && b[i] == '}' {
-		return nil
+		return i + 1, nil
 	}
 	for i < len(b) && b[i] == '"' {
 		end := scanString(b, i)
 		if end < 0 {
-			return nil
+			return -1, nil
 		}
 		key := unquote(b[i:end])
 		field := join(path, key)
 		if seen[key] {
-			return &DecodeError{Field: field, Reason: "appears more than once"}
+			return -1, &DecodeError{Field: field, Reason: "appears more than once"}
 		}
 		if seen == nil {
 			seen = make(map[string]bool, 8)
@@ -465,29 +478,32 @@ func walkObject(b []byte, ti *typeInfo, path string) error {
 		if ti.fields != nil {
 			ft, ok := ti.fields[key]
 			if !ok {
-				return &DecodeError{Field: field, Reason: "is not a known field"}
+				return -1, &DecodeError{Field: field, Reason: "is not a known field"}
 			}
 			vt = ft
 		}
 		i = skipSpace(b, end)
 		if i >= len(b) || b[i] != ':' {
-			return nil
+			return -1, nil
 		}
 		i = skipSpace(b, i+1)
 		vend := scanValue(b, i, 0)
 		if vend < 0 {
-			return nil
+			return -1, nil
 		}
 		if err := walk(b[i:vend], vt, field); err != nil {
-			return err
+			return -1, err
 		}
 		i = skipSpace(b, vend)
+		if i < len(b) && b[i] == '}' {
+			return i + 1, nil
+		}
 		if i >= len(b) || b[i] != ',' {
-			return nil
+			return -1, nil
 		}
 		i = skipSpace(b, i+1)
 	}
-	return nil
+	return -1, nil
 }
 
 // unquote returns the string the valid JSON string literal lit holds.

@@ -286,7 +286,7 @@ func (b *bench) startRole(ctx context.Context, name, role string, args ...string
 }
 
 // startAgentdHost runs `agentd host` on home and runDir (or, with -profile,
-// host.Start inside this binary) and waits until its registration says
+// host.Open and Run inside this binary) and waits until its registration says
 // ready. It returns the process and the socket to dial.
 func (b *bench) startAgentdHost(ctx context.Context, home, runDir, hostID string) (*proc, string, error) {
 	var cmd *exec.Cmd
