@@ -9,8 +9,6 @@ import (
 	"strings"
 	"testing"
 
-	sdk "github.com/anthropics/anthropic-sdk-go/v2"
-
 	"github.com/agentd-dev/agentd/internal/llm"
 )
 
@@ -39,7 +37,7 @@ func FuzzStream(f *testing.F) {
 		sc := bufio.NewScanner(strings.NewReader(stream))
 		sc.Buffer(nil, 1<<20)
 		for sc.Scan() {
-			var ev sdk.MessageStreamEventUnion
+			var ev streamEvent
 			if json.Unmarshal(bytes.TrimSpace(sc.Bytes()), &ev) != nil {
 				continue
 			}
