@@ -89,8 +89,8 @@ func TestScanTakesTheFramesAgentdWrites(t *testing.T) {
 	})
 	for _, line := range []string{
 		pty,
-		mustJSON(t, Response{RequestID: "r1", Operation: OpHostStatus, OK: true, Result: json.RawMessage(`{"state":"ready"}`)}),
-		mustJSON(t, Response{RequestID: "r2", Operation: OpHostStatus, Error: &Error{Code: CodeNotFound, Message: "m"}}),
+		mustJSON(t, Response{RequestID: "r1", Operation: string(OpHostStatus), OK: true, Result: json.RawMessage(`{"state":"ready"}`)}),
+		mustJSON(t, Response{RequestID: "r2", Operation: string(OpHostStatus), Error: &Error{Code: CodeNotFound, Message: "m"}}),
 	} {
 		var h hostHead
 		if !h.scan([]byte(line)) {

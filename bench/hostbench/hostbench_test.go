@@ -126,8 +126,8 @@ func BenchmarkPipelined(b *testing.B) {
 	for range protocol.ClientInFlightDomainRequests {
 		wg.Go(func() {
 			for range work {
-				var res protocol.DiagnosticsQueryResult
-				if err := c.Request(ctx, protocol.OpHostDiagnosticsQuery, in, &res); err != nil {
+				_, err := client.Call(ctx, c, protocol.OpHostDiagnosticsQuery, in)
+				if err != nil {
 					errOnce.Do(func() { failed = err })
 				}
 			}

@@ -181,7 +181,7 @@ func newJSONEcho(statusBytes int) *jsonEcho {
 	// Size with a five-digit uptime, as the host's is during a run.
 	sizing := e.status
 	sizing.UptimeMillis = 10000
-	b, _ := json.Marshal(echoResponse{RequestID: sizingRequestID, Operation: protocol.OpHostStatus, OK: true, Result: sizing})
+	b, _ := json.Marshal(echoResponse{RequestID: sizingRequestID, Operation: string(protocol.OpHostStatus), OK: true, Result: sizing})
 	if pad := statusBytes - len(b); pad > 0 {
 		e.status.Version = strings.Repeat("v", pad)
 	}
@@ -209,7 +209,7 @@ func (e *jsonEcho) serve(c net.Conn) {
 			}
 		}
 		resp := echoResponse{RequestID: req.RequestID, Operation: req.Operation, OK: true}
-		if req.Operation == protocol.OpHostStatus {
+		if req.Operation == string(protocol.OpHostStatus) {
 			st := e.status
 			st.UptimeMillis = time.Since(e.started).Milliseconds()
 			resp.Result = st

@@ -136,22 +136,22 @@ func (b *bench) ptyScreenPart(ctx context.Context, c *client.Conn, home, runDir,
 	r := &b.res.pty.screen
 	r.frameBytes = len(busyFrame(0, attachCols, attachRows))
 	busy := "exec " + shQuote(b.self) + " " + roleBusyScreen
-	var s protocol.Session
-	if err := c.Request(ctx, protocol.OpSessionCreate, protocol.SessionCreateInput{
+	s, err := client.Call(ctx, c, protocol.OpSessionCreate, protocol.SessionCreateInput{
 		Cwd: b.work, Title: "busy pty", Model: "faux/echo", Approval: protocol.ApprovalAll,
-	}, &s); err != nil {
+	})
+	if err != nil {
 		return err
 	}
-	var res protocol.Resource
-	if err := c.Request(ctx, protocol.OpRuntimeResourceStart, protocol.ResourceStartInput{
+	res, err := client.Call(ctx, c, protocol.OpRuntimeResourceStart, protocol.ResourceStartInput{
 		SessionID: s.SessionID, LaunchID: "busy", Command: busy, PTY: true, Cols: attachCols, Rows: attachRows,
-	}, &res); err != nil {
+	})
+	if err != nil {
 		return err
 	}
 	defer func() {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
-		c.Request(sctx, protocol.OpRuntimeResourceStop, protocol.ResourceRef{SessionID: s.SessionID, Ref: res.Ref}, nil)
+		client.Call(sctx, c, protocol.OpRuntimeResourceStop, protocol.ResourceRef{SessionID: s.SessionID, Ref: res.Ref})
 	}()
 	fmt.Printf("pty screen: a program redraws a whole %dx%d screen (%d bytes) every %s, on an agentd PTY and in a tmux pane; %d rounds, each `agentd pty`, `agentd pty --watch` and `tmux attach` in a %dx%d PTY, timed from exec until the screen shows every row, and `agentd version`\n",
 		attachCols, attachRows, r.frameBytes, busyFrameInterval, b.cfg.attachRuns, attachCols, attachRows)
@@ -250,10 +250,10 @@ func (b *bench) ptyScreenPart(ctx context.Context, c *client.Conn, home, runDir,
 func (b *bench) echoPart(ctx context.Context, c *client.Conn, home, runDir, dir string) error {
 	r := &b.res.pty.echo
 	const shell = "/bin/sh"
-	var s protocol.Session
-	if err := c.Request(ctx, protocol.OpSessionCreate, protocol.SessionCreateInput{
+	s, err := client.Call(ctx, c, protocol.OpSessionCreate, protocol.SessionCreateInput{
 		Cwd: b.work, Title: "echo", Model: "faux/echo", Approval: protocol.ApprovalAll,
-	}, &s); err != nil {
+	})
+	if err != nil {
 		return err
 	}
 	fmt.Printf("echo: %d keys typed one at a time, each awaiting its echo, into `agentd shell` and into `tmux attach` (both running %s, in %dx%d PTYs), in blocks of %d, the sides alternating\n",

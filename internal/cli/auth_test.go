@@ -189,7 +189,7 @@ func TestKeysDoNotReachTheAgentsTools(t *testing.T) {
 	marker := filepath.Join(p.workDir(), "env.txt")
 	start := protocol.ResourceStartInput{SessionID: id, LaunchID: "l1",
 		Command: `echo "A[$ANTHROPIC_API_KEY] O[$OPENAI_API_KEY] C[$COPY_OF_KEY] P[$PLAIN_VAR]" > ` + marker}
-	if err := c.Request(agentdtest.Context(t), protocol.OpRuntimeResourceStart, start, nil); err != nil {
+	if _, err := client.Call(agentdtest.Context(t), c, protocol.OpRuntimeResourceStart, start); err != nil {
 		t.Fatal(err)
 	}
 	var seen []byte

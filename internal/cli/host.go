@@ -177,7 +177,7 @@ func askHandOff(ctx context.Context, held *home.HeldError) error {
 		return fmt.Errorf("asking the host holding the home (pid %d) to hand it over: %w", held.PID, err)
 	}
 	defer c.Close()
-	if err := c.Request(ctx, protocol.OpHostUpgradePrepare, protocol.UpgradePrepareInput{}, nil); err != nil {
+	if _, err := client.Call(ctx, c, protocol.OpHostUpgradePrepare, protocol.UpgradePrepareInput{}); err != nil {
 		return fmt.Errorf("asking the host holding the home (pid %d) to hand it over: %w", held.PID, err)
 	}
 	return nil

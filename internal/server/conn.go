@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"reflect"
 	"sync"
 
 	"github.com/agentd-dev/agentd/internal/redact"
@@ -46,6 +45,9 @@ type sessionConfig struct {
 	// resolve returns the handler for op at dispatch time, or the error to
 	// answer with (host_not_ready, draining, operation_unavailable).
 	resolve func(op protocol.Operation) (Handler, *protocol.Error)
+	// authorize decides whether a call's caller may run its operation
+	// (see Authorizer).
+	authorize func(ctx context.Context, call *Call) error
 	// attacher returns the composition's attacher once it is ready, or nil.
 	attacher func() ConnectionAttacher
 	// begin admits an operation into the host's accounting.
@@ -111,6 +113,9 @@ func newConnSession(cfg sessionConfig) *connSession {
 	}
 	if cfg.onTeardown == nil {
 		cfg.onTeardown = func() {}
+	}
+	if cfg.authorize == nil {
+		cfg.authorize = func(_ context.Context, call *Call) error { return AuthorizeOwner(call) }
 	}
 	s := &connSession{
 		cfg:         cfg,
@@ -262,7 +267,7 @@ func (s *connSession) dispatch(req *protocol.Request) bool {
 	}
 	// Decoding here, on the reader's already grown stack, spares each
 	// request's goroutine a stack copy; a bad input is answered at once.
-	input := reflect.New(op.Input).Interface()
+	input := op.NewInput()
 	if err := protocol.DecodeInput(req.Input, input); err != nil {
 		s.respond(req.RequestID, req.Operation, nil, &protocol.Error{Code: protocol.CodeInvalidRequest, Message: err.Error()})
 		return true
@@ -413,7 +418,7 @@ func (s *connSession) invoke(call *Call) (result []byte, perr *protocol.Error) {
 			result, perr = nil, protocol.Errorf(protocol.CodeInternalFailure, "%s failed", call.Operation.Name)
 		}
 	}()
-	v, err := h(s.ctx, call)
+	v, err := s.runChecked(h, call)
 	if err != nil {
 		var pe *protocol.Error
 		if errors.As(err, &pe) && pe.Code.Valid() {
@@ -431,6 +436,15 @@ func (s *connSession) invoke(call *Call) (result []byte, perr *protocol.Error) {
 		return nil, protocol.Errorf(protocol.CodeInternalFailure, "%s failed", call.Operation.Name)
 	}
 	return b, nil
+}
+
+// runChecked checks that call's caller may run its operation, then runs
+// h: every operation passes the one check, whatever its handler.
+func (s *connSession) runChecked(h Handler, call *Call) (any, error) {
+	if err := s.cfg.authorize(s.ctx, call); err != nil {
+		return nil, err
+	}
+	return h(s.ctx, call)
 }
 
 // respond queues a response; a closed writer means the connection is

@@ -70,7 +70,7 @@ func TestRepeatedDiagnosticsAreCountedNotWrittenOneByOne(t *testing.T) {
 		t.Fatal(err)
 	}
 	var d protocol.DiagnosticsQueryResult
-	err = c.Request(agentdtest.Context(t), protocol.OpHostDiagnosticsQuery, protocol.DiagnosticsQueryInput{}, &d)
+	d, err = client.Call(agentdtest.Context(t), c, protocol.OpHostDiagnosticsQuery, protocol.DiagnosticsQueryInput{})
 	c.Close()
 	if err != nil {
 		t.Fatal(err)

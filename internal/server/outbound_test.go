@@ -15,7 +15,7 @@ import (
 
 func statusResponse(id string) []byte {
 	b, _ := json.Marshal(protocol.HostStatus{State: protocol.StateReady})
-	return encodeResponse(id, protocol.OpHostStatus, b, nil)
+	return encodeResponse(id, string(protocol.OpHostStatus), b, nil)
 }
 
 func TestOutboundWriterFlushesFIFOOverRealSocket(t *testing.T) {
@@ -185,7 +185,7 @@ func TestOutboundWriterReportsByteBoundBeforeFrameBound(t *testing.T) {
 	sized := func(i, n int) []byte {
 		id := fmt.Sprintf("bound-%05d", i)
 		msg := func(pad int) []byte {
-			return encodeResponse(id, protocol.OpHostStatus, nil,
+			return encodeResponse(id, string(protocol.OpHostStatus), nil,
 				protocol.Errorf(protocol.CodeInternalFailure, "%s", strings.Repeat("x", pad)))
 		}
 		b := msg(n - len(msg(0)))

@@ -85,8 +85,8 @@ func padded(id string, n int) (head, tail []byte) {
 
 func diagnosticsWith(t *testing.T, c *client.Conn, substr string) []string {
 	t.Helper()
-	var d protocol.DiagnosticsQueryResult
-	if err := c.Request(agentdtest.Context(t), protocol.OpHostDiagnosticsQuery, protocol.DiagnosticsQueryInput{}, &d); err != nil {
+	d, err := client.Call(agentdtest.Context(t), c, protocol.OpHostDiagnosticsQuery, protocol.DiagnosticsQueryInput{})
+	if err != nil {
 		t.Fatal(err)
 	}
 	var out []string

@@ -365,6 +365,16 @@ func (h *Server) resolve(op protocol.Operation) (Handler, *protocol.Error) {
 	return nil, unavailable(op.Name)
 }
 
+// authorize asks the composition, once it is ready and decides access,
+// whether call may run; until then, and for a composition that does not,
+// the principal alone decides (AuthorizeOwner).
+func (h *Server) authorize(ctx context.Context, call *Call) error {
+	if a, ok := h.composition().(Authorizer); ok {
+		return a.Authorize(ctx, call)
+	}
+	return AuthorizeOwner(call)
+}
+
 func (h *Server) attacher() ConnectionAttacher {
 	a, _ := h.composition().(ConnectionAttacher)
 	return a
@@ -488,6 +498,7 @@ func (h *Server) serveConn(c *net.UnixConn) {
 		identity:  id,
 		base:      h.base,
 		resolve:   h.resolve,
+		authorize: h.authorize,
 		attacher:  h.attacher,
 		inline: func(op protocol.Operation) bool {
 			_, ok := h.hostTable[op.Name]

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/agentd-dev/agentd/client"
 	"github.com/agentd-dev/agentd/internal/fanout"
 	"github.com/agentd-dev/agentd/internal/server"
 	"github.com/agentd-dev/agentd/protocol"
@@ -489,8 +490,8 @@ func (sub *subscription) catchUp() bool {
 		SessionID: sub.w.sessionID, Direction: "newer", AnchorSequence: &anchor, ThroughSequence: &through, MaxBytes: pageBytes,
 	}
 	for {
-		var page protocol.TranscriptPage
-		if err := sub.w.conn.Request(ctx, protocol.OpSessionTranscriptPage, in, &page); err != nil {
+		page, err := client.Call(ctx, sub.w.conn, protocol.OpSessionTranscriptPage, in)
+		if err != nil {
 			sub.s.log.Warn("reading the transcript for a resuming subscriber", "subscription", sub.id, "err", err)
 			sub.close(protocol.ClosedWorkerExited)
 			return true // its closed frame follows
@@ -500,8 +501,8 @@ func (sub *subscription) catchUp() bool {
 			batch[i] = newPending(&item{body: entryDelta(rec)})
 		}
 		var last *server.Receipt
-		var err error
-		if !sub.c.send(sub.q.Done(), func() { last, err = sub.writeBatch(batch) }) || err != nil {
+		var werr error
+		if !sub.c.send(sub.q.Done(), func() { last, werr = sub.writeBatch(batch) }) || werr != nil {
 			return false
 		}
 		if last != nil {

@@ -180,6 +180,17 @@ type composition struct {
 
 func (c *composition) Handlers() server.Table { return c.s.handlers() }
 
+// Authorize implements server.Authorizer. The host decided, once, whether
+// the client it forwards a call for may run it: its connection is the one
+// the worker trusts to name a caller. Anyone else who reaches the worker's
+// socket (a bench, a test) is held to the owner's rule.
+func (c *composition) Authorize(_ context.Context, call *server.Call) error {
+	if call.Identity.Surface == protocol.SurfaceHost {
+		return nil
+	}
+	return server.AuthorizeOwner(call)
+}
+
 // BeginDrain interrupts the running turn: it is recorded as interrupted.
 func (c *composition) BeginDrain() { c.stop() }
 
