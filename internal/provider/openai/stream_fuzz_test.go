@@ -13,7 +13,7 @@ import (
 )
 
 // FuzzStream feeds the accumulator any chunks, one JSON object a line, as
-// the SDK decodes them from a stream: it never panics, and the usage it
+// Stream decodes them from a stream: it never panics, and the usage it
 // reports is never negative, nor its cost.
 func FuzzStream(f *testing.F) {
 	files, _ := filepath.Glob(filepath.Join("testdata", "*.sse"))
