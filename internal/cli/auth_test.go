@@ -83,7 +83,7 @@ func TestAKeyStoredWithAuthSetIsUsedByTheRunningHostWithoutARestart(t *testing.T
 		t.Fatalf("a run after auth set: exit %d:\n%s\n%s", code, out, errOut)
 	}
 	reqs := fake.Requests()
-	// This SDK version sends the API key as a bearer token.
+	// The key is sent as a bearer token.
 	if len(reqs) != 1 || reqs[0].Header.Get("Authorization") != "Bearer "+key {
 		t.Fatalf("the provider got %d requests, the first with the stored key: %v", len(reqs), len(reqs) == 1 && reqs[0].Header.Get("Authorization") == "Bearer "+key)
 	}
