@@ -46,7 +46,7 @@ var arrows = map[string][]string{
 	"internal/redact":                {},
 	"internal/resource":              {"internal/atomicfile", "internal/proc", "protocol"},
 	"internal/server":                {"internal/home", "internal/redact", "internal/transport", "protocol"},
-	"internal/sessions":              {"client", "internal/catalog", "internal/fanout", "internal/home", "internal/server", "internal/supervisor", "protocol"},
+	"internal/sessions":              {"client", "internal/catalog", "internal/fanout", "internal/home", "internal/server", "internal/supervisor", "internal/transport", "protocol"},
 	// the supervisor hands out the host's connection to a worker: the
 	// client's today, the host's own link to its workers later
 	"internal/supervisor": {"client", "internal/home", "internal/proc", "protocol"},
@@ -55,7 +55,7 @@ var arrows = map[string][]string{
 	"internal/transport":  {"protocol"},
 	"internal/tui":        {"client", "protocol"},
 	"internal/version":    {},
-	"internal/worker":     {"internal/agent", "internal/fanout", "internal/home", "internal/llm", "internal/proc", "internal/resource", "internal/server", "internal/tools", "internal/transcript", "protocol"},
+	"internal/worker":     {"internal/agent", "internal/fanout", "internal/home", "internal/llm", "internal/proc", "internal/resource", "internal/server", "internal/tools", "internal/transcript", "internal/transport", "protocol"},
 	"internal/cli": {
 		"client", "internal/credentials", "internal/home", "internal/host", "internal/llm", "internal/proc", "internal/provider", "internal/provider/anthropic", "internal/provider/faux",
 		"internal/provider/openai", "internal/redact", "internal/sessions", "internal/tools", "internal/transcript",

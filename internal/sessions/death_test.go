@@ -23,13 +23,13 @@ import (
 func TestRequestsRacingAWorkersDeathFailOrReachItsReplacement(t *testing.T) {
 	h, c, work := newHost(t, time.Hour)
 	ctx := agentdtest.Context(t)
-	var s protocol.Session
-	if err := c.Request(ctx, protocol.OpSessionCreate, protocol.SessionCreateInput{Cwd: work}, &s); err != nil {
+	s, err := client.Call(ctx, c, protocol.OpSessionCreate, protocol.SessionCreateInput{Cwd: work})
+	if err != nil {
 		t.Fatal(err)
 	}
 	w, _ := subscribe(t, c, protocol.SubscriptionOpenInput{SessionID: s.SessionID})
-	if err := c.Request(ctx, protocol.OpTurnStart, protocol.TurnStartInput{SessionID: s.SessionID, TurnID: "t1",
-		Content: protocol.Content{Text: "run `sleep 20`"}, Approval: protocol.ApprovalAll}, nil); err != nil {
+	if _, err := client.Call(ctx, c, protocol.OpTurnStart, protocol.TurnStartInput{SessionID: s.SessionID, TurnID: "t1",
+		Content: protocol.Content{Text: "run `sleep 20`"}, Approval: protocol.ApprovalAll}); err != nil {
 		t.Fatal(err)
 	}
 	for {
@@ -58,9 +58,9 @@ func TestRequestsRacingAWorkersDeathFailOrReachItsReplacement(t *testing.T) {
 				rctx, cancel := context.WithTimeout(ctx, agentdtest.Timeout)
 				var err error
 				if (i+n)%2 == 0 {
-					err = c.Request(rctx, protocol.OpSessionTodoQuery, protocol.SessionRef{SessionID: s.SessionID}, nil)
+					_, err = client.Call(rctx, c, protocol.OpSessionTodoQuery, protocol.SessionRef{SessionID: s.SessionID})
 				} else {
-					err = c.Request(rctx, protocol.OpModelsThinkingSet, protocol.ThinkingSetInput{SessionID: s.SessionID, Level: "low"}, nil)
+					_, err = client.Call(rctx, c, protocol.OpModelsThinkingSet, protocol.ThinkingSetInput{SessionID: s.SessionID, Level: "low"})
 				}
 				late := rctx.Err()
 				cancel()
