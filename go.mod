@@ -36,7 +36,3 @@ require (
 	github.com/xo/terminfo v1.0.0 // indirect
 	golang.org/x/sync v0.23.0 // indirect
 )
-
-replace github.com/atotto/clipboard => ./third_party/clipboard
-
-replace github.com/yuin/goldmark => ./third_party/goldmark
