@@ -30,7 +30,7 @@ func (w *worker) openFeed(ctx context.Context) (*client.Watcher, error) {
 	w.mu.Lock()
 	w.proj = protocol.NewProjector(snap)
 	w.busy = snap.Session.Status != protocol.SessionIdle
-	w.live = map[string]bool{}
+	w.live, w.ended = map[string]bool{}, map[string]bool{}
 	w.mu.Unlock()
 	w.feedID = open.SubscriptionID
 	watch := w.conn.Follow(open.SubscriptionID)

@@ -31,6 +31,27 @@ const (
 // subscriptions that chose the PTY (its screen to those awaiting it). It
 // takes f: its bytes are given back once every subscription is done with
 // them.
+// learn records what the answer to a request op says of the worker's
+// state before the request lets go of it: a resource the worker answers
+// it started runs, though its update frame may not have reached the host
+// yet, and the worker must not be stopped as idle meanwhile; unless the
+// stream has already said it ended.
+func (w *worker) learn(op string, out any) {
+	raw, ok := out.(json.RawMessage)
+	if !ok || op != string(protocol.OpRuntimeResourceStart) {
+		return
+	}
+	var r protocol.Resource
+	if json.Unmarshal(raw, &r) != nil || r.State != protocol.ResourceRunning {
+		return
+	}
+	w.mu.Lock()
+	if !w.ended[r.Ref] {
+		w.live[r.Ref] = true
+	}
+	w.mu.Unlock()
+}
+
 func (w *worker) publishResource(f client.Frame) error {
 	kind, raw := f.Kind, f.Raw
 	it := &item{kind: kind}
@@ -50,6 +71,7 @@ func (w *worker) publishResource(f client.Frame) error {
 			w.live[r.Ref] = true
 		} else {
 			delete(w.live, r.Ref)
+			w.ended[r.Ref] = true
 		}
 		for sub := range w.subs {
 			sub.push(it)

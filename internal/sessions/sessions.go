@@ -304,6 +304,9 @@ func forward[Out any](ctx context.Context, s *Service, h catalog.Header, caller 
 			return out, err
 		}
 		err = w.conn.RequestFor(ctx, caller, op, in, &out)
+		if err == nil {
+			w.learn(op, out)
+		}
 		w.release()
 		var re *client.RemoteError
 		if errors.As(err, &re) {

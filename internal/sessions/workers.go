@@ -39,6 +39,7 @@ type worker struct {
 	idle     *time.Timer                // guarded by mu
 	busy     bool                       // guarded by mu: a turn runs or waits, as the stream says
 	live     map[string]bool            // guarded by mu: the runtime resources running, as the stream says
+	ended    map[string]bool            // guarded by mu: the runtime resources the stream said ended (refs are not reused)
 	feedID   string                     // constant once started: the worker's one subscription
 	watched  []string                   // guarded by interest: the PTYs the worker's stream carries
 
