@@ -14,8 +14,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/agentd-dev/agentd/client"
 	"github.com/agentd-dev/agentd/internal/catalog"
+	"github.com/agentd-dev/agentd/internal/link"
 	"github.com/agentd-dev/agentd/internal/proc"
 	"github.com/agentd-dev/agentd/protocol"
 )
@@ -137,8 +137,8 @@ func (s *Service) adopt(reg protocol.WorkerRegistration) {
 
 // connect dials the worker at endpoint, checks it is w's process, and
 // opens its stream.
-func (w *worker) connect(ctx context.Context, endpoint string) (*client.Watcher, error) {
-	c, err := client.Dial(ctx, endpoint, client.Options{CompositionID: protocol.CompositionWorker, Surface: protocol.SurfaceHost})
+func (w *worker) connect(ctx context.Context, endpoint string) (*link.Stream, error) {
+	c, err := link.Dial(ctx, endpoint)
 	if err != nil {
 		return nil, err
 	}
@@ -146,7 +146,7 @@ func (w *worker) connect(ctx context.Context, endpoint string) (*client.Watcher,
 	if err == nil && st.PID != w.pid {
 		err = fmt.Errorf("another process (pid %d) answers at its socket", st.PID)
 	}
-	var feed *client.Watcher
+	var feed *link.Stream
 	if err == nil {
 		w.conn = c
 		feed, err = w.openFeed(ctx)
@@ -155,7 +155,7 @@ func (w *worker) connect(ctx context.Context, endpoint string) (*client.Watcher,
 	if err == nil {
 		// Asked once the stream is open: its frames, applied after, are
 		// as new as this or newer.
-		res, err = c.Resources(ctx, w.sessionID)
+		res, err = resources(ctx, c, w.sessionID)
 		if err != nil {
 			feed.Close()
 		}

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/agentd-dev/agentd/client"
+	"github.com/agentd-dev/agentd/internal/link"
 	"github.com/agentd-dev/agentd/internal/server"
 	"github.com/agentd-dev/agentd/protocol"
 )
@@ -32,14 +32,13 @@ const (
 // subscriptions that chose the PTY (its screen to those awaiting it). It
 // takes f: its bytes are given back once every subscription is done with
 // them.
-func (w *worker) publishResource(f client.Frame) error {
-	kind, raw := f.Kind, f.Raw
+func (w *worker) publishResource(f link.Frame) error {
+	kind := f.Kind
 	it := &item{kind: kind}
 	if kind == protocol.KindRuntimeResourceUpdate {
-		defer f.Release()
 		var u protocol.RuntimeResourceUpdateFrame
 		var r protocol.Resource
-		if err := json.Unmarshal(raw, &u); err != nil {
+		if err := json.Unmarshal(f.Raw, &u); err != nil {
 			return err
 		}
 		if err := json.Unmarshal(u.Resource, &r); err != nil {
@@ -61,9 +60,12 @@ func (w *worker) publishResource(f client.Frame) error {
 	}
 	// The output is passed on as the JSON the worker wrote, never
 	// decoded: a PTY is the fastest writer a host relays.
+	// The frame is the link's until its stream's next frame: the item
+	// keeps a copy, given back once every subscription is done with it.
+	raw := append(protocol.GetBuffer(len(f.Raw)), f.Raw...)
 	d, err := protocol.DecodePtyDataFields(raw)
 	if err != nil {
-		f.Release()
+		protocol.PutBuffer(raw)
 		return err
 	}
 	it.pty, it.raw = &d, raw
@@ -101,7 +103,7 @@ func (w *worker) redraw(ref string) {
 // screen it sends again. Called with w.interest held.
 func (w *worker) choose(ctx context.Context, refs, redraw []string) error {
 	fwd := protocol.PtyInterestInput{SubscriptionID: w.feedID, Refs: refs, Redraw: redraw}
-	if err := w.conn.Request(ctx, protocol.OpSubscriptionPtyInterestSet, fwd, nil); err != nil {
+	if err := w.conn.Call(ctx, nil, protocol.OpSubscriptionPtyInterestSet, fwd, nil); err != nil {
 		return err
 	}
 	w.watched = refs
@@ -257,9 +259,28 @@ func (s *Service) releaseControllers(held []controllerHeld) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			if err := w.conn.RequestFor(ctx, &h.caller, protocol.OpRuntimeResourceControllerRelease, &h.in, nil); err != nil {
+			if err := w.conn.Call(ctx, &h.caller, protocol.OpRuntimeResourceControllerRelease, &h.in, nil); err != nil {
 				s.log.Warn("releasing a closed connection's PTY controller", "session", h.in.SessionID, "ref", h.in.Ref, "err", err)
 			}
 		})
+	}
+}
+
+// resources lists every runtime resource of session sessionID on its
+// worker, following the query's cursor to the last page.
+func resources(ctx context.Context, c *link.Conn, sessionID string) ([]protocol.Resource, error) {
+	var all []protocol.Resource
+	in := protocol.ResourceQueryInput{SessionID: sessionID}
+	for {
+		var page protocol.ResourceQueryResult
+		if err := c.Call(ctx, nil, protocol.OpRuntimeResourceQuery, in, &page); err != nil {
+			return nil, err
+		}
+		all = append(all, page.Resources...)
+		if page.NextCursor == nil || *page.NextCursor == "" {
+			return all, nil
+		}
+		rev := page.Revision
+		in.Revision, in.Cursor = &rev, page.NextCursor
 	}
 }

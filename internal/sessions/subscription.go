@@ -490,7 +490,7 @@ func (sub *subscription) catchUp() bool {
 	}
 	for {
 		var page protocol.TranscriptPage
-		if err := sub.w.conn.Request(ctx, protocol.OpSessionTranscriptPage, in, &page); err != nil {
+		if err := sub.w.conn.Call(ctx, nil, protocol.OpSessionTranscriptPage, in, &page); err != nil {
 			sub.s.log.Warn("reading the transcript for a resuming subscriber", "subscription", sub.id, "err", err)
 			sub.close(protocol.ClosedWorkerExited)
 			return true // its closed frame follows

@@ -14,8 +14,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/agentd-dev/agentd/client"
 	"github.com/agentd-dev/agentd/internal/catalog"
+	"github.com/agentd-dev/agentd/internal/link"
 	"github.com/agentd-dev/agentd/internal/proc"
 	"github.com/agentd-dev/agentd/protocol"
 )
@@ -30,7 +30,7 @@ type worker struct {
 	pid       int           // constant once started
 	stat      *os.File      // constant once started: its main thread's /proc stat file, or nil
 	procStart uint64        // constant once started: the process's start time, for an adopted worker
-	conn      *client.Conn  // constant once started
+	conn      *link.Conn    // constant once started
 	ready     chan struct{} // closed once started or failed
 	startErr  error         // set before ready is closed
 	exited    chan struct{} // closed when the process has exited
@@ -254,7 +254,7 @@ func (s *Service) start(w *worker, h catalog.Header) {
 
 	conn, err := s.dialWorker(readyR, sock, w.pid)
 	readyR.Close()
-	var feed *client.Watcher
+	var feed *link.Stream
 	if err == nil {
 		w.conn = conn
 		ctx, cancel := context.WithTimeout(context.Background(), workerStartTimeout)
@@ -280,7 +280,7 @@ func (s *Service) start(w *worker, h catalog.Header) {
 
 // serve follows a started or adopted worker until its process exits
 // (exited says how), or until the host hands it to the host replacing it.
-func (s *Service) serve(w *worker, feed *client.Watcher, exited <-chan error) {
+func (s *Service) serve(w *worker, feed *link.Stream, exited <-chan error) {
 	followed := make(chan struct{})
 	s.wg.Go(func() {
 		defer close(followed)
@@ -361,7 +361,7 @@ func describeExit(err error) string {
 // dialWorker waits until a starting worker says it serves, then
 // connects to its socket: to the worker of process pid alone, so another
 // process answering there (one an earlier host left) is not taken for it.
-func (s *Service) dialWorker(ready *os.File, sock string, pid int) (*client.Conn, error) {
+func (s *Service) dialWorker(ready *os.File, sock string, pid int) (*link.Conn, error) {
 	ready.SetReadDeadline(time.Now().Add(workerStartTimeout))
 	if _, err := ready.Read(make([]byte, 1)); err != nil {
 		if errors.Is(err, io.EOF) {
@@ -371,7 +371,7 @@ func (s *Service) dialWorker(ready *os.File, sock string, pid int) (*client.Conn
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), workerStartTimeout)
 	defer cancel()
-	c, err := client.Dial(ctx, sock, client.Options{CompositionID: protocol.CompositionWorker, Surface: protocol.SurfaceHost})
+	c, err := link.Dial(ctx, sock)
 	if err != nil {
 		return nil, err
 	}
@@ -412,7 +412,7 @@ func (w *worker) stop() {
 	w.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	w.conn.Request(ctx, protocol.OpHostShutdown, protocol.ShutdownInput{}, nil)
+	w.conn.Call(ctx, nil, protocol.OpHostShutdown, protocol.ShutdownInput{}, nil)
 	select {
 	case <-w.exited:
 	case <-ctx.Done():
