@@ -255,7 +255,7 @@ func (c *Conn) Call(ctx context.Context, caller *protocol.Caller, operation stri
 // Status runs host.status on the worker, through its own slot.
 func (c *Conn) Status(ctx context.Context) (protocol.HostStatus, error) {
 	var st protocol.HostStatus
-	err := c.Call(ctx, nil, protocol.OpHostStatus, nil, &st)
+	err := c.Call(ctx, nil, string(protocol.OpHostStatus), nil, &st)
 	return st, err
 }
 

@@ -55,7 +55,8 @@ func (w *worker) Handlers() server.Table {
 		return protocol.Session{}, ctx.Err()
 	})
 	server.Handle(t, protocol.OpSessionRemove, func(_ context.Context, _ *server.Call, in *protocol.SessionRef) (protocol.SessionRef, error) {
-		big := make([]byte, 64<<10)
+		// Frames of no stream the link follows, until the queue is full.
+		big := protocol.AppendDeltaFrame(nil, "e", "nobody", 1, fmt.Appendf(nil, `{"pad":%q}`, strings.Repeat("x", 64<<10)))
 		for {
 			if _, err := w.out.Load().Enqueue(server.Control, big); err != nil {
 				return *in, nil
@@ -105,18 +106,20 @@ func startWorker(t *testing.T, w *worker) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := server.Start(server.Config{
-		HostID: "worker", Version: "test", Listener: ln, CompositionID: protocol.CompositionWorker, TrustCaller: true,
+	srv, err := server.New(server.Config{
+		HostID: "worker", Version: "test", CompositionID: protocol.CompositionWorker, TrustCaller: true,
 		DrainTimeout: time.Second,
 		Compose:      func(context.Context, *server.Server) (server.Composition, error) { return w, nil },
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() { ran <- srv.Run(ctx, ln) }()
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), agentdtest.Timeout)
-		defer cancel()
-		srv.Shutdown(ctx)
+		cancel()
+		<-ran
 	})
 	<-srv.Ready()
 	return sock
@@ -141,14 +144,14 @@ func TestACallRunsForTheCallerItForwards(t *testing.T) {
 	ctx := agentdtest.Context(t)
 	caller := &protocol.Caller{ConnectionID: "c7", ClientInstanceID: "tui-1", Surface: protocol.SurfaceTUI, Principal: protocol.LocalOwner}
 	var got protocol.Session
-	if err := c.Call(ctx, caller, protocol.OpSessionGet, protocol.SessionRef{SessionID: "s1"}, &got); err != nil {
+	if err := c.Call(ctx, caller, string(protocol.OpSessionGet), protocol.SessionRef{SessionID: "s1"}, &got); err != nil {
 		t.Fatal(err)
 	}
 	if got.Title != "tui-1/c7" {
 		t.Fatalf("the worker ran the call for %q, not for the forwarded caller tui-1/c7", got.Title)
 	}
 	// Without a caller, the call runs for the link's own connection.
-	if err := c.Call(ctx, nil, protocol.OpSessionGet, protocol.SessionRef{SessionID: "s1"}, &got); err != nil {
+	if err := c.Call(ctx, nil, string(protocol.OpSessionGet), protocol.SessionRef{SessionID: "s1"}, &got); err != nil {
 		t.Fatal(err)
 	}
 	if want := c.Accepted().ConnectionID; !strings.HasSuffix(got.Title, "/"+want) || !strings.HasPrefix(got.Title, "host-") {
@@ -162,9 +165,9 @@ func TestACallRunsForTheCallerItForwards(t *testing.T) {
 
 func TestAFailedCallIsARemoteErrorWithItsCode(t *testing.T) {
 	c := dial(t, startWorker(t, newWorker(0)))
-	err := c.Call(agentdtest.Context(t), nil, protocol.OpSessionList, protocol.SessionListInput{}, nil)
+	err := c.Call(agentdtest.Context(t), nil, string(protocol.OpSessionList), protocol.SessionListInput{}, nil)
 	var re *link.RemoteError
-	if !errors.As(err, &re) || re.Code != protocol.CodeOperationUnavailable || re.Operation != protocol.OpSessionList {
+	if !errors.As(err, &re) || re.Code != protocol.CodeOperationUnavailable || re.Operation != string(protocol.OpSessionList) {
 		t.Fatalf("an operation the worker does not serve failed with %#v, want a remote error with code %s", err, protocol.CodeOperationUnavailable)
 	}
 }
@@ -185,12 +188,12 @@ func TestASlowReaderOfAStreamLosesNothingAndHoldsTheWorkerBack(t *testing.T) {
 	c := dial(t, startWorker(t, w))
 	ctx := agentdtest.Context(t)
 	var open protocol.SubscriptionOpenResult
-	if err := c.Call(ctx, nil, protocol.OpSubscriptionOpen, protocol.SubscriptionOpenInput{SessionID: "s1", Transcript: protocol.TranscriptBootstrap{Kind: protocol.TranscriptNone}}, &open); err != nil {
+	if err := c.Call(ctx, nil, string(protocol.OpSubscriptionOpen), protocol.SubscriptionOpenInput{SessionID: "s1", Transcript: protocol.TranscriptBootstrap{Kind: protocol.TranscriptNone}}, &open); err != nil {
 		t.Fatal(err)
 	}
 	s := c.Stream(open.SubscriptionID)
 	defer s.Close()
-	if err := c.Call(ctx, nil, protocol.OpSubscriptionReady, protocol.SubscriptionRef{SubscriptionID: open.SubscriptionID}, nil); err != nil {
+	if err := c.Call(ctx, nil, string(protocol.OpSubscriptionReady), protocol.SubscriptionRef{SubscriptionID: open.SubscriptionID}, nil); err != nil {
 		t.Fatal(err)
 	}
 	// Read one frame, then stop: the worker goes on until the stream is
@@ -252,11 +255,11 @@ func TestTheConnectionsEndEndsItsStreamsAndPendingCalls(t *testing.T) {
 	defer s.Close()
 	turn := make(chan error, 1)
 	go func() {
-		turn <- c.Call(ctx, nil, protocol.OpSessionArchive, protocol.SessionRef{SessionID: "s1"}, nil)
+		turn <- c.Call(ctx, nil, string(protocol.OpSessionArchive), protocol.SessionRef{SessionID: "s1"}, nil)
 	}()
 	<-w.started
 	// The worker's queue overflows: the server ends the connection.
-	c.Call(ctx, nil, protocol.OpSessionRemove, protocol.SessionRef{SessionID: "s1"}, nil)
+	c.Call(ctx, nil, string(protocol.OpSessionRemove), protocol.SessionRef{SessionID: "s1"}, nil)
 	select {
 	case <-c.Done():
 	case <-ctx.Done():
@@ -272,7 +275,7 @@ func TestTheConnectionsEndEndsItsStreamsAndPendingCalls(t *testing.T) {
 	if _, err := s.Next(ctx); !errors.Is(err, link.ErrLost) {
 		t.Fatalf("the stream ended with %v, want ErrLost", err)
 	}
-	err := c.Call(ctx, nil, protocol.OpSessionGet, protocol.SessionRef{SessionID: "s1"}, nil)
+	err := c.Call(ctx, nil, string(protocol.OpSessionGet), protocol.SessionRef{SessionID: "s1"}, nil)
 	if !errors.As(err, &ie) || ie.Dispatched || !ie.Retryable {
 		t.Fatalf("a call after the end failed with %#v, want an interruption before sending", err)
 	}
@@ -284,7 +287,7 @@ func TestClosingTheLinkEndsItsStreamsAndGivesTheirBuffersBack(t *testing.T) {
 	c := dial(t, startWorker(t, w))
 	ctx := agentdtest.Context(t)
 	s := c.Stream("sub-s1")
-	if err := c.Call(ctx, nil, protocol.OpSubscriptionReady, protocol.SubscriptionRef{SubscriptionID: "sub-s1"}, nil); err != nil {
+	if err := c.Call(ctx, nil, string(protocol.OpSubscriptionReady), protocol.SubscriptionRef{SubscriptionID: "sub-s1"}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Next(ctx); err != nil {

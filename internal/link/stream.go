@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/agentd-dev/agentd/internal/transport"
 	"github.com/agentd-dev/agentd/protocol"
 )
 
@@ -171,10 +172,10 @@ var onStreamFull func()
 
 func (c *Conn) getBuffer(n int) []byte {
 	c.buffers.Add(1)
-	return protocol.GetBuffer(n)
+	return transport.GetBuffer(n)
 }
 
 func (c *Conn) putBuffer(b []byte) {
 	c.buffers.Add(-1)
-	protocol.PutBuffer(b)
+	transport.PutBuffer(b)
 }

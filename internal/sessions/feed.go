@@ -19,7 +19,7 @@ import (
 func (w *worker) openFeed(ctx context.Context) (*link.Stream, error) {
 	var open protocol.SubscriptionOpenResult
 	in := protocol.SubscriptionOpenInput{SessionID: w.sessionID, Transcript: protocol.TranscriptBootstrap{Kind: protocol.TranscriptNone}}
-	if err := w.conn.Call(ctx, nil, protocol.OpSubscriptionOpen, in, &open); err != nil {
+	if err := w.conn.Call(ctx, nil, string(protocol.OpSubscriptionOpen), in, &open); err != nil {
 		return nil, fmt.Errorf("opening the worker's stream: %w", err)
 	}
 	var snap protocol.SessionProjection
@@ -34,7 +34,7 @@ func (w *worker) openFeed(ctx context.Context) (*link.Stream, error) {
 	w.mu.Unlock()
 	w.feedID = open.SubscriptionID
 	watch := w.conn.Stream(open.SubscriptionID)
-	if err := w.conn.Call(ctx, nil, protocol.OpSubscriptionReady, protocol.SubscriptionRef{SubscriptionID: open.SubscriptionID}, nil); err != nil {
+	if err := w.conn.Call(ctx, nil, string(protocol.OpSubscriptionReady), protocol.SubscriptionRef{SubscriptionID: open.SubscriptionID}, nil); err != nil {
 		watch.Close()
 		return nil, fmt.Errorf("starting the worker's stream: %w", err)
 	}

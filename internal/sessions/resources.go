@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentd-dev/agentd/internal/link"
 	"github.com/agentd-dev/agentd/internal/server"
+	"github.com/agentd-dev/agentd/internal/transport"
 	"github.com/agentd-dev/agentd/protocol"
 )
 
@@ -62,10 +63,10 @@ func (w *worker) publishResource(f link.Frame) error {
 	// decoded: a PTY is the fastest writer a host relays.
 	// The frame is the link's until its stream's next frame: the item
 	// keeps a copy, given back once every subscription is done with it.
-	raw := append(protocol.GetBuffer(len(f.Raw)), f.Raw...)
+	raw := append(transport.GetBuffer(len(f.Raw)), f.Raw...)
 	d, err := protocol.DecodePtyDataFields(raw)
 	if err != nil {
-		protocol.PutBuffer(raw)
+		transport.PutBuffer(raw)
 		return err
 	}
 	it.pty, it.raw = &d, raw
@@ -103,7 +104,7 @@ func (w *worker) redraw(ref string) {
 // screen it sends again. Called with w.interest held.
 func (w *worker) choose(ctx context.Context, refs, redraw []string) error {
 	fwd := protocol.PtyInterestInput{SubscriptionID: w.feedID, Refs: refs, Redraw: redraw}
-	if err := w.conn.Call(ctx, nil, protocol.OpSubscriptionPtyInterestSet, fwd, nil); err != nil {
+	if err := w.conn.Call(ctx, nil, string(protocol.OpSubscriptionPtyInterestSet), fwd, nil); err != nil {
 		return err
 	}
 	w.watched = refs
@@ -221,7 +222,7 @@ func (s *Service) trackController(call *server.Call, in any, result json.RawMess
 		return
 	}
 	switch call.Operation.Name {
-	case protocol.OpRuntimeResourceControllerAcquire:
+	case string(protocol.OpRuntimeResourceControllerAcquire):
 		ref := in.(*protocol.ResourceRef)
 		var res protocol.ControllerAcquireResult
 		if json.Unmarshal(result, &res) != nil {
@@ -230,7 +231,7 @@ func (s *Service) trackController(call *server.Call, in any, result json.RawMess
 		c.mu.Lock()
 		c.controllers[res.ControllerID] = controllerHeld{call.Caller, protocol.ControllerRef{SessionID: ref.SessionID, Ref: ref.Ref, ControllerID: res.ControllerID}}
 		c.mu.Unlock()
-	case protocol.OpRuntimeResourceControllerRelease:
+	case string(protocol.OpRuntimeResourceControllerRelease):
 		ref := in.(*protocol.ControllerRef)
 		c.mu.Lock()
 		delete(c.controllers, ref.ControllerID)
@@ -259,7 +260,7 @@ func (s *Service) releaseControllers(held []controllerHeld) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			if err := w.conn.Call(ctx, &h.caller, protocol.OpRuntimeResourceControllerRelease, &h.in, nil); err != nil {
+			if err := w.conn.Call(ctx, &h.caller, string(protocol.OpRuntimeResourceControllerRelease), &h.in, nil); err != nil {
 				s.log.Warn("releasing a closed connection's PTY controller", "session", h.in.SessionID, "ref", h.in.Ref, "err", err)
 			}
 		})
@@ -273,7 +274,7 @@ func resources(ctx context.Context, c *link.Conn, sessionID string) ([]protocol.
 	in := protocol.ResourceQueryInput{SessionID: sessionID}
 	for {
 		var page protocol.ResourceQueryResult
-		if err := c.Call(ctx, nil, protocol.OpRuntimeResourceQuery, in, &page); err != nil {
+		if err := c.Call(ctx, nil, string(protocol.OpRuntimeResourceQuery), in, &page); err != nil {
 			return nil, err
 		}
 		all = append(all, page.Resources...)

@@ -412,7 +412,7 @@ func (w *worker) stop() {
 	w.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	w.conn.Call(ctx, nil, protocol.OpHostShutdown, protocol.ShutdownInput{}, nil)
+	w.conn.Call(ctx, nil, string(protocol.OpHostShutdown), protocol.ShutdownInput{}, nil)
 	select {
 	case <-w.exited:
 	case <-ctx.Done():
