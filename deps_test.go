@@ -46,10 +46,10 @@ var arrows = map[string][]string{
 	"internal/redact":                {},
 	"internal/resource":              {"internal/atomicfile", "internal/proc", "protocol"},
 	"internal/server":                {"internal/home", "internal/redact", "internal/transport", "protocol"},
-	"internal/sessions":              {"client", "internal/catalog", "internal/fanout", "internal/home", "internal/server", "internal/supervisor", "internal/transport", "protocol"},
-	// the supervisor hands out the host's connection to a worker: the
-	// client's today, the host's own link to its workers later
-	"internal/supervisor": {"client", "internal/home", "internal/proc", "protocol"},
+	// the host's own connection to a session's worker, never the public client
+	"internal/link":       {"internal/transport", "protocol"},
+	"internal/sessions":   {"internal/catalog", "internal/fanout", "internal/home", "internal/link", "internal/server", "internal/supervisor", "internal/transport", "protocol"},
+	"internal/supervisor": {"internal/home", "internal/link", "internal/proc", "protocol"},
 	"internal/tools":      {"internal/atomicfile", "internal/llm", "internal/proc", "protocol"},
 	"internal/transcript": {"protocol"},
 	"internal/transport":  {"protocol"},

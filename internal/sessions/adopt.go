@@ -9,10 +9,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/agentd-dev/agentd/client"
 	"github.com/agentd-dev/agentd/internal/catalog"
 	"github.com/agentd-dev/agentd/internal/home"
 	"github.com/agentd-dev/agentd/internal/supervisor"
+	"github.com/agentd-dev/agentd/internal/link"
 	"github.com/agentd-dev/agentd/protocol"
 )
 
@@ -65,7 +65,7 @@ func (s *Service) adopt(reg home.WorkerRegistration) {
 		return
 	}
 	w := &worker{s: s, sessionID: reg.SessionID, ready: make(chan struct{}), exited: make(chan struct{}), subs: map[*subscription]struct{}{}}
-	var feed *client.Watcher
+	var feed *link.Stream
 	if err == nil {
 		w.proc, w.conn = p, p.Conn
 		feed, err = w.connect(ctx)
@@ -92,14 +92,14 @@ func (s *Service) adopt(reg home.WorkerRegistration) {
 
 // connect opens an adopted worker's stream, and learns the runtime
 // resources it runs.
-func (w *worker) connect(ctx context.Context) (*client.Watcher, error) {
+func (w *worker) connect(ctx context.Context) (*link.Stream, error) {
 	feed, err := w.openFeed(ctx)
 	if err != nil {
 		return nil, err
 	}
 	// Asked once the stream is open: its frames, applied after, are as
 	// new as this or newer.
-	res, err := w.conn.Resources(ctx, w.sessionID)
+	res, err := resources(ctx, w.conn, w.sessionID)
 	if err != nil {
 		feed.Close()
 		return nil, err

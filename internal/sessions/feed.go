@@ -7,19 +7,19 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/agentd-dev/agentd/client"
 	"github.com/agentd-dev/agentd/internal/catalog"
 	"github.com/agentd-dev/agentd/internal/fanout"
+	"github.com/agentd-dev/agentd/internal/link"
 	"github.com/agentd-dev/agentd/protocol"
 )
 
 // openFeed opens the worker's one event stream: its projection now, then
 // every delta. The host follows it for as long as the worker lives,
 // whatever the number of subscribers.
-func (w *worker) openFeed(ctx context.Context) (*client.Watcher, error) {
+func (w *worker) openFeed(ctx context.Context) (*link.Stream, error) {
+	var open protocol.SubscriptionOpenResult
 	in := protocol.SubscriptionOpenInput{SessionID: w.sessionID, Transcript: protocol.TranscriptBootstrap{Kind: protocol.TranscriptNone}}
-	open, err := client.Call(ctx, w.conn, protocol.OpSubscriptionOpen, in)
-	if err != nil {
+	if err := w.conn.Call(ctx, nil, string(protocol.OpSubscriptionOpen), in, &open); err != nil {
 		return nil, fmt.Errorf("opening the worker's stream: %w", err)
 	}
 	var snap protocol.SessionProjection
@@ -33,8 +33,8 @@ func (w *worker) openFeed(ctx context.Context) (*client.Watcher, error) {
 	w.live, w.ended = map[string]bool{}, map[string]bool{}
 	w.mu.Unlock()
 	w.feedID = open.SubscriptionID
-	watch := w.conn.Follow(open.SubscriptionID)
-	if _, err := client.Call(ctx, w.conn, protocol.OpSubscriptionReady, protocol.SubscriptionRef{SubscriptionID: open.SubscriptionID}); err != nil {
+	watch := w.conn.Stream(open.SubscriptionID)
+	if err := w.conn.Call(ctx, nil, string(protocol.OpSubscriptionReady), protocol.SubscriptionRef{SubscriptionID: open.SubscriptionID}, nil); err != nil {
 		watch.Close()
 		return nil, fmt.Errorf("starting the worker's stream: %w", err)
 	}
@@ -44,7 +44,7 @@ func (w *worker) openFeed(ctx context.Context) (*client.Watcher, error) {
 // follow reads the worker's stream until it ends: each delta is decoded
 // once, applied to the host's copy of the projection, and handed, encoded
 // once, to every subscriber.
-func (w *worker) follow(watch *client.Watcher) {
+func (w *worker) follow(watch *link.Stream) {
 	defer watch.Close()
 	// The stream is read to its end, which the worker's connection's end
 	// brings, after the service closes as before.
@@ -73,7 +73,6 @@ func (w *worker) follow(watch *client.Watcher) {
 			w.s.log.Error("a worker frame cannot be read", "session", w.sessionID, "err", err)
 			continue
 		}
-		f.Release() // frame and d are copies
 		if err := json.Unmarshal(frame.Delta, &d); err != nil {
 			w.s.log.Error("a worker delta cannot be read", "session", w.sessionID, "err", err)
 			continue

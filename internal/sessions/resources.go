@@ -6,8 +6,9 @@ import (
 	"maps"
 	"slices"
 
-	"github.com/agentd-dev/agentd/client"
+	"github.com/agentd-dev/agentd/internal/link"
 	"github.com/agentd-dev/agentd/internal/server"
+	"github.com/agentd-dev/agentd/internal/transport"
 	"github.com/agentd-dev/agentd/protocol"
 )
 
@@ -52,14 +53,13 @@ func (w *worker) learn(op string, out any) {
 	w.mu.Unlock()
 }
 
-func (w *worker) publishResource(f client.Frame) error {
-	kind, raw := f.Kind, f.Raw
+func (w *worker) publishResource(f link.Frame) error {
+	kind := f.Kind
 	it := &item{kind: kind}
 	if kind == protocol.KindRuntimeResourceUpdate {
-		defer f.Release()
 		var u protocol.RuntimeResourceUpdateFrame
 		var r protocol.Resource
-		if err := json.Unmarshal(raw, &u); err != nil {
+		if err := json.Unmarshal(f.Raw, &u); err != nil {
 			return err
 		}
 		if err := json.Unmarshal(u.Resource, &r); err != nil {
@@ -82,9 +82,12 @@ func (w *worker) publishResource(f client.Frame) error {
 	}
 	// The output is passed on as the JSON the worker wrote, never
 	// decoded: a PTY is the fastest writer a host relays.
+	// The frame is the link's until its stream's next frame: the item
+	// keeps a copy, given back once every subscription is done with it.
+	raw := append(transport.GetBuffer(len(f.Raw)), f.Raw...)
 	d, err := protocol.DecodePtyDataFields(raw)
 	if err != nil {
-		f.Release()
+		transport.PutBuffer(raw)
 		return err
 	}
 	it.pty, it.raw = &d, raw
@@ -122,7 +125,7 @@ func (w *worker) redraw(ref string) {
 // screen it sends again. Called with w.interest held.
 func (w *worker) choose(ctx context.Context, refs, redraw []string) error {
 	fwd := protocol.PtyInterestInput{SubscriptionID: w.feedID, Refs: refs, Redraw: redraw}
-	if _, err := client.Call(ctx, w.conn, protocol.OpSubscriptionPtyInterestSet, fwd); err != nil {
+	if err := w.conn.Call(ctx, nil, string(protocol.OpSubscriptionPtyInterestSet), fwd, nil); err != nil {
 		return err
 	}
 	w.watched = refs
@@ -281,9 +284,28 @@ func (s *Service) releaseControllers(held []controllerHeld) {
 			// closes meanwhile: it may run on for the next host.
 			ctx, cancel := context.WithTimeout(context.WithoutCancel(s.ctx), hostRequestTimeout)
 			defer cancel()
-			if err := w.conn.RequestFor(ctx, &h.caller, string(protocol.OpRuntimeResourceControllerRelease), &h.in, nil); err != nil {
+			if err := w.conn.Call(ctx, &h.caller, string(protocol.OpRuntimeResourceControllerRelease), &h.in, nil); err != nil {
 				s.log.Warn("releasing a closed connection's PTY controller", "session", h.in.SessionID, "ref", h.in.Ref, "err", err)
 			}
 		})
+	}
+}
+
+// resources lists every runtime resource of session sessionID on its
+// worker, following the query's cursor to the last page.
+func resources(ctx context.Context, c *link.Conn, sessionID string) ([]protocol.Resource, error) {
+	var all []protocol.Resource
+	in := protocol.ResourceQueryInput{SessionID: sessionID}
+	for {
+		var page protocol.ResourceQueryResult
+		if err := c.Call(ctx, nil, string(protocol.OpRuntimeResourceQuery), in, &page); err != nil {
+			return nil, err
+		}
+		all = append(all, page.Resources...)
+		if page.NextCursor == nil || *page.NextCursor == "" {
+			return all, nil
+		}
+		rev := page.Revision
+		in.Revision, in.Cursor = &rev, page.NextCursor
 	}
 }

@@ -25,8 +25,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/agentd-dev/agentd/client"
 	"github.com/agentd-dev/agentd/internal/catalog"
+	"github.com/agentd-dev/agentd/internal/link"
 	"github.com/agentd-dev/agentd/internal/server"
 	"github.com/agentd-dev/agentd/internal/supervisor"
 	"github.com/agentd-dev/agentd/protocol"
@@ -303,16 +303,16 @@ func forward[Out any](ctx context.Context, s *Service, h catalog.Header, caller 
 		if err != nil {
 			return out, err
 		}
-		err = w.conn.RequestFor(ctx, caller, op, in, &out)
+		err = w.conn.Call(ctx, caller, op, in, &out)
 		if err == nil {
 			w.learn(op, out)
 		}
 		w.release()
-		var re *client.RemoteError
+		var re *link.RemoteError
 		if errors.As(err, &re) {
 			return out, &protocol.Error{Code: re.Code, Message: re.Message}
 		}
-		var ie *client.InterruptedError
+		var ie *link.InterruptedError
 		if errors.As(err, &ie) {
 			if attempt == 0 && askAgain(ctx, w, ie) {
 				continue
@@ -329,14 +329,14 @@ func forward[Out any](ctx context.Context, s *Service, h catalog.Header, caller 
 // askAgain reports whether a request w could not answer may be asked of
 // its replacement: it is safe to repeat (a query, or a command never sent)
 // and w has exited, which it waits for.
-func askAgain(ctx context.Context, w *worker, ie *client.InterruptedError) bool {
+func askAgain(ctx context.Context, w *worker, ie *link.InterruptedError) bool {
 	return ie.Retryable && lostWith(ctx, w, ie)
 }
 
 // lostWith reports whether a request was cut off because w exited, which
 // it waits for: whatever the request did in w ended with it.
-func lostWith(ctx context.Context, w *worker, ie *client.InterruptedError) bool {
-	if ie.Reason == client.ReasonTimeout {
+func lostWith(ctx context.Context, w *worker, ie *link.InterruptedError) bool {
+	if ie.Reason == link.ReasonTimeout {
 		return false
 	}
 	select {

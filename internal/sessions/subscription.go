@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/agentd-dev/agentd/client"
 	"github.com/agentd-dev/agentd/internal/fanout"
 	"github.com/agentd-dev/agentd/internal/server"
 	"github.com/agentd-dev/agentd/internal/transport"
@@ -491,8 +490,8 @@ func (sub *subscription) catchUp() bool {
 		SessionID: sub.w.sessionID, Direction: "newer", AnchorSequence: &anchor, ThroughSequence: &through, MaxBytes: pageBytes,
 	}
 	for {
-		page, err := client.Call(ctx, sub.w.conn, protocol.OpSessionTranscriptPage, in)
-		if err != nil {
+		var page protocol.TranscriptPage
+		if err := sub.w.conn.Call(ctx, nil, string(protocol.OpSessionTranscriptPage), in, &page); err != nil {
 			sub.s.log.Warn("reading the transcript for a resuming subscriber", "subscription", sub.id, "err", err)
 			sub.close(protocol.ClosedWorkerExited)
 			return true // its closed frame follows

@@ -10,9 +10,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/agentd-dev/agentd/client"
 	"github.com/agentd-dev/agentd/internal/catalog"
 	"github.com/agentd-dev/agentd/internal/supervisor"
+	"github.com/agentd-dev/agentd/internal/link"
 	"github.com/agentd-dev/agentd/protocol"
 )
 
@@ -24,7 +24,7 @@ type worker struct {
 	s         *Service
 	sessionID string
 	proc      *supervisor.Worker // constant once started: its process
-	conn      *client.Conn       // constant once started: the connection to its process
+	conn      *link.Conn       // constant once started: the connection to its process
 	ready     chan struct{}      // closed once started or failed
 	startErr  error              // set before ready is closed
 	exited    chan struct{}      // closed when the process has ended for this host
@@ -197,7 +197,7 @@ func (s *Service) start(w *worker, h catalog.Header) {
 	ctx, cancel := context.WithTimeout(s.ctx, workerStartTimeout)
 	defer cancel()
 	p, err := s.sup.Start(ctx, h.ID, args)
-	var feed *client.Watcher
+	var feed *link.Stream
 	if err == nil {
 		w.proc, w.conn = p, p.Conn
 		feed, err = w.openFeed(ctx)
@@ -220,7 +220,7 @@ func (s *Service) start(w *worker, h catalog.Header) {
 // serve follows a started or adopted worker until its process ends for
 // this host: it exits, another host takes it over, or this host hands it
 // to the host replacing it.
-func (s *Service) serve(w *worker, feed *client.Watcher) {
+func (s *Service) serve(w *worker, feed *link.Stream) {
 	followed := make(chan struct{})
 	s.wg.Go(func() {
 		defer close(followed)

@@ -9,8 +9,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/agentd-dev/agentd/client"
 	"github.com/agentd-dev/agentd/internal/home"
+	"github.com/agentd-dev/agentd/internal/link"
 	"github.com/agentd-dev/agentd/internal/proc"
 )
 
@@ -64,7 +64,7 @@ func (s *Supervisor) Adopt(ctx context.Context, reg home.WorkerRegistration) (*W
 		os.Remove(reg.Endpoint)
 		return nil, ErrGone
 	}
-	c, err := client.Dial(ctx, reg.Endpoint, hostOptions)
+	c, err := link.Dial(ctx, reg.Endpoint)
 	if err == nil {
 		st, serr := c.Status(ctx)
 		if serr == nil && st.PID != reg.PID {

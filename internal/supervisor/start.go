@@ -10,12 +10,11 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/agentd-dev/agentd/client"
+	"github.com/agentd-dev/agentd/internal/link"
 	"github.com/agentd-dev/agentd/protocol"
 )
 
 // hostOptions are the options of the host's connection to a worker.
-var hostOptions = client.Options{CompositionID: protocol.CompositionWorker, Surface: protocol.SurfaceHost}
 
 // Start starts the worker of session sessionID, with args after the flags
 // the supervisor gives (--session, --socket, --home, --ready-fd), and
@@ -51,7 +50,7 @@ func (s *Supervisor) Start(ctx context.Context, sessionID string, args []string)
 	pid := cmd.Process.Pid
 	// Not waited for yet, the child keeps its pid: the pidfd names it.
 	pidfd, err := openPidfd(pid)
-	var conn *client.Conn
+	var conn *link.Conn
 	if err == nil {
 		conn, err = dial(ctx, readyR, sock, pid)
 	}
@@ -70,7 +69,7 @@ func (s *Supervisor) Start(ctx context.Context, sessionID string, args []string)
 	return w, nil
 }
 
-func (s *Supervisor) newWorker(sessionID string, pid int, conn *client.Conn, pidfd *os.File, endpoint string) *Worker {
+func (s *Supervisor) newWorker(sessionID string, pid int, conn *link.Conn, pidfd *os.File, endpoint string) *Worker {
 	return &Worker{
 		SessionID: sessionID, PID: pid, Conn: conn, sup: s, pidfd: pidfd, endpoint: endpoint,
 		release: make(chan struct{}), done: make(chan struct{}),
@@ -80,7 +79,7 @@ func (s *Supervisor) newWorker(sessionID string, pid int, conn *client.Conn, pid
 // dial waits until a starting worker says it serves, then connects to its
 // socket: to the worker of process pid alone, so another process answering
 // there (one an earlier host left) is not taken for it.
-func dial(ctx context.Context, ready *os.File, sock string, pid int) (*client.Conn, error) {
+func dial(ctx context.Context, ready *os.File, sock string, pid int) (*link.Conn, error) {
 	if deadline, ok := ctx.Deadline(); ok {
 		ready.SetReadDeadline(deadline)
 	}
@@ -93,7 +92,7 @@ func dial(ctx context.Context, ready *os.File, sock string, pid int) (*client.Co
 		}
 		return nil, fmt.Errorf("it did not say it serves: %w", err)
 	}
-	c, err := client.Dial(ctx, sock, hostOptions)
+	c, err := link.Dial(ctx, sock)
 	if err != nil {
 		return nil, err
 	}

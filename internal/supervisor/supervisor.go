@@ -29,8 +29,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/agentd-dev/agentd/client"
 	"github.com/agentd-dev/agentd/internal/home"
+	"github.com/agentd-dev/agentd/internal/link"
 	"github.com/agentd-dev/agentd/protocol"
 )
 
@@ -113,7 +113,7 @@ type Worker struct {
 	PID       int
 	// Conn is the host's connection to the worker, closed once the
 	// worker has ended.
-	Conn *client.Conn
+	Conn *link.Conn
 
 	sup      *Supervisor // constant
 	pidfd    *os.File    // constant: names the process whatever becomes of its pid
@@ -151,7 +151,7 @@ func (w *Worker) Cause() string { return describeExit(w.Err()) }
 // Stop asks the worker to drain and exit, kills it when it has not by the
 // end of ctx, and returns once it ended.
 func (w *Worker) Stop(ctx context.Context) {
-	client.Call(ctx, w.Conn, protocol.OpHostShutdown, protocol.ShutdownInput{})
+	w.Conn.Call(ctx, nil, string(protocol.OpHostShutdown), protocol.ShutdownInput{}, nil)
 	select {
 	case <-w.done:
 		return
