@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/agentd-dev/agentd/internal/agentdtest"
+	"github.com/agentd-dev/agentd/internal/agentdtest/poll"
 	"github.com/agentd-dev/agentd/protocol"
 )
 
@@ -108,7 +109,7 @@ func TestAFastToolWithThreeReadersKeepsTheWorkerAliveAndTheSlowReaderSubscribed(
 	case <-ctx.Done():
 		t.Fatalf("the slow reader never skipped ahead: %+v", slow.snapshot())
 	}
-	waitFor(t, "the stalled subscription's closing", func() bool { return fanout(t, c).SlowConsumers >= 1 })
+	poll.Until(t, "the stalled subscription's closing", func() bool { return fanout(t, c).SlowConsumers >= 1 })
 
 	asked := time.Now()
 	var turn protocol.TurnSnapshot

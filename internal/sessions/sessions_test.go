@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentd-dev/agentd/client"
 	"github.com/agentd-dev/agentd/internal/agentdtest"
+	"github.com/agentd-dev/agentd/internal/agentdtest/poll"
 	"github.com/agentd-dev/agentd/internal/cli"
 	"github.com/agentd-dev/agentd/internal/sessions"
 	"github.com/agentd-dev/agentd/protocol"
@@ -67,17 +68,6 @@ func workerGone(home, id string) func() bool {
 	}
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(agentdtest.Timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out: %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func TestRemovingASessionStopsItsWorkerAndClosesItsSubscriptions(t *testing.T) {
 	h, c, work := newHost(t, time.Hour)
 	ctx := agentdtest.Context(t)
@@ -115,7 +105,7 @@ func TestRemovingASessionStopsItsWorkerAndClosesItsSubscriptions(t *testing.T) {
 			break
 		}
 	}
-	waitFor(t, "worker exit", workerGone(h.Home, s.SessionID))
+	poll.Until(t, "worker exit", workerGone(h.Home, s.SessionID))
 	if err := c.Request(ctx, protocol.OpSessionGet, protocol.SessionRef{SessionID: s.SessionID}, nil); !errors.Is(err, client.ErrNotFound) {
 		t.Fatalf("get after remove: %v", err)
 	}
@@ -159,7 +149,7 @@ func TestIdleWorkerStopsAndTheNextTurnStartsANewOne(t *testing.T) {
 		if err := c.Request(ctx, protocol.OpTurnStart, protocol.TurnStartInput{SessionID: s.SessionID, TurnID: turn, Content: protocol.Content{Text: "hello"}}, nil); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "turn end", func() bool {
+		poll.Until(t, "turn end", func() bool {
 			var snap protocol.TurnSnapshot
 			err := c.Request(ctx, protocol.OpTurnQuery, protocol.TurnRef{SessionID: s.SessionID, TurnID: turn}, &snap)
 			return err == nil && snap.Status == protocol.TurnCompleted
@@ -170,7 +160,7 @@ func TestIdleWorkerStopsAndTheNextTurnStartsANewOne(t *testing.T) {
 		return pid
 	}
 	first := start("t1")
-	waitFor(t, "idle worker gone", workerGone(h.Home, s.SessionID))
+	poll.Until(t, "idle worker gone", workerGone(h.Home, s.SessionID))
 	if second := start("t2"); second == first {
 		t.Fatal("the same worker served both turns")
 	}
@@ -204,7 +194,7 @@ func TestDrainingHostClosesSubscriptionsAsHostDraining(t *testing.T) {
 	if err := <-stopped; err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "worker exit", workerGone(h.Home, s.SessionID))
+	poll.Until(t, "worker exit", workerGone(h.Home, s.SessionID))
 }
 
 func TestSessionListPagesCoverEverySessionOnce(t *testing.T) {
@@ -279,7 +269,7 @@ func TestADetachedTurnRunsOnAndItsWorkerIdlesAfterIt(t *testing.T) {
 	if err := c.Request(ctx, protocol.OpSessionGet, protocol.SessionRef{SessionID: s.SessionID}, &got); err != nil || got.Status != protocol.SessionRunning {
 		t.Fatalf("detached session: %+v %v", got, err)
 	}
-	waitFor(t, "the worker idles out after the turn", workerGone(h.Home, s.SessionID))
+	poll.Until(t, "the worker idles out after the turn", workerGone(h.Home, s.SessionID))
 	var snap protocol.TurnSnapshot
 	if err := c.Request(ctx, protocol.OpTurnQuery, protocol.TurnRef{SessionID: s.SessionID, TurnID: "t1"}, &snap); err != nil || snap.Status != protocol.TurnCompleted {
 		t.Fatalf("the detached turn: %+v %v", snap, err)
