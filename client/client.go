@@ -3,6 +3,11 @@
 // the protocol over a host's unix socket, correlates responses, bounds
 // requests in flight, and delivers host-pushed frames to watchers.
 //
+// An operation is named by its typed value in the protocol's table and run
+// with Call, so its input and result are checked when the caller compiles:
+//
+//	s, err := client.Call(ctx, c, protocol.OpSessionGet, protocol.SessionRef{SessionID: id})
+//
 // It imports only the standard library and the protocol package; every
 // other agentd client (the CLI, the terminal UI, the web bridge, editors)
 // is built on it.
@@ -13,6 +18,7 @@ package client
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -313,17 +319,22 @@ func (c *Conn) fail(err error) {
 	c.nc.Close()
 }
 
-// Request runs operation with input and decodes its result into result
-// (a pointer, or nil to discard it); a *json.RawMessage is given the
-// result as it arrived, checked but not decoded. A failed response is a
+// Call runs operation o with in and returns its result. o names the
+// operation with its input and result types (protocol.OpSessionGet, say),
+// so a call of the wrong shape does not compile. A failed response is a
 // *RemoteError; a request cut off is an *InterruptedError.
-func (c *Conn) Request(ctx context.Context, operation string, input, result any) error {
-	return c.RequestFor(ctx, nil, operation, input, result)
+func Call[In, Out any](ctx context.Context, c *Conn, o protocol.Op[In, Out], in In) (Out, error) {
+	var out Out
+	err := c.RequestFor(ctx, nil, string(o), &in, &out)
+	return out, err
 }
 
-// RequestFor is Request run for caller: a host forwarding a client's
-// session operation to the session's worker names the client. Only a
-// worker accepts a caller; a host closes the connection that names one.
+// RequestFor runs operation with input for caller and decodes its result
+// into result (a pointer, or nil to discard it); a *json.RawMessage is
+// given the result as it arrived, checked but not decoded. A host
+// forwarding a client's session operation to the session's worker names
+// the client; only a worker accepts a caller, and a host closes the
+// connection that names one.
 func (c *Conn) RequestFor(ctx context.Context, caller *protocol.Caller, operation string, input, result any) error {
 	op, ok := protocol.Lookup(operation)
 	if !ok {
@@ -364,9 +375,7 @@ func (c *Conn) RequestFor(ctx context.Context, caller *protocol.Caller, operatio
 
 // Status runs host.status through its reserved slot.
 func (c *Conn) Status(ctx context.Context) (protocol.HostStatus, error) {
-	var st protocol.HostStatus
-	err := c.Request(ctx, protocol.OpHostStatus, nil, &st)
-	return st, err
+	return Call(ctx, c, protocol.OpHostStatus, protocol.HostStatusInput{})
 }
 
 func (c *Conn) interrupted(op protocol.Operation, id string, dispatched bool, reason string, err error) *InterruptedError {
@@ -500,7 +509,7 @@ func (c *Conn) readLoop(r *protocol.LineReader) {
 			c.deliver(*f.Response)
 			continue
 		}
-		c.push(f.Pushed, append(protocol.GetBuffer(len(line)), line...))
+		c.push(f.Pushed, bytes.Clone(line))
 	}
 	// A line cut off by the end of the stream is the host going away
 	// mid-frame, not a frame.
@@ -528,7 +537,7 @@ func (c *Conn) readLoop(r *protocol.LineReader) {
 
 func (c *Conn) deliver(resp protocol.Response) {
 	if !resp.OK && resp.Error != nil && resp.Error.Code == protocol.CodeDraining ||
-		resp.OK && resp.Operation == protocol.OpHostShutdown {
+		resp.OK && resp.Operation == string(protocol.OpHostShutdown) {
 		c.mu.Lock()
 		c.draining = true
 		c.mu.Unlock()

@@ -140,7 +140,7 @@ func TestOpenFailsClearlyWhenTheHostStaysIncompatible(t *testing.T) {
 func TestRemoteErrorsMatchTheirSentinels(t *testing.T) {
 	h := agentdtest.NewHost(t, agentdtest.Options{})
 	c := h.Connect(t)
-	err := c.Request(agentdtest.Context(t), protocol.OpHostDiagnosticsQuery, map[string]any{"limit": -1}, nil)
+	_, err := client.Call(agentdtest.Context(t), c, protocol.OpHostDiagnosticsQuery, protocol.DiagnosticsQueryInput{Limit: -1})
 	var re *client.RemoteError
 	if !errors.Is(err, client.ErrInvalidRequest) || !errors.As(err, &re) || re.Code != protocol.CodeInvalidRequest {
 		t.Fatalf("error %v", err)
@@ -166,7 +166,8 @@ func TestQueryCutOffByItsDeadlineIsRetryable(t *testing.T) {
 	ctx, cancel := context.WithCancel(agentdtest.Context(t))
 	errc := make(chan error, 1)
 	go func() {
-		errc <- c.Request(ctx, protocol.OpTurnQuery, protocol.TurnRef{SessionID: "s", TurnID: "t"}, nil)
+		_, err := client.Call(ctx, c, protocol.OpTurnQuery, protocol.TurnRef{SessionID: "s", TurnID: "t"})
+		errc <- err
 	}()
 	<-entered
 	cancel()
@@ -183,7 +184,7 @@ func TestRequestsAfterTheHostDrainsReportHostDraining(t *testing.T) {
 	h := agentdtest.NewHost(t, agentdtest.Options{})
 	c := h.Connect(t)
 	ctx := agentdtest.Context(t)
-	if err := c.Request(ctx, protocol.OpHostShutdown, protocol.ShutdownInput{}, nil); err != nil {
+	if _, err := client.Call(ctx, c, protocol.OpHostShutdown, protocol.ShutdownInput{}); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -225,13 +226,13 @@ func (testComposition) Close(context.Context) error { return nil }
 func TestOpenWaitsForAFreeSlotOfAHostAtItsConnectionLimit(t *testing.T) {
 	dir := agentdtest.ShortDir(t)
 	ln, _ := listenRegistered(t, dir, protocol.Registration{HostID: "h", ProtocolMin: protocol.ProtocolVersion, ProtocolMax: protocol.ProtocolVersion})
-	srv, err := server.Start(server.Config{Listener: ln, HostID: "h", MaxConnections: 1})
+	srv, err := server.New(server.Config{HostID: "h", MaxConnections: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer srv.Shutdown(agentdtest.Context(t))
+	agentdtest.Serve(t, srv, ln)
 	ctx := agentdtest.Context(t)
-	first, err := client.Dial(ctx, srv.Endpoint(), client.Options{})
+	first, err := client.Dial(ctx, ln.Addr().String(), client.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,8 +252,8 @@ func TestOpenWaitsForAFreeSlotOfAHostAtItsConnectionLimit(t *testing.T) {
 	}()
 	// Once the host has refused Open a connection, the slot is freed.
 	for refused := false; !refused; {
-		var d protocol.DiagnosticsQueryResult
-		if err := first.Request(ctx, protocol.OpHostDiagnosticsQuery, protocol.DiagnosticsQueryInput{}, &d); err != nil {
+		d, err := client.Call(ctx, first, protocol.OpHostDiagnosticsQuery, protocol.DiagnosticsQueryInput{})
+		if err != nil {
 			t.Fatal(err)
 		}
 		for _, e := range d.Diagnostics {
@@ -306,10 +307,10 @@ func TestRequestsAfterTheHostHandsOffReportHostReplaced(t *testing.T) {
 	ctx := agentdtest.Context(t)
 	w := c.Watch("sub")
 	defer w.Close()
-	if err := c.Request(ctx, protocol.OpSessionTodoQuery, protocol.SessionRef{SessionID: "s"}, nil); err != nil {
+	if _, err := client.Call(ctx, c, protocol.OpSessionTodoQuery, protocol.SessionRef{SessionID: "s"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Request(ctx, protocol.OpHostUpgradePrepare, protocol.UpgradePrepareInput{}, nil); err != nil {
+	if _, err := client.Call(ctx, c, protocol.OpHostUpgradePrepare, protocol.UpgradePrepareInput{}); err != nil {
 		t.Fatal(err)
 	}
 	select {

@@ -15,8 +15,8 @@ func (c *Conn) Resources(ctx context.Context, sessionID string) ([]protocol.Reso
 	var all []protocol.Resource
 	in := protocol.ResourceQueryInput{SessionID: sessionID}
 	for {
-		var page protocol.ResourceQueryResult
-		if err := c.Request(ctx, protocol.OpRuntimeResourceQuery, in, &page); err != nil {
+		page, err := Call(ctx, c, protocol.OpRuntimeResourceQuery, in)
+		if err != nil {
 			return nil, err
 		}
 		all = append(all, page.Resources...)
@@ -56,17 +56,17 @@ type PTYStream struct {
 // ref. The stream never falls behind by dropping output: while its reader
 // is slow, the connection waits (see Follow).
 func (c *Conn) WatchPTY(ctx context.Context, sessionID, ref string) (*PTYStream, error) {
-	var open protocol.SubscriptionOpenResult
 	in := protocol.SubscriptionOpenInput{SessionID: sessionID, Transcript: protocol.TranscriptBootstrap{Kind: protocol.TranscriptNone}}
-	if err := c.Request(ctx, protocol.OpSubscriptionOpen, in, &open); err != nil {
+	open, err := Call(ctx, c, protocol.OpSubscriptionOpen, in)
+	if err != nil {
 		return nil, err
 	}
 	s := &PTYStream{c: c, w: c.Follow(open.SubscriptionID), subscription: open.SubscriptionID, session: sessionID, ref: ref}
-	if err := c.Request(ctx, protocol.OpSubscriptionReady, protocol.SubscriptionRef{SubscriptionID: open.SubscriptionID}, nil); err != nil {
+	if _, err := Call(ctx, c, protocol.OpSubscriptionReady, protocol.SubscriptionRef{SubscriptionID: open.SubscriptionID}); err != nil {
 		s.Close()
 		return nil, err
 	}
-	if err := c.Request(ctx, protocol.OpSubscriptionPtyInterestSet, protocol.PtyInterestInput{SubscriptionID: open.SubscriptionID, Refs: []string{ref}}, nil); err != nil {
+	if _, err := Call(ctx, c, protocol.OpSubscriptionPtyInterestSet, protocol.PtyInterestInput{SubscriptionID: open.SubscriptionID, Refs: []string{ref}}); err != nil {
 		s.Close()
 		return nil, err
 	}
@@ -122,7 +122,7 @@ func (s *PTYStream) Close() {
 	if s.c.Err() == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
 		defer cancel()
-		s.c.Request(ctx, protocol.OpSubscriptionClose, protocol.SubscriptionRef{SubscriptionID: s.subscription}, nil)
+		Call(ctx, s.c, protocol.OpSubscriptionClose, protocol.SubscriptionRef{SubscriptionID: s.subscription})
 	}
 }
 
@@ -143,7 +143,9 @@ type Controller struct {
 // connection controls it, the error is ErrOperationConflict.
 func (c *Conn) AcquirePTY(ctx context.Context, sessionID, ref string) (*Controller, error) {
 	ctl := &Controller{c: c, session: sessionID, ref: ref}
-	if err := c.Request(ctx, protocol.OpRuntimeResourceControllerAcquire, protocol.ResourceRef{SessionID: sessionID, Ref: ref}, &ctl.Acquired); err != nil {
+	got, err := Call(ctx, c, protocol.OpRuntimeResourceControllerAcquire, protocol.ResourceRef{SessionID: sessionID, Ref: ref})
+	ctl.Acquired = got
+	if err != nil {
 		return nil, err
 	}
 	ctl.next = ctl.Acquired.NextSequence
@@ -157,7 +159,7 @@ func (ctl *Controller) Control(ctx context.Context, data []byte, cols, rows int)
 	ctl.mu.Lock()
 	defer ctl.mu.Unlock()
 	in := protocol.ControlInput{SessionID: ctl.session, Ref: ctl.ref, ControllerID: ctl.Acquired.ControllerID, Sequence: ctl.next, Data: string(data), Cols: cols, Rows: rows}
-	if err := ctl.c.Request(ctx, protocol.OpRuntimeResourceControllerControl, in, nil); err != nil {
+	if _, err := Call(ctx, ctl.c, protocol.OpRuntimeResourceControllerControl, in); err != nil {
 		return err
 	}
 	ctl.next++
@@ -166,5 +168,6 @@ func (ctl *Controller) Control(ctx context.Context, data []byte, cols, rows int)
 
 // Release gives control of the PTY up.
 func (ctl *Controller) Release(ctx context.Context) error {
-	return ctl.c.Request(ctx, protocol.OpRuntimeResourceControllerRelease, protocol.ControllerRef{SessionID: ctl.session, Ref: ctl.ref, ControllerID: ctl.Acquired.ControllerID}, nil)
+	_, err := Call(ctx, ctl.c, protocol.OpRuntimeResourceControllerRelease, protocol.ControllerRef{SessionID: ctl.session, Ref: ctl.ref, ControllerID: ctl.Acquired.ControllerID})
+	return err
 }

@@ -105,8 +105,8 @@ func (c *Conn) OpenSession(ctx context.Context, sessionID string, opts SessionOp
 	if opts.Resume {
 		boot = protocol.TranscriptBootstrap{Kind: protocol.TranscriptAfter, Sequence: opts.After}
 	}
-	var open protocol.SubscriptionOpenResult
-	if err := c.Request(ctx, protocol.OpSubscriptionOpen, protocol.SubscriptionOpenInput{SessionID: sessionID, Transcript: boot}, &open); err != nil {
+	open, err := Call(ctx, c, protocol.OpSubscriptionOpen, protocol.SubscriptionOpenInput{SessionID: sessionID, Transcript: boot})
+	if err != nil {
 		return nil, err
 	}
 	var snap protocol.SessionProjection
@@ -125,7 +125,7 @@ func (c *Conn) OpenSession(ctx context.Context, sessionID string, opts SessionOp
 	if opts.Resume {
 		s.last = opts.After
 	}
-	if err := c.Request(ctx, protocol.OpSubscriptionReady, protocol.SubscriptionRef{SubscriptionID: open.SubscriptionID}, nil); err != nil {
+	if _, err := Call(ctx, c, protocol.OpSubscriptionReady, protocol.SubscriptionRef{SubscriptionID: open.SubscriptionID}); err != nil {
 		s.Close()
 		if errors.Is(err, ErrNotFound) {
 			// The subscription, not the session, is gone.
@@ -300,5 +300,6 @@ func (s *Session) Close() error {
 func (c *Conn) closeSubscription(id string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
 	defer cancel()
-	return c.Request(ctx, protocol.OpSubscriptionClose, protocol.SubscriptionRef{SubscriptionID: id}, nil)
+	_, err := Call(ctx, c, protocol.OpSubscriptionClose, protocol.SubscriptionRef{SubscriptionID: id})
+	return err
 }

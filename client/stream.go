@@ -23,12 +23,10 @@ type Frame struct {
 	Raw json.RawMessage
 }
 
-// Release gives the frame's bytes back to be read into again, sparing
-// the collector a frame's worth of memory; a reader of a fast stream (a
-// PTY's output) calls it once it has decoded the frame. Call it at most
-// once, and touch neither Raw nor anything that shares its memory after.
-// What Decode returns does not.
-func (f Frame) Release() { protocol.PutBuffer(f.Raw) }
+// Release lets go of the frame. A frame's bytes are its own, left to the
+// collector, so Release does nothing; it is kept so that callers written
+// when frames were lent from a pool still build.
+func (f Frame) Release() {}
 
 // Decode decodes the frame into v, one of the protocol's *…Frame types,
 // as json.Unmarshal does. A PTY's output is read in one pass.

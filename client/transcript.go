@@ -76,8 +76,8 @@ func (c *Conn) transcriptPage(ctx context.Context, in protocol.TranscriptPageInp
 	if req.Through != 0 {
 		in.ThroughSequence = &req.Through
 	}
-	var res protocol.TranscriptPage
-	if err := c.Request(ctx, protocol.OpSessionTranscriptPage, in, &res); err != nil {
+	res, err := Call(ctx, c, protocol.OpSessionTranscriptPage, in)
+	if err != nil {
 		return TranscriptPage{}, err
 	}
 	page := TranscriptPage{

@@ -153,7 +153,7 @@ func fastRequest(line []byte) (*Request, bool) {
 		if i >= len(b) || b[i] != '"' {
 			return nil, false
 		}
-		end := skipString(b, i)
+		end := scanString(b, i)
 		if end < 0 {
 			return nil, false
 		}
@@ -163,7 +163,7 @@ func fastRequest(line []byte) (*Request, bool) {
 			return nil, false
 		}
 		i = skipSpace(b, i+1)
-		vend := skipValue(b, i)
+		vend := scanValue(b, i, 1)
 		if vend < 0 {
 			return nil, false
 		}
@@ -180,7 +180,7 @@ func fastRequest(line []byte) (*Request, bool) {
 			}
 			op = val[1 : len(val)-1]
 		case "input":
-			if input != nil || val[0] != '{' || !utf8.Valid(val) || !json.Valid(val) {
+			if input != nil || val[0] != '{' || !utf8.Valid(val) {
 				return nil, false
 			}
 			input = val
@@ -263,13 +263,23 @@ func decodeStrict(data []byte, v any, prefix string) error {
 	if !utf8.Valid(data) {
 		return &DecodeError{Field: prefix, Reason: "is not valid UTF-8"}
 	}
-	if end := skipValue(trimmed, 0); end > 0 && len(bytes.TrimLeft(trimmed[end:], " \t\r\n")) > 0 && json.Valid(trimmed[:end]) {
-		return &DecodeError{Field: prefix, Reason: "has trailing data after the JSON object"}
-	}
-	// checkKeys refuses unknown and duplicate keys, so the decode itself
-	// need not (json.Unmarshal is the faster path).
-	if err := checkKeys(data, reflect.TypeOf(v), prefix); err != nil {
+	// The walk over the object's keys finds where it ends, for the check
+	// of what follows it.
+	end, err := checkKeys(trimmed, reflect.TypeOf(v), prefix)
+	if err != nil {
 		return err
+	}
+	if end < 0 {
+		// Not JSON: encoding/json says what is wrong. The scan takes what
+		// encoding/json takes, so it refuses too; should it not, the
+		// object is refused all the same, its keys unchecked.
+		if err := json.Unmarshal(data, v); err != nil {
+			return translate(err, prefix)
+		}
+		return &DecodeError{Field: prefix, Reason: "is not valid JSON"}
+	}
+	if skipSpace(trimmed, end) != len(trimmed) {
+		return &DecodeError{Field: prefix, Reason: "has trailing data after the JSON object"}
 	}
 	if err := json.Unmarshal(data, v); err != nil {
 		return translate(err, prefix)
@@ -341,18 +351,28 @@ func jsonValue(v string) string {
 	return v
 }
 
-// checkKeys walks one JSON object against the Go type t decodes it into and
-// returns a *DecodeError for the first key that names no field of its object
-// exactly or appears twice in one object. encoding/json alone matches keys
-// case-insensitively, keeps the last of duplicate keys, and names an unknown
-// key without the path of the object holding it. Malformed JSON ends the
-// walk quietly: the decoder reports it.
+// checkKeys walks the JSON object that starts data against the Go type t
+// decodes it into and returns a *DecodeError for the first key that names
+// no field of its object exactly or appears twice in one object.
+// encoding/json alone matches keys case-insensitively, keeps the last of
+// duplicate keys, and names an unknown key without the path of the object
+// holding it. Otherwise it returns where the object ends, having checked
+// it is valid JSON, or -1 when it is not: malformed JSON ends the walk
+// quietly, and the decoder reports it.
 //
-// The walk scans bytes and follows only values whose Go type has keys to
-// check, so it costs little beside the decode and never recurses deeper
-// than the Go type nests.
-func checkKeys(data []byte, t reflect.Type, prefix string) error {
-	return walk(data, t, prefix)
+// The walk finds where values end with the package's scan and follows only
+// values whose Go type has keys to check, so it costs little beside the
+// decode and never recurses deeper than the Go type nests.
+func checkKeys(data []byte, t reflect.Type, prefix string) (end int, err error) {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t != nil {
+		if ti := infoOf(t); !ti.opaque && (ti.kind == reflect.Struct || ti.kind == reflect.Map) {
+			return walkObject(data, ti, prefix)
+		}
+	}
+	return scanValue(data, 0, 0), nil
 }
 
 var (
@@ -407,14 +427,15 @@ func walk(b []byte, t reflect.Type, path string) error {
 	}
 	switch {
 	case b[0] == '{' && (ti.kind == reflect.Struct || ti.kind == reflect.Map):
-		return walkObject(b, ti, path)
+		_, err := walkObject(b, ti, path)
+		return err
 	case b[0] == '[' && (ti.kind == reflect.Slice || ti.kind == reflect.Array):
 		i := skipSpace(b, 1)
 		if i < len(b) && b[i] == ']' {
 			return nil
 		}
 		for i < len(b) {
-			end := skipValue(b, i)
+			end := scanValue(b, i, 0)
 			if end < 0 {
 				return nil
 			}
@@ -431,24 +452,23 @@ func walk(b []byte, t reflect.Type, path string) error {
 	return nil
 }
 
-func walkObject(b []byte, ti *typeInfo, path string) error {
+// walkObject checks the keys of the JSON object that starts b and returns
+// the index after it, or -1 when it is malformed.
+func walkObject(b []byte, ti *typeInfo, path string) (int, error) {
 	var seen map[string]bool
 	i := skipSpace(b, 1)
 	if i < len(b) && b[i] == '}' {
-		return nil
+		return i + 1, nil
 	}
 	for i < len(b) && b[i] == '"' {
-		end := skipString(b, i)
+		end := scanString(b, i)
 		if end < 0 {
-			return nil
+			return -1, nil
 		}
-		key, ok := unquote(b[i:end])
-		if !ok {
-			return nil
-		}
+		key := unquote(b[i:end])
 		field := join(path, key)
 		if seen[key] {
-			return &DecodeError{Field: field, Reason: "appears more than once"}
+			return -1, &DecodeError{Field: field, Reason: "appears more than once"}
 		}
 		if seen == nil {
 			seen = make(map[string]bool, 8)
@@ -458,103 +478,41 @@ func walkObject(b []byte, ti *typeInfo, path string) error {
 		if ti.fields != nil {
 			ft, ok := ti.fields[key]
 			if !ok {
-				return &DecodeError{Field: field, Reason: "is not a known field"}
+				return -1, &DecodeError{Field: field, Reason: "is not a known field"}
 			}
 			vt = ft
 		}
 		i = skipSpace(b, end)
 		if i >= len(b) || b[i] != ':' {
-			return nil
+			return -1, nil
 		}
 		i = skipSpace(b, i+1)
-		vend := skipValue(b, i)
+		vend := scanValue(b, i, 0)
 		if vend < 0 {
-			return nil
+			return -1, nil
 		}
 		if err := walk(b[i:vend], vt, field); err != nil {
-			return err
+			return -1, err
 		}
 		i = skipSpace(b, vend)
+		if i < len(b) && b[i] == '}' {
+			return i + 1, nil
+		}
 		if i >= len(b) || b[i] != ',' {
-			return nil
+			return -1, nil
 		}
 		i = skipSpace(b, i+1)
 	}
-	return nil
+	return -1, nil
 }
 
-// unquote returns the string a JSON string literal holds.
-func unquote(lit []byte) (string, bool) {
+// unquote returns the string the valid JSON string literal lit holds.
+func unquote(lit []byte) string {
 	inner := lit[1 : len(lit)-1]
-	if bytes.IndexByte(inner, '\\') < 0 {
-		return string(inner), true
+	if bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
+		return string(inner)
 	}
-	var s string
-	if json.Unmarshal(lit, &s) != nil {
-		return "", false
-	}
-	return s, true
-}
-
-func skipSpace(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-// skipString returns the index after the string literal starting at b[i],
-// or -1 when it does not end.
-func skipString(b []byte, i int) int {
-	for j := i + 1; j < len(b); j++ {
-		switch b[j] {
-		case '\\':
-			j++
-		case '"':
-			return j + 1
-		}
-	}
-	return -1
-}
-
-// skipValue returns the index after the JSON value starting at b[i], or -1
-// when it does not end. Nesting is counted, not recursed into.
-func skipValue(b []byte, i int) int {
-	if i >= len(b) {
-		return -1
-	}
-	switch b[i] {
-	case '"':
-		return skipString(b, i)
-	case '{', '[':
-		depth := 0
-		for j := i; j < len(b); j++ {
-			switch b[j] {
-			case '"':
-				end := skipString(b, j)
-				if end < 0 {
-					return -1
-				}
-				j = end - 1
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return j + 1
-				}
-			}
-		}
-		return -1
-	}
-	j := i
-	for j < len(b) && b[j] != ',' && b[j] != '}' && b[j] != ']' && b[j] != ' ' && b[j] != '\t' && b[j] != '\n' && b[j] != '\r' {
-		j++
-	}
-	if j == i {
-		return -1
-	}
-	return j
+	return string(appendUnquoted(nil, inner))
 }
 
 // jsonFields maps the JSON names of struct t's fields, the promoted fields

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"reflect"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"testing"
 
@@ -489,3 +490,23 @@ func TestDeeplyNestedFrameIsRefusedWithoutDeepRecursion(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// Every operation has an access level, and every input that names an
+// existing session by a sessionId field says so through SessionScoped, so
+// the one check at dispatch sees the session it acts on.
+func TestEveryOperationHasAnAccessAndItsSession(t *testing.T) {
+	levels := []protocol.Access{protocol.AccessRead, protocol.AccessWrite, protocol.AccessControl, protocol.AccessOwner}
+	for _, op := range protocol.Operations {
+		if !slices.Contains(levels, op.Access) {
+			t.Errorf("%s has access %q, none of %v", op.Name, op.Access, levels)
+		}
+		_, hasField := op.Input.FieldByName("SessionID")
+		_, scoped := reflect.New(op.Input).Interface().(protocol.SessionScoped)
+		if creates := op.Name == string(protocol.OpSessionCreate); hasField && !creates && !scoped {
+			t.Errorf("%s takes %v, which names a session but is not protocol.SessionScoped", op.Name, op.Input)
+		}
+		if scoped && !hasField {
+			t.Errorf("%s takes %v, which is SessionScoped without a sessionId", op.Name, op.Input)
+		}
+	}
+}

@@ -114,9 +114,9 @@ var embedded = map[string]struct {
 	field string
 	typ   reflect.Type
 }{
-	protocol.KindSessionProjection: {"snapshot", reflect.TypeFor[protocol.SessionProjection]()},
-	protocol.KindSessionDelta:      {"delta", reflect.TypeFor[protocol.SessionDelta]()},
-	protocol.OpSubscriptionOpen:    {"snapshot", reflect.TypeFor[protocol.SessionProjection]()},
+	protocol.KindSessionProjection:      {"snapshot", reflect.TypeFor[protocol.SessionProjection]()},
+	protocol.KindSessionDelta:           {"delta", reflect.TypeFor[protocol.SessionDelta]()},
+	string(protocol.OpSubscriptionOpen): {"snapshot", reflect.TypeFor[protocol.SessionProjection]()},
 }
 
 // checkEmbedded checks the field of raw that embedded names for key, if any.
@@ -269,4 +269,29 @@ func checkPresent(t *testing.T, example, raw json.RawMessage, typ reflect.Type) 
 		ok = checkPresent(t, example, v, f.typ) && ok
 	}
 	return ok
+}
+
+var operationRow = regexp.MustCompile("(?m)^\\| \\[`([a-z_.]+)`\\]\\(#[a-z_]+\\) \\| ([a-z, ]+) \\| ([a-z]+) \\|")
+
+// The table of operations in docs/protocol.md gives every operation's mode
+// and access level as protocol.Operations has them, in its order.
+func TestDocOperationTableMatchesTheTable(t *testing.T) {
+	doc, err := os.ReadFile(docPath)
+	if err != nil {
+		t.Fatalf("reading the protocol's description: %v", err)
+	}
+	rows := operationRow.FindAllSubmatch(doc, -1)
+	if len(rows) != len(protocol.Operations) {
+		t.Fatalf("the description's table has %d operations, the protocol %d", len(rows), len(protocol.Operations))
+	}
+	for i, op := range protocol.Operations {
+		name, mode, access := string(rows[i][1]), string(rows[i][2]), string(rows[i][3])
+		want := string(op.Mode)
+		if op.Serial {
+			want += ", serial"
+		}
+		if name != op.Name || mode != want || access != string(op.Access) {
+			t.Errorf("row %d is %s (%s, %s); the table has %s (%s, %s)", i+1, name, mode, access, op.Name, want, op.Access)
+		}
+	}
 }

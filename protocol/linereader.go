@@ -39,6 +39,29 @@ type ReadBudget interface {
 	Release(n int)
 }
 
+// Buffers lends a LineReader the buffers it reads into, and takes them
+// back once the reader is past them: a process's pool of large buffers,
+// say, so that a stream of large messages does not take each one's
+// buffer fresh from the heap. Its methods may be called from many
+// readers at once.
+type Buffers interface {
+	// Get returns an empty buffer with room for at least n bytes.
+	Get(n int) []byte
+	// Put takes back a buffer Get returned; nothing uses it after.
+	Put(b []byte)
+	// Size returns the capacity of the buffer Get(n) returns, which a
+	// ReadBudget is asked for before it is taken.
+	Size(n int) int
+}
+
+// heapBuffers are a LineReader's buffers when it is lent none: taken
+// from the heap and left to the collector.
+type heapBuffers struct{}
+
+func (heapBuffers) Get(n int) []byte { return make([]byte, 0, n) }
+func (heapBuffers) Put([]byte)       {}
+func (heapBuffers) Size(n int) int   { return n }
+
 // deadliner is a source whose reads can be given a deadline: a net.Conn.
 type deadliner interface {
 	SetReadDeadline(t time.Time) error
@@ -51,15 +74,16 @@ type deadliner interface {
 // safe for concurrent use.
 //
 // Between messages a LineReader holds one small buffer. A message that
-// outgrows it is gathered in pooled buffers (GetBuffer) that grow as its
+// outgrows it is gathered in larger buffers (see Buffers) that grow as its
 // bytes arrive, doubling, or at once to the length of the last message
-// that outgrew it, and the larger buffer goes back to the pool once the
+// that outgrew it, and the larger buffer is given back once the
 // reader is past the message.
 type LineReader struct {
 	r      io.Reader
 	max    int
 	small  int        // the size of the buffer held between messages
 	budget ReadBudget // nil: unbounded
+	bufs   Buffers    // where buffers come from and go back to
 
 	// buf[start:end] is what was read and not yet returned, buf[start:scan]
 	// of it known to hold no newline; next is where the message Next
@@ -94,8 +118,13 @@ func NewBudgetedLineReader(r io.Reader, budget ReadBudget) *LineReader {
 }
 
 func newLineReader(r io.Reader, max, small int) *LineReader {
-	return &LineReader{r: r, max: max, small: small}
+	return &LineReader{r: r, max: max, small: small, bufs: heapBuffers{}}
 }
+
+// SetBuffers makes the reader take its buffers from bufs and give them
+// back to it, rather than take them from the heap. Call it before the
+// first Next.
+func (l *LineReader) SetBuffers(bufs Buffers) { l.bufs = bufs }
 
 // SetMessageTimeout bounds how long a message may take to arrive once its
 // first byte has; an idle stream, between messages, is never timed out.
@@ -181,19 +210,19 @@ func (l *LineReader) Next() ([]byte, error) {
 }
 
 // settle lets go of what the reader is past: once every byte read is
-// returned, a larger buffer goes back to the pool for the small one. A
+// returned, a larger buffer is given back for a small one. A
 // stream that writes whole messages is read to such a point whenever the
 // reader catches up with it, and so before every wait for more.
 func (l *LineReader) settle() {
 	pending := l.end - l.start
 	switch {
 	case l.buf == nil:
-		l.buf = getFull(l.small)
+		l.buf = l.getFull(l.small)
 	case pending == 0:
 		l.start, l.scan, l.next, l.end = 0, 0, 0, 0
 		if l.held > 0 {
 			l.drop()
-			l.buf = getFull(l.small)
+			l.buf = l.getFull(l.small)
 		}
 	}
 }
@@ -215,26 +244,26 @@ func (l *LineReader) room() error {
 		return nil
 	}
 	want := min(max(2*len(l.buf), l.hint), l.max+2)
-	size := bufferSize(want)
+	size := l.bufs.Size(want)
 	if l.budget != nil && !l.budget.Reserve(size) {
 		return fmt.Errorf("%w: %d bytes of it read, %d more refused", ErrOverBudget, pending, size)
 	}
-	nb := getFull(want)
+	nb := l.getFull(want)
 	copy(nb, l.buf[:l.end])
 	l.drop()
 	l.buf, l.held = nb, size
 	return nil
 }
 
-// getFull returns a pooled buffer of at least n bytes, at its full length.
-func getFull(n int) []byte {
-	b := GetBuffer(n)
+// getFull returns a buffer of at least n bytes, at its full length.
+func (l *LineReader) getFull(n int) []byte {
+	b := l.bufs.Get(n)
 	return b[:cap(b)]
 }
 
-// drop gives buf back to the pool and its bytes back to the budget.
+// drop gives buf back to where it came from and its bytes back to the budget.
 func (l *LineReader) drop() {
-	PutBuffer(l.buf)
+	l.bufs.Put(l.buf)
 	if l.held > 0 && l.budget != nil {
 		l.budget.Release(l.held)
 	}

@@ -210,3 +210,33 @@ func TestLineReaderHoldsOnlyItsSmallBufferBetweenMessages(t *testing.T) {
 		t.Fatalf("at the end: %v, a buffer of %d; want io.EOF and none", err, cap(l.buf))
 	}
 }
+
+// lentBuffers are Buffers that count what is out.
+type lentBuffers struct{ out, gets int }
+
+func (b *lentBuffers) Get(n int) []byte { b.out++; b.gets++; return make([]byte, 0, n) }
+func (b *lentBuffers) Put([]byte)       { b.out-- }
+func (b *lentBuffers) Size(n int) int   { return n }
+
+// A reader lent Buffers takes every buffer from them and gives each back
+// once it is past it: all of them once it is spent.
+func TestLineReaderGivesLentBuffersBack(t *testing.T) {
+	big := strings.Repeat("b", 100<<10)
+	bufs := &lentBuffers{}
+	l := NewLineReader(io.MultiReader(strings.NewReader(big+"\n"), strings.NewReader("small\n")))
+	l.SetBuffers(bufs)
+	for _, want := range []int{len(big), len("small")} {
+		if m, err := l.Next(); err != nil || len(m) != want {
+			t.Fatalf("a message of %d bytes: %d bytes, %v", want, len(m), err)
+		}
+	}
+	if bufs.out != 1 || bufs.gets < 3 {
+		t.Fatalf("past the large message: %d buffers out of %d lent; want the small one alone, of at least 3", bufs.out, bufs.gets)
+	}
+	if _, err := l.Next(); !errors.Is(err, io.EOF) {
+		t.Fatalf("at the end: %v", err)
+	}
+	if bufs.out != 0 {
+		t.Fatalf("spent, the reader keeps %d lent buffers", bufs.out)
+	}
+}

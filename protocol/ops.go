@@ -16,70 +16,104 @@ const (
 	Command Mode = "command"
 )
 
+// Access is what a caller must be allowed to do to run an operation. It
+// is decided once, when a request is dispatched, from the caller's
+// principal and the session the input names; nothing else decides it.
+type Access string
+
+const (
+	// AccessRead reads a session the caller may see: its header,
+	// transcript, live stream, plan, runtime resources and PTY screens.
+	AccessRead Access = "read"
+	// AccessWrite drives a session: starts, steers, stops and interrupts
+	// turns, answers its interactions, changes its model settings.
+	AccessWrite Access = "write"
+	// AccessControl types into a PTY of a session, once the caller has
+	// taken control of it.
+	AccessControl Access = "control"
+	// AccessOwner is the host's owner's alone: the host itself, creating,
+	// renaming, archiving and removing sessions, starting and stopping
+	// their runtime resources.
+	AccessOwner Access = "owner"
+)
+
+// Op names one operation together with its input and result types, so a
+// call or a handler through it is checked when it is compiled. Its value
+// is the operation's name on the wire.
+type Op[In, Out any] string
+
 // Operation describes one entry of the operation table.
 type Operation struct {
 	Name   string
 	Mode   Mode
+	Access Access
 	Input  reflect.Type
 	Result reflect.Type
 	// Serial operations run one at a time per connection, in arrival order.
 	Serial bool
 	Doc    string
+
+	newInput func() any
 }
+
+// NewInput returns a new zero input of the operation, a pointer to its
+// input type, to decode a request into.
+func (o Operation) NewInput() any { return o.newInput() }
 
 // Domain reports whether the operation counts against
 // MaxInFlightDomainRequests; only host.status does not.
-func (o Operation) Domain() bool { return o.Name != OpHostStatus }
+func (o Operation) Domain() bool { return o.Name != string(OpHostStatus) }
 
 // Operation names: the contract.
 const (
-	OpHostStatus           = "host.status"
-	OpHostDiagnosticsQuery = "host.diagnostics.query"
-	OpHostResourcesQuery   = "host.resources.query"
-	OpHostUpgradePrepare   = "host.upgrade.prepare"
-	OpHostShutdown         = "host.shutdown"
+	OpHostStatus           Op[HostStatusInput, HostStatus]                       = "host.status"
+	OpHostDiagnosticsQuery Op[DiagnosticsQueryInput, DiagnosticsQueryResult]     = "host.diagnostics.query"
+	OpHostResourcesQuery   Op[HostResourcesQueryInput, HostResourcesQueryResult] = "host.resources.query"
+	OpHostUpgradePrepare   Op[UpgradePrepareInput, UpgradePrepareResult]         = "host.upgrade.prepare"
+	OpHostShutdown         Op[ShutdownInput, ShutdownResult]                     = "host.shutdown"
 
-	OpSessionList           = "session.list"
-	OpSessionCreate         = "session.create"
-	OpSessionGet            = "session.get"
-	OpSessionRename         = "session.rename"
-	OpSessionArchive        = "session.archive"
-	OpSessionUnarchive      = "session.unarchive"
-	OpSessionRemove         = "session.remove"
-	OpSessionTranscriptPage = "session.transcript.page"
-	OpSessionTodoQuery      = "session.todo.query"
+	OpSessionList           Op[SessionListInput, SessionListResult] = "session.list"
+	OpSessionCreate         Op[SessionCreateInput, Session]         = "session.create"
+	OpSessionGet            Op[SessionRef, Session]                 = "session.get"
+	OpSessionRename         Op[SessionRenameInput, Session]         = "session.rename"
+	OpSessionArchive        Op[SessionRef, Session]                 = "session.archive"
+	OpSessionUnarchive      Op[SessionRef, Session]                 = "session.unarchive"
+	OpSessionRemove         Op[SessionRef, SessionRef]              = "session.remove"
+	OpSessionTranscriptPage Op[TranscriptPageInput, TranscriptPage] = "session.transcript.page"
+	OpSessionTodoQuery      Op[SessionRef, TodoQueryResult]         = "session.todo.query"
 
-	OpTurnStart         = "turn.start"
-	OpTurnQuery         = "turn.query"
-	OpTurnStop          = "turn.stop"
-	OpTurnInterrupt     = "turn.interrupt"
-	OpTurnMessageSubmit = "turn.message.submit"
-	OpQueueRetract      = "queue.retract"
+	OpTurnStart         Op[TurnStartInput, TurnStartResult] = "turn.start"
+	OpTurnQuery         Op[TurnRef, TurnSnapshot]           = "turn.query"
+	OpTurnStop          Op[TurnRef, TurnSnapshot]           = "turn.stop"
+	OpTurnInterrupt     Op[TurnRef, TurnSnapshot]           = "turn.interrupt"
+	OpTurnMessageSubmit Op[MessageSubmitInput, QueueEntry]  = "turn.message.submit"
+	OpQueueRetract      Op[QueueRetractInput, QueueEntry]   = "queue.retract"
 
-	OpInteractionQuery  = "interaction.query"
-	OpInteractionAnswer = "interaction.answer"
+	OpInteractionQuery  Op[SessionRef, InteractionQueryResult]  = "interaction.query"
+	OpInteractionAnswer Op[InteractionAnswerInput, Interaction] = "interaction.answer"
 
-	OpModelsList        = "models.list"
-	OpModelsSelect      = "models.select"
-	OpModelsThinkingSet = "models.thinking.set"
+	OpModelsList        Op[ModelsListInput, ModelsListResult] = "models.list"
+	OpModelsSelect      Op[ModelsSelectInput, ModelSelection] = "models.select"
+	OpModelsThinkingSet Op[ThinkingSetInput, ModelSelection]  = "models.thinking.set"
 
-	OpSubscriptionOpen           = "subscription.open"
-	OpSubscriptionReady          = "subscription.ready"
-	OpSubscriptionClose          = "subscription.close"
-	OpSubscriptionPtyInterestSet = "subscription.pty_interest.set"
+	OpSubscriptionOpen           Op[SubscriptionOpenInput, SubscriptionOpenResult] = "subscription.open"
+	OpSubscriptionReady          Op[SubscriptionRef, SubscriptionRef]              = "subscription.ready"
+	OpSubscriptionClose          Op[SubscriptionRef, SubscriptionRef]              = "subscription.close"
+	OpSubscriptionPtyInterestSet Op[PtyInterestInput, SubscriptionRef]             = "subscription.pty_interest.set"
 
-	OpRuntimeResourceQuery             = "runtime.resource.query"
-	OpRuntimeResourceStart             = "runtime.resource.start"
-	OpRuntimeResourceStop              = "runtime.resource.stop"
-	OpRuntimeResourceControllerAcquire = "runtime.resource.controller.acquire"
-	OpRuntimeResourceControllerControl = "runtime.resource.controller.control"
-	OpRuntimeResourceControllerRelease = "runtime.resource.controller.release"
+	OpRuntimeResourceQuery             Op[ResourceQueryInput, ResourceQueryResult] = "runtime.resource.query"
+	OpRuntimeResourceStart             Op[ResourceStartInput, Resource]            = "runtime.resource.start"
+	OpRuntimeResourceStop              Op[ResourceRef, Resource]                   = "runtime.resource.stop"
+	OpRuntimeResourceControllerAcquire Op[ResourceRef, ControllerAcquireResult]    = "runtime.resource.controller.acquire"
+	OpRuntimeResourceControllerControl Op[ControlInput, ControlResult]             = "runtime.resource.controller.control"
+	OpRuntimeResourceControllerRelease Op[ControllerRef, ResourceRef]              = "runtime.resource.controller.release"
 )
 
-func op[In, Out any](name string, mode Mode, doc string) Operation {
+func op[In, Out any](name Op[In, Out], mode Mode, access Access, doc string) Operation {
 	return Operation{
-		Name: name, Mode: mode, Doc: doc,
-		Input: reflect.TypeFor[In](), Result: reflect.TypeFor[Out](),
+		Name: string(name), Mode: mode, Access: access, Doc: doc,
+		newInput: func() any { return new(In) },
+		Input:    reflect.TypeFor[In](), Result: reflect.TypeFor[Out](),
 	}
 }
 
@@ -87,47 +121,47 @@ func serial(o Operation) Operation { o.Serial = true; return o }
 
 // Operations is the operation table, in documentation order.
 var Operations = []Operation{
-	op[HostStatusInput, HostStatus](OpHostStatus, Query, "The host's identity, state and load. Always admitted through a reserved slot."),
-	op[DiagnosticsQueryInput, DiagnosticsQueryResult](OpHostDiagnosticsQuery, Query, "Recent host diagnostics, newest last, redacted."),
-	op[HostResourcesQueryInput, HostResourcesQueryResult](OpHostResourcesQuery, Query, "The host's process resources: memory, descriptors, goroutines, workers."),
-	op[UpgradePrepareInput, UpgradePrepareResult](OpHostUpgradePrepare, Command, "Prepares the host to hand its home to a newer host."),
-	op[ShutdownInput, ShutdownResult](OpHostShutdown, Command, "Drains the host and makes it exit."),
+	op(OpHostStatus, Query, AccessRead, "The host's identity, state and load. Always admitted through a reserved slot."),
+	op(OpHostDiagnosticsQuery, Query, AccessOwner, "Recent host diagnostics, newest last, redacted."),
+	op(OpHostResourcesQuery, Query, AccessOwner, "The host's process resources: memory, descriptors, goroutines, workers."),
+	op(OpHostUpgradePrepare, Command, AccessOwner, "Prepares the host to hand its home to a newer host."),
+	op(OpHostShutdown, Command, AccessOwner, "Drains the host and makes it exit."),
 
-	op[SessionListInput, SessionListResult](OpSessionList, Query, "Lists sessions from the catalog."),
-	op[SessionCreateInput, Session](OpSessionCreate, Command, "Creates a session."),
-	op[SessionRef, Session](OpSessionGet, Query, "Returns one session's header."),
-	op[SessionRenameInput, Session](OpSessionRename, Command, "Renames a session."),
-	op[SessionRef, Session](OpSessionArchive, Command, "Archives a session."),
-	op[SessionRef, Session](OpSessionUnarchive, Command, "Brings an archived session back."),
-	op[SessionRef, SessionRef](OpSessionRemove, Command, "Removes a session and its transcript."),
-	serial(op[TranscriptPageInput, TranscriptPage](OpSessionTranscriptPage, Query, "Reads a page of a subscribed session's transcript; serialized per connection.")),
-	op[SessionRef, TodoQueryResult](OpSessionTodoQuery, Query, "Returns the agent's plan for a session."),
+	op(OpSessionList, Query, AccessRead, "Lists sessions from the catalog."),
+	op(OpSessionCreate, Command, AccessOwner, "Creates a session."),
+	op(OpSessionGet, Query, AccessRead, "Returns one session's header."),
+	op(OpSessionRename, Command, AccessOwner, "Renames a session."),
+	op(OpSessionArchive, Command, AccessOwner, "Archives a session."),
+	op(OpSessionUnarchive, Command, AccessOwner, "Brings an archived session back."),
+	op(OpSessionRemove, Command, AccessOwner, "Removes a session and its transcript."),
+	serial(op(OpSessionTranscriptPage, Query, AccessRead, "Reads a page of a subscribed session's transcript; serialized per connection.")),
+	op(OpSessionTodoQuery, Query, AccessRead, "Returns the agent's plan for a session."),
 
-	op[TurnStartInput, TurnStartResult](OpTurnStart, Command, "Starts a turn; the same turnId twice starts one turn."),
-	op[TurnRef, TurnSnapshot](OpTurnQuery, Query, "Returns a turn's state."),
-	op[TurnRef, TurnSnapshot](OpTurnStop, Command, "Stops a turn after its current step."),
-	op[TurnRef, TurnSnapshot](OpTurnInterrupt, Command, "Aborts a turn now, killing a running tool."),
-	op[MessageSubmitInput, QueueEntry](OpTurnMessageSubmit, Command, "Steers the running turn or queues a follow-up for the next."),
-	op[QueueRetractInput, QueueEntry](OpQueueRetract, Command, "Retracts a queued message."),
+	op(OpTurnStart, Command, AccessWrite, "Starts a turn; the same turnId twice starts one turn."),
+	op(OpTurnQuery, Query, AccessRead, "Returns a turn's state."),
+	op(OpTurnStop, Command, AccessWrite, "Stops a turn after its current step."),
+	op(OpTurnInterrupt, Command, AccessWrite, "Aborts a turn now, killing a running tool."),
+	op(OpTurnMessageSubmit, Command, AccessWrite, "Steers the running turn or queues a follow-up for the next."),
+	op(OpQueueRetract, Command, AccessWrite, "Retracts a queued message."),
 
-	op[SessionRef, InteractionQueryResult](OpInteractionQuery, Query, "Lists a session's pending interactions."),
-	op[InteractionAnswerInput, Interaction](OpInteractionAnswer, Command, "Answers a pending interaction; the first answer wins."),
+	op(OpInteractionQuery, Query, AccessRead, "Lists a session's pending interactions."),
+	op(OpInteractionAnswer, Command, AccessWrite, "Answers a pending interaction; the first answer wins."),
 
-	op[ModelsListInput, ModelsListResult](OpModelsList, Query, "Lists configured providers and their models."),
-	op[ModelsSelectInput, ModelSelection](OpModelsSelect, Command, "Selects the model of a session, or the default for new sessions."),
-	op[ThinkingSetInput, ModelSelection](OpModelsThinkingSet, Command, "Sets a session's thinking level."),
+	op(OpModelsList, Query, AccessRead, "Lists configured providers and their models."),
+	op(OpModelsSelect, Command, AccessWrite, "Selects the model of a session, or the default for new sessions."),
+	op(OpModelsThinkingSet, Command, AccessWrite, "Sets a session's thinking level."),
 
-	op[SubscriptionOpenInput, SubscriptionOpenResult](OpSubscriptionOpen, Command, "Opens a subscription to a session; frames start after subscription.ready."),
-	op[SubscriptionRef, SubscriptionRef](OpSubscriptionReady, Command, "Starts a subscription's frames."),
-	op[SubscriptionRef, SubscriptionRef](OpSubscriptionClose, Command, "Closes a subscription."),
-	op[PtyInterestInput, SubscriptionRef](OpSubscriptionPtyInterestSet, Command, "Chooses the PTYs whose output a subscription receives."),
+	op(OpSubscriptionOpen, Command, AccessRead, "Opens a subscription to a session; frames start after subscription.ready."),
+	op(OpSubscriptionReady, Command, AccessRead, "Starts a subscription's frames."),
+	op(OpSubscriptionClose, Command, AccessRead, "Closes a subscription."),
+	op(OpSubscriptionPtyInterestSet, Command, AccessRead, "Chooses the PTYs whose output a subscription receives."),
 
-	op[ResourceQueryInput, ResourceQueryResult](OpRuntimeResourceQuery, Query, "Lists or reads a session's runtime resources, paged by revision and cursor."),
-	op[ResourceStartInput, Resource](OpRuntimeResourceStart, Command, "Starts a shell run or PTY; launchId makes a retry idempotent."),
-	op[ResourceRef, Resource](OpRuntimeResourceStop, Command, "Stops a runtime resource."),
-	op[ResourceRef, ControllerAcquireResult](OpRuntimeResourceControllerAcquire, Command, "Takes control of a PTY."),
-	op[ControlInput, ControlResult](OpRuntimeResourceControllerControl, Command, "Writes input to or resizes a controlled PTY, in sequence."),
-	op[ControllerRef, ResourceRef](OpRuntimeResourceControllerRelease, Command, "Releases control of a PTY."),
+	op(OpRuntimeResourceQuery, Query, AccessRead, "Lists or reads a session's runtime resources, paged by revision and cursor."),
+	op(OpRuntimeResourceStart, Command, AccessOwner, "Starts a shell run or PTY; launchId makes a retry idempotent."),
+	op(OpRuntimeResourceStop, Command, AccessOwner, "Stops a runtime resource."),
+	op(OpRuntimeResourceControllerAcquire, Command, AccessControl, "Takes control of a PTY."),
+	op(OpRuntimeResourceControllerControl, Command, AccessControl, "Writes input to or resizes a controlled PTY, in sequence."),
+	op(OpRuntimeResourceControllerRelease, Command, AccessControl, "Releases control of a PTY."),
 }
 
 var operationIndex = func() map[string]Operation {
@@ -153,3 +187,30 @@ func OperationNames() []string {
 	sort.Strings(names)
 	return names
 }
+
+// SessionScoped is an input that names one session: the session its
+// operation reads or acts on. SessionRef returns the field that names it,
+// which may hold an id's unique prefix until the host resolves it, in
+// place, to the session's id; an empty name scopes the input to no
+// session (models.select of the default, a transcript page of a
+// subscription).
+type SessionScoped interface {
+	SessionRef() *string
+}
+
+func (in *SessionRef) SessionRef() *string             { return &in.SessionID }
+func (in *SessionRenameInput) SessionRef() *string     { return &in.SessionID }
+func (in *TranscriptPageInput) SessionRef() *string    { return &in.SessionID }
+func (in *TurnRef) SessionRef() *string                { return &in.SessionID }
+func (in *TurnStartInput) SessionRef() *string         { return &in.SessionID }
+func (in *MessageSubmitInput) SessionRef() *string     { return &in.SessionID }
+func (in *QueueRetractInput) SessionRef() *string      { return &in.SessionID }
+func (in *InteractionAnswerInput) SessionRef() *string { return &in.SessionID }
+func (in *ModelsSelectInput) SessionRef() *string      { return &in.SessionID }
+func (in *ThinkingSetInput) SessionRef() *string       { return &in.SessionID }
+func (in *SubscriptionOpenInput) SessionRef() *string  { return &in.SessionID }
+func (in *ResourceRef) SessionRef() *string            { return &in.SessionID }
+func (in *ResourceQueryInput) SessionRef() *string     { return &in.SessionID }
+func (in *ResourceStartInput) SessionRef() *string     { return &in.SessionID }
+func (in *ControllerRef) SessionRef() *string          { return &in.SessionID }
+func (in *ControlInput) SessionRef() *string           { return &in.SessionID }

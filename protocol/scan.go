@@ -11,22 +11,27 @@ import (
 	"unsafe"
 )
 
-// A frame's head — its kind, subscription, sequence, or a response's id —
-// is a few short fields beside what the frame carries, which can be most
-// of a megabyte (a PTY's output, a transcript page). The scan below reads
-// one JSON object's members in one pass, checking the shape of every
-// value as encoding/json does but decoding none, so a decoder takes the
-// fields it needs and leaves the rest as the bytes they arrived as.
+// This file holds the package's one JSON scanner. It reads one JSON
+// value, checking its shape exactly as encoding/json does but decoding
+// none of it, and returns where the value ends. Two things are built on
+// it: the strict decode's walk over a client's object (decode.go), which
+// finds where each member's value ends, and the one-pass decoders of a
+// frame's head: a frame's kind, subscription, sequence, or a response's
+// id, are a few short fields beside what the frame carries, which can be
+// most of a megabyte (a PTY's output, a transcript page), so a decoder
+// takes the fields it needs and leaves the rest as the bytes they arrived
+// as.
 //
-// A decoder built on it is a fast path: where it meets anything it does
-// not decode exactly as encoding/json would (a value of the wrong type, an
-// escaped or non-ASCII key, nesting deeper than maxScanDepth), it gives
-// up, and its caller decodes with encoding/json, which also names what is
-// wrong.
+// A head decoder is a fast path: where it meets anything it does not
+// decode exactly as encoding/json would (a value of the wrong type, an
+// escaped or non-ASCII key), it gives up, and its caller decodes with
+// encoding/json, which also names what is wrong.
 
-// maxScanDepth bounds the nesting the scan follows; deeper values are
-// left to encoding/json.
-const maxScanDepth = 256
+// maxScanDepth is encoding/json's bound on nesting, objects and arrays
+// counted together, so the scan takes exactly the values json.Valid
+// takes. Nesting is counted, not recursed into: a message nested as deep
+// as its size allows costs the scan no stack.
+const maxScanDepth = 10000
 
 // scanObject calls member with the key (without its quotes) and the value
 // of each member of the JSON object b, in order, and reports whether b is
@@ -86,18 +91,23 @@ func plainKey(k []byte) bool {
 }
 
 // scanValue returns the index after the valid JSON value at b[i], or -1.
+// depth is how many objects and arrays hold b[i].
 func scanValue(b []byte, i, depth int) int {
+	if i < len(b) && (b[i] == '{' || b[i] == '[') {
+		return scanNested(b, i, depth)
+	}
+	return scanScalar(b, i)
+}
+
+// scanScalar returns the index after the valid string, number, boolean
+// or null at b[i], or -1.
+func scanScalar(b []byte, i int) int {
 	if i >= len(b) {
 		return -1
 	}
 	switch c := b[i]; {
 	case c == '"':
 		return scanString(b, i)
-	case c == '{' || c == '[':
-		if depth > maxScanDepth {
-			return -1
-		}
-		return scanNested(b, i, depth, nil)
 	case c == '-' || c >= '0' && c <= '9':
 		return scanNumber(b, i)
 	case c == 't':
@@ -111,47 +121,95 @@ func scanValue(b []byte, i, depth int) int {
 }
 
 // scanNested returns the index after the valid object or array at b[i],
-// calling elem, when not nil, with each element of an array.
-func scanNested(b []byte, i, depth int, elem func(val []byte) bool) int {
-	object := b[i] == '{'
-	closing := byte(']')
-	if object {
-		closing = '}'
-	}
-	i = skipSpace(b, i+1)
-	if i < len(b) && b[i] == closing {
-		return i + 1
-	}
+// or -1. The objects and arrays open inside it are kept as a stack of
+// bits (set for an object), in a word's room until nesting passes 64.
+func scanNested(b []byte, i, depth int) int {
+	var inline [1]uint64
+	stack := inline[:]
+	open := 0 // objects and arrays open, the outermost at bit 0
 	for {
-		if object {
-			if i >= len(b) || b[i] != '"' {
+		// b[i] starts a value: open it, or scan it whole.
+		if i < len(b) && (b[i] == '{' || b[i] == '[') {
+			if depth+open >= maxScanDepth {
 				return -1
 			}
-			if i = scanString(b, i); i < 0 {
-				return -1
+			if open/64 == len(stack) {
+				stack = append(stack, 0)
+			}
+			object := b[i] == '{'
+			if object {
+				stack[open/64] |= 1 << (open % 64)
+			} else {
+				stack[open/64] &^= 1 << (open % 64)
+			}
+			open++
+			i = skipSpace(b, i+1)
+			if i < len(b) && (object && b[i] == '}' || !object && b[i] == ']') {
+				i++
+				open--
+			} else {
+				if object {
+					if i = scanMemberKey(b, i); i < 0 {
+						return -1
+					}
+				}
+				continue
+			}
+		} else if i = scanScalar(b, i); i < 0 {
+			return -1
+		}
+		// A value ended at i: close what it ends, or go on to the next
+		// element or member.
+		for {
+			if open == 0 {
+				return i
 			}
 			i = skipSpace(b, i)
-			if i >= len(b) || b[i] != ':' {
+			if i >= len(b) {
 				return -1
 			}
-			i = skipSpace(b, i+1)
-		}
-		start := i
-		if i = scanValue(b, i, depth+1); i < 0 || !object && elem != nil && !elem(b[start:i]) {
-			return -1
-		}
-		i = skipSpace(b, i)
-		switch {
-		case i >= len(b):
-			return -1
-		case b[i] == ',':
-			i = skipSpace(b, i+1)
-		case b[i] == closing:
-			return i + 1
-		default:
+			object := stack[(open-1)/64]&(1<<((open-1)%64)) != 0
+			if b[i] == ',' {
+				i = skipSpace(b, i+1)
+				if object {
+					if i = scanMemberKey(b, i); i < 0 {
+						return -1
+					}
+				}
+				break
+			}
+			if object && b[i] == '}' || !object && b[i] == ']' {
+				i++
+				open--
+				continue
+			}
 			return -1
 		}
 	}
+}
+
+// scanMemberKey returns the index of the value of the object member
+// whose key starts at b[i], past the key, the colon and the space around
+// it, or -1.
+func scanMemberKey(b []byte, i int) int {
+	if i >= len(b) || b[i] != '"' {
+		return -1
+	}
+	if i = scanString(b, i); i < 0 {
+		return -1
+	}
+	i = skipSpace(b, i)
+	if i >= len(b) || b[i] != ':' {
+		return -1
+	}
+	return skipSpace(b, i+1)
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
 }
 
 const (
@@ -413,16 +471,4 @@ func scanBoolField(val []byte, dst *bool) bool {
 		return false
 	}
 	return true
-}
-
-// scanArray calls elem with each element of the valid JSON array b and
-// reports whether b is one, with whitespace at most around it, and elem
-// accepted every element.
-func scanArray(b []byte, elem func(val []byte) bool) bool {
-	i := skipSpace(b, 0)
-	if i >= len(b) || b[i] != '[' {
-		return false
-	}
-	end := scanNested(b, i, 1, elem)
-	return end >= 0 && skipSpace(b, end) == len(b)
 }

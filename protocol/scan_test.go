@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"reflect"
-	"strings"
+	"slices"
 	"testing"
 )
 
@@ -67,18 +67,49 @@ func fuzzScanAgainstUnmarshal[T any](f *testing.F, scan func(*T, []byte) bool) {
 }
 
 // FuzzScanValue: the scan takes a JSON value exactly when encoding/json
-// does, up to the depth it follows.
+// does.
 func FuzzScanValue(f *testing.F) {
 	for _, s := range scanSeeds {
 		f.Add([]byte(s))
 	}
+	f.Add([]byte(`[{"a":[1,{"b":{}},[]],"c":{"d":[[],{}]}},[[{}]]]`))
+	f.Add([]byte(`{"a":[1,}`))
+	f.Add([]byte(`[1 2]`))
+	f.Add([]byte(`{"a" 1}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		v := bytes.Trim(b, " \t\r\n")
-		whole := scanValue(v, 0, 1) == len(v)
-		if valid := json.Valid(b); whole != valid && !(valid && strings.Count(string(b), "[")+strings.Count(string(b), "{") > maxScanDepth) {
+		whole := scanValue(v, 0, 0) == len(v)
+		if valid := json.Valid(b); whole != valid {
 			t.Fatalf("%q: the scan took it: %v, json.Valid: %v", b, whole, valid)
 		}
 	})
+}
+
+// The scan follows nesting exactly as deep as encoding/json does, objects
+// and arrays counted together, and no deeper.
+func TestScanNestsAsDeepAsEncodingJSON(t *testing.T) {
+	for name, objectAt := range map[string]func(level int) bool{
+		"arrays":  func(int) bool { return false },
+		"objects": func(int) bool { return true },
+		"both":    func(level int) bool { return level%3 == 1 },
+	} {
+		for _, depth := range []int{maxScanDepth - 1, maxScanDepth, maxScanDepth + 1} {
+			var opening, closing []byte
+			for level := range depth {
+				if objectAt(level) {
+					opening, closing = append(opening, `{"a":`...), append(closing, '}')
+				} else {
+					opening, closing = append(opening, '['), append(closing, ']')
+				}
+			}
+			slices.Reverse(closing)
+			v := slices.Concat(opening, []byte("null"), closing)
+			whole := scanValue(v, 0, 0) == len(v)
+			if valid := json.Valid(v); whole != valid {
+				t.Errorf("%s %d deep: the scan took it: %v, json.Valid: %v", name, depth, whole, valid)
+			}
+		}
+	}
 }
 
 // The frames agentd writes take the scan, not the slower general decode.
@@ -89,8 +120,8 @@ func TestScanTakesTheFramesAgentdWrites(t *testing.T) {
 	})
 	for _, line := range []string{
 		pty,
-		mustJSON(t, Response{RequestID: "r1", Operation: OpHostStatus, OK: true, Result: json.RawMessage(`{"state":"ready"}`)}),
-		mustJSON(t, Response{RequestID: "r2", Operation: OpHostStatus, Error: &Error{Code: CodeNotFound, Message: "m"}}),
+		mustJSON(t, Response{RequestID: "r1", Operation: string(OpHostStatus), OK: true, Result: json.RawMessage(`{"state":"ready"}`)}),
+		mustJSON(t, Response{RequestID: "r2", Operation: string(OpHostStatus), Error: &Error{Code: CodeNotFound, Message: "m"}}),
 	} {
 		var h hostHead
 		if !h.scan([]byte(line)) {
@@ -137,40 +168,6 @@ func FuzzUnquote(f *testing.F) {
 		}
 		if got := string(appendUnquoted(nil, lit[1:len(lit)-1])); got != want {
 			t.Fatalf("%q read %q, json.Unmarshal %q", lit, got, want)
-		}
-	})
-}
-
-// FuzzDecodeSessionListRows: a session list page reads as json.Unmarshal
-// reads it, its rows left as they arrived.
-func FuzzDecodeSessionListRows(f *testing.F) {
-	for _, s := range []string{
-		`{"sessions":[{"sessionId":"a","title":"x"},{"sessionId":"b"}],"nextCursor":"c1"}`,
-		`{"sessions":[]}`, `{"sessions":null,"nextCursor":null}`, `{"Sessions":[1, "two" ,{"a":[]}],"NEXTCURSOR":"\u00e9"}`,
-		`{"sessions":[{}],"sessions":[[],{}]}`, `{"sessions":{}}`, `{"sessions":[1,]}`, ` {"other":true} `, `[]`,
-	} {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, b []byte) {
-		rows, next, err := DecodeSessionListRows(b)
-		var want struct {
-			Sessions   []json.RawMessage `json:"sessions"`
-			NextCursor string            `json:"nextCursor"`
-		}
-		werr := json.Unmarshal(b, &want)
-		if (err == nil) != (werr == nil) {
-			t.Fatalf("%q: read with %v, json.Unmarshal %v", b, err, werr)
-		}
-		if err != nil {
-			return
-		}
-		if next != want.NextCursor || len(rows) != len(want.Sessions) {
-			t.Fatalf("%q: read %d rows and %q, json.Unmarshal %d and %q", b, len(rows), next, len(want.Sessions), want.NextCursor)
-		}
-		for i := range rows {
-			if !bytes.Equal(rows[i], want.Sessions[i]) {
-				t.Fatalf("%q: row %d read as %q, json.Unmarshal %q", b, i, rows[i], want.Sessions[i])
-			}
 		}
 	})
 }

@@ -630,23 +630,6 @@ type Resource struct {
 	EndedAt   *time.Time `json:"endedAt,omitempty"`
 }
 
-// ResourceRecord is a runtime resource as its worker records it in the
-// session's folder, resources/REF.json beside its log: written when it
-// starts and when it ends, so that the session's later workers list it as
-// it ended and never give its ref again.
-type ResourceRecord struct {
-	Resource
-	LaunchID string `json:"launchId"`
-	// Cols and Rows are a PTY's size as it started.
-	Cols int `json:"cols,omitempty"`
-	Rows int `json:"rows,omitempty"`
-	// PID is the process (and process group) the command ran as, and
-	// ProcessStart its start time in clock ticks since boot, which tells
-	// it from a later process given the same pid; 0 where unknown.
-	PID          int    `json:"pid"`
-	ProcessStart uint64 `json:"processStart,omitempty"`
-}
-
 // Runtime resource kinds (Resource.Kind) and states (Resource.State).
 const (
 	// ResourceShell is a command whose output is kept, not shown live.
@@ -765,39 +748,4 @@ func (in *ControlInput) Validate() error {
 // ControlResult is the result of runtime.resource.controller.control.
 type ControlResult struct {
 	Sequence uint64 `json:"sequence"`
-}
-
-// DecodeSessionListRows reads a session.list result as json.Unmarshal
-// reads it into a SessionListResult whose sessions are left as the JSON
-// they arrived as: a listing of thousands of sessions that a client
-// passes on needs none of them decoded. The rows share b's memory.
-func DecodeSessionListRows(b []byte) (rows []json.RawMessage, nextCursor string, err error) {
-	var page struct {
-		Sessions   []json.RawMessage `json:"sessions"`
-		NextCursor string            `json:"nextCursor"`
-	}
-	scanned := scanObject(b, func(key, val []byte) bool {
-		switch {
-		case keyIs(key, "sessions"):
-			if val[0] == 'n' {
-				page.Sessions = nil // as json.Unmarshal sets a slice to null
-				return true
-			}
-			page.Sessions = page.Sessions[:0]
-			return scanArray(val, func(row []byte) bool {
-				page.Sessions = append(page.Sessions, row)
-				return true
-			})
-		case keyIs(key, "nextCursor"):
-			return scanStringField(val, &page.NextCursor)
-		}
-		return true
-	})
-	if !scanned {
-		page.Sessions, page.NextCursor = nil, ""
-		if err := json.Unmarshal(b, &page); err != nil {
-			return nil, "", translate(err, "")
-		}
-	}
-	return page.Sessions, page.NextCursor, nil
 }

@@ -45,9 +45,9 @@ func (b *bench) adoptIdle(ctx context.Context) (adoptResult, error) {
 		})
 	}
 	for i := range b.cfg.idle {
-		var sess protocol.Session
 		in := protocol.SessionCreateInput{Cwd: p.work, Title: fmt.Sprintf("idle %d", i+1), Model: "faux/echo"}
-		if err = c.Request(ctx, protocol.OpSessionCreate, in, &sess); err != nil {
+		var sess protocol.Session
+		if sess, err = client.Call(ctx, c, protocol.OpSessionCreate, in); err != nil {
 			err = fmt.Errorf("creating a session: %w", err)
 			break
 		}

@@ -52,9 +52,9 @@ func (b *bench) load(ctx context.Context) (loadResult, error) {
 	defer c.Close()
 	ids := make([]string, cfg.sessions)
 	for i := range ids {
-		var sess protocol.Session
 		in := protocol.SessionCreateInput{Cwd: p.work, Title: fmt.Sprintf("handoff %d", i+1), Model: "faux/echo"}
-		if err := c.Request(ctx, protocol.OpSessionCreate, in, &sess); err != nil {
+		sess, err := client.Call(ctx, c, protocol.OpSessionCreate, in)
+		if err != nil {
 			return r, fmt.Errorf("creating a session: %w", err)
 		}
 		ids[i] = sess.SessionID
@@ -105,9 +105,9 @@ func (b *bench) load(ctx context.Context) (loadResult, error) {
 	// PTYs printing numbered lines, each watched by a client of its own.
 	watches := make([]*ptyWatch, cfg.ptys)
 	for i := range watches {
-		var res protocol.Resource
 		in := protocol.ResourceStartInput{SessionID: ids[i], LaunchID: fmt.Sprintf("lines-%d", i), Command: ptyCommand(cfg.ptyLines), PTY: true, Cols: 80, Rows: 24}
-		if err := c.Request(ctx, protocol.OpRuntimeResourceStart, in, &res); err != nil {
+		res, err := client.Call(ctx, c, protocol.OpRuntimeResourceStart, in)
+		if err != nil {
 			return r, fmt.Errorf("starting a PTY: %w", err)
 		}
 		w := &ptyWatch{p: p, session: ids[i], ref: res.Ref, lines: cfg.ptyLines, next: -1, done: make(chan struct{})}
@@ -122,7 +122,7 @@ func (b *bench) load(ctx context.Context) (loadResult, error) {
 		turns[i] = fmt.Sprintf("turn-%d", i)
 		cmd := fmt.Sprintf("touch started-%d; for i in $(seq 1 %d); do echo line $i; sleep 0.01; done", i, cfg.turnLines)
 		in := protocol.TurnStartInput{SessionID: ids[i], TurnID: turns[i], Content: protocol.Content{Text: "write numbered lines: run `" + cmd + "`"}, Approval: protocol.ApprovalAll}
-		if err := c.Request(ctx, protocol.OpTurnStart, in, nil); err != nil {
+		if _, err := client.Call(ctx, c, protocol.OpTurnStart, in); err != nil {
 			return r, fmt.Errorf("starting a turn: %w", err)
 		}
 	}

@@ -184,8 +184,8 @@ func (p *place) upgrade(ctx context.Context) (handoff, error) {
 	var adopted, draining, ready map[string]string
 	logged := func() bool {
 		adopted = p.logEntry(pid, "workers adopted", "", "")
-		draining = p.logEntry(old, "host state", "state", protocol.StateDraining)
-		ready = p.logEntry(pid, "host state", "state", protocol.StateReady)
+		draining = p.logEntry(old, "server state", "state", protocol.StateDraining)
+		ready = p.logEntry(pid, "server state", "state", protocol.StateReady)
 		return adopted != nil && draining != nil && ready != nil
 	}
 	if err := waitFor(ctx, settleTimeout, "the hosts' log of the hand-off", logged); err != nil {

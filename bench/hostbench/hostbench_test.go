@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/agentd-dev/agentd/client"
 	"github.com/agentd-dev/agentd/internal/host"
@@ -70,7 +69,7 @@ func startInProcess(b *testing.B) *host.Host {
 	if err != nil {
 		b.Fatal(err)
 	}
-	h, err := host.Start(host.Config{
+	h, err := host.Open(host.Config{
 		Home: filepath.Join(dir, "h"), RuntimeDir: filepath.Join(dir, "r"), HostID: "b",
 		Version: "bench", Logger: slog.New(slog.DiscardHandler),
 	})
@@ -78,11 +77,16 @@ func startInProcess(b *testing.B) *host.Host {
 		os.RemoveAll(dir)
 		b.Fatal(err)
 	}
+	ctx, stop := context.WithCancel(context.Background())
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		h.Run(ctx)
+	}()
 	<-h.Ready()
 	b.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		h.Shutdown(ctx)
+		stop()
+		<-stopped
 		os.RemoveAll(dir)
 	})
 	return h
@@ -126,8 +130,8 @@ func BenchmarkPipelined(b *testing.B) {
 	for range protocol.ClientInFlightDomainRequests {
 		wg.Go(func() {
 			for range work {
-				var res protocol.DiagnosticsQueryResult
-				if err := c.Request(ctx, protocol.OpHostDiagnosticsQuery, in, &res); err != nil {
+				_, err := client.Call(ctx, c, protocol.OpHostDiagnosticsQuery, in)
+				if err != nil {
 					errOnce.Do(func() { failed = err })
 				}
 			}

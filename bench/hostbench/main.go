@@ -60,7 +60,7 @@ func main() {
 	flag.BoolVar(&cfg.quick, "quick", false, "a smaller run (about a quarter of the work)")
 	flag.StringVar(&cfg.agentd, "agentd", "", "use this agentd binary instead of building ./cmd/agentd")
 	flag.StringVar(&cfg.agentdCgo, "agentd-cgo", "", "with -agentd: the same program built with cgo (a plain go build), timed beside it in the CLI part")
-	flag.StringVar(&cfg.profile, "profile", "", "write CPU profiles of the host, the JSON echo server and this client into `dir`; the host then runs host.Start inside this binary")
+	flag.StringVar(&cfg.profile, "profile", "", "write CPU profiles of the host, the JSON echo server and this client into `dir`; the host then runs host.Open and Run inside this binary")
 	flag.IntVar(&cfg.latencyN, "n", 0, "sequential host.status requests per target (default 100000, -quick 20000)")
 	flag.StringVar(&skip, "skip", "", "comma-separated parts to skip: latency,pipeline,rss,partial,cli")
 	flag.Parse()
@@ -159,7 +159,7 @@ func (b *bench) run(ctx context.Context) error {
 	}
 	fmt.Printf("hostbench: %s/%s, %d CPUs, GOMAXPROCS %d, %s\n", runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.Version())
 	if b.cfg.profile != "" {
-		fmt.Println("host under test: host.Start inside this binary, as its own process (-profile)")
+		fmt.Println("host under test: host.Open and Run inside this binary, as its own process (-profile)")
 	} else {
 		fmt.Println("host under test: the agentd binary, `agentd host`, as its own process")
 	}

@@ -228,7 +228,7 @@ func (b *bench) latency(ctx context.Context, endpoint, jsonSock, rawSock string,
 		{name: tAgentd, do: func() error { _, err := ac.Status(ctx); return err }},
 		{name: tJSONEcho, do: func() error {
 			var st protocol.HostStatus
-			return ec.Request(protocol.OpHostStatus, nil, &st)
+			return ec.Request(string(protocol.OpHostStatus), nil, &st)
 		}},
 		{name: tRawEcho, do: rc.roundTrip},
 	}
@@ -328,16 +328,16 @@ func (b *bench) pipeline(ctx context.Context, endpoint, jsonSock string, conns i
 				_, err := acs[conn].Status(ctx)
 				return err
 			}
-			var res protocol.DiagnosticsQueryResult
-			return acs[conn].Request(ctx, protocol.OpHostDiagnosticsQuery, in, &res)
+			_, err := client.Call(ctx, acs[conn], protocol.OpHostDiagnosticsQuery, in)
+			return err
 		}},
 		{name: tJSONEcho, do: func(conn, worker int) error {
 			if worker == 0 {
 				var st protocol.HostStatus
-				return ecs[conn].Request(protocol.OpHostStatus, nil, &st)
+				return ecs[conn].Request(string(protocol.OpHostStatus), nil, &st)
 			}
 			var res protocol.DiagnosticsQueryResult
-			return ecs[conn].Request(protocol.OpHostDiagnosticsQuery, in, &res)
+			return ecs[conn].Request(string(protocol.OpHostDiagnosticsQuery), in, &res)
 		}},
 	}
 	fmt.Printf("pipelined: %d connection(s) × %d in flight, %d interleaved rounds of %s per target\n", conns, depth, b.cfg.tputRounds, b.cfg.tputRound)

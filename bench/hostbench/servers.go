@@ -98,7 +98,7 @@ func runRole(args []string) int {
 		ln.Close()
 		return 0
 	case roleHost:
-		h, err := host.Start(host.Config{
+		h, err := host.Open(host.Config{
 			Home: *home, RuntimeDir: *runDir, HostID: *hostID,
 			Version: "bench", Logger: slog.New(slog.DiscardHandler),
 		})
@@ -106,15 +106,22 @@ func runRole(args []string) int {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
-		<-h.Ready()
-		fmt.Println("ready")
-		select {
-		case <-term:
-		case <-h.Done():
+		ctx, stop := context.WithCancel(context.Background())
+		defer stop()
+		go func() {
+			select {
+			case <-h.Ready():
+				fmt.Println("ready")
+			case <-ctx.Done():
+				return
+			}
+			<-term
+			stop()
+		}()
+		if err := h.Run(ctx); !errors.Is(err, host.ErrStopped) {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		h.Shutdown(ctx)
 		return 0
 	}
 	fmt.Fprintf(os.Stderr, "hostbench: unknown role %q\n", role)
@@ -181,7 +188,7 @@ func newJSONEcho(statusBytes int) *jsonEcho {
 	// Size with a five-digit uptime, as the host's is during a run.
 	sizing := e.status
 	sizing.UptimeMillis = 10000
-	b, _ := json.Marshal(echoResponse{RequestID: sizingRequestID, Operation: protocol.OpHostStatus, OK: true, Result: sizing})
+	b, _ := json.Marshal(echoResponse{RequestID: sizingRequestID, Operation: string(protocol.OpHostStatus), OK: true, Result: sizing})
 	if pad := statusBytes - len(b); pad > 0 {
 		e.status.Version = strings.Repeat("v", pad)
 	}
@@ -209,7 +216,7 @@ func (e *jsonEcho) serve(c net.Conn) {
 			}
 		}
 		resp := echoResponse{RequestID: req.RequestID, Operation: req.Operation, OK: true}
-		if req.Operation == protocol.OpHostStatus {
+		if req.Operation == string(protocol.OpHostStatus) {
 			st := e.status
 			st.UptimeMillis = time.Since(e.started).Milliseconds()
 			resp.Result = st
@@ -279,7 +286,7 @@ func (b *bench) startRole(ctx context.Context, name, role string, args ...string
 }
 
 // startAgentdHost runs `agentd host` on home and runDir (or, with -profile,
-// host.Start inside this binary) and waits until its registration says
+// host.Open and Run inside this binary) and waits until its registration says
 // ready. It returns the process and the socket to dial.
 func (b *bench) startAgentdHost(ctx context.Context, home, runDir, hostID string) (*proc, string, error) {
 	var cmd *exec.Cmd

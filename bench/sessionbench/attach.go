@@ -187,19 +187,19 @@ func (b *bench) attachPart(ctx context.Context) error {
 // (four a turn); the last turn's prompt is lastPrompt. It returns the
 // session's id and how many records its transcript holds.
 func (b *bench) filledSession(ctx context.Context, c *client.Conn, home string, records int) (string, int, error) {
-	var s protocol.Session
-	if err := c.Request(ctx, protocol.OpSessionCreate, protocol.SessionCreateInput{
+	s, err := client.Call(ctx, c, protocol.OpSessionCreate, protocol.SessionCreateInput{
 		Cwd: b.work, Title: "attach", Model: "faux/echo", Approval: protocol.ApprovalAll,
-	}, &s); err != nil {
+	})
+	if err != nil {
 		return "", 0, err
 	}
-	var open protocol.SubscriptionOpenResult
-	if err := c.Request(ctx, protocol.OpSubscriptionOpen, protocol.SubscriptionOpenInput{SessionID: s.SessionID, Transcript: protocol.TranscriptBootstrap{Kind: "none"}}, &open); err != nil {
+	open, err := client.Call(ctx, c, protocol.OpSubscriptionOpen, protocol.SubscriptionOpenInput{SessionID: s.SessionID, Transcript: protocol.TranscriptBootstrap{Kind: "none"}})
+	if err != nil {
 		return "", 0, err
 	}
 	w := c.Watch(open.SubscriptionID)
 	defer w.Close()
-	if err := c.Request(ctx, protocol.OpSubscriptionReady, protocol.SubscriptionRef{SubscriptionID: open.SubscriptionID}, nil); err != nil {
+	if _, err := client.Call(ctx, c, protocol.OpSubscriptionReady, protocol.SubscriptionRef{SubscriptionID: open.SubscriptionID}); err != nil {
 		return "", 0, err
 	}
 	sub := &subscription{c: c, w: w, home: home, session: s.SessionID, id: open.SubscriptionID}
@@ -215,7 +215,7 @@ func (b *bench) filledSession(ctx context.Context, c *client.Conn, home string, 
 	}
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	c.Request(cctx, protocol.OpSubscriptionClose, protocol.SubscriptionRef{SubscriptionID: open.SubscriptionID}, nil)
+	client.Call(cctx, c, protocol.OpSubscriptionClose, protocol.SubscriptionRef{SubscriptionID: open.SubscriptionID})
 	raw, err := os.ReadFile(filepath.Join(home, "sessions", s.SessionID, "transcript.jsonl"))
 	if err != nil {
 		return "", 0, err
@@ -233,8 +233,7 @@ func stopWorker(ctx context.Context, c *client.Conn, home, id string) error {
 	syscall.Kill(pid, syscall.SIGKILL)
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
 		if !proc.Running(pid) { // reaped by its host, or a zombie it is about to reap
-			var s protocol.Session
-			err := c.Request(ctx, protocol.OpSessionGet, protocol.SessionRef{SessionID: id}, &s)
+			_, err := client.Call(ctx, c, protocol.OpSessionGet, protocol.SessionRef{SessionID: id})
 			time.Sleep(50 * time.Millisecond) // the host notices the exit
 			return err
 		}

@@ -91,9 +91,9 @@ func (b *bench) fanoutPart(ctx context.Context) error {
 	defer c.Close()
 
 	rss := func() int64 {
-		var res protocol.HostResourcesQueryResult
 		if r.rssSource != "/proc" {
-			if err := c.Request(ctx, protocol.OpHostResourcesQuery, protocol.HostResourcesQueryInput{}, &res); err == nil {
+			res, err := client.Call(ctx, c, protocol.OpHostResourcesQuery, protocol.HostResourcesQueryInput{})
+			if err == nil {
 				r.rssSource = "host.resources.query"
 				return int64(res.RSSBytes)
 			} else if r.rssSource == "" {
@@ -185,16 +185,16 @@ func (b *bench) fanoutRound(ctx context.Context, c *client.Conn, home string, in
 	var fr fanRound
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	var s protocol.Session
-	if err := c.Request(ctx, protocol.OpSessionCreate, protocol.SessionCreateInput{
+	s, err := client.Call(ctx, c, protocol.OpSessionCreate, protocol.SessionCreateInput{
 		Cwd: b.work, Title: "fanout", Model: "faux/echo", Approval: protocol.ApprovalAll,
-	}, &s); err != nil {
+	})
+	if err != nil {
 		return fr, err
 	}
 	defer func() {
 		rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		c.Request(rctx, protocol.OpSessionRemove, protocol.SessionRef{SessionID: s.SessionID}, nil)
+		client.Call(rctx, c, protocol.OpSessionRemove, protocol.SessionRef{SessionID: s.SessionID})
 	}()
 
 	turnID := "t" + randomHex(6)
@@ -222,7 +222,7 @@ func (b *bench) fanoutRound(ctx context.Context, c *client.Conn, home string, in
 		if err != nil {
 			return fr, err
 		}
-		if err := stall.request(protocol.OpSubscriptionReady, protocol.SubscriptionRef{SubscriptionID: id}, nil); err != nil {
+		if err := stall.request(string(protocol.OpSubscriptionReady), protocol.SubscriptionRef{SubscriptionID: id}, nil); err != nil {
 			return fr, err
 		}
 		// From here on it never reads.
@@ -236,8 +236,8 @@ func (b *bench) fanoutRound(ctx context.Context, c *client.Conn, home string, in
 		}
 	}
 
-	var diag protocol.DiagnosticsQueryResult
-	if err := c.Request(ctx, protocol.OpHostDiagnosticsQuery, protocol.DiagnosticsQueryInput{Limit: 1}, &diag); err != nil {
+	diag, err := client.Call(ctx, c, protocol.OpHostDiagnosticsQuery, protocol.DiagnosticsQueryInput{Limit: 1})
+	if err != nil {
 		return fr, err
 	}
 	slow0 := diag.Fanout.SlowConsumers
@@ -247,9 +247,9 @@ func (b *bench) fanoutRound(ctx context.Context, c *client.Conn, home string, in
 	workerPid := workerPID(home, s.SessionID)
 	h0, w0, c0, sw0 := procCPU(info.PID), procCPU(workerPid), selfCPU(), writeCalls(info.PID)
 	fr.start = time.Now()
-	if err := c.Request(ctx, protocol.OpTurnStart, protocol.TurnStartInput{
+	if _, err := client.Call(ctx, c, protocol.OpTurnStart, protocol.TurnStartInput{
 		SessionID: s.SessionID, TurnID: turnID, Content: protocol.Content{Text: "stamps"}, Approval: protocol.ApprovalAll,
-	}, nil); err != nil {
+	}); err != nil {
 		return fr, err
 	}
 	// Until every reader has seen run_end: poll the fan-out counters and
@@ -281,7 +281,9 @@ func (b *bench) fanoutRound(ctx context.Context, c *client.Conn, home string, in
 				if q := stall.queued(); q > lastQueued {
 					lastQueued, fr.full, fr.queued = q, time.Now(), q
 				}
-				if err := c.Request(ctx, protocol.OpHostDiagnosticsQuery, protocol.DiagnosticsQueryInput{Limit: 1}, &diag); err == nil && diag.Fanout.SlowConsumers > slow0 {
+				got, err := client.Call(ctx, c, protocol.OpHostDiagnosticsQuery, protocol.DiagnosticsQueryInput{Limit: 1})
+				diag = got
+				if err == nil && diag.Fanout.SlowConsumers > slow0 {
 					fr.evicted = time.Now()
 				}
 			}
@@ -398,7 +400,7 @@ func (rc *rawConn) request(op string, in, out any) error {
 // its id.
 func (rc *rawConn) open(session string) (string, error) {
 	var res protocol.SubscriptionOpenResult
-	err := rc.request(protocol.OpSubscriptionOpen, protocol.SubscriptionOpenInput{SessionID: session, Transcript: protocol.TranscriptBootstrap{Kind: "none"}}, &res)
+	err := rc.request(string(protocol.OpSubscriptionOpen), protocol.SubscriptionOpenInput{SessionID: session, Transcript: protocol.TranscriptBootstrap{Kind: "none"}}, &res)
 	return res.SubscriptionID, err
 }
 
@@ -476,7 +478,7 @@ func dialFan(ctx context.Context, endpoint, session string, n int, turnID string
 		rd.subs[ids[i]] = i
 	}
 	for _, id := range ids {
-		rid, err := rc.send(protocol.OpSubscriptionReady, protocol.SubscriptionRef{SubscriptionID: id})
+		rid, err := rc.send(string(protocol.OpSubscriptionReady), protocol.SubscriptionRef{SubscriptionID: id})
 		if err != nil {
 			rc.close()
 			return nil, err

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/agentd-dev/agentd/bench/internal/table"
+	"github.com/agentd-dev/agentd/client"
 	"github.com/agentd-dev/agentd/protocol"
 )
 
@@ -92,8 +93,8 @@ func (b *bench) floodPart(ctx context.Context) error {
 	}
 	r.anchorFresh = fresh
 
-	var s protocol.Session
-	if err := c.Request(ctx, protocol.OpSessionCreate, protocol.SessionCreateInput{Cwd: dir, Approval: protocol.ApprovalAll}, &s); err != nil {
+	s, err := client.Call(ctx, c, protocol.OpSessionCreate, protocol.SessionCreateInput{Cwd: dir, Approval: protocol.ApprovalAll})
+	if err != nil {
 		return err
 	}
 	nc, lr, subID, err := rawSubscribe(ctx, info.Endpoint, s.SessionID)
@@ -119,7 +120,7 @@ func (b *bench) floodPart(ctx context.Context) error {
 			}
 		}
 	}()
-	if err := c.Request(ctx, protocol.OpTurnStart, protocol.TurnStartInput{SessionID: s.SessionID, TurnID: "flood", Content: protocol.Content{Text: "flood"}}, nil); err != nil {
+	if _, err := client.Call(ctx, c, protocol.OpTurnStart, protocol.TurnStartInput{SessionID: s.SessionID, TurnID: "flood", Content: protocol.Content{Text: "flood"}}); err != nil {
 		close(stop)
 		return err
 	}

@@ -108,9 +108,9 @@ func createSessions(ctx context.Context, c *client.Conn, cwd string, from, n int
 				if i > int64(n) {
 					return
 				}
-				if err := c.Request(ctx, protocol.OpSessionCreate, protocol.SessionCreateInput{
+				if _, err := client.Call(ctx, c, protocol.OpSessionCreate, protocol.SessionCreateInput{
 					Cwd: cwd, Title: fmt.Sprintf("bench %05d", i), Model: "faux/echo",
-				}, nil); err != nil {
+				}); err != nil {
 					errs <- err
 					return
 				}
@@ -132,13 +132,14 @@ func (b *bench) measureLs(ctx context.Context, c *client.Conn, home, runDir stri
 	m := lsMeasure{sessions: n}
 	var list []time.Duration
 	for range 3 {
-		var raw json.RawMessage
 		t0 := time.Now()
-		if err := c.Request(ctx, protocol.OpSessionList, protocol.SessionListInput{}, &raw); err != nil {
+		got, err := client.Call(ctx, c, protocol.OpSessionList, protocol.SessionListInput{})
+		if err != nil {
 			m.listErr = err.Error()
 			break
 		}
 		list = append(list, time.Since(t0))
+		raw, _ := json.Marshal(got)
 		m.listBytes = len(raw)
 	}
 	m.list = summarize(list)

@@ -205,9 +205,10 @@ func rawPTYRate(ctx context.Context, file string) (float64, error) {
 }
 
 func startResource(ctx context.Context, c *client.Conn, session, launch, command string, onPTY bool) error {
-	return c.Request(ctx, protocol.OpRuntimeResourceStart, protocol.ResourceStartInput{
+	_, err := client.Call(ctx, c, protocol.OpRuntimeResourceStart, protocol.ResourceStartInput{
 		SessionID: session, LaunchID: launch, Command: command, PTY: onPTY, Cols: 120, Rows: 40,
-	}, nil)
+	})
+	return err
 }
 
 // delivered is the share of the last relayed output that reached the
@@ -221,23 +222,23 @@ var delivered float64
 func relayRate(ctx context.Context, sub *subscription, file string, want int64) (rate float64, frames int, err error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	var res protocol.Resource
-	if err := sub.c.Request(ctx, protocol.OpRuntimeResourceStart, protocol.ResourceStartInput{
+	res, err := client.Call(ctx, sub.c, protocol.OpRuntimeResourceStart, protocol.ResourceStartInput{
 		SessionID: sub.session, LaunchID: "relay", Command: "stty -echo; read go; exec cat " + file, PTY: true, Cols: 120, Rows: 40,
-	}, &res); err != nil {
+	})
+	if err != nil {
 		return 0, 0, err
 	}
-	if err := sub.c.Request(ctx, protocol.OpSubscriptionPtyInterestSet, protocol.PtyInterestInput{SubscriptionID: sub.id, Refs: []string{res.Ref}}, nil); err != nil {
+	if _, err := client.Call(ctx, sub.c, protocol.OpSubscriptionPtyInterestSet, protocol.PtyInterestInput{SubscriptionID: sub.id, Refs: []string{res.Ref}}); err != nil {
 		return 0, 0, err
 	}
-	var ctl protocol.ControllerAcquireResult
-	if err := sub.c.Request(ctx, protocol.OpRuntimeResourceControllerAcquire, protocol.ResourceRef{SessionID: sub.session, Ref: res.Ref}, &ctl); err != nil {
+	ctl, err := client.Call(ctx, sub.c, protocol.OpRuntimeResourceControllerAcquire, protocol.ResourceRef{SessionID: sub.session, Ref: res.Ref})
+	if err != nil {
 		return 0, 0, err
 	}
 	start := time.Now()
-	if err := sub.c.Request(ctx, protocol.OpRuntimeResourceControllerControl, protocol.ControlInput{
+	if _, err := client.Call(ctx, sub.c, protocol.OpRuntimeResourceControllerControl, protocol.ControlInput{
 		SessionID: sub.session, Ref: res.Ref, ControllerID: ctl.ControllerID, Sequence: 1, Data: "\n",
-	}, nil); err != nil {
+	}); err != nil {
 		return 0, 0, err
 	}
 	var got int64

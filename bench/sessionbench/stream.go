@@ -282,18 +282,18 @@ type subscription struct {
 }
 
 func subscribe(ctx context.Context, c *client.Conn, home, cwd, title string) (*subscription, error) {
-	var s protocol.Session
-	if err := c.Request(ctx, protocol.OpSessionCreate, protocol.SessionCreateInput{
+	s, err := client.Call(ctx, c, protocol.OpSessionCreate, protocol.SessionCreateInput{
 		Cwd: cwd, Title: title, Model: "faux/echo", Approval: protocol.ApprovalAll,
-	}, &s); err != nil {
+	})
+	if err != nil {
 		return nil, err
 	}
-	var open protocol.SubscriptionOpenResult
-	if err := c.Request(ctx, protocol.OpSubscriptionOpen, protocol.SubscriptionOpenInput{SessionID: s.SessionID, Transcript: protocol.TranscriptBootstrap{Kind: "none"}}, &open); err != nil {
+	open, err := client.Call(ctx, c, protocol.OpSubscriptionOpen, protocol.SubscriptionOpenInput{SessionID: s.SessionID, Transcript: protocol.TranscriptBootstrap{Kind: "none"}})
+	if err != nil {
 		return nil, err
 	}
 	w := c.Watch(open.SubscriptionID)
-	if err := c.Request(ctx, protocol.OpSubscriptionReady, protocol.SubscriptionRef{SubscriptionID: open.SubscriptionID}, nil); err != nil {
+	if _, err := client.Call(ctx, c, protocol.OpSubscriptionReady, protocol.SubscriptionRef{SubscriptionID: open.SubscriptionID}); err != nil {
 		w.Close()
 		return nil, err
 	}
@@ -305,9 +305,9 @@ func subscribe(ctx context.Context, c *client.Conn, home, cwd, title string) (*s
 func (s *subscription) close(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	s.c.Request(ctx, protocol.OpSubscriptionClose, protocol.SubscriptionRef{SubscriptionID: s.id}, nil)
+	client.Call(ctx, s.c, protocol.OpSubscriptionClose, protocol.SubscriptionRef{SubscriptionID: s.id})
 	s.w.Close()
-	s.c.Request(ctx, protocol.OpSessionRemove, protocol.SessionRef{SessionID: s.session}, nil)
+	client.Call(ctx, s.c, protocol.OpSessionRemove, protocol.SessionRef{SessionID: s.session})
 }
 
 // diagnose gathers what explains a stream that stopped: whether the
@@ -323,21 +323,21 @@ func (s *subscription) diagnose(ctx context.Context, since time.Time, ended bool
 	} else {
 		out = append(out, "the worker did not finish the turn within a minute")
 	}
-	var sess protocol.Session
-	if err := s.c.Request(ctx, protocol.OpSessionGet, protocol.SessionRef{SessionID: s.session}, &sess); err == nil {
+	sess, err := client.Call(ctx, s.c, protocol.OpSessionGet, protocol.SessionRef{SessionID: s.session})
+	if err == nil {
 		out = append(out, fmt.Sprintf("the host reports the session %q", sess.Status))
 	}
 	// A query the host forwards to the worker tells whether the host's
 	// connection to it still works.
-	var todo protocol.TodoQueryResult
-	if err := s.c.Request(ctx, protocol.OpSessionTodoQuery, protocol.SessionRef{SessionID: s.session}, &todo); err != nil {
+	_, err = client.Call(ctx, s.c, protocol.OpSessionTodoQuery, protocol.SessionRef{SessionID: s.session})
+	if err != nil {
 		out = append(out, fmt.Sprintf("the host's connection to the worker fails: session.todo.query: %v", err))
 	} else {
 		out = append(out, "the host's connection to the worker works: it forwarded session.todo.query")
 	}
 	recent := func(who string, c *client.Conn) {
-		var res protocol.DiagnosticsQueryResult
-		if err := c.Request(ctx, protocol.OpHostDiagnosticsQuery, protocol.DiagnosticsQueryInput{Limit: 20}, &res); err != nil {
+		res, err := client.Call(ctx, c, protocol.OpHostDiagnosticsQuery, protocol.DiagnosticsQueryInput{Limit: 20})
+		if err != nil {
 			out = append(out, fmt.Sprintf("%s diagnostics: %v", who, err))
 			return
 		}
@@ -450,9 +450,9 @@ func (s *subscription) turn(ctx context.Context, prompt string) (turnResult, err
 	defer cancel()
 	turnID := "t" + randomHex(6)
 	tr := turnResult{turnID: turnID, start: time.Now()}
-	if err := s.c.Request(ctx, protocol.OpTurnStart, protocol.TurnStartInput{
+	if _, err := client.Call(ctx, s.c, protocol.OpTurnStart, protocol.TurnStartInput{
 		SessionID: s.session, TurnID: turnID, Content: protocol.Content{Text: prompt}, Approval: protocol.ApprovalAll,
-	}, nil); err != nil {
+	}); err != nil {
 		return tr, err
 	}
 	// A watchdog ends the wait when frames stop coming.

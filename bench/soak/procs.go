@@ -54,7 +54,7 @@ func (s *Soak) stopHost(checkExits bool) error {
 	case err != nil:
 		return fmt.Errorf("stopping the host: %w", err)
 	default:
-		err = c.Request(ctx, protocol.OpHostShutdown, protocol.ShutdownInput{}, nil)
+		_, err = client.Call(ctx, c, protocol.OpHostShutdown, protocol.ShutdownInput{})
 		c.Close()
 		if err != nil {
 			return fmt.Errorf("stopping the host: %w", err)

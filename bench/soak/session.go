@@ -72,7 +72,7 @@ func (r *sessionRun) turn(ctx context.Context, id string) (turnRun, error) {
 	defer cancel()
 	in := protocol.TurnStartInput{SessionID: r.id, TurnID: id, Content: protocol.Content{Text: r.s.prompt}}
 	for {
-		err := r.f.Conn().Request(tctx, protocol.OpTurnStart, in, nil)
+		_, err := client.Call(tctx, r.f.Conn(), protocol.OpTurnStart, in)
 		if err == nil {
 			break
 		}

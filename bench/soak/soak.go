@@ -241,9 +241,9 @@ func (s *Soak) startSessions(ctx context.Context) error {
 	}
 	defer c.Close()
 	for i := range s.cfg.Sessions {
-		var sess protocol.Session
 		in := protocol.SessionCreateInput{Cwd: s.work, Title: fmt.Sprintf("soak %d", i+1), Model: "faux/echo", Approval: protocol.ApprovalAll}
-		if err := c.Request(octx, protocol.OpSessionCreate, in, &sess); err != nil {
+		sess, err := client.Call(octx, c, protocol.OpSessionCreate, in)
+		if err != nil {
 			return fmt.Errorf("creating a session: %w", err)
 		}
 		f, err := client.FollowSession(octx, s.dial, sess.SessionID, client.SessionOptions{})

@@ -26,8 +26,8 @@ func TestAStreamReturnsResourceChangesOnlyWhenAskedTo(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer without.Close()
-	var run protocol.Resource
-	if err := c.Request(ctx, protocol.OpRuntimeResourceStart, protocol.ResourceStartInput{SessionID: id, LaunchID: "l-1", Command: "exit 7"}, &run); err != nil {
+	run, err := client.Call(ctx, c, protocol.OpRuntimeResourceStart, protocol.ResourceStartInput{SessionID: id, LaunchID: "l-1", Command: "exit 7"})
+	if err != nil {
 		t.Fatal(err)
 	}
 	for {

@@ -61,8 +61,8 @@ func (p *sessionPlace) conn() *client.Conn {
 
 func (p *sessionPlace) newSession(c *client.Conn) string {
 	p.t.Helper()
-	var s protocol.Session
-	if err := c.Request(agentdtest.Context(p.t), protocol.OpSessionCreate, protocol.SessionCreateInput{Cwd: p.work}, &s); err != nil {
+	s, err := client.Call(agentdtest.Context(p.t), c, protocol.OpSessionCreate, protocol.SessionCreateInput{Cwd: p.work})
+	if err != nil {
 		p.t.Fatal(err)
 	}
 	return s.SessionID
@@ -70,9 +70,9 @@ func (p *sessionPlace) newSession(c *client.Conn) string {
 
 func startTurn(t *testing.T, c *client.Conn, session, turnID, prompt string) {
 	t.Helper()
-	if err := c.Request(agentdtest.Context(t), protocol.OpTurnStart, protocol.TurnStartInput{
+	if _, err := client.Call(agentdtest.Context(t), c, protocol.OpTurnStart, protocol.TurnStartInput{
 		SessionID: session, TurnID: turnID, Content: protocol.Content{Text: prompt}, Approval: protocol.ApprovalAll,
-	}, nil); err != nil {
+	}); err != nil {
 		t.Fatalf("turn.start %s: %v", turnID, err)
 	}
 }
@@ -234,7 +234,7 @@ func TestASessionStreamClosedByTheHostEndsWithItsReason(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	if err := c.Request(agentdtest.Context(t), protocol.OpSessionRemove, protocol.SessionRef{SessionID: id}, nil); err != nil {
+	if _, err := client.Call(agentdtest.Context(t), c, protocol.OpSessionRemove, protocol.SessionRef{SessionID: id}); err != nil {
 		t.Fatal(err)
 	}
 	_, err = f.Next(agentdtest.Context(t))

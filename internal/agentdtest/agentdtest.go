@@ -5,7 +5,9 @@ package agentdtest
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -45,6 +47,37 @@ type Host struct {
 	Home       string
 	RuntimeDir string
 	HostID     string
+
+	stop    context.CancelCauseFunc // ends the host's Run
+	stopped chan struct{}           // closed once Run has returned
+	err     error                   // what Run returned, once stopped is closed
+}
+
+// errTestEnded is the cause a test host is stopped with when its test ends.
+var errTestEnded = errors.New("the test ended")
+
+// Done is closed once the host has stopped and let go of its home.
+func (h *Host) Done() <-chan struct{} { return h.stopped }
+
+// Err returns why the host stopped, once it has: nil when it stopped as
+// asked (see host.ErrStopped).
+func (h *Host) Err() error {
+	<-h.stopped
+	if errors.Is(h.err, host.ErrStopped) {
+		return nil
+	}
+	return h.err
+}
+
+// Shutdown drains the host and waits until it has stopped or ctx ends.
+func (h *Host) Shutdown(ctx context.Context) error {
+	h.stop(errors.New("shut down by the test"))
+	select {
+	case <-h.stopped:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // ShortDir returns a fresh directory with a short path, so socket paths
@@ -78,7 +111,7 @@ func NewHost(t testing.TB, opts Options) *Host {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	h, err := host.Start(host.Config{
+	hh, err := host.Open(host.Config{
 		Home: home, RuntimeDir: opts.RuntimeDir, HostID: opts.HostID,
 		Version: "test", IdleGrace: opts.IdleGrace, Compose: opts.Compose,
 		Logger: logger, DrainTimeout: 5 * time.Second, HandshakeTimeout: opts.HandshakeTimeout,
@@ -86,12 +119,21 @@ func NewHost(t testing.TB, opts Options) *Host {
 	if err != nil {
 		t.Fatalf("starting host: %v", err)
 	}
+	ctx, stop := context.WithCancelCause(context.Background())
+	h := &Host{Host: hh, Home: home, RuntimeDir: opts.RuntimeDir, HostID: opts.HostID, stop: stop, stopped: make(chan struct{})}
+	go func() {
+		defer close(h.stopped)
+		h.err = hh.Run(ctx)
+	}()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), Timeout)
 		defer cancel()
-		if err := h.Shutdown(ctx); err != nil {
+		h.stop(errTestEnded)
+		select {
+		case <-h.stopped:
+		case <-ctx.Done():
 			buf := make([]byte, 1<<20)
-			t.Errorf("host shutdown: %v; goroutines:\n%s", err, buf[:runtime.Stack(buf, true)])
+			t.Errorf("host shutdown: %v; goroutines:\n%s", ctx.Err(), buf[:runtime.Stack(buf, true)])
 		}
 	})
 	if !opts.NoWait {
@@ -103,7 +145,7 @@ func NewHost(t testing.TB, opts Options) *Host {
 			t.Fatal("host not ready")
 		}
 	}
-	return &Host{Host: h, Home: home, RuntimeDir: opts.RuntimeDir, HostID: opts.HostID}
+	return h
 }
 
 // Connect returns a connected client, closed when the test ends.
@@ -165,4 +207,31 @@ func (b *LockedBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// Serve runs srv on ln until the test ends, or until the stop it returns
+// is called: stop drains the server, waits until it has stopped, and
+// returns what Run returned. The test fails when the server does not stop
+// within Timeout.
+func Serve(t testing.TB, srv *server.Server, ln net.Listener) (stop func() error) {
+	t.Helper()
+	ctx, cancel := context.WithCancelCause(context.Background())
+	stopped := make(chan struct{})
+	var err error
+	go func() {
+		defer close(stopped)
+		err = srv.Run(ctx, ln)
+	}()
+	stop = func() error {
+		cancel(errTestEnded)
+		select {
+		case <-stopped:
+			return err
+		case <-time.After(Timeout):
+			t.Errorf("the server did not stop within %v", Timeout)
+			return errors.New("the server did not stop")
+		}
+	}
+	t.Cleanup(func() { stop() })
+	return stop
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentd-dev/agentd/client"
 	"github.com/agentd-dev/agentd/internal/agentdtest"
 	"github.com/agentd-dev/agentd/internal/agentdtest/poll"
 	"github.com/agentd-dev/agentd/protocol"
@@ -143,9 +144,9 @@ func TestAToolCallRunningAsTheScreenOpensShowsOnceWithItsOutputInOrder(t *testin
 // background bash does, and returns it.
 func startRun(t *testing.T, p *place, id, command string) protocol.Resource {
 	t.Helper()
-	var run protocol.Resource
 	start := protocol.ResourceStartInput{SessionID: id, LaunchID: "l-" + command, Command: command}
-	if err := p.open(t).Request(agentdtest.Context(t), protocol.OpRuntimeResourceStart, start, &run); err != nil {
+	run, err := client.Call(agentdtest.Context(t), p.open(t), protocol.OpRuntimeResourceStart, start)
+	if err != nil {
 		t.Fatal(err)
 	}
 	return run

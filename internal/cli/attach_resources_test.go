@@ -58,9 +58,9 @@ func TestAttachListsTheSessionsResourcesAndOpensAPTYFullScreen(t *testing.T) {
 	a.waitText("tab resources")
 
 	c := p.open(t)
-	var run protocol.Resource
 	start := protocol.ResourceStartInput{SessionID: id, LaunchID: "l-pane", Command: "sleep 60 # \x1b[2J\x1b]0;owned\x07"}
-	if err := c.Request(agentdtest.Context(t), protocol.OpRuntimeResourceStart, start, &run); err != nil {
+	run, err := client.Call(agentdtest.Context(t), c, protocol.OpRuntimeResourceStart, start)
+	if err != nil {
 		t.Fatal(err)
 	}
 	a.waitText("running: " + ref + ", " + run.Ref)
@@ -206,7 +206,7 @@ func TestATurnThatRanWhileAPTYWasOpenShowsWholeOnReturn(t *testing.T) {
 	const enough = 1100
 	stop := filepath.Join(t.TempDir(), "enough")
 	prompt := "run `i=0; while [ ! -e " + stop + " ] && [ $i -lt 1000000 ]; do echo line-$i; j=0; while [ $j -lt 400 ]; do j=$((j+1)); done; i=$((i+1)); done; echo all-printed`"
-	if err := c.Request(ctx, protocol.OpTurnStart, protocol.TurnStartInput{SessionID: id, TurnID: "t-away", Approval: protocol.ApprovalAll, Content: protocol.Content{Text: prompt}}, nil); err != nil {
+	if _, err := client.Call(ctx, c, protocol.OpTurnStart, protocol.TurnStartInput{SessionID: id, TurnID: "t-away", Approval: protocol.ApprovalAll, Content: protocol.Content{Text: prompt}}); err != nil {
 		t.Fatal(err)
 	}
 	events := 0

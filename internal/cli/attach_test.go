@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentd-dev/agentd/client"
 	"github.com/agentd-dev/agentd/internal/agentdtest"
 	"github.com/agentd-dev/agentd/internal/agentdtest/poll"
 	"github.com/agentd-dev/agentd/protocol"
@@ -304,8 +305,8 @@ func TestAttachOffATerminalPrintsTheSessionsEvents(t *testing.T) {
 	until(logOut, "│ before-the-follow")
 	c := p.open(t)
 	w, _ := subscribe(t, c, id)
-	if err := c.Request(agentdtest.Context(t), protocol.OpTurnStart, protocol.TurnStartInput{SessionID: id, TurnID: "t-live",
-		Content: protocol.Content{Text: "run `echo while-followed`"}}, nil); err != nil {
+	if _, err := client.Call(agentdtest.Context(t), c, protocol.OpTurnStart, protocol.TurnStartInput{SessionID: id, TurnID: "t-live",
+		Content: protocol.Content{Text: "run `echo while-followed`"}}); err != nil {
 		t.Fatal(err)
 	}
 	w.waitEnd(t, "t-live")

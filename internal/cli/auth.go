@@ -89,8 +89,8 @@ func newAuthCmd(e *env) *cobra.Command {
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return withHost(cmd, func(ctx context.Context, c *client.Conn) error {
-				var res protocol.ModelsListResult
-				if err := c.Request(ctx, protocol.OpModelsList, nil, &res); err != nil {
+				res, err := client.Call(ctx, c, protocol.OpModelsList, protocol.ModelsListInput{})
+				if err != nil {
 					return err
 				}
 				if asJSON {

@@ -84,7 +84,7 @@ func TestAKeyStoredWithAuthSetIsUsedByTheRunningHostWithoutARestart(t *testing.T
 		t.Fatalf("a run after auth set: exit %d:\n%s\n%s", code, out, errOut)
 	}
 	reqs := fake.Requests()
-	// This SDK version sends the API key as a bearer token.
+	// The key is sent as a bearer token.
 	if len(reqs) != 1 || reqs[0].Header.Get("Authorization") != "Bearer "+key {
 		t.Fatalf("the provider got %d requests, the first with the stored key: %v", len(reqs), len(reqs) == 1 && reqs[0].Header.Get("Authorization") == "Bearer "+key)
 	}
@@ -190,7 +190,7 @@ func TestKeysDoNotReachTheAgentsTools(t *testing.T) {
 	marker := filepath.Join(p.workDir(), "env.txt")
 	start := protocol.ResourceStartInput{SessionID: id, LaunchID: "l1",
 		Command: `echo "A[$ANTHROPIC_API_KEY] O[$OPENAI_API_KEY] C[$COPY_OF_KEY] P[$PLAIN_VAR]" > ` + marker}
-	if err := c.Request(agentdtest.Context(t), protocol.OpRuntimeResourceStart, start, nil); err != nil {
+	if _, err := client.Call(agentdtest.Context(t), c, protocol.OpRuntimeResourceStart, start); err != nil {
 		t.Fatal(err)
 	}
 	var seen []byte

@@ -229,8 +229,19 @@ func TestASelectorLongerThanAnySessionIDIsRefusedNotEchoed(t *testing.T) {
 	}
 	defer c.Close()
 	huge := strings.Repeat("b", protocol.MaxMessageBytes-1024)
-	for _, op := range []string{protocol.OpSessionGet, protocol.OpSessionRemove, protocol.OpInteractionQuery} {
-		err := c.Request(agentdtest.Context(t), op, protocol.SessionRef{SessionID: huge}, nil)
+	in := protocol.SessionRef{SessionID: huge}
+	for op, call := range map[string]func() error{
+		"session.get": func() error { _, err := client.Call(agentdtest.Context(t), c, protocol.OpSessionGet, in); return err },
+		"session.remove": func() error {
+			_, err := client.Call(agentdtest.Context(t), c, protocol.OpSessionRemove, in)
+			return err
+		},
+		"interaction.query": func() error {
+			_, err := client.Call(agentdtest.Context(t), c, protocol.OpInteractionQuery, in)
+			return err
+		},
+	} {
+		err := call()
 		if !errors.Is(err, client.ErrInvalidRequest) || len(err.Error()) > 1000 {
 			t.Errorf("%s of a %d-byte selector: %.200v", op, len(huge), err)
 		}

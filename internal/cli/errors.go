@@ -7,6 +7,7 @@ import (
 	"io"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/spf13/cobra"
 
@@ -71,20 +72,22 @@ func errorCode(err error, exit int) string {
 }
 
 // archivedSession finds the session an archived-session message names.
-var archivedSession = regexp.MustCompile(`session (\S+) is archived`)
+// Like inputField it is compiled when an error is explained, not when a
+// command starts.
+var archivedSession = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`session (\S+) is archived`) })
 
 // inputField finds the field of an operation's input that a host's message
 // names, as protocol.FieldError writes it.
-var inputField = regexp.MustCompile(`field "input\.([^"]+)": `)
+var inputField = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`field "input\.([^"]+)": `) })
 
 // explain is the message of err for a person: what went wrong, with the
 // input field the host names said as a word, and for an archived session
 // how to bring it back.
 func explain(err error) string {
-	msg := inputField.ReplaceAllString(err.Error(), "the $1 ")
+	msg := inputField().ReplaceAllString(err.Error(), "the $1 ")
 	if errors.Is(err, client.ErrSessionArchived) && !strings.Contains(msg, "unarchive") {
 		id := "SESSION"
-		if m := archivedSession.FindStringSubmatch(msg); m != nil {
+		if m := archivedSession().FindStringSubmatch(msg); m != nil {
 			id = m[1]
 		}
 		msg += fmt.Sprintf("; `agentd unarchive %s` makes it active again", id)

@@ -206,10 +206,10 @@ func TestAReplacementFencesHandlesOfTheHostItReplaced(t *testing.T) {
 		return c
 	}
 	c := dial()
-	var started protocol.Resource
-	if err := c.Request(ctx, protocol.OpRuntimeResourceStart, protocol.ResourceStartInput{
+	started, err := client.Call(ctx, c, protocol.OpRuntimeResourceStart, protocol.ResourceStartInput{
 		SessionID: id, LaunchID: "fence-1", Command: "stty -echo; cat > typed", PTY: true,
-	}, &started); err != nil {
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 	ref := started.Ref
@@ -226,8 +226,8 @@ func TestAReplacementFencesHandlesOfTheHostItReplaced(t *testing.T) {
 
 	// One connection: the session list, then the session's stream.
 	n := dial()
-	var list protocol.SessionListResult
-	if err := n.Request(ctx, protocol.OpSessionList, protocol.SessionListInput{}, &list); err != nil {
+	list, err := client.Call(ctx, n, protocol.OpSessionList, protocol.SessionListInput{})
+	if err != nil {
 		t.Fatal(err)
 	}
 	if len(list.Sessions) != 1 || list.Sessions[0].SessionID != id || list.Sessions[0].Status != protocol.SessionRunning {
@@ -244,9 +244,9 @@ func TestAReplacementFencesHandlesOfTheHostItReplaced(t *testing.T) {
 
 	// The controller of the replaced host's client is refused, on the new
 	// host, and what it sends is never written.
-	err = n.Request(ctx, protocol.OpRuntimeResourceControllerControl, protocol.ControlInput{
+	_, err = client.Call(ctx, n, protocol.OpRuntimeResourceControllerControl, protocol.ControlInput{
 		SessionID: id, Ref: ref, ControllerID: stale.Acquired.ControllerID, Sequence: 2, Data: "after\n",
-	}, nil)
+	})
 	if !errors.Is(err, client.ErrOperationConflict) {
 		t.Fatalf("control with the replaced host's controller: %v", err)
 	}

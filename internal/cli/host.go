@@ -102,21 +102,15 @@ func newHostCmd(e *env) *cobra.Command {
 					return nil
 				},
 			}
-			h, err := startHost(cmd.Context(), cfg, replace, logger)
+			h, err := openHost(cmd.Context(), cfg, replace, logger)
 			if err != nil {
 				return err
 			}
-			select {
-			case <-cmd.Context().Done():
-				logger.Info("signal received; draining")
-				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-				defer cancel()
-				if err := h.Shutdown(ctx); err != nil {
-					return fmt.Errorf("draining: %w", err)
-				}
-			case <-h.Done():
+			// A signal ends the command's context, which drains the host.
+			if err := h.Run(cmd.Context()); !errors.Is(err, host.ErrStopped) {
+				return err
 			}
-			return h.Err()
+			return nil
 		},
 	}
 	cmd.Flags().DurationVar(&idleGrace, "idle-grace", 0, "retire after this long with no client and nothing running (0: never)")
@@ -132,15 +126,15 @@ func newHostCmd(e *env) *cobra.Command {
 // replaces to let go of the home.
 const takeOverTimeout = time.Minute
 
-// startHost starts the host of cfg. With replace, a host holding the home
+// openHost opens the host of cfg. With replace, a host holding the home
 // is asked to hand it over, and the home is taken once it has let go;
 // without, a held home is refused with a message naming --replace.
-func startHost(ctx context.Context, cfg host.Config, replace bool, logger *slog.Logger) (*host.Host, error) {
+func openHost(ctx context.Context, cfg host.Config, replace bool, logger *slog.Logger) (*host.Host, error) {
 	ctx, cancel := context.WithTimeout(ctx, takeOverTimeout)
 	defer cancel()
 	asked := 0 // the holder last asked to hand over
 	for {
-		h, err := host.Start(cfg)
+		h, err := host.Open(cfg)
 		var held *home.HeldError
 		if !errors.As(err, &held) {
 			return h, err
@@ -177,7 +171,7 @@ func askHandOff(ctx context.Context, held *home.HeldError) error {
 		return fmt.Errorf("asking the host holding the home (pid %d) to hand it over: %w", held.PID, err)
 	}
 	defer c.Close()
-	if err := c.Request(ctx, protocol.OpHostUpgradePrepare, protocol.UpgradePrepareInput{}, nil); err != nil {
+	if _, err := client.Call(ctx, c, protocol.OpHostUpgradePrepare, protocol.UpgradePrepareInput{}); err != nil {
 		return fmt.Errorf("asking the host holding the home (pid %d) to hand it over: %w", held.PID, err)
 	}
 	return nil

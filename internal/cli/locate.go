@@ -36,7 +36,7 @@ func locateSession(ctx context.Context, selector string) (located, error) {
 	var lastErr error
 	try := func(c *client.Conn, hostID, home string) bool {
 		var s protocol.Session
-		err := c.Request(ctx, protocol.OpSessionGet, protocol.SessionRef{SessionID: selector}, &s)
+		s, err := client.Call(ctx, c, protocol.OpSessionGet, protocol.SessionRef{SessionID: selector})
 		switch {
 		case err == nil:
 			found = append(found, located{conn: c, session: s, hostID: hostID, home: home})

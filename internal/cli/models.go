@@ -19,8 +19,8 @@ func newModelsCmd(e *env) *cobra.Command {
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return withHost(cmd, func(ctx context.Context, c *client.Conn) error {
-				var res protocol.ModelsListResult
-				if err := c.Request(ctx, protocol.OpModelsList, nil, &res); err != nil {
+				res, err := client.Call(ctx, c, protocol.OpModelsList, protocol.ModelsListInput{})
+				if err != nil {
 					return err
 				}
 				if asJSON {
@@ -39,8 +39,8 @@ func newModelsCmd(e *env) *cobra.Command {
 		Args:  exactArgs(1, "PROVIDER/MODEL"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return withHost(cmd, func(ctx context.Context, c *client.Conn) error {
-				var res protocol.ModelSelection
-				if err := c.Request(ctx, protocol.OpModelsSelect, protocol.ModelsSelectInput{SessionID: session, Model: args[0]}, &res); err != nil {
+				res, err := client.Call(ctx, c, protocol.OpModelsSelect, protocol.ModelsSelectInput{SessionID: session, Model: args[0]})
+				if err != nil {
 					return err
 				}
 				fmt.Fprintln(e.stdout, res.Model)
@@ -59,8 +59,8 @@ func newModelsCmd(e *env) *cobra.Command {
 				return usagef("models thinking needs --session")
 			}
 			return withHost(cmd, func(ctx context.Context, c *client.Conn) error {
-				var res protocol.ModelSelection
-				if err := c.Request(ctx, protocol.OpModelsThinkingSet, protocol.ThinkingSetInput{SessionID: thinkingSession, Level: args[0]}, &res); err != nil {
+				res, err := client.Call(ctx, c, protocol.OpModelsThinkingSet, protocol.ThinkingSetInput{SessionID: thinkingSession, Level: args[0]})
+				if err != nil {
 					return err
 				}
 				fmt.Fprintln(e.stdout, res.Thinking)

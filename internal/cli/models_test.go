@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentd-dev/agentd/client"
 	"github.com/agentd-dev/agentd/internal/agentdtest"
 	"github.com/agentd-dev/agentd/internal/agentdtest/poll"
 	"github.com/agentd-dev/agentd/internal/provider/providertest"
@@ -70,24 +71,26 @@ func TestSelectingASessionsModelChangesThatSessionAlone(t *testing.T) {
 	ctx := agentdtest.Context(t)
 	var a, b protocol.Session
 	for _, s := range []*protocol.Session{&a, &b} {
-		if err := c.Request(ctx, protocol.OpSessionCreate, protocol.SessionCreateInput{Cwd: p.workDir(), Model: "faux/echo"}, s); err != nil {
+		created, err := client.Call(ctx, c, protocol.OpSessionCreate, protocol.SessionCreateInput{Cwd: p.workDir(), Model: "faux/echo"})
+		if err != nil {
 			t.Fatal(err)
 		}
+		*s = created
 	}
-	var before protocol.ModelsListResult
-	if err := c.Request(ctx, protocol.OpModelsList, nil, &before); err != nil {
+	before, err := client.Call(ctx, c, protocol.OpModelsList, protocol.ModelsListInput{})
+	if err != nil {
 		t.Fatal(err)
 	}
-	var sel protocol.ModelSelection
-	if err := c.Request(ctx, protocol.OpModelsSelect, protocol.ModelsSelectInput{SessionID: a.SessionID, Model: "openai/llama3.1"}, &sel); err != nil {
+	sel, err := client.Call(ctx, c, protocol.OpModelsSelect, protocol.ModelsSelectInput{SessionID: a.SessionID, Model: "openai/llama3.1"})
+	if err != nil {
 		t.Fatal(err)
 	}
 	if sel.SessionID != a.SessionID || sel.Model != "openai/llama3.1" {
 		t.Fatalf("selection %+v", sel)
 	}
 	model := func(id string) string {
-		var s protocol.Session
-		if err := c.Request(ctx, protocol.OpSessionGet, protocol.SessionRef{SessionID: id}, &s); err != nil {
+		s, err := client.Call(ctx, c, protocol.OpSessionGet, protocol.SessionRef{SessionID: id})
+		if err != nil {
 			t.Fatal(err)
 		}
 		return s.Model
@@ -96,15 +99,15 @@ func TestSelectingASessionsModelChangesThatSessionAlone(t *testing.T) {
 	if got := model(b.SessionID); got != "faux/echo" {
 		t.Errorf("the other session's model became %q", got)
 	}
-	var after protocol.ModelsListResult
-	if err := c.Request(ctx, protocol.OpModelsList, nil, &after); err != nil {
+	after, err := client.Call(ctx, c, protocol.OpModelsList, protocol.ModelsListInput{})
+	if err != nil {
 		t.Fatal(err)
 	}
 	if *after.Default != *before.Default {
 		t.Errorf("a session's selection moved the default for new sessions: %+v → %+v", before.Default, after.Default)
 	}
-	var s protocol.Session
-	if err := c.Request(ctx, protocol.OpSessionCreate, protocol.SessionCreateInput{Cwd: p.workDir()}, &s); err != nil {
+	s, err := client.Call(ctx, c, protocol.OpSessionCreate, protocol.SessionCreateInput{Cwd: p.workDir()})
+	if err != nil {
 		t.Fatal(err)
 	}
 	if s.Model == "openai/llama3.1" {
@@ -174,8 +177,8 @@ func TestUsesTheMostRecentlySelectedModelForANewSession(t *testing.T) {
 	dir := p.workDir()
 	ctx := agentdtest.Context(t)
 	c := p.open(t)
-	var first protocol.Session
-	if err := c.Request(ctx, protocol.OpSessionCreate, protocol.SessionCreateInput{Cwd: dir}, &first); err != nil {
+	first, err := client.Call(ctx, c, protocol.OpSessionCreate, protocol.SessionCreateInput{Cwd: dir})
+	if err != nil {
 		t.Fatal(err)
 	}
 	if first.Model != "anthropic/claude-sonnet-4-5" {
@@ -185,7 +188,7 @@ func TestUsesTheMostRecentlySelectedModelForANewSession(t *testing.T) {
 	pid := workerPID(t, p, first.SessionID)
 	// One client selects twice for new sessions, while attached to one.
 	for _, m := range []string{"anthropic/claude-haiku-4-5", "anthropic/claude-opus-4-6"} {
-		if err := c.Request(ctx, protocol.OpModelsSelect, protocol.ModelsSelectInput{Model: m}, nil); err != nil {
+		if _, err := client.Call(ctx, c, protocol.OpModelsSelect, protocol.ModelsSelectInput{Model: m}); err != nil {
 			t.Fatal(err)
 		}
 	}

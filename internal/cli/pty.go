@@ -175,8 +175,8 @@ func newShellCmd(e *env) *cobra.Command {
 			}
 			cols, rows := windowSize(in)
 			start := protocol.ResourceStartInput{SessionID: id, LaunchID: newID(), Command: "exec " + shellQuote(shell), PTY: true, Cols: cols, Rows: rows}
-			var r protocol.Resource
-			if err := c.Request(setup, protocol.OpRuntimeResourceStart, start, &r); err != nil {
+			r, err := client.Call(setup, c, protocol.OpRuntimeResourceStart, start)
+			if err != nil {
 				return err
 			}
 			return attachPTY(cmd.Context(), e, c, in, out, r, attachControl)
@@ -223,8 +223,8 @@ func newPtyCmd(e *env) *cobra.Command {
 
 // findPTY returns PTY ref of session sessionID, which must be running.
 func findPTY(ctx context.Context, c *client.Conn, sessionID, ref string) (protocol.Resource, error) {
-	var q protocol.ResourceQueryResult
-	if err := c.Request(ctx, protocol.OpRuntimeResourceQuery, protocol.ResourceQueryInput{SessionID: sessionID, Ref: ref}, &q); err != nil {
+	q, err := client.Call(ctx, c, protocol.OpRuntimeResourceQuery, protocol.ResourceQueryInput{SessionID: sessionID, Ref: ref})
+	if err != nil {
 		return protocol.Resource{}, err
 	}
 	if len(q.Resources) != 1 {

@@ -12,6 +12,7 @@ import (
 	"github.com/creack/pty"
 	"golang.org/x/sys/unix"
 
+	"github.com/agentd-dev/agentd/client"
 	"github.com/agentd-dev/agentd/internal/agentdtest"
 	"github.com/agentd-dev/agentd/protocol"
 )
@@ -271,8 +272,8 @@ func TestPsListsWhatRunsAndTheLastEndedRuns(t *testing.T) {
 	ctx := agentdtest.Context(t)
 	startRun := func(launch, command string) protocol.Resource {
 		t.Helper()
-		var r protocol.Resource
-		if err := c.Request(ctx, protocol.OpRuntimeResourceStart, protocol.ResourceStartInput{SessionID: id, LaunchID: launch, Command: command}, &r); err != nil {
+		r, err := client.Call(ctx, c, protocol.OpRuntimeResourceStart, protocol.ResourceStartInput{SessionID: id, LaunchID: launch, Command: command})
+		if err != nil {
 			t.Fatal(err)
 		}
 		return r
@@ -281,7 +282,7 @@ func TestPsListsWhatRunsAndTheLastEndedRuns(t *testing.T) {
 	for i := range 12 {
 		r := startRun(fmt.Sprint("step-", i), fmt.Sprintf("exit %d", i))
 		// Stopping answers once it has ended.
-		if err := c.Request(ctx, protocol.OpRuntimeResourceStop, protocol.ResourceRef{SessionID: id, Ref: r.Ref}, nil); err != nil {
+		if _, err := client.Call(ctx, c, protocol.OpRuntimeResourceStop, protocol.ResourceRef{SessionID: id, Ref: r.Ref}); err != nil {
 			t.Fatal(err)
 		}
 	}

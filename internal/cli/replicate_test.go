@@ -41,14 +41,14 @@ type watcher struct {
 func subscribe(t *testing.T, c *client.Conn, session string) (*watcher, protocol.SessionProjection) {
 	t.Helper()
 	ctx := agentdtest.Context(t)
-	var open protocol.SubscriptionOpenResult
-	if err := c.Request(ctx, protocol.OpSubscriptionOpen, protocol.SubscriptionOpenInput{SessionID: session, Transcript: protocol.TranscriptBootstrap{Kind: "none"}}, &open); err != nil {
+	open, err := client.Call(ctx, c, protocol.OpSubscriptionOpen, protocol.SubscriptionOpenInput{SessionID: session, Transcript: protocol.TranscriptBootstrap{Kind: "none"}})
+	if err != nil {
 		t.Fatal(err)
 	}
 	var snap protocol.SessionProjection
 	json.Unmarshal(open.Snapshot, &snap)
 	w := &watcher{w: c.Watch(open.SubscriptionID), ended: map[string]chan struct{}{}}
-	if err := c.Request(ctx, protocol.OpSubscriptionReady, protocol.SubscriptionRef{SubscriptionID: open.SubscriptionID}, nil); err != nil {
+	if _, err := client.Call(ctx, c, protocol.OpSubscriptionReady, protocol.SubscriptionRef{SubscriptionID: open.SubscriptionID}); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan struct{})
@@ -108,15 +108,15 @@ func TestClientsReplicateTurnStateAcrossConsecutivePrompts(t *testing.T) {
 	p := newSessionPlace(t)
 	a, b := p.open(t), p.open(t)
 	ctx := agentdtest.Context(t)
-	var s protocol.Session
-	if err := a.Request(ctx, protocol.OpSessionCreate, protocol.SessionCreateInput{Cwd: p.workDir(), Approval: protocol.ApprovalAll}, &s); err != nil {
+	s, err := client.Call(ctx, a, protocol.OpSessionCreate, protocol.SessionCreateInput{Cwd: p.workDir(), Approval: protocol.ApprovalAll})
+	if err != nil {
 		t.Fatal(err)
 	}
 	wa, _ := subscribe(t, a, s.SessionID)
 	wb, _ := subscribe(t, b, s.SessionID)
 	for i, prompt := range []string{"run `echo one`", "say hello"} {
 		turn := fmt.Sprintf("turn-%d", i)
-		if err := a.Request(ctx, protocol.OpTurnStart, protocol.TurnStartInput{SessionID: s.SessionID, TurnID: turn, Content: protocol.Content{Text: prompt}}, nil); err != nil {
+		if _, err := client.Call(ctx, a, protocol.OpTurnStart, protocol.TurnStartInput{SessionID: s.SessionID, TurnID: turn, Content: protocol.Content{Text: prompt}}); err != nil {
 			t.Fatal(err)
 		}
 		wa.waitEnd(t, turn)
@@ -135,8 +135,8 @@ func TestClientsReplicateTurnStateAcrossConsecutivePrompts(t *testing.T) {
 		t.Fatalf("late snapshot %+v", snap.RootTurn)
 	}
 	// The same turn id twice starts one turn.
-	var again protocol.TurnStartResult
-	if err := b.Request(ctx, protocol.OpTurnStart, protocol.TurnStartInput{SessionID: s.SessionID, TurnID: "turn-1", Content: protocol.Content{Text: "say hello"}}, &again); err != nil || again.Kind != "existing" {
+	again, err := client.Call(ctx, b, protocol.OpTurnStart, protocol.TurnStartInput{SessionID: s.SessionID, TurnID: "turn-1", Content: protocol.Content{Text: "say hello"}})
+	if err != nil || again.Kind != "existing" {
 		t.Fatalf("retried turn.start: %+v %v", again, err)
 	}
 }
@@ -152,8 +152,8 @@ type modelsView struct {
 func watchModels(t *testing.T, c *client.Conn, session string) *modelsView {
 	t.Helper()
 	ctx := agentdtest.Context(t)
-	var open protocol.SubscriptionOpenResult
-	if err := c.Request(ctx, protocol.OpSubscriptionOpen, protocol.SubscriptionOpenInput{SessionID: session, Transcript: protocol.TranscriptBootstrap{Kind: "none"}}, &open); err != nil {
+	open, err := client.Call(ctx, c, protocol.OpSubscriptionOpen, protocol.SubscriptionOpenInput{SessionID: session, Transcript: protocol.TranscriptBootstrap{Kind: "none"}})
+	if err != nil {
 		t.Fatal(err)
 	}
 	var snap protocol.SessionProjection
@@ -162,7 +162,7 @@ func watchModels(t *testing.T, c *client.Conn, session string) *modelsView {
 	}
 	v := &modelsView{state: protocol.ModelSelection{Model: snap.Session.Model, Thinking: snap.Session.Thinking}, changed: make(chan struct{})}
 	w := c.Watch(open.SubscriptionID)
-	if err := c.Request(ctx, protocol.OpSubscriptionReady, protocol.SubscriptionRef{SubscriptionID: open.SubscriptionID}, nil); err != nil {
+	if _, err := client.Call(ctx, c, protocol.OpSubscriptionReady, protocol.SubscriptionRef{SubscriptionID: open.SubscriptionID}); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan struct{})
@@ -222,8 +222,8 @@ func TestModelsServiceAcrossConcurrentClients(t *testing.T) {
 	p.extraEnv = append(append(p.extraEnv, noKeys...), "ANTHROPIC_API_KEY=sk-ant-test-not-a-key")
 	a, b := p.open(t), p.open(t)
 	ctx := agentdtest.Context(t)
-	var s protocol.Session
-	if err := a.Request(ctx, protocol.OpSessionCreate, protocol.SessionCreateInput{Cwd: p.workDir()}, &s); err != nil {
+	s, err := client.Call(ctx, a, protocol.OpSessionCreate, protocol.SessionCreateInput{Cwd: p.workDir()})
+	if err != nil {
 		t.Fatal(err)
 	}
 	first := watchModels(t, a, s.SessionID)
@@ -245,8 +245,8 @@ func TestModelsServiceAcrossConcurrentClients(t *testing.T) {
 	if state.Thinking == level {
 		level = "low"
 	}
-	var sel protocol.ModelSelection
-	if err := a.Request(ctx, protocol.OpModelsThinkingSet, protocol.ThinkingSetInput{SessionID: s.SessionID, Level: level}, &sel); err != nil {
+	sel, err := client.Call(ctx, a, protocol.OpModelsThinkingSet, protocol.ThinkingSetInput{SessionID: s.SessionID, Level: level})
+	if err != nil {
 		t.Fatal(err)
 	}
 	state.Thinking = level
@@ -258,14 +258,16 @@ func TestModelsServiceAcrossConcurrentClients(t *testing.T) {
 
 	// The other selects the session's model; both follow, and the model
 	// of new sessions stays.
-	if err := b.Request(ctx, protocol.OpModelsSelect, protocol.ModelsSelectInput{SessionID: s.SessionID, Model: "anthropic/claude-opus-4-6"}, &sel); err != nil {
+	got, err := client.Call(ctx, b, protocol.OpModelsSelect, protocol.ModelsSelectInput{SessionID: s.SessionID, Model: "anthropic/claude-opus-4-6"})
+	sel = got
+	if err != nil {
 		t.Fatal(err)
 	}
 	state.Model = "anthropic/claude-opus-4-6"
 	second.waitFor(t, "the client that selected the model", state)
 	first.waitFor(t, "the other client", state)
-	var list protocol.ModelsListResult
-	if err := a.Request(ctx, protocol.OpModelsList, nil, &list); err != nil {
+	list, err := client.Call(ctx, a, protocol.OpModelsList, protocol.ModelsListInput{})
+	if err != nil {
 		t.Fatal(err)
 	}
 	if list.Default == nil || list.Default.Provider+"/"+list.Default.ModelID != "anthropic/claude-sonnet-4-5" {
@@ -274,7 +276,7 @@ func TestModelsServiceAcrossConcurrentClients(t *testing.T) {
 	if got := workerPID(t, p, s.SessionID); got != pid {
 		t.Fatalf("the session moved to worker %d from %d", got, pid)
 	}
-	err := a.Request(ctx, protocol.OpModelsSelect, protocol.ModelsSelectInput{Model: "anthropic"}, nil)
+	_, err = client.Call(ctx, a, protocol.OpModelsSelect, protocol.ModelsSelectInput{Model: "anthropic"})
 	if !errors.Is(err, client.ErrInvalidRequest) || !strings.Contains(err.Error(), "provider requires a model") {
 		t.Fatalf("select without a model: %v", err)
 	}

@@ -271,12 +271,13 @@ func setupSession(ctx context.Context, f runFlags, approve string) (s runSetup, 
 		}
 	}()
 	if f.title != "" {
-		if err := s.c.Request(ctx, protocol.OpSessionRename, protocol.SessionRenameInput{SessionID: s.sess.SessionID, Title: f.title}, &s.sess); err != nil {
+		s.sess, err = client.Call(ctx, s.c, protocol.OpSessionRename, protocol.SessionRenameInput{SessionID: s.sess.SessionID, Title: f.title})
+		if err != nil {
 			return s, err
 		}
 	}
 	if f.model != "" {
-		if err := s.c.Request(ctx, protocol.OpModelsSelect, protocol.ModelsSelectInput{SessionID: s.sess.SessionID, Model: f.model}, nil); err != nil {
+		if _, err := client.Call(ctx, s.c, protocol.OpModelsSelect, protocol.ModelsSelectInput{SessionID: s.sess.SessionID, Model: f.model}); err != nil {
 			return s, err
 		}
 		s.sess.Model = f.model
@@ -289,7 +290,7 @@ func setupSession(ctx context.Context, f runFlags, approve string) (s runSetup, 
 func removeFailed(c *client.Conn, id string) {
 	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
 	defer cancel()
-	c.Request(ctx, protocol.OpSessionRemove, protocol.SessionRef{SessionID: id}, nil)
+	client.Call(ctx, c, protocol.OpSessionRemove, protocol.SessionRef{SessionID: id})
 }
 
 func runTurn(ctx context.Context, e *env, f runFlags, prompt string) (err error) {
@@ -320,7 +321,7 @@ func runTurn(ctx context.Context, e *env, f runFlags, prompt string) (err error)
 		}()
 	}
 	if f.thinking != "" {
-		if err := c.Request(setup, protocol.OpModelsThinkingSet, protocol.ThinkingSetInput{SessionID: sess.SessionID, Level: f.thinking}, nil); err != nil {
+		if _, err := client.Call(setup, c, protocol.OpModelsThinkingSet, protocol.ThinkingSetInput{SessionID: sess.SessionID, Level: f.thinking}); err != nil {
 			return err
 		}
 	}
@@ -614,9 +615,9 @@ func (p *printer) begin(ctx context.Context, f runFlags, approve, prompt string)
 	placement := f.placement()
 	if placement == "" {
 		turnID := "t" + newID()
-		err := p.c.Request(ctx, protocol.OpTurnStart, protocol.TurnStartInput{
+		_, err := client.Call(ctx, p.c, protocol.OpTurnStart, protocol.TurnStartInput{
 			SessionID: p.session, TurnID: turnID, Content: protocol.Content{Text: prompt}, Approval: approve,
-		}, nil)
+		})
 		if errors.Is(err, client.ErrOperationConflict) {
 			return fmt.Errorf("session %s is running a turn: add --queue to run this prompt after it, or --steer to send it into that turn", p.session)
 		}
@@ -624,10 +625,10 @@ func (p *printer) begin(ctx context.Context, f runFlags, approve, prompt string)
 		return err
 	}
 	p.message = "m" + newID()
-	var entry protocol.QueueEntry
-	if err := p.c.Request(ctx, protocol.OpTurnMessageSubmit, protocol.MessageSubmitInput{
+	entry, err := client.Call(ctx, p.c, protocol.OpTurnMessageSubmit, protocol.MessageSubmitInput{
 		SessionID: p.session, MessageID: p.message, Content: protocol.Content{Text: prompt}, Placement: placement,
-	}, &entry); err != nil {
+	})
+	if err != nil {
 		return err
 	}
 	p.queued = entry.State == protocol.QueueQueued && placement == protocol.PlacementNextTurn
@@ -671,8 +672,10 @@ func (p *printer) turn() string {
 // reports whether it did; otherwise it interrupts the streamed turn at
 // once, and says so.
 func (p *printer) interrupt(ctx context.Context) (retracted bool) {
-	if p.message != "" && p.conn().Request(ctx, protocol.OpQueueRetract, protocol.QueueRetractInput{SessionID: p.session, EntryID: "q-" + p.message}, nil) == nil {
-		return true
+	if p.message != "" {
+		if _, err := client.Call(ctx, p.conn(), protocol.OpQueueRetract, protocol.QueueRetractInput{SessionID: p.session, EntryID: "q-" + p.message}); err == nil {
+			return true
+		}
 	}
 	t := p.turn()
 	if t == "" {
@@ -683,7 +686,7 @@ func (p *printer) interrupt(ctx context.Context) (retracted bool) {
 	p.out.end()
 	fmt.Fprintln(p.e.stderr, "agentd: interrupting the turn (Ctrl-C again to leave now)")
 	p.mu.Unlock()
-	if err := p.conn().Request(ctx, protocol.OpTurnInterrupt, protocol.TurnRef{SessionID: p.session, TurnID: t}, nil); err != nil {
+	if _, err := client.Call(ctx, p.conn(), protocol.OpTurnInterrupt, protocol.TurnRef{SessionID: p.session, TurnID: t}); err != nil {
 		fmt.Fprintf(p.e.stderr, "agentd: interrupting the turn: %v\n", err)
 	}
 	return false
@@ -890,7 +893,7 @@ func (p *printer) askLocked(in protocol.Interaction) {
 		p.mu.Unlock()
 		actx, acancel := context.WithTimeout(context.Background(), requestTimeout)
 		defer acancel()
-		err = p.conn().Request(actx, protocol.OpInteractionAnswer, protocol.InteractionAnswerInput{SessionID: in.SessionID, InteractionID: in.InteractionID, Answer: answer}, nil)
+		_, err = client.Call(actx, p.conn(), protocol.OpInteractionAnswer, protocol.InteractionAnswerInput{SessionID: in.SessionID, InteractionID: in.InteractionID, Answer: answer})
 		if err != nil && !errors.Is(err, client.ErrNotFound) { // not found: answered elsewhere first
 			fmt.Fprintf(p.e.stderr, "agentd: answering %s: %v\n", in.InteractionID, err)
 		}
@@ -924,8 +927,8 @@ func (p *printer) lost(cause error) error {
 		defer l.conn.Close()
 		c = l.conn
 	}
-	var t protocol.TurnSnapshot
-	if err := c.Request(ctx, protocol.OpTurnQuery, protocol.TurnRef{SessionID: p.session, TurnID: p.turn()}, &t); err != nil {
+	t, err := client.Call(ctx, c, protocol.OpTurnQuery, protocol.TurnRef{SessionID: p.session, TurnID: p.turn()})
+	if err != nil {
 		return unknown(err)
 	}
 	if t.Status == protocol.TurnRunning {

@@ -269,13 +269,13 @@ func TestAQueuedFollowUpOutlivesAKilledWorker(t *testing.T) {
 	id := strings.TrimSpace(p.mustRun("new", "--cwd", p.workDir()))
 	c := p.open(t)
 	ctx := agentdtest.Context(t)
-	if err := c.Request(ctx, protocol.OpTurnStart, protocol.TurnStartInput{SessionID: id, TurnID: "t1",
-		Content: protocol.Content{Text: "run `sleep 20`"}, Approval: protocol.ApprovalAll}, nil); err != nil {
+	if _, err := client.Call(ctx, c, protocol.OpTurnStart, protocol.TurnStartInput{SessionID: id, TurnID: "t1",
+		Content: protocol.Content{Text: "run `sleep 20`"}, Approval: protocol.ApprovalAll}); err != nil {
 		t.Fatal(err)
 	}
-	var entry protocol.QueueEntry
-	if err := c.Request(ctx, protocol.OpTurnMessageSubmit, protocol.MessageSubmitInput{SessionID: id, MessageID: "m2",
-		Content: protocol.Content{Text: "run `echo queued-before-the-kill`"}, Placement: protocol.PlacementNextTurn}, &entry); err != nil || entry.State != protocol.QueueQueued {
+	entry, err := client.Call(ctx, c, protocol.OpTurnMessageSubmit, protocol.MessageSubmitInput{SessionID: id, MessageID: "m2",
+		Content: protocol.Content{Text: "run `echo queued-before-the-kill`"}, Placement: protocol.PlacementNextTurn})
+	if err != nil || entry.State != protocol.QueueQueued {
 		t.Fatalf("submit: %+v %v", entry, err)
 	}
 	pid := workerPID(t, p, id)
@@ -286,7 +286,7 @@ func TestAQueuedFollowUpOutlivesAKilledWorker(t *testing.T) {
 	if len(snap.Queue.FollowUp) != 1 || snap.Queue.FollowUp[0].MessageID != "m2" {
 		t.Fatalf("queue after the worker was replaced: %+v", snap.Queue)
 	}
-	if err := c.Request(ctx, protocol.OpTurnStart, protocol.TurnStartInput{SessionID: id, TurnID: "t3", Content: protocol.Content{Text: "hello"}}, nil); err != nil {
+	if _, err := client.Call(ctx, c, protocol.OpTurnStart, protocol.TurnStartInput{SessionID: id, TurnID: "t3", Content: protocol.Content{Text: "hello"}}); err != nil {
 		t.Fatal(err)
 	}
 	w.waitEnd(t, "turn-m2")
@@ -591,11 +591,11 @@ func TestRejectsADuplicateSessionIDWithinOneDurableRepository(t *testing.T) {
 	// Over the wire, selecting the session is ambiguous, naming both folders.
 	c := p.open(t)
 	ctx := agentdtest.Context(t)
-	err := c.Request(ctx, protocol.OpSessionGet, protocol.SessionRef{SessionID: "demo-1"}, nil)
+	_, err := client.Call(ctx, c, protocol.OpSessionGet, protocol.SessionRef{SessionID: "demo-1"})
 	if !errors.Is(err, client.ErrSessionAmbiguous) || !strings.Contains(err.Error(), "demo-1-restored") {
 		t.Fatalf("session.get demo-1: %v, want session_ambiguous naming the restored folder", err)
 	}
-	err = c.Request(ctx, protocol.OpSubscriptionOpen, protocol.SubscriptionOpenInput{SessionID: "demo-1", Transcript: protocol.TranscriptBootstrap{Kind: "none"}}, nil)
+	_, err = client.Call(ctx, c, protocol.OpSubscriptionOpen, protocol.SubscriptionOpenInput{SessionID: "demo-1", Transcript: protocol.TranscriptBootstrap{Kind: "none"}})
 	if !errors.Is(err, client.ErrSessionAmbiguous) {
 		t.Fatalf("subscription.open demo-1: %v, want session_ambiguous", err)
 	}

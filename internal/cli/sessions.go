@@ -124,7 +124,7 @@ func createSession(ctx context.Context, c *client.Conn, in protocol.SessionCreat
 		return protocol.Session{}, err
 	}
 	var s protocol.Session
-	err = c.Request(ctx, protocol.OpSessionCreate, in, &s)
+	s, err = client.Call(ctx, c, protocol.OpSessionCreate, in)
 	return s, err
 }
 
@@ -166,11 +166,9 @@ func newLsCmd(e *env) *cobra.Command {
 	return cmd
 }
 
-// listedSession is a row of ls: a session as its host sent it, with the
-// few fields ls reads.
+// listedSession is a row of ls: a session and the host it is on.
 type listedSession struct {
 	hostID string
-	raw    json.RawMessage
 	protocol.Session
 }
 
@@ -182,10 +180,10 @@ func listSessions(ctx context.Context, e *env, f lsFlags) error {
 	}
 	defer own.Close()
 	var rows []listedSession
-	// --json of one host, unfiltered, writes the rows as they come,
-	// unread: a row is read only to choose it by its directory, order the
-	// hosts' rows or draw the table. A host lost halfway leaves the rows
-	// written so far, and the command fails.
+	// --json of one host, unfiltered, writes the rows as they come: a row
+	// is kept only to choose it by its directory, order the hosts' rows or
+	// draw the table. A host lost halfway leaves the rows written so far,
+	// and the command fails.
 	var out *jsonRows
 	if f.asJSON && f.cwd == "" && !f.allHosts {
 		out = newJSONRows(e.stdout)
@@ -193,21 +191,15 @@ func listSessions(ctx context.Context, e *env, f lsFlags) error {
 	add := func(hostID string, c *client.Conn) error {
 		in := protocol.SessionListInput{IncludeArchived: f.archived, Limit: protocol.MaxSessionPage}
 		for {
-			// Rows stay as the host sent them: --json passes them
-			// through with the host's id added.
-			var page json.RawMessage
-			if err := c.Request(ctx, protocol.OpSessionList, in, &page); err != nil {
+			page, err := client.Call(ctx, c, protocol.OpSessionList, in)
+			if err != nil {
 				return err
 			}
-			sessions, next, err := protocol.DecodeSessionListRows(page)
-			if err != nil {
-				return fmt.Errorf("%s: decoding result: %w", protocol.OpSessionList, err)
-			}
-			for _, raw := range sessions {
-				r := listedSession{hostID: hostID, raw: raw}
+			next := page.NextCursor
+			for _, sess := range page.Sessions {
+				r := listedSession{hostID: hostID, Session: sess}
 				switch {
 				case out == nil:
-					json.Unmarshal(raw, &r.Session)
 					if f.cwd == "" || sameDir(r.Cwd, f.cwd) {
 						rows = append(rows, r)
 					}
@@ -318,7 +310,8 @@ func (j *jsonRows) write(r listedSession) {
 		j.host, j.prefix = r.hostID, fmt.Appendf(nil, `{"hostId":%s,`, id)
 	}
 	j.out.Write(j.prefix)
-	j.out.Write(bytes.TrimPrefix(bytes.TrimSpace(r.raw), []byte("{")))
+	raw, _ := json.Marshal(r.Session)
+	j.out.Write(bytes.TrimPrefix(raw, []byte("{")))
 	j.n++
 }
 
@@ -356,7 +349,7 @@ func ago(t time.Time) string {
 
 // sessionCmd is a command taking one session selector and answering with
 // the session.
-func sessionCmd(e *env, use, short, op string, build func(id string, args []string) any) *cobra.Command {
+func sessionCmd[In any](e *env, use, short string, op protocol.Op[In, protocol.Session], build func(id string, args []string) In) *cobra.Command {
 	var asJSON bool
 	n := strings.Count(use, " ")
 	cmd := &cobra.Command{
@@ -365,8 +358,8 @@ func sessionCmd(e *env, use, short, op string, build func(id string, args []stri
 		Args:  exactArgs(n, strings.SplitN(use, " ", 2)[1]),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return withSession(cmd, args[0], func(ctx context.Context, l located) error {
-				var s protocol.Session
-				if err := l.conn.Request(ctx, op, build(l.session.SessionID, args[1:]), &s); err != nil {
+				s, err := client.Call(ctx, l.conn, op, build(l.session.SessionID, args[1:]))
+				if err != nil {
 					return err
 				}
 				if asJSON {
@@ -382,19 +375,19 @@ func sessionCmd(e *env, use, short, op string, build func(id string, args []stri
 }
 
 func newRenameCmd(e *env) *cobra.Command {
-	return sessionCmd(e, "rename SESSION TITLE", "Rename a session.", protocol.OpSessionRename, func(id string, rest []string) any {
+	return sessionCmd(e, "rename SESSION TITLE", "Rename a session.", protocol.OpSessionRename, func(id string, rest []string) protocol.SessionRenameInput {
 		return protocol.SessionRenameInput{SessionID: id, Title: rest[0]}
 	})
 }
 
 func newArchiveCmd(e *env) *cobra.Command {
-	return sessionCmd(e, "archive SESSION", "Archive a session: it leaves the list and takes no more turns until unarchived.", protocol.OpSessionArchive, func(id string, _ []string) any {
+	return sessionCmd(e, "archive SESSION", "Archive a session: it leaves the list and takes no more turns until unarchived.", protocol.OpSessionArchive, func(id string, _ []string) protocol.SessionRef {
 		return protocol.SessionRef{SessionID: id}
 	})
 }
 
 func newUnarchiveCmd(e *env) *cobra.Command {
-	return sessionCmd(e, "unarchive SESSION", "Bring an archived session back to the list, ready for turns again.", protocol.OpSessionUnarchive, func(id string, _ []string) any {
+	return sessionCmd(e, "unarchive SESSION", "Bring an archived session back to the list, ready for turns again.", protocol.OpSessionUnarchive, func(id string, _ []string) protocol.SessionRef {
 		return protocol.SessionRef{SessionID: id}
 	})
 }
@@ -413,8 +406,8 @@ func newRmCmd(e *env) *cobra.Command {
 						return err
 					}
 				}
-				var ref protocol.SessionRef
-				if err := l.conn.Request(ctx, protocol.OpSessionRemove, protocol.SessionRef{SessionID: s.SessionID}, &ref); err != nil {
+				ref, err := client.Call(ctx, l.conn, protocol.OpSessionRemove, protocol.SessionRef{SessionID: s.SessionID})
+				if err != nil {
 					return err
 				}
 				if asJSON {
@@ -435,7 +428,7 @@ func newRmCmd(e *env) *cobra.Command {
 // it).
 func sessionTakenAway(ctx context.Context, c *client.Conn, id string) error {
 	var s protocol.Session
-	err := c.Request(ctx, protocol.OpSessionGet, protocol.SessionRef{SessionID: id}, &s)
+	s, err := client.Call(ctx, c, protocol.OpSessionGet, protocol.SessionRef{SessionID: id})
 	switch {
 	case err == nil && s.Archived:
 		return fmt.Errorf("session %s was archived while its turn ran; `agentd unarchive %s` makes it active again", id, id)
@@ -472,11 +465,11 @@ func confirm(e *env, question string) bool {
 
 // rootTurn returns the session's latest turn, from a subscription snapshot.
 func rootTurn(ctx context.Context, c *client.Conn, id string) (*protocol.TurnSnapshot, error) {
-	var open protocol.SubscriptionOpenResult
-	if err := c.Request(ctx, protocol.OpSubscriptionOpen, protocol.SubscriptionOpenInput{SessionID: id, Transcript: protocol.TranscriptBootstrap{Kind: "none"}}, &open); err != nil {
+	open, err := client.Call(ctx, c, protocol.OpSubscriptionOpen, protocol.SubscriptionOpenInput{SessionID: id, Transcript: protocol.TranscriptBootstrap{Kind: "none"}})
+	if err != nil {
 		return nil, err
 	}
-	defer c.Request(ctx, protocol.OpSubscriptionClose, protocol.SubscriptionRef{SubscriptionID: open.SubscriptionID}, nil)
+	defer client.Call(ctx, c, protocol.OpSubscriptionClose, protocol.SubscriptionRef{SubscriptionID: open.SubscriptionID})
 	var snap protocol.SessionProjection
 	if err := json.Unmarshal(open.Snapshot, &snap); err != nil {
 		return nil, err
@@ -516,7 +509,7 @@ func newStopCmd(e *env) *cobra.Command {
 				if now {
 					op = protocol.OpTurnInterrupt
 				}
-				if err := c.Request(ctx, op, protocol.TurnRef{SessionID: t.SessionID, TurnID: t.TurnID}, nil); err != nil {
+				if _, err := client.Call(ctx, c, op, protocol.TurnRef{SessionID: t.SessionID, TurnID: t.TurnID}); err != nil {
 					return err
 				}
 				fmt.Fprintf(e.stdout, "stopping turn %s\n", t.TurnID)
@@ -531,8 +524,8 @@ func newStopCmd(e *env) *cobra.Command {
 // stopResource stops resource ref of session id (TERM, then KILL after a
 // grace) and says how it ended.
 func stopResource(ctx context.Context, e *env, c *client.Conn, id, ref string) error {
-	var r protocol.Resource
-	if err := c.Request(ctx, protocol.OpRuntimeResourceStop, protocol.ResourceRef{SessionID: id, Ref: ref}, &r); err != nil {
+	r, err := client.Call(ctx, c, protocol.OpRuntimeResourceStop, protocol.ResourceRef{SessionID: id, Ref: ref})
+	if err != nil {
 		return err
 	}
 	fmt.Fprintf(e.stdout, "%s stopped (%s)\n", r.Ref, exitOf(r))
@@ -562,8 +555,8 @@ func newAnswerCmd(e *env) *cobra.Command {
 						return err
 					}
 					defer l.conn.Close()
-					var in protocol.Interaction
-					if err := l.conn.Request(ctx, protocol.OpInteractionAnswer, protocol.InteractionAnswerInput{SessionID: l.session.SessionID, InteractionID: args[1], Answer: args[2]}, &in); err != nil {
+					in, err := client.Call(ctx, l.conn, protocol.OpInteractionAnswer, protocol.InteractionAnswerInput{SessionID: l.session.SessionID, InteractionID: args[1], Answer: args[2]})
+					if err != nil {
 						return err
 					}
 					fmt.Fprintf(e.stdout, "%s: %s\n", in.InteractionID, in.Answer)
@@ -575,8 +568,8 @@ func newAnswerCmd(e *env) *cobra.Command {
 				}
 				pending := []protocol.Interaction{}
 				for _, s := range running {
-					var res protocol.InteractionQueryResult
-					if err := c.Request(ctx, protocol.OpInteractionQuery, protocol.SessionRef{SessionID: s.SessionID}, &res); err != nil {
+					res, err := client.Call(ctx, c, protocol.OpInteractionQuery, protocol.SessionRef{SessionID: s.SessionID})
+					if err != nil {
 						return err
 					}
 					pending = append(pending, res.Pending...)

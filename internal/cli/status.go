@@ -111,8 +111,8 @@ func sessionsWhere(ctx context.Context, c *client.Conn, keep func(protocol.Sessi
 	kept := []protocol.Session{}
 	in := protocol.SessionListInput{Limit: protocol.MaxSessionPage}
 	for {
-		var res protocol.SessionListResult
-		if err := c.Request(ctx, protocol.OpSessionList, in, &res); err != nil {
+		res, err := client.Call(ctx, c, protocol.OpSessionList, in)
+		if err != nil {
 			return nil, err
 		}
 		for _, s := range res.Sessions {
@@ -228,7 +228,7 @@ func newShutdownCmd(e *env) *cobra.Command {
 			// has its own time.
 			ctx, cancel = context.WithTimeout(cmd.Context(), 2*requestTimeout)
 			defer cancel()
-			if err := c.Request(ctx, protocol.OpHostShutdown, protocol.ShutdownInput{}, nil); err != nil {
+			if _, err := client.Call(ctx, c, protocol.OpHostShutdown, protocol.ShutdownInput{}); err != nil {
 				return err
 			}
 			if err := client.WaitExited(ctx, info); err != nil {

@@ -27,8 +27,8 @@ func diagnosticsMention(t *testing.T, c *client.Conn, want string) {
 	t.Helper()
 	ctx := agentdtest.Context(t)
 	for {
-		var d protocol.DiagnosticsQueryResult
-		if err := c.Request(ctx, protocol.OpHostDiagnosticsQuery, protocol.DiagnosticsQueryInput{}, &d); err != nil {
+		d, err := client.Call(ctx, c, protocol.OpHostDiagnosticsQuery, protocol.DiagnosticsQueryInput{})
+		if err != nil {
 			t.Fatal(err)
 		}
 		for _, e := range d.Diagnostics {
@@ -83,10 +83,10 @@ func TestRecoverableBadRequestsKeepTheConnection(t *testing.T) {
 		says  string
 	}{
 		{"unknown operation", req("u", "turn.teleport", map[string]any{}), `unknown operation "turn.teleport"`},
-		{"input of the wrong type", req("w", protocol.OpTurnQuery, map[string]any{"sessionId": "s", "turnId": 7}), `"input.turnId"`},
-		{"input missing a field", req("m", protocol.OpTurnQuery, map[string]any{"sessionId": "s"}), `"input.turnId": is required`},
-		{"input with an unknown field", req("x", protocol.OpTurnQuery, map[string]any{"sessionId": "s", "turnId": "t", "colour": "red"}), `"input.colour"`},
-		{"input that is not an object", req("n", protocol.OpTurnQuery, "s/t"), `"input"`},
+		{"input of the wrong type", req("w", string(protocol.OpTurnQuery), map[string]any{"sessionId": "s", "turnId": 7}), `"input.turnId"`},
+		{"input missing a field", req("m", string(protocol.OpTurnQuery), map[string]any{"sessionId": "s"}), `"input.turnId": is required`},
+		{"input with an unknown field", req("x", string(protocol.OpTurnQuery), map[string]any{"sessionId": "s", "turnId": "t", "colour": "red"}), `"input.colour"`},
+		{"input that is not an object", req("n", string(protocol.OpTurnQuery), "s/t"), `"input"`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -154,7 +154,7 @@ func TestClientThatStopsReadingIsClosedAtItsOutboundBound(t *testing.T) {
 	// never reading an answer.
 	sent := 0
 	for i := range protocol.MaxInFlightDomainRequests / 2 {
-		b, _ := json.Marshal(req(fmt.Sprint("todo-", i), protocol.OpSessionTodoQuery, map[string]any{"sessionId": "s"}))
+		b, _ := json.Marshal(req(fmt.Sprint("todo-", i), string(protocol.OpSessionTodoQuery), map[string]any{"sessionId": "s"}))
 		r.nc.SetWriteDeadline(time.Now().Add(agentdtest.Timeout))
 		if _, err := r.nc.Write(append(b, '\n')); err != nil {
 			break // the host closed it
@@ -193,7 +193,7 @@ func TestThousandConnectionsOpenedAndDroppedAtOnce(t *testing.T) {
 	conns := make([]net.Conn, 0, n)
 	hello, _ := json.Marshal(protocol.Hello{Kind: protocol.KindHello, ClientInstanceID: "crowd", ProtocolMin: 1, ProtocolMax: 1,
 		CompatibilityEpoch: protocol.CompatibilityEpoch, CompositionID: protocol.CompositionInteractive})
-	status, _ := json.Marshal(req("s", protocol.OpHostStatus, map[string]any{}))
+	status, _ := json.Marshal(req("s", string(protocol.OpHostStatus), map[string]any{}))
 	for i := range n {
 		c, err := net.Dial("unix", h.Endpoint())
 		if err != nil {
@@ -286,7 +286,7 @@ func TestDrainClosesAConnectionWhoseHandshakeEndsLate(t *testing.T) {
 	late := dialRaw(t, h.Endpoint())
 	// The accept loop takes late while early's status is answered; should
 	// it not have, the listener's close resets late, which ends the same.
-	early.send(req("s", protocol.OpHostStatus, map[string]any{}))
+	early.send(req("s", string(protocol.OpHostStatus), map[string]any{}))
 	early.response()
 	stopped := make(chan error, 1)
 	go func() { stopped <- h.Shutdown(agentdtest.Context(t)) }()
@@ -306,11 +306,15 @@ func TestDrainCancelsOperationsPastTheDrainTimeout(t *testing.T) {
 		return ctx.Err()
 	})
 	base := agentdtest.ShortDir(t)
-	h, err := host.Start(host.Config{Home: base + "/home", RuntimeDir: base + "/run", HostID: "t",
+	h, err := host.Open(host.Config{Home: base + "/home", RuntimeDir: base + "/run", HostID: "t",
 		DrainTimeout: 50 * time.Millisecond, Compose: compose(table)})
 	if err != nil {
 		t.Fatal(err)
 	}
+	ctx, drain := context.WithCancel(context.Background())
+	defer drain()
+	stopped := make(chan error, 1)
+	go func() { stopped <- h.Run(ctx) }()
 	waitCh(t, h.Ready(), "ready")
 	c, err := client.Dial(agentdtest.Context(t), h.Endpoint(), client.Options{})
 	if err != nil {
@@ -320,10 +324,65 @@ func TestDrainCancelsOperationsPastTheDrainTimeout(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { _, err := query(agentdtest.Context(t), c, "stuck"); done <- err }()
 	agentdtest.WaitStatus(t, c, func(s protocol.HostStatus) bool { return s.ActiveOperations == 2 })
-	if err := h.Shutdown(agentdtest.Context(t)); err != nil {
-		t.Fatal(err)
+	drain()
+	select {
+	case err := <-stopped:
+		if !errors.Is(err, host.ErrStopped) {
+			t.Fatalf("the host stopped with %v", err)
+		}
+	case <-time.After(agentdtest.Timeout):
+		t.Fatal("the host did not stop")
 	}
 	if err := <-done; err == nil {
 		t.Fatal("a stuck operation survived the drain")
+	}
+}
+
+// A drain lets an operation in flight finish rather than cancelling it,
+// and ends once it has, long before the drain's deadline.
+func TestDrainEndsWhenTheLastOperationDoes(t *testing.T) {
+	release := make(chan struct{})
+	table := turnQuery(server.Table{}, func(ctx context.Context, _ *server.Call, in *protocol.TurnRef) error {
+		select {
+		case <-release:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+	base := agentdtest.ShortDir(t)
+	// A drain deadline past the test's wait: only the operation's end can
+	// end the drain in time.
+	h, err := host.Open(host.Config{Home: base + "/home", RuntimeDir: base + "/run", HostID: "t",
+		DrainTimeout: 2 * agentdtest.Timeout, Compose: compose(table)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, drain := context.WithCancel(context.Background())
+	defer drain()
+	stopped := make(chan error, 1)
+	go func() { stopped <- h.Run(ctx) }()
+	waitCh(t, h.Ready(), "ready")
+	c, err := client.Dial(agentdtest.Context(t), h.Endpoint(), client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	done := make(chan error, 1)
+	go func() { _, err := query(agentdtest.Context(t), c, "held"); done <- err }()
+	agentdtest.WaitStatus(t, c, func(s protocol.HostStatus) bool { return s.ActiveOperations == 2 })
+	drain()
+	waitCh(t, h.Draining(), "draining")
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatalf("the operation in flight when the drain began failed: %v", err)
+	}
+	select {
+	case err := <-stopped:
+		if !errors.Is(err, host.ErrStopped) {
+			t.Fatalf("the host stopped with %v", err)
+		}
+	case <-time.After(agentdtest.Timeout):
+		t.Fatal("the drain did not end with the last operation")
 	}
 }

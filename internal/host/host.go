@@ -9,10 +9,13 @@
 package host
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"os"
 	"time"
+
+	"net"
 
 	"github.com/agentd-dev/agentd/internal/home"
 	"github.com/agentd-dev/agentd/internal/server"
@@ -46,18 +49,22 @@ type Config struct {
 	Compose server.ComposeFunc
 }
 
-// Host is a running daemon: a server that holds a home.
+// ErrStopped is wrapped by the error Run returns when the host stopped as
+// it was asked to (see server.ErrStopped).
+var ErrStopped = server.ErrStopped
+
+// Host is a daemon that holds a home: Open takes it, Run serves it.
 type Host struct {
 	*server.Server
 	cfg  Config         // constant
 	lock *home.HomeLock // constant
+	ln   net.Listener   // constant: the home's socket
 }
 
-// Start takes the home, listens on its socket (replacing a dead host's),
-// removes what a dead host of its id left of its registration, publishes
-// its own and starts the server. It returns while the host is still recovering;
-// Ready is closed once it serves domain operations.
-func Start(cfg Config) (*Host, error) {
+// Open takes the home, listens on its socket (replacing a dead host's) and
+// removes what a dead host of its id left of its registration. The host
+// holds the home from then on: Run serves it and lets it go.
+func Open(cfg Config) (*Host, error) {
 	if cfg.Home == "" || cfg.RuntimeDir == "" {
 		return nil, errors.New("host: Home and RuntimeDir are required")
 	}
@@ -99,16 +106,17 @@ func Start(cfg Config) (*Host, error) {
 		lock.Release()
 		return nil, err
 	}
-	h := &Host{cfg: cfg, lock: lock}
-	srv, err := server.Start(server.Config{
-		Listener: ln, HostID: cfg.HostID, Version: cfg.Version, IdleGrace: cfg.IdleGrace,
+	h := &Host{cfg: cfg, lock: lock, ln: ln}
+	srv, err := server.New(server.Config{
+		HostID: cfg.HostID, Version: cfg.Version, IdleGrace: cfg.IdleGrace,
 		Home: cfg.Home, LogFile: cfg.LogFile,
 		HandshakeTimeout: cfg.HandshakeTimeout, DrainTimeout: cfg.DrainTimeout,
 		Logger: cfg.Logger, Compose: cfg.Compose,
-		OnState:   h.publish,
-		OnStopped: h.release,
+		Operations: h.operations(),
+		OnState:    h.publish,
 	})
 	if err != nil {
+		ln.Close()
 		lock.Release()
 		return nil, err
 	}
@@ -116,13 +124,25 @@ func Start(cfg Config) (*Host, error) {
 	return h, nil
 }
 
+// Run publishes the host's registration as it moves through its states
+// and serves its clients until it stops, then removes the registration
+// and lets go of the home. Cancelling ctx drains the host. The error says
+// why it stopped, wrapping ErrStopped when it stopped as asked.
+func (h *Host) Run(ctx context.Context) error {
+	defer h.release()
+	return h.Server.Run(ctx, h.ln)
+}
+
+// Endpoint is the socket path clients connect to.
+func (h *Host) Endpoint() string { return h.ln.Addr().String() }
+
 // publish writes the registration record of the host in state.
 func (h *Host) publish(srv *server.Server, state string) error {
 	return home.WriteRegistration(h.cfg.RuntimeDir, protocol.Registration{
 		SchemaVersion:      protocol.RegistrationSchemaVersion,
 		HostID:             h.cfg.HostID,
 		PID:                os.Getpid(),
-		Endpoint:           srv.Endpoint(),
+		Endpoint:           h.Endpoint(),
 		Home:               h.cfg.Home,
 		HostEpoch:          srv.Epoch(),
 		State:              state,

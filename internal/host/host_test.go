@@ -62,7 +62,7 @@ func waitCh(t *testing.T, ch <-chan struct{}, what string) {
 
 func query(ctx context.Context, c *client.Conn, turn string) (protocol.TurnSnapshot, error) {
 	var out protocol.TurnSnapshot
-	err := c.Request(ctx, protocol.OpTurnQuery, protocol.TurnRef{SessionID: "session", TurnID: turn}, &out)
+	out, err := client.Call(ctx, c, protocol.OpTurnQuery, protocol.TurnRef{SessionID: "session", TurnID: turn})
 	return out, err
 }
 
@@ -206,9 +206,10 @@ func TestAdmittedCommandReportsUnknownOutcomeWhenConnectionCloses(t *testing.T) 
 	c := h.Connect(t)
 	errc := make(chan error, 1)
 	go func() {
-		errc <- c.Request(agentdtest.Context(t), protocol.OpTurnStart, protocol.TurnStartInput{
+		_, err := client.Call(agentdtest.Context(t), c, protocol.OpTurnStart, protocol.TurnStartInput{
 			SessionID: "session", TurnID: "interrupted-command", Content: protocol.Content{Text: "start"},
-		}, nil)
+		})
+		errc <- err
 	}()
 	waitCh(t, entered, "command admitted")
 	c.Close()
@@ -300,7 +301,7 @@ func req(id, op string, input any) map[string]any {
 }
 
 func turnReq(id, turn string) map[string]any {
-	return req(id, protocol.OpTurnQuery, map[string]any{"sessionId": "session", "turnId": turn})
+	return req(id, string(protocol.OpTurnQuery), map[string]any{"sessionId": "session", "turnId": turn})
 }
 
 func TestDuplicateActiveRequestIDTearsDownOnlyOffender(t *testing.T) {
@@ -350,7 +351,7 @@ func TestStatusReservedAtDomainLimitAndOverflowRejected(t *testing.T) {
 	agentdtest.WaitStatus(t, observer, func(s protocol.HostStatus) bool {
 		return s.Connections == 2 && s.ActiveOperations == 65 && s.ActiveResidencies == 0
 	})
-	r.send(req("overflow-status", protocol.OpHostStatus, map[string]any{}))
+	r.send(req("overflow-status", string(protocol.OpHostStatus), map[string]any{}))
 	if resp := r.response(); resp.RequestID != "overflow-status" || !resp.OK {
 		t.Fatalf("status at the limit: %+v", resp)
 	}
@@ -394,7 +395,7 @@ func TestConnectionBeforeCompositionResolvesReadyHandlersWithoutReconnecting(t *
 func TestUnimplementedOperationsAnswerUnavailable(t *testing.T) {
 	h := agentdtest.NewHost(t, agentdtest.Options{})
 	c := h.Connect(t)
-	err := c.Request(agentdtest.Context(t), protocol.OpSessionList, protocol.SessionListInput{}, nil)
+	_, err := client.Call(agentdtest.Context(t), c, protocol.OpSessionList, protocol.SessionListInput{})
 	if !errors.Is(err, client.ErrOperationUnavailable) {
 		t.Fatalf("session.list: %v", err)
 	}
@@ -416,8 +417,8 @@ func TestDiagnosticsAreRedacted(t *testing.T) {
 	if !errors.Is(err, client.ErrInternalFailure) || strings.Contains(err.Error(), "sk-planted") {
 		t.Fatalf("error %v", err)
 	}
-	var d protocol.DiagnosticsQueryResult
-	if err := c.Request(ctx, protocol.OpHostDiagnosticsQuery, protocol.DiagnosticsQueryInput{}, &d); err != nil {
+	d, err := client.Call(ctx, c, protocol.OpHostDiagnosticsQuery, protocol.DiagnosticsQueryInput{})
+	if err != nil {
 		t.Fatal(err)
 	}
 	b, _ := json.Marshal(d)
@@ -431,7 +432,7 @@ func TestDiagnosticsAreRedacted(t *testing.T) {
 
 func TestSecondHostOnSameHomeIsRefusedNamingPID(t *testing.T) {
 	h := agentdtest.NewHost(t, agentdtest.Options{})
-	_, err := host.Start(host.Config{Home: h.Home, RuntimeDir: h.RuntimeDir, HostID: "second"})
+	_, err := host.Open(host.Config{Home: h.Home, RuntimeDir: h.RuntimeDir, HostID: "second"})
 	var held *home.HeldError
 	if !errors.As(err, &held) || !strings.Contains(err.Error(), fmt.Sprint(os.Getpid())) {
 		t.Fatalf("second host: %v", err)
@@ -491,12 +492,12 @@ func TestUpgradePrepareNeedsAReadyHostThatCanHandOver(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if err := c.Request(ctx, protocol.OpHostUpgradePrepare, protocol.UpgradePrepareInput{}, nil); !errors.Is(err, client.ErrHostNotReady) {
+	if _, err := client.Call(ctx, c, protocol.OpHostUpgradePrepare, protocol.UpgradePrepareInput{}); !errors.Is(err, client.ErrHostNotReady) {
 		t.Fatalf("upgrade.prepare while recovering: %v", err)
 	}
 	close(release)
 	waitCh(t, h.Ready(), "host ready")
-	if err := c.Request(ctx, protocol.OpHostUpgradePrepare, protocol.UpgradePrepareInput{}, nil); !errors.Is(err, client.ErrOperationUnavailable) {
+	if _, err := client.Call(ctx, c, protocol.OpHostUpgradePrepare, protocol.UpgradePrepareInput{}); !errors.Is(err, client.ErrOperationUnavailable) {
 		t.Fatalf("upgrade.prepare without a hand-off: %v", err)
 	}
 	if st, err := c.Status(ctx); err != nil || st.State != protocol.StateReady {

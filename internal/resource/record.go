@@ -27,12 +27,31 @@ import (
 
 const recordSuffix = ".json"
 
+// Record is a runtime resource as its worker records it in the session's
+// folder, resources/REF.json beside its log: one JSON object and a
+// newline, replaced whole. It is the worker's own file, no part of the
+// client contract: it holds what only a later worker of the session needs
+// (the process to kill if it still runs), so it lives beside the code that
+// writes and reads it.
+type Record struct {
+	protocol.Resource
+	LaunchID string `json:"launchId"`
+	// Cols and Rows are a PTY's size as it started.
+	Cols int `json:"cols,omitempty"`
+	Rows int `json:"rows,omitempty"`
+	// PID is the process (and process group) the command ran as, and
+	// ProcessStart its start time in clock ticks since boot, which tells
+	// it from a later process given the same pid; 0 where unknown.
+	PID          int    `json:"pid"`
+	ProcessStart uint64 `json:"processStart,omitempty"`
+}
+
 // record writes r's record. Called with m.mu held.
 func (m *Manager) recordLocked(r *resource) error {
 	if m.cfg.Dir == "" {
 		return nil
 	}
-	rec := protocol.ResourceRecord{
+	rec := Record{
 		Resource: r.info, LaunchID: r.launch.LaunchID, PID: r.pgid, ProcessStart: r.procStart,
 	}
 	if r.launch.PTY {
@@ -78,7 +97,7 @@ func (m *Manager) loadLocked() error {
 		if err != nil {
 			return err
 		}
-		var rec protocol.ResourceRecord
+		var rec Record
 		if err := json.Unmarshal(b, &rec); err != nil || rec.Ref != ref || !strings.HasPrefix(ref, rec.Kind+"-") {
 			// One damaged record is kept aside; the others are listed.
 			aside, rerr := atomicfile.MoveAside(path, time.Now())
@@ -107,7 +126,7 @@ func (m *Manager) loadLocked() error {
 // recorded running had no end recorded: its worker ended first. Its
 // process cannot be reached again, so if it still runs, its group is
 // killed, and it is recorded as exited, how unknown.
-func (m *Manager) pastLocked(rec protocol.ResourceRecord) *resource {
+func (m *Manager) pastLocked(rec Record) *resource {
 	r := &resource{
 		info: rec.Resource, pgid: rec.PID, procStart: rec.ProcessStart,
 		launch: StartInput{LaunchID: rec.LaunchID, Command: rec.Command, PTY: rec.Kind == protocol.ResourcePTY, Cols: rec.Cols, Rows: rec.Rows},

@@ -50,13 +50,13 @@ func withLog(l *logBuffer) func(*Config) {
 	return func(c *Config) { c.Logger = slog.New(slog.NewJSONHandler(l, nil)) }
 }
 
-func readRecord(t *testing.T, dir, ref string) protocol.ResourceRecord {
+func readRecord(t *testing.T, dir, ref string) Record {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(dir, ref+".json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rec protocol.ResourceRecord
+	var rec Record
 	if err := json.Unmarshal(b, &rec); err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +124,7 @@ func TestTheResourcesOfAnEarlierWorkerAreListedAsTheyEnded(t *testing.T) {
 func TestADamagedRecordIsKeptAsideAndTheOthersListed(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "resources")
 	os.MkdirAll(dir, 0o700)
-	good := protocol.ResourceRecord{Resource: protocol.Resource{SessionID: "s1", Ref: "shell-1", Kind: protocol.ResourceShell, Command: "make", State: protocol.ResourceExited}, LaunchID: "l1"}
+	good := Record{Resource: protocol.Resource{SessionID: "s1", Ref: "shell-1", Kind: protocol.ResourceShell, Command: "make", State: protocol.ResourceExited}, LaunchID: "l1"}
 	b, _ := json.Marshal(good)
 	os.WriteFile(filepath.Join(dir, "shell-1.json"), b, 0o600)
 	os.WriteFile(filepath.Join(dir, "pty-2.json"), []byte(`{"ref":"pty-2","kind":"pt`), 0o600)

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"reflect"
 	"sync"
 
 	"github.com/agentd-dev/agentd/internal/redact"
@@ -15,9 +14,9 @@ import (
 	"github.com/agentd-dev/agentd/protocol"
 )
 
-// Admission is an admitted operation's hold on the host's accounting.
+// Admission is an admitted operation's hold on the server's accounting.
 type Admission interface {
-	// AcquireResidency marks the operation as keeping the host resident.
+	// AcquireResidency marks the operation as keeping the server resident.
 	AcquireResidency() (release func())
 	// Finish settles the operation; called exactly once.
 	Finish()
@@ -36,19 +35,22 @@ type ConnectionAttacher interface {
 	AttachConnection(id Identity, out *OutboundWriter) Attachment
 }
 
-// sessionConfig is what a connection session needs from its host. Tests
-// build one directly to drive a session over a real socket.
-type sessionConfig struct {
+// connectionConfig is what a connection needs from its server. Tests
+// build one directly to drive a connection over a real socket.
+type connectionConfig struct {
 	transport *transport.Conn
 	identity  Identity
-	// base is the context handlers run under: cancelled when the host stops.
+	// base is the context handlers run under: cancelled when the server stops.
 	base context.Context
 	// resolve returns the handler for op at dispatch time, or the error to
 	// answer with (host_not_ready, draining, operation_unavailable).
 	resolve func(op protocol.Operation) (Handler, *protocol.Error)
+	// authorize decides whether a call's caller may run its operation
+	// (see Authorizer).
+	authorize func(ctx context.Context, call *Call) error
 	// attacher returns the composition's attacher once it is ready, or nil.
 	attacher func() ConnectionAttacher
-	// begin admits an operation into the host's accounting.
+	// begin admits an operation into the server's accounting.
 	begin func(ctx context.Context, call *Call) (Admission, error)
 	// inline reports operations whose handlers never block, served on
 	// the reader goroutine; nil serves every operation on its own.
@@ -71,12 +73,12 @@ const (
 	statusSlot
 )
 
-// connSession serves one accepted connection after its handshake: it reads
+// connection serves one accepted connection after its handshake: it reads
 // requests, admits them against the per-connection limits, runs each in its
 // own goroutine, and writes responses through the connection's one
 // OutboundWriter. It tears down exactly once.
-type connSession struct {
-	cfg    sessionConfig
+type connection struct {
+	cfg    connectionConfig
 	writer *OutboundWriter
 
 	ctx         context.Context // cancelled with a cause at teardown
@@ -102,7 +104,7 @@ type connSession struct {
 	attachment Attachment          // guarded by mu: set once
 }
 
-func newConnSession(cfg sessionConfig) *connSession {
+func newConnection(cfg connectionConfig) *connection {
 	if cfg.logger == nil {
 		cfg.logger = slog.New(slog.DiscardHandler)
 	}
@@ -112,88 +114,91 @@ func newConnSession(cfg sessionConfig) *connSession {
 	if cfg.onTeardown == nil {
 		cfg.onTeardown = func() {}
 	}
-	s := &connSession{
+	if cfg.authorize == nil {
+		cfg.authorize = func(_ context.Context, call *Call) error { return AuthorizeOwner(call) }
+	}
+	c := &connection{
 		cfg:         cfg,
 		inputClosed: make(chan struct{}),
 		torn:        make(chan struct{}),
 		inflight:    make(map[string]struct{}),
 		tasks:       make(chan func()),
 	}
-	s.ctx, s.cancel = context.WithCancelCause(cfg.base)
-	s.writer = NewOutboundWriter(cfg.transport, s.writerFailed)
-	return s
+	c.ctx, c.cancel = context.WithCancelCause(cfg.base)
+	c.writer = NewOutboundWriter(cfg.transport, c.writerFailed)
+	return c
 }
 
 // run serves the connection until it ends and every goroutine it started
 // has settled, its attachment included.
-func (s *connSession) run() {
+func (c *connection) run() {
 	watchDone := make(chan struct{})
 	go func() {
 		defer close(watchDone)
 		select {
-		case <-s.cfg.transport.Closed():
-			s.tearDown(s.cfg.transport.Cause())
-		case <-s.torn:
+		case <-c.cfg.transport.Closed():
+			c.tearDown(c.cfg.transport.Cause())
+		case <-c.torn:
 		}
 	}()
 
-	clean := s.readLoop()
+	clean := c.readLoop()
 	if clean {
-		close(s.inputClosed)
-		s.ops.Wait()
-		s.writer.CloseAfterFlush()
+		close(c.inputClosed)
+		c.ops.Wait()
+		c.writer.CloseAfterFlush()
 		select {
-		case <-s.writer.Done():
-		case <-s.torn:
+		case <-c.writer.Done():
+		case <-c.torn:
 		}
-		s.tearDown(nil)
+		c.tearDown(nil)
 	}
-	s.ops.Wait()
-	close(s.tasks)
-	s.pool.Wait()
-	<-s.writer.Done()
+	c.ops.Wait()
+	close(c.tasks)
+	c.pool.Wait()
+	<-c.writer.Done()
 	<-watchDone
 
-	s.mu.Lock()
-	att := s.attachment
-	s.mu.Unlock()
+	c.mu.Lock()
+	att := c.attachment
+	c.mu.Unlock()
 	if att != nil {
-		if err := att.Close(context.WithoutCancel(s.ctx)); err != nil {
-			s.cfg.logger.Warn("closing connection attachment", "connection", s.cfg.identity.ConnectionID, "err", err)
+		if err := att.Close(context.WithoutCancel(c.ctx)); err != nil {
+			c.cfg.logger.Warn("closing connection attachment", "connection", c.cfg.identity.ConnectionID, "err", err)
 		}
 	}
 }
 
 // tearDown closes the connection once: cancels handlers, aborts the
 // transport, rejects queued frames.
-func (s *connSession) tearDown(cause error) {
-	s.teardown.Do(func() {
+func (c *connection) tearDown(cause error) {
+	c.teardown.Do(func() {
 		if cause == nil {
 			cause = errConnectionClosed
 		}
-		s.cancel(cause)
-		close(s.torn)
-		s.writer.Close()
-		s.cfg.transport.Abort(cause)
-		s.cfg.onTeardown()
+		c.cancel(cause)
+		close(c.torn)
+		c.writer.Close()
+		c.cfg.transport.Abort(cause)
+		c.cfg.onTeardown()
 	})
 }
 
 var errConnectionClosed = errors.New("connection closed")
 
 // violation records a protocol violation and closes this connection only.
-func (s *connSession) violation(format string, args ...any) {
-	msg := fmt.Sprintf("connection %s closed: protocol violation: %s", s.cfg.identity.ConnectionID, fmt.Sprintf(format, args...))
-	s.cfg.diagnostic(kindViolation, msg)
-	s.tearDown(errors.New(msg))
+func (c *connection) violation(format string, args ...any) {
+	msg := fmt.Sprintf("connection %s closed: protocol violation: %s", c.cfg.identity.ConnectionID, fmt.Sprintf(format, args...))
+	c.cfg.diagnostic(kindViolation, msg)
+	c.tearDown(errors.New(msg))
 }
 
 // closeWith records why this connection is closed, as a diagnostic of
 // kind, and closes it.
-func (s *connSession) closeWith(kind string, err error) {
-	msg := fmt.Sprintf("connection %s closed: %v", s.cfg.identity.ConnectionID, err)
-	s.cfg.diagnostic(kind, msg)
-	s.tearDown(errors.New(msg))
+func (c *connection) closeWith(kind string, err error) {
+	msg := fmt.Sprintf("connection %s closed: %v", c.cfg.identity.ConnectionID, err)
+	c.cfg.diagnostic(kind, msg)
+	c.tearDown(errors.New(msg))
 }
 
 // readBudgetError says what of budget a connection refused with err was
@@ -205,131 +210,131 @@ func readBudgetError(err error, budget *transport.Budget) error {
 	return fmt.Errorf("%w (%d of the host's %d bytes for partly read messages held)", err, budget.Held(), budget.Limit())
 }
 
-func (s *connSession) writerFailed(err error) {
+func (c *connection) writerFailed(err error) {
 	var qerr *QueueError
 	if errors.As(err, &qerr) {
-		s.cfg.diagnostic(kindSlowClient, fmt.Sprintf("connection %s closed: client is not reading: %v", s.cfg.identity.ConnectionID, err))
+		c.cfg.diagnostic(kindSlowClient, fmt.Sprintf("connection %s closed: client is not reading: %v", c.cfg.identity.ConnectionID, err))
 	}
-	s.tearDown(err)
+	c.tearDown(err)
 }
 
 // readLoop reads and dispatches requests. It reports whether the client
 // ended its input cleanly (read EOF) rather than the connection failing.
-func (s *connSession) readLoop() (clean bool) {
-	defer s.cfg.transport.ReleaseReader()
+func (c *connection) readLoop() (clean bool) {
+	defer c.cfg.transport.ReleaseReader()
 	for {
-		line, err := s.cfg.transport.Read()
+		line, err := c.cfg.transport.Read()
 		if err != nil {
 			switch {
-			case errors.Is(err, io.EOF) && s.ctx.Err() == nil:
+			case errors.Is(err, io.EOF) && c.ctx.Err() == nil:
 				return true
 			case errors.Is(err, io.EOF):
 				// The host stopped while the client was leaving.
-				s.tearDown(context.Cause(s.ctx))
+				c.tearDown(context.Cause(c.ctx))
 			case errors.Is(err, transport.ErrTooLarge):
-				s.violation("%v", err)
+				c.violation("%v", err)
 			case errors.Is(err, transport.ErrMessageTimeout):
-				s.closeWith(kindStalled, err)
+				c.closeWith(kindStalled, err)
 			case errors.Is(err, transport.ErrOverBudget):
-				s.closeWith(kindReadBudget, readBudgetError(err, s.cfg.reads))
+				c.closeWith(kindReadBudget, readBudgetError(err, c.cfg.reads))
 			default:
-				s.tearDown(err)
+				c.tearDown(err)
 			}
 			return false
 		}
 		frame, err := protocol.DecodeClientFrame(line)
 		if err != nil {
-			s.violation("%v", err)
+			c.violation("%v", err)
 			return false
 		}
 		if frame.Hello != nil {
-			s.violation("a second hello")
+			c.violation("a second hello")
 			return false
 		}
-		if !s.dispatch(frame.Request) {
+		if !c.dispatch(frame.Request) {
 			return false
 		}
 	}
 }
 
 // dispatch admits req against the connection's limits and starts it.
-func (s *connSession) dispatch(req *protocol.Request) bool {
+func (c *connection) dispatch(req *protocol.Request) bool {
 	op, ok := protocol.Lookup(req.Operation)
 	if !ok {
-		s.respond(req.RequestID, req.Operation, nil,
+		c.respond(req.RequestID, req.Operation, nil,
 			protocol.Errorf(protocol.CodeInvalidRequest, "unknown operation %q", req.Operation))
 		return true
 	}
 	// Decoding here, on the reader's already grown stack, spares each
 	// request's goroutine a stack copy; a bad input is answered at once.
-	input := reflect.New(op.Input).Interface()
+	input := op.NewInput()
 	if err := protocol.DecodeInput(req.Input, input); err != nil {
-		s.respond(req.RequestID, req.Operation, nil, &protocol.Error{Code: protocol.CodeInvalidRequest, Message: err.Error()})
+		c.respond(req.RequestID, req.Operation, nil, &protocol.Error{Code: protocol.CodeInvalidRequest, Message: err.Error()})
 		return true
 	}
-	caller := s.cfg.identity.caller()
+	caller := c.cfg.identity.caller()
 	if req.Caller != nil {
-		if !s.cfg.trustCaller {
-			s.violation(`field "caller": only a host forwarding to a worker may name one`)
+		if !c.cfg.trustCaller {
+			c.violation(`field "caller": only a host forwarding to a worker may name one`)
 			return false
 		}
 		caller = *req.Caller
 	}
-	s.mu.Lock()
-	if _, dup := s.inflight[req.RequestID]; dup {
-		s.mu.Unlock()
-		s.violation("request id %q is already active", req.RequestID)
+	c.mu.Lock()
+	if _, dup := c.inflight[req.RequestID]; dup {
+		c.mu.Unlock()
+		c.violation("request id %q is already active", req.RequestID)
 		return false
 	}
 	sl := domainSlot
 	switch {
-	case !op.Domain() && !s.statusBusy:
+	case !op.Domain() && !c.statusBusy:
 		sl = statusSlot
-		s.statusBusy = true
-	case s.domain >= protocol.MaxInFlightDomainRequests:
-		s.mu.Unlock()
-		s.violation("more than %d domain requests in flight", protocol.MaxInFlightDomainRequests)
+		c.statusBusy = true
+	case c.domain >= protocol.MaxInFlightDomainRequests:
+		c.mu.Unlock()
+		c.violation("more than %d domain requests in flight", protocol.MaxInFlightDomainRequests)
 		return false
 	default:
-		s.domain++
+		c.domain++
 	}
-	s.inflight[req.RequestID] = struct{}{}
-	s.mu.Unlock()
+	c.inflight[req.RequestID] = struct{}{}
+	c.mu.Unlock()
 
 	call := &Call{
 		Operation:   op,
 		RequestID:   req.RequestID,
 		Input:       req.Input,
-		Identity:    s.cfg.identity,
+		Identity:    c.cfg.identity,
 		Caller:      caller,
-		InputClosed: s.inputClosed,
+		InputClosed: c.inputClosed,
 		input:       input,
 	}
 	var prev, done chan struct{}
 	if op.Serial {
-		prev, done = s.lastSerial, make(chan struct{})
-		s.lastSerial = done
+		prev, done = c.lastSerial, make(chan struct{})
+		c.lastSerial = done
 	}
-	s.ops.Add(1)
-	if s.cfg.inline != nil && s.cfg.inline(op) {
+	c.ops.Add(1)
+	if c.cfg.inline != nil && c.cfg.inline(op) {
 		// Quick and never blocking: answered on the reader, no hand-over.
-		s.serve(call, sl, prev, done)
+		c.serve(call, sl, prev, done)
 		return true
 	}
-	s.spawn(func() { s.serve(call, sl, prev, done) })
+	c.spawn(func() { c.serve(call, sl, prev, done) })
 	return true
 }
 
 // spawn runs f on an idle goroutine of the connection, or a new one. The
 // goroutines stay until the connection ends, so their stacks, once grown,
 // serve later requests without growing again.
-func (s *connSession) spawn(f func()) {
+func (c *connection) spawn(f func()) {
 	select {
-	case s.tasks <- f:
+	case c.tasks <- f:
 	default:
-		s.pool.Go(func() {
+		c.pool.Go(func() {
 			f()
-			for f := range s.tasks {
+			for f := range c.tasks {
 				f()
 			}
 		})
@@ -339,87 +344,87 @@ func (s *connSession) spawn(f func()) {
 // attach returns what the composition attached to this connection,
 // attaching the connection's identity the first time it is asked once the
 // composition is ready.
-func (s *connSession) attach() Attachment {
-	s.attachMu.Lock()
-	defer s.attachMu.Unlock()
-	if !s.attached && s.cfg.attacher != nil {
-		if a := s.cfg.attacher(); a != nil {
-			s.attached = true
-			att := a.AttachConnection(s.cfg.identity, s.writer)
-			s.mu.Lock()
-			s.attachment = att
-			s.mu.Unlock()
+func (c *connection) attach() Attachment {
+	c.attachMu.Lock()
+	defer c.attachMu.Unlock()
+	if !c.attached && c.cfg.attacher != nil {
+		if a := c.cfg.attacher(); a != nil {
+			c.attached = true
+			att := a.AttachConnection(c.cfg.identity, c.writer)
+			c.mu.Lock()
+			c.attachment = att
+			c.mu.Unlock()
 		}
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.attachment
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.attachment
 }
 
-func (s *connSession) release(requestID string, sl slot) {
-	s.mu.Lock()
-	delete(s.inflight, requestID)
+func (c *connection) release(requestID string, sl slot) {
+	c.mu.Lock()
+	delete(c.inflight, requestID)
 	if sl == statusSlot {
-		s.statusBusy = false
+		c.statusBusy = false
 	} else {
-		s.domain--
+		c.domain--
 	}
-	s.mu.Unlock()
+	c.mu.Unlock()
 }
 
 // serve admits, runs and answers one call.
-func (s *connSession) serve(call *Call, sl slot, prev, done chan struct{}) {
-	defer s.ops.Done()
+func (c *connection) serve(call *Call, sl slot, prev, done chan struct{}) {
+	defer c.ops.Done()
 	if done != nil {
 		defer close(done)
 	}
 	if prev != nil {
 		select {
 		case <-prev:
-		case <-s.torn:
+		case <-c.torn:
 		}
 	}
-	adm, err := s.cfg.begin(s.ctx, call)
+	adm, err := c.cfg.begin(c.ctx, call)
 	if err != nil {
-		s.release(call.RequestID, sl)
-		if s.ctx.Err() == nil {
-			s.cfg.diagnostic(kindConnection, redact.String(fmt.Sprintf("connection session failed: %s: %v", s.cfg.identity.ConnectionID, err)))
-			s.tearDown(err)
+		c.release(call.RequestID, sl)
+		if c.ctx.Err() == nil {
+			c.cfg.diagnostic(kindConnection, redact.String(fmt.Sprintf("connection failed: %s: %v", c.cfg.identity.ConnectionID, err)))
+			c.tearDown(err)
 		}
 		return
 	}
 	defer adm.Finish()
 	call.op = adm
-	if s.ctx.Err() != nil {
+	if c.ctx.Err() != nil {
 		// Torn down while admission was pending: the handler never runs.
-		s.release(call.RequestID, sl)
+		c.release(call.RequestID, sl)
 		return
 	}
-	call.attachment = s.attach()
-	result, perr := s.invoke(call)
-	s.release(call.RequestID, sl)
-	s.respond(call.RequestID, call.Operation.Name, result, perr)
+	call.attachment = c.attach()
+	result, perr := c.invoke(call)
+	c.release(call.RequestID, sl)
+	c.respond(call.RequestID, call.Operation.Name, result, perr)
 }
 
 // invoke resolves and runs call's handler, encoding its result.
-func (s *connSession) invoke(call *Call) (result []byte, perr *protocol.Error) {
-	h, perr := s.cfg.resolve(call.Operation)
+func (c *connection) invoke(call *Call) (result []byte, perr *protocol.Error) {
+	h, perr := c.cfg.resolve(call.Operation)
 	if perr != nil {
 		return nil, perr
 	}
 	defer func() {
 		if r := recover(); r != nil {
-			s.cfg.diagnostic(kindOperation, redact.String(fmt.Sprintf("%s handler panicked: %v", call.Operation.Name, r)))
+			c.cfg.diagnostic(kindOperation, redact.String(fmt.Sprintf("%s handler panicked: %v", call.Operation.Name, r)))
 			result, perr = nil, protocol.Errorf(protocol.CodeInternalFailure, "%s failed", call.Operation.Name)
 		}
 	}()
-	v, err := h(s.ctx, call)
+	v, err := c.runChecked(h, call)
 	if err != nil {
 		var pe *protocol.Error
 		if errors.As(err, &pe) && pe.Code.Valid() {
 			return nil, pe
 		}
-		s.cfg.diagnostic(kindOperation, redact.String(fmt.Sprintf("%s failed: %v", call.Operation.Name, err)))
+		c.cfg.diagnostic(kindOperation, redact.String(fmt.Sprintf("%s failed: %v", call.Operation.Name, err)))
 		return nil, protocol.Errorf(protocol.CodeInternalFailure, "%s failed", call.Operation.Name)
 	}
 	if raw, ok := v.(json.RawMessage); ok {
@@ -427,21 +432,30 @@ func (s *connSession) invoke(call *Call) (result []byte, perr *protocol.Error) {
 	}
 	b, err := json.Marshal(v)
 	if err != nil {
-		s.cfg.diagnostic(kindOperation, fmt.Sprintf("%s result not encodable: %v", call.Operation.Name, err))
+		c.cfg.diagnostic(kindOperation, fmt.Sprintf("%s result not encodable: %v", call.Operation.Name, err))
 		return nil, protocol.Errorf(protocol.CodeInternalFailure, "%s failed", call.Operation.Name)
 	}
 	return b, nil
 }
 
+// runChecked checks that call's caller may run its operation, then runs
+// h: every operation passes the one check, whatever its handler.
+func (c *connection) runChecked(h Handler, call *Call) (any, error) {
+	if err := c.cfg.authorize(c.ctx, call); err != nil {
+		return nil, err
+	}
+	return h(c.ctx, call)
+}
+
 // respond queues a response; a closed writer means the connection is
 // already going away and the response has no one to reach.
-func (s *connSession) respond(requestID, operation string, result []byte, perr *protocol.Error) {
+func (c *connection) respond(requestID, operation string, result []byte, perr *protocol.Error) {
 	msg := encodeResponse(requestID, operation, result, perr)
 	if len(msg) > protocol.MaxMessageBytes {
 		msg = encodeResponse(requestID, operation, nil,
 			protocol.Errorf(protocol.CodeInternalFailure, "%s result exceeds %d bytes", operation, protocol.MaxMessageBytes))
 	}
-	s.writer.Respond(msg)
+	c.writer.Respond(msg)
 }
 
 // encodeResponse writes a response frame without re-encoding its result.

@@ -9,65 +9,66 @@ import (
 	"github.com/agentd-dev/agentd/protocol"
 )
 
-// hostHandlers returns the host.* operations, served in every state.
-func (h *Server) hostHandlers() Table {
+// hostHandlers returns the operations every server answers, in every
+// state: host.status, host.diagnostics.query and host.shutdown. They live
+// here, not with the host daemon's own operation (host.upgrade.prepare,
+// in internal/host), because a session's worker is served by this server
+// too and its host asks it whether it is up and to stop; and all three
+// are answered from what the server itself keeps, with what a Reporter
+// composition adds.
+func (srv *Server) hostHandlers() Table {
 	t := Table{}
 	Handle(t, protocol.OpHostStatus, func(ctx context.Context, call *Call, _ *protocol.HostStatusInput) (protocol.HostStatus, error) {
-		return h.Status(), nil
+		return srv.Status(), nil
 	})
 	Handle(t, protocol.OpHostDiagnosticsQuery, func(ctx context.Context, call *Call, in *protocol.DiagnosticsQueryInput) (protocol.DiagnosticsQueryResult, error) {
-		res := h.diag.recent(in.Limit)
-		if f, ok := h.composition().(Fanout); ok {
-			res.Fanout = f.Fanout()
-		}
-		return res, nil
-	})
-	Handle(t, protocol.OpHostUpgradePrepare, func(ctx context.Context, call *Call, _ *protocol.UpgradePrepareInput) (protocol.UpgradePrepareResult, error) {
-		comp := h.composition()
-		if comp == nil {
-			return protocol.UpgradePrepareResult{}, protocol.Errorf(protocol.CodeHostNotReady, "the host is %s; it can hand its home over once it is ready", h.State())
-		}
-		if _, ok := comp.(HandOff); !ok {
-			return protocol.UpgradePrepareResult{}, protocol.Errorf(protocol.CodeOperationUnavailable, "this host cannot hand its home over")
-		}
-		h.diag.record(slog.LevelInfo, kindHost, "hand-off to a replacing host requested by connection "+call.Identity.ConnectionID)
-		h.HandOff()
-		return protocol.UpgradePrepareResult{State: protocol.StateDraining}, nil
+		return srv.Diagnostics(in.Limit), nil
 	})
 	Handle(t, protocol.OpHostShutdown, func(ctx context.Context, call *Call, _ *protocol.ShutdownInput) (protocol.ShutdownResult, error) {
-		h.diag.record(slog.LevelInfo, kindHost, "shutdown requested by connection "+call.Identity.ConnectionID)
-		go h.stop(nil)
+		srv.diag.record(slog.LevelInfo, kindHost, "shutdown requested by connection "+call.Identity.ConnectionID)
+		srv.Stop()
 		return protocol.ShutdownResult{State: protocol.StateDraining}, nil
 	})
 	return t
 }
 
-// Status returns what host.status reports.
-func (h *Server) Status() protocol.HostStatus {
-	h.mu.Lock()
-	state, conns := h.state, len(h.sessions)
-	h.mu.Unlock()
-	var providers []protocol.ProviderStatus
-	if p, ok := h.composition().(Providers); ok {
-		providers = p.Providers()
-	}
-	return protocol.HostStatus{
-		HostID:             h.cfg.HostID,
-		HostEpoch:          h.epoch,
+// Status returns what host.status reports: the server's own figures, and
+// what its composition adds when it is a Reporter.
+func (srv *Server) Status() protocol.HostStatus {
+	srv.mu.Lock()
+	state, conns := srv.state, len(srv.served)
+	srv.mu.Unlock()
+	st := protocol.HostStatus{
+		HostID:             srv.cfg.HostID,
+		HostEpoch:          srv.epoch,
 		PID:                os.Getpid(),
-		Version:            h.cfg.Version,
+		Version:            srv.cfg.Version,
 		ProtocolMin:        protocol.ProtocolVersion,
 		ProtocolMax:        protocol.ProtocolVersion,
 		CompatibilityEpoch: protocol.CompatibilityEpoch,
-		CompositionID:      h.cfg.CompositionID,
+		CompositionID:      srv.cfg.CompositionID,
 		State:              state,
-		StartedAt:          h.startedAt,
-		UptimeMillis:       time.Since(h.startedAt).Milliseconds(),
+		StartedAt:          srv.startedAt,
+		UptimeMillis:       time.Since(srv.startedAt).Milliseconds(),
 		Connections:        conns,
-		ActiveOperations:   int(h.activeOps.Load()),
-		ActiveResidencies:  int(h.residencies.Load()),
-		Home:               h.cfg.Home,
-		LogFile:            h.cfg.LogFile,
-		Providers:          providers,
+		ActiveOperations:   srv.ops.load(),
+		ActiveResidencies:  int(srv.residencies.Load()),
+		Home:               srv.cfg.Home,
+		LogFile:            srv.cfg.LogFile,
 	}
+	if r, ok := srv.composition().(Reporter); ok {
+		r.ReportStatus(&st)
+	}
+	return st
+}
+
+// Diagnostics returns what host.diagnostics.query reports: the limit most
+// recent diagnostics, and what the composition adds when it is a
+// Reporter.
+func (srv *Server) Diagnostics(limit int) protocol.DiagnosticsQueryResult {
+	res := srv.diag.recent(limit)
+	if r, ok := srv.composition().(Reporter); ok {
+		r.ReportDiagnostics(&res)
+	}
+	return res
 }

@@ -19,23 +19,24 @@ import (
 	"github.com/agentd-dev/agentd/protocol"
 )
 
-// startServer starts a server of cfg on a real socket and returns it and
-// its endpoint; it is shut down when the test ends.
-func startServer(t *testing.T, cfg server.Config) (*server.Server, string) {
+// startServer starts a server of cfg on a real socket and returns it, its
+// endpoint and what stops it; it is stopped when the test ends at the
+// latest.
+func startServer(t *testing.T, cfg server.Config) (*server.Server, string, func() error) {
 	t.Helper()
 	endpoint := filepath.Join(agentdtest.ShortDir(t), "h1.sock")
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: endpoint, Net: "unix"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Listener, cfg.HostID = ln, "h1"
-	srv, err := server.Start(cfg)
+	cfg.HostID = "h1"
+	srv, err := server.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { srv.Shutdown(agentdtest.Context(t)) })
+	stop := agentdtest.Serve(t, srv, ln)
 	<-srv.Ready()
-	return srv, endpoint
+	return srv, endpoint, stop
 }
 
 // refusedHandshake sends a first frame that is not a hello and waits until
@@ -60,7 +61,7 @@ var suppressedLine = regexp.MustCompile(`handshake refused: (\d+) more like this
 
 func TestRepeatedDiagnosticsAreCountedNotWrittenOneByOne(t *testing.T) {
 	var logs agentdtest.LockedBuffer
-	srv, endpoint := startServer(t, server.Config{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	_, endpoint, stop := startServer(t, server.Config{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	const n = 300
 	for range n {
 		refusedHandshake(t, endpoint)
@@ -70,7 +71,7 @@ func TestRepeatedDiagnosticsAreCountedNotWrittenOneByOne(t *testing.T) {
 		t.Fatal(err)
 	}
 	var d protocol.DiagnosticsQueryResult
-	err = c.Request(agentdtest.Context(t), protocol.OpHostDiagnosticsQuery, protocol.DiagnosticsQueryInput{}, &d)
+	d, err = client.Call(agentdtest.Context(t), c, protocol.OpHostDiagnosticsQuery, protocol.DiagnosticsQueryInput{})
 	c.Close()
 	if err != nil {
 		t.Fatal(err)
@@ -87,7 +88,7 @@ func TestRepeatedDiagnosticsAreCountedNotWrittenOneByOne(t *testing.T) {
 
 	// Once the host stops, the log holds the ones written and one line
 	// for each run of suppressed ones, which together count them all.
-	if err := srv.Shutdown(agentdtest.Context(t)); err != nil {
+	if err := stop(); !errors.Is(err, server.ErrStopped) {
 		t.Fatal(err)
 	}
 	logged, summarised := 0, 0
@@ -106,7 +107,7 @@ func TestRepeatedDiagnosticsAreCountedNotWrittenOneByOne(t *testing.T) {
 
 func TestConnectionPastTheLimitIsRefusedAndItsSlotReused(t *testing.T) {
 	const max = 4
-	_, endpoint := startServer(t, server.Config{MaxConnections: max})
+	_, endpoint, _ := startServer(t, server.Config{MaxConnections: max})
 	ctx := agentdtest.Context(t)
 	var conns []*client.Conn
 	// One connection still in its handshake counts.

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"sync"
 
+	"github.com/agentd-dev/agentd/internal/transport"
 	"github.com/agentd-dev/agentd/protocol"
 )
 
@@ -66,7 +67,7 @@ func (r *Receipt) Err() error { <-r.done; return r.err }
 type outFrame struct {
 	msg     []byte
 	receipt *Receipt
-	pooled  bool // msg is from protocol.GetBuffer, given back once written
+	pooled  bool // msg is from transport.GetBuffer, given back once written
 }
 
 // epoch holds the frames queued between two fences.
@@ -129,7 +130,7 @@ func (w *OutboundWriter) EnqueueThen(class Class, msg []byte, then func()) error
 	return err
 }
 
-// EnqueuePooled is EnqueueThen for a msg taken from protocol.GetBuffer:
+// EnqueuePooled is EnqueueThen for a msg taken from transport.GetBuffer:
 // the writer gives it back once it is written. The caller must not touch
 // msg after.
 func (w *OutboundWriter) EnqueuePooled(class Class, msg []byte, then func()) (*Receipt, error) {
@@ -445,7 +446,7 @@ func (w *OutboundWriter) loop() {
 // release gives f's bytes back, once the transport is done with them.
 func (w *OutboundWriter) release(f outFrame) {
 	if f.pooled {
-		protocol.PutBuffer(f.msg)
+		transport.PutBuffer(f.msg)
 	}
 }
 

@@ -85,8 +85,8 @@ func padded(id string, n int) (head, tail []byte) {
 
 func diagnosticsWith(t *testing.T, c *client.Conn, substr string) []string {
 	t.Helper()
-	var d protocol.DiagnosticsQueryResult
-	if err := c.Request(agentdtest.Context(t), protocol.OpHostDiagnosticsQuery, protocol.DiagnosticsQueryInput{}, &d); err != nil {
+	d, err := client.Call(agentdtest.Context(t), c, protocol.OpHostDiagnosticsQuery, protocol.DiagnosticsQueryInput{})
+	if err != nil {
 		t.Fatal(err)
 	}
 	var out []string
@@ -113,7 +113,7 @@ func waitHeld(t *testing.T, srv *server.Server, ok func(int64) bool, what string
 }
 
 func TestAConnectionStalledMidMessageIsClosedWhileIdleAndBusySiblingsAreServed(t *testing.T) {
-	srv, endpoint := startServer(t, server.Config{MessageTimeout: time.Second})
+	srv, endpoint, _ := startServer(t, server.Config{MessageTimeout: time.Second})
 	ctx := agentdtest.Context(t)
 	sibling, err := client.Dial(ctx, endpoint, client.Options{})
 	if err != nil {
@@ -161,7 +161,7 @@ func TestConnectionsPastTheReadBudgetAreClosedAndTheBudgetComesBack(t *testing.T
 	// any victim's 300 KB needs (a 512 KiB buffer beside a 256 KiB one).
 	const budget = 1536 << 10
 	const hogBuffer = 896 << 10
-	srv, endpoint := startServer(t, server.Config{MaxReadBytes: budget})
+	srv, endpoint, _ := startServer(t, server.Config{MaxReadBytes: budget})
 	ctx := agentdtest.Context(t)
 	sibling, err := client.Dial(ctx, endpoint, client.Options{})
 	if err != nil {

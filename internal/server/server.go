@@ -1,6 +1,6 @@
 // Package server is agentd's framed RPC server: it accepts connections on
-// a unix listener, speaks the protocol to each through a connection session
-// (handshake, request admission and limits, one bounded outbound writer),
+// a unix listener, speaks the protocol to each connection (handshake,
+// request admission and limits, one bounded outbound writer),
 // and routes operations through a table that a composition fills once it
 // is ready. It moves through the host states (starting, recovering, ready,
 // draining), retires after an idle grace, and drains on shutdown.
@@ -32,20 +32,21 @@ import (
 	"github.com/agentd-dev/agentd/protocol"
 )
 
-// Composition is what the host serves once it is ready: the domain
-// operations. A composition may also implement ConnectionAttacher and Busy.
+// Composition is what the server serves once it is ready: the domain
+// operations. A composition may also implement ConnectionAttacher, Busy,
+// HandOff and Reporter.
 type Composition interface {
 	// Handlers returns the domain operation handlers. Operations missing
 	// from it answer operation_unavailable.
 	Handlers() Table
-	// BeginDrain tells the composition the host is draining.
+	// BeginDrain tells the composition the server is draining.
 	BeginDrain()
 	// Close releases the composition; called once, after every connection
 	// has ended.
 	Close(ctx context.Context) error
 }
 
-// Busy is implemented by compositions that can keep an idle host alive
+// Busy is implemented by compositions that can keep an idle server alive
 // (a running turn with no client attached, say).
 type Busy interface {
 	Busy() bool
@@ -58,24 +59,23 @@ type HandOff interface {
 	BeginHandOff()
 }
 
-// Fanout is implemented by compositions that fan session streams out to
-// subscribers: host.diagnostics.query reports their counters.
-type Fanout interface {
-	Fanout() protocol.FanoutCounters
+// Reporter is implemented by compositions that add their own figures to
+// the server's reports: the server fills in what it knows of itself and
+// hands the report over, knowing nothing of what the composition adds.
+type Reporter interface {
+	// ReportStatus adds the composition's part to a host.status answer.
+	ReportStatus(st *protocol.HostStatus)
+	// ReportDiagnostics adds the composition's part to a
+	// host.diagnostics.query answer.
+	ReportDiagnostics(res *protocol.DiagnosticsQueryResult)
 }
 
-// Providers is implemented by compositions that run model providers:
-// host.status reports them.
-type Providers interface {
-	Providers() []protocol.ProviderStatus
-}
-
-// ComposeFunc builds the composition. It runs while the host is already
+// ComposeFunc builds the composition. It runs while the server is already
 // accepting connections in state recovering; requests for domain
 // operations meanwhile answer host_not_ready.
-type ComposeFunc func(ctx context.Context, h *Server) (Composition, error)
+type ComposeFunc func(ctx context.Context, srv *Server) (Composition, error)
 
-// Config configures a host.
+// Config configures a server.
 type Config struct {
 	// HostID names the server in host.status.
 	HostID  string
@@ -83,7 +83,7 @@ type Config struct {
 	// Home and LogFile are reported by host.status: the home the server's
 	// host holds and the file it logs to, when it has them.
 	Home, LogFile string
-	// IdleGrace is how long the host stays with no connection and nothing
+	// IdleGrace is how long the server stays with no connection and nothing
 	// busy before it retires; zero means never.
 	IdleGrace time.Duration
 	// HandshakeTimeout bounds the wait for a client's hello (default
@@ -105,75 +105,77 @@ type Config struct {
 	// more is answered protocol.Refused and closed.
 	MaxConnections int
 	// DrainTimeout bounds how long in-flight operations may run once the
-	// host drains before they are cancelled (default 10s).
+	// server drains before they are cancelled (default 10s).
 	DrainTimeout time.Duration
 	Logger       *slog.Logger
 	// Compose builds the composition; nil serves only the host operations.
 	Compose ComposeFunc
-	// Listener is what the server accepts connections on; it closes it
-	// when it stops.
-	Listener *net.UnixListener
+	// Operations are served in every state, as the host.* operations
+	// every server answers are: the host daemon's own.
+	Operations Table
 	// OnState, when set, is called with each state the server enters, in
 	// order, and never concurrently: the host publishes its registration
-	// from it. An error entering starting fails Start; a later one is
-	// recorded as a diagnostic.
+	// from it. An error entering starting ends Run with it; a later one
+	// is recorded as a diagnostic.
 	OnState func(s *Server, state string) error
 	// TrustCaller accepts the caller a request names: a worker's server,
 	// whose one client is its host, sets it.
 	TrustCaller bool
-	// OnStopped, when set, is called once the server has stopped, its
-	// connections and composition closed, before Done is closed: the host
-	// lets go of its home from it.
-	OnStopped func()
 	// CompositionID is what a client's hello must name; default
 	// protocol.CompositionInteractive.
 	CompositionID string
 }
 
-// Host is a running daemon.
+// ErrStopped is wrapped by the error Run returns when the server stopped
+// as it was asked to: its context ended, a client asked it to shut down,
+// it retired after its idle grace, or it handed off to its replacement.
+// The error's text says which.
+var ErrStopped = errors.New("server stopped")
+
+var (
+	errShutdownRequested = fmt.Errorf("%w: shut down on request", ErrStopped)
+	errIdle              = fmt.Errorf("%w: retired after its idle grace", ErrStopped)
+	errHandedOff         = fmt.Errorf("%w: handed off to its replacement", ErrStopped)
+)
+
+// Server is agentd's framed RPC server: New makes one, Run serves it.
 type Server struct {
-	cfg       Config // constant after Start
+	cfg       Config // constant
 	epoch     string // constant
 	startedAt time.Time
 	logger    *slog.Logger
 	diag      *diagnostics
-	ln        *net.UnixListener
-	hostTable Table             // constant: host.* handlers
+	hostTable Table             // constant: the operations served in every state
 	reads     *transport.Budget // constant: every connection's read buffers beyond the small one
+	ops       opCounter         // operations in flight
 
-	base     context.Context // handlers run under it; cancelled after the drain timeout
+	ran      atomic.Bool                  // Run was called
+	ln       atomic.Pointer[net.Listener] // set as Run starts
+	stopReq  chan error                   // the first request to stop, with why; buffered
+	base     context.Context              // handlers run under it; cancelled after the drain timeout; set as Run starts
 	cancel   context.CancelCauseFunc
 	ready    chan struct{}
 	draining chan struct{}
-	done     chan struct{}
-	stopOnce sync.Once
 	wg       sync.WaitGroup // accept loop, connections, composer
 
-	activeOps   atomic.Int64
 	residencies atomic.Int64
 	nextConn    atomic.Uint64
 	conns       atomic.Int64 // connections accepted and not yet closed, in their handshake included
 	trimming    atomic.Bool  // a trim of the memory read buffers let go is pending
 
 	// Lock order: pubMu before mu.
-	pubMu    sync.Mutex // serializes state changes with their publication
-	mu       sync.Mutex
-	state    string                    // guarded by mu
-	comp     Composition               // guarded by mu: nil until ready
-	table    Table                     // guarded by mu: comp.Handlers()
-	sessions map[*connSession]struct{} // guarded by mu
-	closing  bool                      // guarded by mu: stop has taken the sessions to close
-	idle     *time.Timer               // guarded by mu
-	err      error                     // guarded by mu: why the host stopped
+	pubMu   sync.Mutex // serializes state changes with their publication
+	mu      sync.Mutex
+	state   string                   // guarded by mu
+	comp    Composition              // guarded by mu: nil until ready
+	table   Table                    // guarded by mu: comp.Handlers()
+	served  map[*connection]struct{} // guarded by mu
+	closing bool                     // guarded by mu: stop has taken the connections to close
+	idle    *time.Timer              // guarded by mu
 }
 
-// Start enters state starting (an OnState that fails then fails Start),
-// accepts connections and starts composing. It returns while the server is
-// still recovering; Ready is closed once it serves domain operations.
-func Start(cfg Config) (*Server, error) {
-	if cfg.Listener == nil {
-		return nil, errors.New("server: a Listener is required")
-	}
+// New returns a server of cfg, to Run.
+func New(cfg Config) (*Server, error) {
 	if err := protocol.ValidHostID(cfg.HostID); err != nil {
 		return nil, err
 	}
@@ -201,32 +203,69 @@ func Start(cfg Config) (*Server, error) {
 	if cfg.Version == "" {
 		cfg.Version = "dev"
 	}
-	ln := cfg.Listener
-	h := &Server{
+	srv := &Server{
 		cfg:       cfg,
 		epoch:     newID(8),
 		startedAt: time.Now().UTC(),
 		logger:    cfg.Logger.With("host", cfg.HostID),
-		ln:        ln,
+		stopReq:   make(chan error, 1),
 		ready:     make(chan struct{}),
 		draining:  make(chan struct{}),
-		done:      make(chan struct{}),
-		sessions:  make(map[*connSession]struct{}),
+		served:    make(map[*connection]struct{}),
 		state:     protocol.StateStarting,
 	}
-	h.diag = newDiagnostics(h.logger)
-	h.reads = transport.NewBudget(cfg.MaxReadBytes)
-	h.base, h.cancel = context.WithCancelCause(context.Background())
-	h.hostTable = h.hostHandlers()
-	if err := h.publish(protocol.StateStarting); err != nil {
-		ln.Close()
-		return nil, err
+	srv.diag = newDiagnostics(srv.logger)
+	srv.reads = transport.NewBudget(cfg.MaxReadBytes)
+	srv.hostTable = srv.hostHandlers()
+	for name, hd := range cfg.Operations {
+		srv.hostTable[name] = hd
 	}
-	h.wg.Go(h.acceptLoop)
-	h.setState(protocol.StateRecovering)
-	h.wg.Go(h.compose)
-	h.logger.Info("host started", "endpoint", h.Endpoint(), "epoch", h.epoch)
-	return h, nil
+	return srv, nil
+}
+
+// Run enters state starting, accepts connections on ln (unix sockets:
+// their peers' credentials are checked) and composes; it serves until the
+// server stops, and returns why it stopped. Cancelling ctx drains the
+// server: in-flight operations run on, for at most DrainTimeout (their
+// contexts derive from ctx, without its cancellation), and connections
+// close once flushed. The error wraps ErrStopped when the server stopped
+// as asked (for a cancelled ctx, together with ctx's cause) and is the
+// failure otherwise: an OnState that failed entering starting, a
+// composition that could not be built. Run closes ln, and may be called
+// once.
+func (srv *Server) Run(ctx context.Context, ln net.Listener) error {
+	if !srv.ran.CompareAndSwap(false, true) {
+		ln.Close()
+		return errors.New("server: Run called twice")
+	}
+	srv.ln.Store(&ln)
+	srv.base, srv.cancel = context.WithCancelCause(context.WithoutCancel(ctx))
+	defer srv.cancel(ErrStopped)
+	if err := srv.publish(protocol.StateStarting); err != nil {
+		ln.Close()
+		return err
+	}
+	srv.wg.Go(srv.acceptLoop)
+	srv.setState(protocol.StateRecovering)
+	srv.wg.Go(srv.compose)
+	srv.logger.Info("server started", "endpoint", srv.Endpoint(), "epoch", srv.epoch)
+	var cause error
+	select {
+	case <-ctx.Done():
+		cause = fmt.Errorf("%w: %w", ErrStopped, context.Cause(ctx))
+	case cause = <-srv.stopReq:
+	}
+	srv.end(cause, cause == errHandedOff)
+	return cause
+}
+
+// requestStop asks Run to stop the server for cause; the first request
+// is the one heeded.
+func (srv *Server) requestStop(cause error) {
+	select {
+	case srv.stopReq <- cause:
+	default:
+	}
 }
 
 func newID(n int) string {
@@ -235,108 +274,105 @@ func newID(n int) string {
 	return hex.EncodeToString(b)
 }
 
-// Endpoint is the socket path clients connect to.
-func (h *Server) Endpoint() string { return h.ln.Addr().String() }
+// Endpoint is the address clients connect to: the socket's path. It is
+// empty until Run has started.
+func (srv *Server) Endpoint() string {
+	if ln := srv.ln.Load(); ln != nil {
+		return (*ln).Addr().String()
+	}
+	return ""
+}
 
 // Epoch is this start's host epoch.
-func (h *Server) Epoch() string { return h.epoch }
+func (srv *Server) Epoch() string { return srv.epoch }
 
 // Ready is closed once the composition is ready.
-func (h *Server) Ready() <-chan struct{} { return h.ready }
+func (srv *Server) Ready() <-chan struct{} { return srv.ready }
 
-// Done is closed once the host has stopped and let go of its home.
-func (h *Server) Done() <-chan struct{} { return h.done }
-
-// Err returns why the host stopped, once Done is closed: nil for a
-// requested shutdown or idle retirement.
-func (h *Server) Err() error {
-	<-h.done
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.err
-}
+// Draining is closed once the server has begun to stop.
+func (srv *Server) Draining() <-chan struct{} { return srv.draining }
 
 // ReadBytesHeld returns the bytes the server's connections hold now for
 // messages that outgrew their small read buffers, within MaxReadBytes.
-func (h *Server) ReadBytesHeld() int64 { return h.reads.Held() }
+func (srv *Server) ReadBytesHeld() int64 { return srv.reads.Held() }
 
-// Logger returns the host's logger, for a composition to share.
-func (h *Server) Logger() *slog.Logger { return h.logger }
+// Logger returns the server's logger, for a composition to share.
+func (srv *Server) Logger() *slog.Logger { return srv.logger }
 
 // Diagnostic records a redacted diagnostic that host.diagnostics.query returns.
-func (h *Server) Diagnostic(level slog.Level, msg string) { h.diag.record(level, kindService, msg) }
+func (srv *Server) Diagnostic(level slog.Level, msg string) { srv.diag.record(level, kindService, msg) }
 
 // publish tells the server's user the state it entered.
-func (h *Server) publish(state string) error {
-	if h.cfg.OnState == nil {
+func (srv *Server) publish(state string) error {
+	if srv.cfg.OnState == nil {
 		return nil
 	}
-	return h.cfg.OnState(h, state)
+	return srv.cfg.OnState(srv, state)
 }
 
 // StartedAt is when the server started.
-func (h *Server) StartedAt() time.Time { return h.startedAt }
+func (srv *Server) StartedAt() time.Time { return srv.startedAt }
 
-// setState moves the host to state and publishes it.
-func (h *Server) setState(state string) {
-	h.transition(func() bool {
-		h.state = state
+// setState moves the server to state and publishes it.
+func (srv *Server) setState(state string) {
+	srv.transition(func() bool {
+		srv.state = state
 		return true
 	})
 }
 
 // transition runs change with mu held and, when it reports a change,
 // publishes the registration; pubMu keeps publications in state order.
-func (h *Server) transition(change func() bool) bool {
-	h.pubMu.Lock()
-	defer h.pubMu.Unlock()
-	h.mu.Lock()
+func (srv *Server) transition(change func() bool) bool {
+	srv.pubMu.Lock()
+	defer srv.pubMu.Unlock()
+	srv.mu.Lock()
 	changed := change()
-	state := h.state
-	h.mu.Unlock()
+	state := srv.state
+	srv.mu.Unlock()
 	if !changed {
 		return false
 	}
-	if err := h.publish(state); err != nil {
-		h.diag.record(slog.LevelError, kindHost, fmt.Sprintf("publishing state %s: %v", state, err))
+	if err := srv.publish(state); err != nil {
+		srv.diag.record(slog.LevelError, kindHost, fmt.Sprintf("publishing state %s: %v", state, err))
 	}
-	h.logger.Info("host state", "state", state)
+	srv.logger.Info("server state", "state", state)
 	return true
 }
 
-// State returns the host's state.
-func (h *Server) State() string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.state
+// State returns the server's state.
+func (srv *Server) State() string {
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	return srv.state
 }
 
-func (h *Server) compose() {
+func (srv *Server) compose() {
 	var comp Composition = emptyComposition{}
-	if h.cfg.Compose != nil {
-		c, err := h.cfg.Compose(h.base, h)
+	if srv.cfg.Compose != nil {
+		c, err := srv.cfg.Compose(srv.base, srv)
 		if err != nil {
-			h.diag.record(slog.LevelError, kindHost, fmt.Sprintf("composing the host: %v", err))
-			go h.stop(fmt.Errorf("composing the host: %w", err))
+			srv.diag.record(slog.LevelError, kindHost, fmt.Sprintf("composing the host: %v", err))
+			srv.requestStop(fmt.Errorf("composing the host: %w", err))
 			return
 		}
 		comp = c
 	}
-	ready := h.transition(func() bool {
+	ready := srv.transition(func() bool {
 		select {
-		case <-h.draining:
+		case <-srv.draining:
 			return false
 		default:
 		}
-		h.comp, h.table, h.state = comp, comp.Handlers(), protocol.StateReady
+		srv.comp, srv.table, srv.state = comp, comp.Handlers(), protocol.StateReady
 		return true
 	})
 	if !ready {
-		comp.Close(context.WithoutCancel(h.base))
+		comp.Close(context.WithoutCancel(srv.base))
 		return
 	}
-	close(h.ready)
-	h.checkIdle()
+	close(srv.ready)
+	srv.checkIdle()
 }
 
 type emptyComposition struct{}
@@ -346,13 +382,13 @@ func (emptyComposition) BeginDrain()                 {}
 func (emptyComposition) Close(context.Context) error { return nil }
 
 // resolve returns op's handler at dispatch time.
-func (h *Server) resolve(op protocol.Operation) (Handler, *protocol.Error) {
-	if hd, ok := h.hostTable[op.Name]; ok {
+func (srv *Server) resolve(op protocol.Operation) (Handler, *protocol.Error) {
+	if hd, ok := srv.hostTable[op.Name]; ok {
 		return hd, nil
 	}
-	h.mu.Lock()
-	state, table := h.state, h.table
-	h.mu.Unlock()
+	srv.mu.Lock()
+	state, table := srv.state, srv.table
+	srv.mu.Unlock()
 	switch state {
 	case protocol.StateDraining:
 		return nil, protocol.Errorf(protocol.CodeDraining, "the host is draining; %s was not started", op.Name)
@@ -365,70 +401,86 @@ func (h *Server) resolve(op protocol.Operation) (Handler, *protocol.Error) {
 	return nil, unavailable(op.Name)
 }
 
-func (h *Server) attacher() ConnectionAttacher {
-	a, _ := h.composition().(ConnectionAttacher)
+// authorize asks the composition, once it is ready and decides access,
+// whether call may run; until then, and for a composition that does not,
+// the principal alone decides (AuthorizeOwner).
+func (srv *Server) authorize(ctx context.Context, call *Call) error {
+	if a, ok := srv.composition().(Authorizer); ok {
+		return a.Authorize(ctx, call)
+	}
+	return AuthorizeOwner(call)
+}
+
+func (srv *Server) attacher() ConnectionAttacher {
+	a, _ := srv.composition().(ConnectionAttacher)
 	return a
 }
 
 // composition returns the composition once it is ready, or nil.
-func (h *Server) composition() Composition {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.comp
+func (srv *Server) composition() Composition {
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	return srv.comp
 }
 
-// admission is the host's accounting of one admitted operation.
+// admission is the server's accounting of one admitted operation.
 type admission struct {
-	h        *Server
+	srv      *Server
 	finished atomic.Bool
 }
 
-func (h *Server) begin(ctx context.Context, call *Call) (Admission, error) {
-	h.activeOps.Add(1)
-	return &admission{h: h}, nil
+func (srv *Server) begin(ctx context.Context, call *Call) (Admission, error) {
+	srv.ops.add()
+	return &admission{srv: srv}, nil
 }
 
 func (a *admission) AcquireResidency() func() {
-	a.h.residencies.Add(1)
+	a.srv.residencies.Add(1)
 	var once sync.Once
 	return func() {
 		once.Do(func() {
-			a.h.residencies.Add(-1)
-			a.h.checkIdle()
+			a.srv.residencies.Add(-1)
+			a.srv.checkIdle()
 		})
 	}
 }
 
 func (a *admission) Finish() {
 	if a.finished.CompareAndSwap(false, true) {
-		a.h.activeOps.Add(-1)
+		a.srv.ops.done()
 	}
 }
 
-func (h *Server) acceptLoop() {
+func (srv *Server) acceptLoop() {
 	for {
-		c, err := h.ln.AcceptUnix()
+		nc, err := (*srv.ln.Load()).Accept()
 		if err != nil {
 			select {
-			case <-h.draining:
+			case <-srv.draining:
 				return
 			default:
 			}
 			if errors.Is(err, net.ErrClosed) {
 				return
 			}
-			h.diag.record(slog.LevelWarn, kindAccept, fmt.Sprintf("accepting a connection: %v", err))
+			srv.diag.record(slog.LevelWarn, kindAccept, fmt.Sprintf("accepting a connection: %v", err))
 			time.Sleep(10 * time.Millisecond)
 			continue
 		}
-		if h.conns.Add(1) > int64(h.cfg.MaxConnections) {
-			h.conns.Add(-1)
-			h.refuse(c)
+		c, ok := nc.(*net.UnixConn)
+		if !ok {
+			nc.Close()
+			srv.diag.record(slog.LevelWarn, kindPeer, fmt.Sprintf("refused a connection over %s: only unix sockets tell who their peer is", nc.LocalAddr().Network()))
 			continue
 		}
-		h.wg.Go(func() {
-			defer h.conns.Add(-1)
-			h.serveConn(c)
+		if srv.conns.Add(1) > int64(srv.cfg.MaxConnections) {
+			srv.conns.Add(-1)
+			srv.refuse(c)
+			continue
+		}
+		srv.wg.Go(func() {
+			defer srv.conns.Add(-1)
+			srv.serveConn(c)
 		})
 	}
 }
@@ -441,21 +493,21 @@ const refuseWriteTimeout = 100 * time.Millisecond
 // without waiting for its hello, and closes it. It runs on the accept
 // loop and starts nothing, so connections past the limit hold nothing of
 // the host.
-func (h *Server) refuse(c *net.UnixConn) {
+func (srv *Server) refuse(c *net.UnixConn) {
 	defer c.Close()
-	if !h.peerAllowed(c) {
+	if !srv.peerAllowed(c) {
 		return
 	}
-	reason := fmt.Sprintf("the host serves its maximum of %d connections", h.cfg.MaxConnections)
-	msg, _ := json.Marshal(protocol.Refused{Kind: protocol.KindRefused, Reason: reason, MaxConnections: h.cfg.MaxConnections})
+	reason := fmt.Sprintf("the host serves its maximum of %d connections", srv.cfg.MaxConnections)
+	msg, _ := json.Marshal(protocol.Refused{Kind: protocol.KindRefused, Reason: reason, MaxConnections: srv.cfg.MaxConnections})
 	c.SetWriteDeadline(time.Now().Add(refuseWriteTimeout))
 	c.Write(append(msg, '\n'))
-	h.diag.record(slog.LevelWarn, kindCapacity, "refused a connection: "+reason)
+	srv.diag.record(slog.LevelWarn, kindCapacity, "refused a connection: "+reason)
 }
 
-// peerAllowed reports whether c's peer runs as the host's uid, recording
+// peerAllowed reports whether c's peer runs as the server's uid, recording
 // a diagnostic when it does not.
-func (h *Server) peerAllowed(c *net.UnixConn) bool {
+func (srv *Server) peerAllowed(c *net.UnixConn) bool {
 	uid, err := home.PeerUID(c)
 	if err == nil && uid == uint32(os.Getuid()) {
 		return true
@@ -464,50 +516,51 @@ func (h *Server) peerAllowed(c *net.UnixConn) bool {
 	if err != nil {
 		msg = fmt.Sprintf("refused a connection: reading its peer credentials: %v", err)
 	}
-	h.diag.record(slog.LevelWarn, kindPeer, msg)
+	srv.diag.record(slog.LevelWarn, kindPeer, msg)
 	return false
 }
 
 // serveConn checks the peer, runs the handshake and serves the connection.
-func (h *Server) serveConn(c *net.UnixConn) {
-	if !h.peerAllowed(c) {
+func (srv *Server) serveConn(c *net.UnixConn) {
+	if !srv.peerAllowed(c) {
 		c.Close()
 		return
 	}
-	t := transport.NewBudgeted(c, h.reads)
+	t := transport.NewBudgeted(c, srv.reads)
 	// This goroutine reads the connection from the hello to its end.
-	defer h.readsReleased()
+	defer srv.readsReleased()
 	defer t.ReleaseReader()
-	id, ok := h.handshake(c, t)
+	id, ok := srv.handshake(c, t)
 	if !ok {
 		t.Abort(nil)
 		return
 	}
-	s := newConnSession(sessionConfig{
+	conn := newConnection(connectionConfig{
 		transport: t,
 		identity:  id,
-		base:      h.base,
-		resolve:   h.resolve,
-		attacher:  h.attacher,
+		base:      srv.base,
+		resolve:   srv.resolve,
+		authorize: srv.authorize,
+		attacher:  srv.attacher,
 		inline: func(op protocol.Operation) bool {
-			_, ok := h.hostTable[op.Name]
+			_, ok := srv.hostTable[op.Name]
 			return ok
 		},
-		begin:       h.begin,
-		trustCaller: h.cfg.TrustCaller,
+		begin:       srv.begin,
+		trustCaller: srv.cfg.TrustCaller,
 		diagnostic: func(kind, msg string) {
-			h.diag.record(slog.LevelWarn, kind, msg)
+			srv.diag.record(slog.LevelWarn, kind, msg)
 		},
-		reads:  h.reads,
-		logger: h.logger,
+		reads:  srv.reads,
+		logger: srv.logger,
 	})
-	if !h.addSession(s) {
-		s.tearDown(errors.New("host stopped"))
-		<-s.writer.Done()
+	if !srv.addConn(conn) {
+		conn.tearDown(errors.New("host stopped"))
+		<-conn.writer.Done()
 		return
 	}
-	s.run()
-	h.removeSession(s)
+	conn.run()
+	srv.removeConn(conn)
 }
 
 // Memory that a burst of large messages held is given back to the
@@ -524,46 +577,46 @@ const (
 
 // readsReleased is called once a connection has let go of its read
 // buffers: it starts a trim when they were much of what the host held.
-func (h *Server) readsReleased() {
-	peak, held := h.reads.Peak(), h.reads.Held()
-	if peak-held < trimAfter || held > peak/2 || !h.trimming.CompareAndSwap(false, true) {
+func (srv *Server) readsReleased() {
+	peak, held := srv.reads.Peak(), srv.reads.Held()
+	if peak-held < trimAfter || held > peak/2 || !srv.trimming.CompareAndSwap(false, true) {
 		return
 	}
-	// The connection's goroutine is one of h.wg's, so the wait group is
+	// The connection's goroutine is one of srv.wg's, so the wait group is
 	// not yet waited for.
-	h.wg.Go(h.trim)
+	srv.wg.Go(srv.trim)
 }
 
-func (h *Server) trim() {
-	defer h.trimming.Store(false)
+func (srv *Server) trim() {
+	defer srv.trimming.Store(false)
 	t := time.NewTimer(trimDelay)
 	defer t.Stop()
 	select {
 	case <-t.C:
-	case <-h.base.Done():
+	case <-srv.base.Done():
 		return
 	}
-	h.reads.ResetPeak()
+	srv.reads.ResetPeak()
 	// The first collection moves pooled buffers aside, the second drops
 	// them; FreeOSMemory's collection is the second.
 	runtime.GC()
 	debug.FreeOSMemory()
 }
 
-func (h *Server) handshake(c *net.UnixConn, t *transport.Conn) (Identity, bool) {
-	c.SetReadDeadline(time.Now().Add(h.cfg.HandshakeTimeout))
+func (srv *Server) handshake(c *net.UnixConn, t *transport.Conn) (Identity, bool) {
+	c.SetReadDeadline(time.Now().Add(srv.cfg.HandshakeTimeout))
 	line, err := t.Read()
 	if err != nil {
 		var ne net.Error
 		switch {
 		case errors.As(err, &ne) && ne.Timeout():
-			h.diag.record(slog.LevelWarn, kindHandshake, fmt.Sprintf("handshake refused: no hello within %v", h.cfg.HandshakeTimeout))
+			srv.diag.record(slog.LevelWarn, kindHandshake, fmt.Sprintf("handshake refused: no hello within %v", srv.cfg.HandshakeTimeout))
 		case errors.Is(err, transport.ErrOverBudget):
-			h.diag.record(slog.LevelWarn, kindReadBudget, fmt.Sprintf("handshake refused: %v", readBudgetError(err, h.reads)))
+			srv.diag.record(slog.LevelWarn, kindReadBudget, fmt.Sprintf("handshake refused: %v", readBudgetError(err, srv.reads)))
 		case errors.Is(err, transport.ErrTooLarge):
-			h.diag.record(slog.LevelWarn, kindHandshake, fmt.Sprintf("handshake refused: %v", err))
+			srv.diag.record(slog.LevelWarn, kindHandshake, fmt.Sprintf("handshake refused: %v", err))
 		default:
-			h.logger.Debug("handshake not completed", "err", err)
+			srv.logger.Debug("handshake not completed", "err", err)
 		}
 		return Identity{}, false
 	}
@@ -572,11 +625,11 @@ func (h *Server) handshake(c *net.UnixConn, t *transport.Conn) (Identity, bool) 
 		if err == nil {
 			err = errors.New("the first frame must be a hello")
 		}
-		h.diag.record(slog.LevelWarn, kindHandshake, fmt.Sprintf("handshake refused: %v", err))
+		srv.diag.record(slog.LevelWarn, kindHandshake, fmt.Sprintf("handshake refused: %v", err))
 		return Identity{}, false
 	}
 	hello := frame.Hello
-	if reason := incompatibility(hello, h.cfg.CompositionID); reason != "" {
+	if reason := incompatibility(hello, srv.cfg.CompositionID); reason != "" {
 		msg, _ := json.Marshal(protocol.Incompatible{
 			Kind: protocol.KindIncompatible, Reason: reason,
 			HostProtocolMin: protocol.ProtocolVersion, HostProtocolMax: protocol.ProtocolVersion,
@@ -587,18 +640,18 @@ func (h *Server) handshake(c *net.UnixConn, t *transport.Conn) (Identity, bool) 
 		return Identity{}, false
 	}
 	c.SetReadDeadline(time.Time{})
-	if err := t.SetMessageTimeout(h.cfg.MessageTimeout); err != nil {
-		h.diag.record(slog.LevelError, kindConnection, fmt.Sprintf("connection failed: %v", err))
+	if err := t.SetMessageTimeout(srv.cfg.MessageTimeout); err != nil {
+		srv.diag.record(slog.LevelError, kindConnection, fmt.Sprintf("connection failed: %v", err))
 		return Identity{}, false
 	}
 	id := Identity{
-		ConnectionID:     "c" + fmt.Sprint(h.nextConn.Add(1)),
+		ConnectionID:     "c" + fmt.Sprint(srv.nextConn.Add(1)),
 		ClientInstanceID: hello.ClientInstanceID,
 		Surface:          hello.Surface,
 		Principal:        protocol.LocalOwner,
 	}
 	msg, _ := json.Marshal(protocol.Accepted{
-		Kind: protocol.KindAccepted, HostEpoch: h.epoch, ConnectionID: id.ConnectionID,
+		Kind: protocol.KindAccepted, HostEpoch: srv.epoch, ConnectionID: id.ConnectionID,
 		Protocol: protocol.ProtocolVersion, Principal: id.Principal,
 	})
 	if err := t.WriteFrame(msg); err != nil {
@@ -621,67 +674,67 @@ func incompatibility(hello *protocol.Hello, composition string) string {
 	return ""
 }
 
-// addSession registers s unless the host is closing its connections: stop
-// closes the sessions registered when it comes to them, so one whose
-// handshake ends after that is refused rather than left open with nobody
-// to close it. One that ends during the drain before then is served, and
-// closed with the others.
-func (h *Server) addSession(s *connSession) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.closing {
+// addConn registers conn unless the server is closing its connections:
+// stop closes the connections registered when it comes to them, so one
+// whose handshake ends after that is refused rather than left open with
+// nobody to close it. One that ends during the drain before then is
+// served, and closed with the others.
+func (srv *Server) addConn(conn *connection) bool {
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	if srv.closing {
 		return false
 	}
-	h.sessions[s] = struct{}{}
-	if h.idle != nil {
-		h.idle.Stop()
-		h.idle = nil
+	srv.served[conn] = struct{}{}
+	if srv.idle != nil {
+		srv.idle.Stop()
+		srv.idle = nil
 	}
 	return true
 }
 
-func (h *Server) removeSession(s *connSession) {
-	h.mu.Lock()
-	delete(h.sessions, s)
-	h.mu.Unlock()
-	h.checkIdle()
+func (srv *Server) removeConn(conn *connection) {
+	srv.mu.Lock()
+	delete(srv.served, conn)
+	srv.mu.Unlock()
+	srv.checkIdle()
 }
 
-// CheckIdle tells the host that something its composition reports through
+// CheckIdle tells the server that something its composition reports through
 // Busy may have ended, so it can arm its idle timer.
-func (h *Server) CheckIdle() { h.checkIdle() }
+func (srv *Server) CheckIdle() { srv.checkIdle() }
 
-// checkIdle arms the idle timer when nothing needs the host.
-func (h *Server) checkIdle() {
-	if h.cfg.IdleGrace <= 0 || !h.isIdle() {
+// checkIdle arms the idle timer when nothing needs the server.
+func (srv *Server) checkIdle() {
+	if srv.cfg.IdleGrace <= 0 || !srv.isIdle() {
 		return
 	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.idle != nil {
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	if srv.idle != nil {
 		return
 	}
 	// Whatever changed since is looked at again when the timer fires.
-	h.idle = time.AfterFunc(h.cfg.IdleGrace, func() {
-		h.mu.Lock()
-		h.idle = nil
-		h.mu.Unlock()
-		if h.isIdle() {
-			h.logger.Info("retiring after idle grace", "grace", h.cfg.IdleGrace)
-			go h.stop(nil)
+	srv.idle = time.AfterFunc(srv.cfg.IdleGrace, func() {
+		srv.mu.Lock()
+		srv.idle = nil
+		srv.mu.Unlock()
+		if srv.isIdle() {
+			srv.logger.Info("retiring after idle grace", "grace", srv.cfg.IdleGrace)
+			srv.requestStop(errIdle)
 		}
 	})
 }
 
-// isIdle reports whether nothing needs the host: no connection, no
+// isIdle reports whether nothing needs the server: no connection, no
 // residency, and a composition that is not busy. The composition is asked
-// without h.mu held: it may take locks of its own, under which it calls
+// without srv.mu held: it may take locks of its own, under which it calls
 // into the host.
-func (h *Server) isIdle() bool {
-	h.mu.Lock()
-	quiet := h.quietLocked()
-	comp := h.comp
-	h.mu.Unlock()
+func (srv *Server) isIdle() bool {
+	srv.mu.Lock()
+	quiet := srv.quietLocked()
+	comp := srv.comp
+	srv.mu.Unlock()
 	if !quiet {
 		return false
 	}
@@ -689,115 +742,153 @@ func (h *Server) isIdle() bool {
 	return !ok || !b.Busy()
 }
 
-// quietLocked reports whether the host is ready with no connection and no
+// quietLocked reports whether the server is ready with no connection and no
 // residency.
-func (h *Server) quietLocked() bool {
-	return h.state == protocol.StateReady && len(h.sessions) == 0 && h.residencies.Load() == 0
+func (srv *Server) quietLocked() bool {
+	return srv.state == protocol.StateReady && len(srv.served) == 0 && srv.residencies.Load() == 0
 }
 
-// Shutdown drains the host and waits until it has stopped or ctx ends.
-func (h *Server) Shutdown(ctx context.Context) error {
-	go h.stop(nil)
-	select {
-	case <-h.done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
+// Stop asks the server to stop, as host.shutdown does; Run returns once
+// it has. It returns at once.
+func (srv *Server) Stop() { srv.requestStop(errShutdownRequested) }
+
+// HandOff asks the server to let go for the server replacing it: it stops
+// accepting, the composition hands over (rather than stops) what it runs
+// (see HandOff), connections close, and Run returns. It returns at once.
+func (srv *Server) HandOff() { srv.requestStop(errHandedOff) }
+
+// CanHandOff reports whether the server's composition, once ready, can
+// hand what it runs over.
+func (srv *Server) CanHandOff() bool {
+	_, ok := srv.composition().(HandOff)
+	return ok
+}
+
+// end stops the server, draining or handing off: state draining, no new
+// connections, in-flight operations finish (or are cancelled after
+// DrainTimeout), connections close after flushing, and the composition
+// closes. Run calls it once.
+func (srv *Server) end(cause error, handOff bool) {
+	srv.mu.Lock()
+	if srv.idle != nil {
+		srv.idle.Stop()
+		srv.idle = nil
 	}
-}
+	comp := srv.comp
+	srv.mu.Unlock()
+	// Stop accepting before the server says it is draining, so no
+	// connection arrives after it does.
+	close(srv.draining)
+	(*srv.ln.Load()).Close()
+	srv.setState(protocol.StateDraining)
+	if ho, ok := comp.(HandOff); ok && handOff {
+		srv.logger.Info("handing the home to the host replacing this one")
+		ho.BeginHandOff()
+	} else if comp != nil {
+		comp.BeginDrain()
+	}
 
-// stop drains and stops the host once: state draining, no new connections,
-// in-flight operations finish (or are cancelled after DrainTimeout),
-// connections close after flushing, the composition closes, and the
-// registration, socket and home lock are released.
-func (h *Server) stop(cause error) { h.end(cause, false) }
+	srv.awaitOperations()
 
-// HandOff makes the host let go of its home for the host replacing it:
-// it stops accepting, closes its subscriptions as host_replaced, hands
-// over (rather than stops) what the composition runs, closes its
-// connections and exits. It returns at once; Done is closed once the
-// host has let go.
-func (h *Server) HandOff() { go h.end(nil, true) }
+	srv.mu.Lock()
+	srv.closing = true
+	conns := make([]*connection, 0, len(srv.served))
+	for conn := range srv.served {
+		conns = append(conns, conn)
+	}
+	srv.mu.Unlock()
+	var closing sync.WaitGroup
+	for _, conn := range conns {
+		closing.Go(func() { conn.closeAfterFlush(time.Second) })
+	}
+	closing.Wait()
+	srv.cancel(errors.New("host stopped"))
+	srv.wg.Wait()
 
-// end stops the host, draining or handing off.
-func (h *Server) end(cause error, handOff bool) {
-	h.stopOnce.Do(func() {
-		h.mu.Lock()
-		h.err = cause
-		if h.idle != nil {
-			h.idle.Stop()
-			h.idle = nil
+	srv.mu.Lock()
+	comp = srv.comp
+	srv.mu.Unlock()
+	if comp != nil {
+		if err := comp.Close(context.Background()); err != nil {
+			srv.logger.Warn("closing composition", "err", err)
 		}
-		comp := h.comp
-		h.mu.Unlock()
-		// Stop accepting before the host says it is draining, so no
-		// connection arrives after it does.
-		close(h.draining)
-		h.ln.Close()
-		h.setState(protocol.StateDraining)
-		if ho, ok := comp.(HandOff); ok && handOff {
-			h.logger.Info("handing the home to the host replacing this one")
-			ho.BeginHandOff()
-		} else if comp != nil {
-			comp.BeginDrain()
-		}
-
-		h.awaitOperations()
-
-		h.mu.Lock()
-		h.closing = true
-		sessions := make([]*connSession, 0, len(h.sessions))
-		for s := range h.sessions {
-			sessions = append(sessions, s)
-		}
-		h.mu.Unlock()
-		var closing sync.WaitGroup
-		for _, s := range sessions {
-			closing.Go(func() { s.closeAfterFlush(time.Second) })
-		}
-		closing.Wait()
-		h.cancel(errors.New("host stopped"))
-		h.wg.Wait()
-
-		h.mu.Lock()
-		comp = h.comp
-		h.mu.Unlock()
-		if comp != nil {
-			if err := comp.Close(context.Background()); err != nil {
-				h.logger.Warn("closing composition", "err", err)
-			}
-		}
-		h.diag.flush(true)
-		if h.cfg.OnStopped != nil {
-			h.cfg.OnStopped()
-		}
-		h.logger.Info("host stopped")
-		close(h.done)
-	})
+	}
+	srv.diag.flush(true)
+	srv.logger.Info("server stopped", "why", cause)
 }
 
 // awaitOperations waits for in-flight operations to settle, cancelling
 // them once DrainTimeout has passed.
-func (h *Server) awaitOperations() {
-	deadline := time.Now().Add(h.cfg.DrainTimeout)
-	for h.activeOps.Load() > 0 {
-		if time.Now().After(deadline) {
-			h.cancel(errors.New("host drain timed out"))
-			return
-		}
-		time.Sleep(5 * time.Millisecond)
+func (srv *Server) awaitOperations() {
+	t := time.NewTimer(srv.cfg.DrainTimeout)
+	defer t.Stop()
+	select {
+	case <-srv.ops.none():
+	case <-t.C:
+		srv.cancel(errors.New("host drain timed out"))
 	}
 }
 
+// opCounter counts the operations in flight and tells when none are. The
+// channel that says so is made only for a waiter, so counting costs a
+// request no allocation.
+type opCounter struct {
+	mu     sync.Mutex
+	n      int           // guarded by mu
+	waiter chan struct{} // guarded by mu: closed, and dropped, once n is 0
+}
+
+func (c *opCounter) add() {
+	c.mu.Lock()
+	c.n++
+	c.mu.Unlock()
+}
+
+func (c *opCounter) done() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n--; c.n == 0 && c.waiter != nil {
+		close(c.waiter)
+		c.waiter = nil
+	}
+}
+
+// load returns how many operations are in flight.
+func (c *opCounter) load() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n
+}
+
+// none returns a channel closed once no operation is in flight.
+func (c *opCounter) none() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n == 0 {
+		return closed
+	}
+	if c.waiter == nil {
+		c.waiter = make(chan struct{})
+	}
+	return c.waiter
+}
+
+// closed is a channel closed from the start.
+var closed = func() chan struct{} {
+	ch := make(chan struct{})
+	close(ch)
+	return ch
+}()
+
 // closeAfterFlush ends a connection once its queued frames are written, or
 // after grace.
-func (s *connSession) closeAfterFlush(grace time.Duration) {
-	s.writer.CloseAfterFlush()
+func (c *connection) closeAfterFlush(grace time.Duration) {
+	c.writer.CloseAfterFlush()
 	t := time.NewTimer(grace)
 	defer t.Stop()
 	select {
-	case <-s.writer.Done():
+	case <-c.writer.Done():
 	case <-t.C:
 	}
-	s.tearDown(errors.New("host stopped"))
+	c.tearDown(errors.New("host stopped"))
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"reflect"
 
 	"github.com/agentd-dev/agentd/protocol"
 )
@@ -14,24 +13,19 @@ import (
 // answered as internal_failure without its details and recorded.
 type Handler func(ctx context.Context, call *Call) (any, error)
 
-// Table maps operation names to handlers. Routing is this table: the host
+// Table maps operation names to handlers. Routing is this table: the server
 // fills the host.* entries, a composition fills the domain ones, and an
 // operation no one fills answers operation_unavailable.
 type Table map[string]Handler
 
-// Handle registers fn for operation name in t, decoding the request's input
-// strictly into In first. It panics when name is not in the protocol's
-// table or In is not the operation's input type: a programming error.
-func Handle[In, Out any](t Table, name string, fn func(ctx context.Context, call *Call, in *In) (Out, error)) {
-	op, ok := protocol.Lookup(name)
-	if !ok {
-		panic(fmt.Sprintf("host: no operation %q in the protocol table", name))
-	}
-	if got := reflect.TypeFor[In](); got != op.Input {
-		panic(fmt.Sprintf("host: %s takes %v, not %v", name, op.Input, got))
-	}
-	if got := reflect.TypeFor[Out](); got != op.Result {
-		panic(fmt.Sprintf("host: %s returns %v, not %v", name, op.Result, got))
+// Handle registers fn for operation o in t, decoding the request's input
+// strictly into In first. o's type names the operation's input and result,
+// so a handler of the wrong shape does not compile; it panics when o is
+// not in the protocol's table: a programming error.
+func Handle[In, Out any](t Table, o protocol.Op[In, Out], fn func(ctx context.Context, call *Call, in *In) (Out, error)) {
+	name := string(o)
+	if _, ok := protocol.Lookup(name); !ok {
+		panic(fmt.Sprintf("server: no operation %q in the protocol table", name))
 	}
 	t[name] = func(ctx context.Context, call *Call) (any, error) {
 		in, ok := call.input.(*In)
@@ -47,6 +41,26 @@ func Handle[In, Out any](t Table, name string, fn func(ctx context.Context, call
 		}
 		return out, nil
 	}
+}
+
+// Authorizer is implemented by a composition that decides who may run
+// what: the server asks it once for every call, as the call is
+// dispatched and before its handler runs, so it is the one place access
+// is decided. It returns a *protocol.Error (not_found, unauthorized) to
+// refuse. It may rewrite the session an input names (protocol.
+// SessionScoped) to the session's canonical id.
+type Authorizer interface {
+	Authorize(ctx context.Context, call *Call) error
+}
+
+// AuthorizeOwner is the rule where no Authorizer decides: the local owner
+// may run every operation, anyone else only host.status, which reads no
+// session.
+func AuthorizeOwner(call *Call) error {
+	if call.Caller.Principal.Kind == protocol.PrincipalLocalOwner || call.Operation.Name == string(protocol.OpHostStatus) {
+		return nil
+	}
+	return protocol.Errorf(protocol.CodeUnauthorized, "%s is the host owner's alone", call.Operation.Name)
 }
 
 // Identity is who a connection is: fixed at the handshake.
@@ -90,7 +104,7 @@ func (c *Call) Decoded() any { return c.input }
 // connection (see ConnectionAttacher), or nil.
 func (c *Call) Attachment() Attachment { return c.attachment }
 
-// AcquireResidency marks the call as holding the host resident (a running
+// AcquireResidency marks the call as holding the server resident (a running
 // turn, say) until release is called; host.status counts residencies.
 func (c *Call) AcquireResidency() (release func()) { return c.op.AcquireResidency() }
 

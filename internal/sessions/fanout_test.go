@@ -28,8 +28,8 @@ func subscribe(t *testing.T, c *client.Conn, in protocol.SubscriptionOpenInput) 
 	if in.Transcript.Kind == "" {
 		in.Transcript.Kind = protocol.TranscriptNone
 	}
-	var open protocol.SubscriptionOpenResult
-	if err := c.Request(ctx, protocol.OpSubscriptionOpen, in, &open); err != nil {
+	open, err := client.Call(ctx, c, protocol.OpSubscriptionOpen, in)
+	if err != nil {
 		t.Fatal(err)
 	}
 	var snap protocol.SessionProjection
@@ -38,7 +38,7 @@ func subscribe(t *testing.T, c *client.Conn, in protocol.SubscriptionOpenInput) 
 	}
 	w := c.Watch(open.SubscriptionID)
 	t.Cleanup(w.Close)
-	if err := c.Request(ctx, protocol.OpSubscriptionReady, protocol.SubscriptionRef{SubscriptionID: open.SubscriptionID}, nil); err != nil {
+	if _, err := client.Call(ctx, c, protocol.OpSubscriptionReady, protocol.SubscriptionRef{SubscriptionID: open.SubscriptionID}); err != nil {
 		t.Fatal(err)
 	}
 	return w, snap
@@ -105,8 +105,8 @@ func untilRunEnd(t *testing.T, w *client.Watcher) ([]protocol.SessionDelta, prot
 
 func fanout(t *testing.T, c *client.Conn) protocol.FanoutCounters {
 	t.Helper()
-	var diag protocol.DiagnosticsQueryResult
-	if err := c.Request(agentdtest.Context(t), protocol.OpHostDiagnosticsQuery, protocol.DiagnosticsQueryInput{}, &diag); err != nil {
+	diag, err := client.Call(agentdtest.Context(t), c, protocol.OpHostDiagnosticsQuery, protocol.DiagnosticsQueryInput{})
+	if err != nil {
 		t.Fatal(err)
 	}
 	return diag.Fanout
@@ -120,8 +120,8 @@ func TestEachDeltaIsEncodedOnceWhateverTheNumberOfSubscribers(t *testing.T) {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
 			h, c, work := newHost(t, time.Hour)
 			ctx := agentdtest.Context(t)
-			var s protocol.Session
-			if err := c.Request(ctx, protocol.OpSessionCreate, protocol.SessionCreateInput{Cwd: work, Approval: protocol.ApprovalAll}, &s); err != nil {
+			s, err := client.Call(ctx, c, protocol.OpSessionCreate, protocol.SessionCreateInput{Cwd: work, Approval: protocol.ApprovalAll})
+			if err != nil {
 				t.Fatal(err)
 			}
 			// Ten connections share the subscribers, as ten clients would.
@@ -134,7 +134,7 @@ func TestEachDeltaIsEncodedOnceWhateverTheNumberOfSubscribers(t *testing.T) {
 				w, _ := subscribe(t, conn, protocol.SubscriptionOpenInput{SessionID: s.SessionID})
 				watchers = append(watchers, w)
 			}
-			if err := c.Request(ctx, protocol.OpTurnStart, protocol.TurnStartInput{SessionID: s.SessionID, TurnID: "t1", Content: protocol.Content{Text: "run `seq 1 50`"}}, nil); err != nil {
+			if _, err := client.Call(ctx, c, protocol.OpTurnStart, protocol.TurnStartInput{SessionID: s.SessionID, TurnID: "t1", Content: protocol.Content{Text: "run `seq 1 50`"}}); err != nil {
 				t.Fatal(err)
 			}
 			var wg sync.WaitGroup
@@ -243,8 +243,8 @@ func TestEvictingOneSlowSubscriptionKeepsSiblingSubscriptionsAndRequestsUsable(t
 	h, c, work := newHostWith(t, func(cfg *sessions.Config) { cfg.BacklogBytes = 256 << 10 })
 	ctx := agentdtest.Context(t)
 	var slow, sibling protocol.Session
-	c.Request(ctx, protocol.OpSessionCreate, protocol.SessionCreateInput{Cwd: work, Approval: protocol.ApprovalAll}, &slow)
-	c.Request(ctx, protocol.OpSessionCreate, protocol.SessionCreateInput{Cwd: work, Approval: protocol.ApprovalAll}, &sibling)
+	slow, _ = client.Call(ctx, c, protocol.OpSessionCreate, protocol.SessionCreateInput{Cwd: work, Approval: protocol.ApprovalAll})
+	sibling, _ = client.Call(ctx, c, protocol.OpSessionCreate, protocol.SessionCreateInput{Cwd: work, Approval: protocol.ApprovalAll})
 
 	rc := dialRaw(t, h.Endpoint())
 	ids := map[string]string{}
@@ -262,19 +262,18 @@ func TestEvictingOneSlowSubscriptionKeepsSiblingSubscriptionsAndRequestsUsable(t
 
 	// The raw client reads nothing while the slow session's turn streams
 	// its output, far more than the socket's buffers hold.
-	if err := c.Request(ctx, protocol.OpTurnStart, protocol.TurnStartInput{SessionID: slow.SessionID, TurnID: "t1", Content: protocol.Content{Text: "run `seq 1 400000`"}}, nil); err != nil {
+	if _, err := client.Call(ctx, c, protocol.OpTurnStart, protocol.TurnStartInput{SessionID: slow.SessionID, TurnID: "t1", Content: protocol.Content{Text: "run `seq 1 400000`"}}); err != nil {
 		t.Fatal(err)
 	}
 	poll.Until(t, "the slow subscription's eviction", func() bool { return fanout(t, c).SlowConsumers >= 1 })
 	poll.Until(t, "the slow session's turn to end", func() bool {
-		var turn protocol.TurnSnapshot
-		c.Request(ctx, protocol.OpTurnQuery, protocol.TurnRef{SessionID: slow.SessionID, TurnID: "t1"}, &turn)
+		turn, _ := client.Call(ctx, c, protocol.OpTurnQuery, protocol.TurnRef{SessionID: slow.SessionID, TurnID: "t1"})
 		return turn.Status == protocol.TurnCompleted
 	})
 
 	// The client reads again: the slow subscription's frames run on to its
 	// closed frame; then its sibling streams, and a request is answered.
-	if err := c.Request(ctx, protocol.OpTurnStart, protocol.TurnStartInput{SessionID: sibling.SessionID, TurnID: "t2", Content: protocol.Content{Text: "hello"}}, nil); err != nil {
+	if _, err := client.Call(ctx, c, protocol.OpTurnStart, protocol.TurnStartInput{SessionID: sibling.SessionID, TurnID: "t2", Content: protocol.Content{Text: "hello"}}); err != nil {
 		t.Fatal(err)
 	}
 	rc.send(`{"requestId":"status-after-eviction","operation":"host.status","input":{}}`)
@@ -310,8 +309,8 @@ func TestEvictingOneSlowSubscriptionKeepsSiblingSubscriptionsAndRequestsUsable(t
 		t.Fatalf("the slow subscription got %d frames before it closed", slowSeq)
 	}
 	// The turn the slow subscriber missed is whole in the transcript.
-	var turn protocol.TurnSnapshot
-	if err := c.Request(ctx, protocol.OpTurnQuery, protocol.TurnRef{SessionID: slow.SessionID, TurnID: "t1"}, &turn); err != nil || turn.Status != protocol.TurnCompleted {
+	turn, err := client.Call(ctx, c, protocol.OpTurnQuery, protocol.TurnRef{SessionID: slow.SessionID, TurnID: "t1"})
+	if err != nil || turn.Status != protocol.TurnCompleted {
 		t.Fatalf("the slow session's turn: %+v %v", turn, err)
 	}
 }
@@ -324,9 +323,8 @@ func TestEvictingOneSlowSubscriptionKeepsSiblingSubscriptionsAndRequestsUsable(t
 func TestFlushesConcurrentSubscriptionOpensBeforeTheFramesTheirReadinessStarts(t *testing.T) {
 	h, c, work := newHost(t, time.Hour)
 	ctx := agentdtest.Context(t)
-	var s protocol.Session
-	c.Request(ctx, protocol.OpSessionCreate, protocol.SessionCreateInput{Cwd: work, Approval: protocol.ApprovalAll}, &s)
-	if err := c.Request(ctx, protocol.OpTurnStart, protocol.TurnStartInput{SessionID: s.SessionID, TurnID: "t1", Content: protocol.Content{Text: "run `for i in $(seq 1 800); do echo line $i; sleep 0.001; done`"}}, nil); err != nil {
+	s, _ := client.Call(ctx, c, protocol.OpSessionCreate, protocol.SessionCreateInput{Cwd: work, Approval: protocol.ApprovalAll})
+	if _, err := client.Call(ctx, c, protocol.OpTurnStart, protocol.TurnStartInput{SessionID: s.SessionID, TurnID: "t1", Content: protocol.Content{Text: "run `for i in $(seq 1 800); do echo line $i; sleep 0.001; done`"}}); err != nil {
 		t.Fatal(err)
 	}
 	// The opens go while the output streams.
@@ -425,10 +423,9 @@ func TestFlushesConcurrentSubscriptionOpensBeforeTheFramesTheirReadinessStarts(t
 func TestASubscriptionResumesAfterTheLastRecordItHad(t *testing.T) {
 	_, c, work := newHost(t, time.Hour)
 	ctx := agentdtest.Context(t)
-	var s protocol.Session
-	c.Request(ctx, protocol.OpSessionCreate, protocol.SessionCreateInput{Cwd: work, Approval: protocol.ApprovalAll}, &s)
+	s, _ := client.Call(ctx, c, protocol.OpSessionCreate, protocol.SessionCreateInput{Cwd: work, Approval: protocol.ApprovalAll})
 	w, _ := subscribe(t, c, protocol.SubscriptionOpenInput{SessionID: s.SessionID})
-	if err := c.Request(ctx, protocol.OpTurnStart, protocol.TurnStartInput{SessionID: s.SessionID, TurnID: "t1", Content: protocol.Content{Text: "run `echo one`"}}, nil); err != nil {
+	if _, err := client.Call(ctx, c, protocol.OpTurnStart, protocol.TurnStartInput{SessionID: s.SessionID, TurnID: "t1", Content: protocol.Content{Text: "run `echo one`"}}); err != nil {
 		t.Fatal(err)
 	}
 	first, _ := untilRunEnd(t, w)
@@ -455,7 +452,7 @@ func TestASubscriptionResumesAfterTheLastRecordItHad(t *testing.T) {
 	if snap.TranscriptSequence != uint64(len(seqs)) {
 		t.Fatalf("snapshot at record %d, want %d", snap.TranscriptSequence, len(seqs))
 	}
-	if err := c.Request(ctx, protocol.OpTurnStart, protocol.TurnStartInput{SessionID: s.SessionID, TurnID: "t2", Content: protocol.Content{Text: "run `echo two`"}}, nil); err != nil {
+	if _, err := client.Call(ctx, c, protocol.OpTurnStart, protocol.TurnStartInput{SessionID: s.SessionID, TurnID: "t2", Content: protocol.Content{Text: "run `echo two`"}}); err != nil {
 		t.Fatal(err)
 	}
 	want := uint64(had + 1)
@@ -480,8 +477,8 @@ func TestASubscriptionResumesAfterTheLastRecordItHad(t *testing.T) {
 		}
 	}
 	// Paging reads the same transcript.
-	var page protocol.TranscriptPage
-	if err := c.Request(ctx, protocol.OpSessionTranscriptPage, protocol.TranscriptPageInput{SessionID: s.SessionID, Direction: "older", MaxBytes: protocol.MaxMessageBytes / 2}, &page); err != nil {
+	page, err := client.Call(ctx, c, protocol.OpSessionTranscriptPage, protocol.TranscriptPageInput{SessionID: s.SessionID, Direction: "older", MaxBytes: protocol.MaxMessageBytes / 2})
+	if err != nil {
 		t.Fatal(err)
 	}
 	var last protocol.TranscriptRecord
@@ -501,10 +498,9 @@ func TestAToolsMegabytesOfOutputReachTheSubscriberWithinTheWireLimit(t *testing.
 	// detector may lag a burst of output before it is dropped.
 	_, c, work := newHostWith(t, func(cfg *sessions.Config) { cfg.BacklogBytes, cfg.BacklogAge = 64<<20, time.Minute })
 	ctx := agentdtest.Context(t)
-	var s protocol.Session
-	c.Request(ctx, protocol.OpSessionCreate, protocol.SessionCreateInput{Cwd: work, Approval: protocol.ApprovalAll}, &s)
+	s, _ := client.Call(ctx, c, protocol.OpSessionCreate, protocol.SessionCreateInput{Cwd: work, Approval: protocol.ApprovalAll})
 	w, _ := subscribe(t, c, protocol.SubscriptionOpenInput{SessionID: s.SessionID})
-	if err := c.Request(ctx, protocol.OpTurnStart, protocol.TurnStartInput{SessionID: s.SessionID, TurnID: "t1", Content: protocol.Content{Text: "run `seq 1 1000000`"}}, nil); err != nil {
+	if _, err := client.Call(ctx, c, protocol.OpTurnStart, protocol.TurnStartInput{SessionID: s.SessionID, TurnID: "t1", Content: protocol.Content{Text: "run `seq 1 1000000`"}}); err != nil {
 		t.Fatal(err)
 	}
 	var output int
@@ -517,9 +513,9 @@ func TestAToolsMegabytesOfOutputReachTheSubscriberWithinTheWireLimit(t *testing.
 		if d.Event == protocol.EventToolCallUpdate {
 			output += len(d.ToolCall.Output) + int(d.Skipped)
 			if !queried {
-				var turn protocol.TurnSnapshot
 				// The subscriber may lag the turn: it runs, or has just ended.
-				if err := c.Request(ctx, protocol.OpTurnQuery, protocol.TurnRef{SessionID: s.SessionID, TurnID: "t1"}, &turn); err != nil ||
+				turn, err := client.Call(ctx, c, protocol.OpTurnQuery, protocol.TurnRef{SessionID: s.SessionID, TurnID: "t1"})
+				if err != nil ||
 					turn.Status != protocol.TurnRunning && turn.Status != protocol.TurnCompleted {
 					t.Fatalf("turn.query while the output streams: %+v %v", turn, err)
 				}
@@ -545,10 +541,9 @@ func TestAToolsMegabytesOfOutputReachTheSubscriberWithinTheWireLimit(t *testing.
 func TestAClientThatAttachesMidToolCallSeesTheCallAndItsOutput(t *testing.T) {
 	_, c, work := newHost(t, time.Hour)
 	ctx := agentdtest.Context(t)
-	var s protocol.Session
-	c.Request(ctx, protocol.OpSessionCreate, protocol.SessionCreateInput{Cwd: work, Approval: protocol.ApprovalAll}, &s)
+	s, _ := client.Call(ctx, c, protocol.OpSessionCreate, protocol.SessionCreateInput{Cwd: work, Approval: protocol.ApprovalAll})
 	first, _ := subscribe(t, c, protocol.SubscriptionOpenInput{SessionID: s.SessionID})
-	if err := c.Request(ctx, protocol.OpTurnStart, protocol.TurnStartInput{SessionID: s.SessionID, TurnID: "t1", Content: protocol.Content{Text: "run `echo started; while [ ! -e go-on ]; do sleep 0.05; done; echo finished`"}}, nil); err != nil {
+	if _, err := client.Call(ctx, c, protocol.OpTurnStart, protocol.TurnStartInput{SessionID: s.SessionID, TurnID: "t1", Content: protocol.Content{Text: "run `echo started; while [ ! -e go-on ]; do sleep 0.05; done; echo finished`"}}); err != nil {
 		t.Fatal(err)
 	}
 	for {
@@ -599,8 +594,7 @@ func TestAClientThatAttachesMidToolCallSeesTheCallAndItsOutput(t *testing.T) {
 func TestManySubscriptionsOnOneConnectionNeverOverfillIt(t *testing.T) {
 	h, c, work := newHostWith(t, func(cfg *sessions.Config) { cfg.BacklogBytes, cfg.BacklogAge = 64<<20, time.Minute })
 	ctx := agentdtest.Context(t)
-	var s protocol.Session
-	c.Request(ctx, protocol.OpSessionCreate, protocol.SessionCreateInput{Cwd: work, Approval: protocol.ApprovalAll}, &s)
+	s, _ := client.Call(ctx, c, protocol.OpSessionCreate, protocol.SessionCreateInput{Cwd: work, Approval: protocol.ApprovalAll})
 	rc := dialRaw(t, h.Endpoint())
 	const n = 40
 	ids := map[string]bool{}
@@ -615,12 +609,11 @@ func TestManySubscriptionsOnOneConnectionNeverOverfillIt(t *testing.T) {
 		}
 	}
 	// The client reads nothing while the turn prints about 600 KB.
-	if err := c.Request(ctx, protocol.OpTurnStart, protocol.TurnStartInput{SessionID: s.SessionID, TurnID: "t1", Content: protocol.Content{Text: "run `seq 1 100000`"}}, nil); err != nil {
+	if _, err := client.Call(ctx, c, protocol.OpTurnStart, protocol.TurnStartInput{SessionID: s.SessionID, TurnID: "t1", Content: protocol.Content{Text: "run `seq 1 100000`"}}); err != nil {
 		t.Fatal(err)
 	}
 	poll.Until(t, "the turn to end", func() bool {
-		var turn protocol.TurnSnapshot
-		c.Request(ctx, protocol.OpTurnQuery, protocol.TurnRef{SessionID: s.SessionID, TurnID: "t1"}, &turn)
+		turn, _ := client.Call(ctx, c, protocol.OpTurnQuery, protocol.TurnRef{SessionID: s.SessionID, TurnID: "t1"})
 		return turn.Status == protocol.TurnCompleted
 	})
 	output := map[string]int{}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentd-dev/agentd/client"
 	"github.com/agentd-dev/agentd/internal/agentdtest"
 	"github.com/agentd-dev/agentd/internal/agentdtest/poll"
 	"github.com/agentd-dev/agentd/protocol"
@@ -65,8 +66,8 @@ func newReaderSaw() *readerSaw {
 func TestAFastToolWithThreeReadersKeepsTheWorkerAliveAndTheSlowReaderSubscribed(t *testing.T) {
 	h, c, work := newHost(t, time.Hour)
 	ctx := agentdtest.Context(t)
-	var s protocol.Session
-	if err := c.Request(ctx, protocol.OpSessionCreate, protocol.SessionCreateInput{Cwd: work, Approval: protocol.ApprovalAll}, &s); err != nil {
+	s, err := client.Call(ctx, c, protocol.OpSessionCreate, protocol.SessionCreateInput{Cwd: work, Approval: protocol.ApprovalAll})
+	if err != nil {
 		t.Fatal(err)
 	}
 
@@ -78,7 +79,7 @@ func TestAFastToolWithThreeReadersKeepsTheWorkerAliveAndTheSlowReaderSubscribed(
 	slowID := openRaw(t, slowConn, s.SessionID)
 	pid := workerPID(t, h.Home, s.SessionID)
 
-	if err := c.Request(ctx, protocol.OpTurnStart, protocol.TurnStartInput{SessionID: s.SessionID, TurnID: "t1", Content: protocol.Content{Text: "run `yes`"}}, nil); err != nil {
+	if _, err := client.Call(ctx, c, protocol.OpTurnStart, protocol.TurnStartInput{SessionID: s.SessionID, TurnID: "t1", Content: protocol.Content{Text: "run `yes`"}}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -112,8 +113,8 @@ func TestAFastToolWithThreeReadersKeepsTheWorkerAliveAndTheSlowReaderSubscribed(
 	poll.Until(t, "the stalled subscription's closing", func() bool { return fanout(t, c).SlowConsumers >= 1 })
 
 	asked := time.Now()
-	var turn protocol.TurnSnapshot
-	if err := c.Request(ctx, protocol.OpTurnInterrupt, protocol.TurnRef{SessionID: s.SessionID, TurnID: "t1"}, &turn); err != nil {
+	_, err = client.Call(ctx, c, protocol.OpTurnInterrupt, protocol.TurnRef{SessionID: s.SessionID, TurnID: "t1"})
+	if err != nil {
 		t.Fatalf("turn.interrupt: %v", err)
 	}
 	t.Logf("the interrupt was answered in %v", time.Since(asked))

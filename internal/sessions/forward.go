@@ -3,39 +3,37 @@ package sessions
 import (
 	"context"
 	"encoding/json"
-	"reflect"
 
-	"github.com/agentd-dev/agentd/internal/catalog"
 	"github.com/agentd-dev/agentd/internal/server"
 	"github.com/agentd-dev/agentd/protocol"
 )
 
 // sessionOps are the operations the session's worker does, which alone
 // holds the live session (its model, thinking, approval policy, turns,
-// queue, interactions, plan). The host does the same for each: it
-// resolves the session the input names, checks the caller may act on it,
-// and passes the operation on with the caller's identity. A command
-// refuses an archived session.
+// queue, interactions, plan). The host passes each on with the caller's
+// identity, once the dispatch has checked the caller may (Authorize) and
+// resolved the session the input names; a command refuses an archived
+// session.
 var sessionOps = []struct {
 	name    string
 	command bool
 }{
-	{protocol.OpSessionTodoQuery, false},
-	{protocol.OpTurnStart, true},
-	{protocol.OpTurnQuery, false},
-	{protocol.OpTurnStop, true},
-	{protocol.OpTurnInterrupt, true},
-	{protocol.OpTurnMessageSubmit, true},
-	{protocol.OpQueueRetract, true},
-	{protocol.OpInteractionQuery, false},
-	{protocol.OpInteractionAnswer, true},
-	{protocol.OpModelsThinkingSet, true},
-	{protocol.OpRuntimeResourceQuery, false},
-	{protocol.OpRuntimeResourceStart, true},
-	{protocol.OpRuntimeResourceStop, true},
-	{protocol.OpRuntimeResourceControllerAcquire, true},
-	{protocol.OpRuntimeResourceControllerControl, true},
-	{protocol.OpRuntimeResourceControllerRelease, true},
+	{string(protocol.OpSessionTodoQuery), false},
+	{string(protocol.OpTurnStart), true},
+	{string(protocol.OpTurnQuery), false},
+	{string(protocol.OpTurnStop), true},
+	{string(protocol.OpTurnInterrupt), true},
+	{string(protocol.OpTurnMessageSubmit), true},
+	{string(protocol.OpQueueRetract), true},
+	{string(protocol.OpInteractionQuery), false},
+	{string(protocol.OpInteractionAnswer), true},
+	{string(protocol.OpModelsThinkingSet), true},
+	{string(protocol.OpRuntimeResourceQuery), false},
+	{string(protocol.OpRuntimeResourceStart), true},
+	{string(protocol.OpRuntimeResourceStop), true},
+	{string(protocol.OpRuntimeResourceControllerAcquire), true},
+	{string(protocol.OpRuntimeResourceControllerControl), true},
+	{string(protocol.OpRuntimeResourceControllerRelease), true},
 }
 
 // addSessionOps fills t with the forwarded session operations.
@@ -47,22 +45,19 @@ func (s *Service) addSessionOps(t server.Table) {
 	}
 }
 
-// forwardCall runs a session operation on the session's worker.
+// forwardCall runs a session operation on the session's worker. Its
+// input is SessionScoped, as the operation table's test holds, and names
+// the session by its id: Authorize resolved it.
 func (s *Service) forwardCall(ctx context.Context, call *server.Call, command bool) (json.RawMessage, error) {
 	in := call.Decoded()
-	field := reflect.ValueOf(in).Elem().FieldByName("SessionID")
 	resolve := s.resolve
 	if command {
 		resolve = s.resolveLive
 	}
-	h, err := resolve(field.String())
+	h, err := resolve(*in.(protocol.SessionScoped).SessionRef())
 	if err != nil {
 		return nil, err
 	}
-	if err := authorize(call, h); err != nil {
-		return nil, err
-	}
-	field.SetString(h.ID)
 	res, err := forward[json.RawMessage](ctx, s, h, &call.Caller, call.Operation.Name, in)
 	if err == nil {
 		s.keepRequested(in)
@@ -86,11 +81,35 @@ func (s *Service) keepRequested(in any) {
 	}
 }
 
-// authorize checks that call's client may act on the session: for now
-// every connection is the local owner's, and only the owner may.
-func authorize(call *server.Call, h catalog.Header) error {
-	if call.Caller.Principal.Kind != protocol.PrincipalLocalOwner {
-		return protocol.Errorf(protocol.CodeUnauthorized, "session %s is not yours to act on", h.ID)
+// Authorize implements server.Authorizer: the one place the host decides
+// whether a call's caller may run its operation, from the operation's
+// access level (protocol.Operations), the caller's principal and the
+// session the input names, which it resolves in place to the session's
+// id. The local owner may run every operation. Anyone else may not see a
+// session its grants do not name, so an operation on one answers
+// not_found, as for a session that does not exist; no grants are given
+// yet, so a caller other than the owner sees no session and may run only
+// host.status.
+func (s *Service) Authorize(_ context.Context, call *server.Call) error {
+	var ref *string
+	if in, ok := call.Decoded().(protocol.SessionScoped); ok && *in.SessionRef() != "" {
+		ref = in.SessionRef()
 	}
+	if call.Caller.Principal.Kind != protocol.PrincipalLocalOwner {
+		if ref != nil {
+			return protocol.Errorf(protocol.CodeNotFound, "session %q not found", *ref)
+		}
+		return server.AuthorizeOwner(call)
+	}
+	if ref == nil {
+		return nil
+	}
+	// A damaged session resolves too: session.remove removes it, and
+	// every other operation says it is damaged.
+	h, err := s.cat.Resolve(*ref)
+	if err != nil {
+		return catalogError(err)
+	}
+	*ref = h.ID
 	return nil
 }

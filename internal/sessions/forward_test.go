@@ -16,10 +16,9 @@ import (
 func TestTheWorkerLearnsWhichClientActed(t *testing.T) {
 	h, c, work := newHost(t, time.Hour)
 	ctx := agentdtest.Context(t)
-	var s protocol.Session
-	c.Request(ctx, protocol.OpSessionCreate, protocol.SessionCreateInput{Cwd: work, Approval: protocol.ApprovalAsk}, &s)
+	s, _ := client.Call(ctx, c, protocol.OpSessionCreate, protocol.SessionCreateInput{Cwd: work, Approval: protocol.ApprovalAsk})
 	w, _ := subscribe(t, c, protocol.SubscriptionOpenInput{SessionID: s.SessionID})
-	if err := c.Request(ctx, protocol.OpTurnStart, protocol.TurnStartInput{SessionID: s.SessionID, TurnID: "t1", Content: protocol.Content{Text: "run `echo hi`"}}, nil); err != nil {
+	if _, err := client.Call(ctx, c, protocol.OpTurnStart, protocol.TurnStartInput{SessionID: s.SessionID, TurnID: "t1", Content: protocol.Content{Text: "run `echo hi`"}}); err != nil {
 		t.Fatal(err)
 	}
 	var pending protocol.Interaction
@@ -37,7 +36,7 @@ func TestTheWorkerLearnsWhichClientActed(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer answerer.Close()
-	if err := answerer.Request(ctx, protocol.OpInteractionAnswer, protocol.InteractionAnswerInput{SessionID: s.SessionID, InteractionID: pending.InteractionID, Answer: protocol.AnswerAllow}, nil); err != nil {
+	if _, err := client.Call(ctx, answerer, protocol.OpInteractionAnswer, protocol.InteractionAnswerInput{SessionID: s.SessionID, InteractionID: pending.InteractionID, Answer: protocol.AnswerAllow}); err != nil {
 		t.Fatal(err)
 	}
 	for {
@@ -67,8 +66,8 @@ func TestAClientThatNamesACallerLosesItsConnection(t *testing.T) {
 	if line, err := rc.r.ReadString('\n'); err == nil {
 		t.Fatalf("the host answered %s", line)
 	}
-	var diag protocol.DiagnosticsQueryResult
-	if err := c.Request(agentdtest.Context(t), protocol.OpHostDiagnosticsQuery, protocol.DiagnosticsQueryInput{}, &diag); err != nil {
+	diag, err := client.Call(agentdtest.Context(t), c, protocol.OpHostDiagnosticsQuery, protocol.DiagnosticsQueryInput{})
+	if err != nil {
 		t.Fatal(err)
 	}
 	for _, d := range diag.Diagnostics {
@@ -85,18 +84,17 @@ func TestAClientThatNamesACallerLosesItsConnection(t *testing.T) {
 func TestTheCatalogFollowsTheSettingsTheWorkerHolds(t *testing.T) {
 	h, c, work := newHost(t, 50*time.Millisecond)
 	ctx := agentdtest.Context(t)
-	var s protocol.Session
-	c.Request(ctx, protocol.OpSessionCreate, protocol.SessionCreateInput{Cwd: work, Approval: protocol.ApprovalReadOnly}, &s)
+	s, _ := client.Call(ctx, c, protocol.OpSessionCreate, protocol.SessionCreateInput{Cwd: work, Approval: protocol.ApprovalReadOnly})
 	other := h.Connect(t)
 	w, snap := subscribe(t, other, protocol.SubscriptionOpenInput{SessionID: s.SessionID})
 	if snap.Session.Thinking != "off" || snap.Session.Approval != protocol.ApprovalReadOnly {
 		t.Fatalf("snapshot's session %+v", snap.Session)
 	}
-	var sel protocol.ModelSelection
-	if err := c.Request(ctx, protocol.OpModelsThinkingSet, protocol.ThinkingSetInput{SessionID: s.SessionID, Level: "high"}, &sel); err != nil || sel.Thinking != "high" {
+	sel, err := client.Call(ctx, c, protocol.OpModelsThinkingSet, protocol.ThinkingSetInput{SessionID: s.SessionID, Level: "high"})
+	if err != nil || sel.Thinking != "high" {
 		t.Fatalf("thinking.set: %+v %v", sel, err)
 	}
-	if err := c.Request(ctx, protocol.OpTurnStart, protocol.TurnStartInput{SessionID: s.SessionID, TurnID: "t1", Content: protocol.Content{Text: "hello"}, Approval: protocol.ApprovalAll}, nil); err != nil {
+	if _, err := client.Call(ctx, c, protocol.OpTurnStart, protocol.TurnStartInput{SessionID: s.SessionID, TurnID: "t1", Content: protocol.Content{Text: "hello"}, Approval: protocol.ApprovalAll}); err != nil {
 		t.Fatal(err)
 	}
 	// The other client sees the session's settings change.
@@ -113,8 +111,8 @@ func TestTheCatalogFollowsTheSettingsTheWorkerHolds(t *testing.T) {
 	// The worker idles out; the catalog has what it held.
 	pid := workerPID(t, h.Home, s.SessionID)
 	poll.Until(t, "the worker to idle out", workerGone(h.Home, s.SessionID))
-	var got protocol.Session
-	if err := c.Request(ctx, protocol.OpSessionGet, protocol.SessionRef{SessionID: s.SessionID}, &got); err != nil || got.Thinking != "high" || got.Approval != protocol.ApprovalAll {
+	got, err := client.Call(ctx, c, protocol.OpSessionGet, protocol.SessionRef{SessionID: s.SessionID})
+	if err != nil || got.Thinking != "high" || got.Approval != protocol.ApprovalAll {
 		t.Fatalf("catalog's session after worker %d left: %+v %v", pid, got, err)
 	}
 	// A new worker starts with them.

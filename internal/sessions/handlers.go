@@ -202,11 +202,8 @@ func (s *Service) selectModel(ctx context.Context, call *server.Call, in *protoc
 		if err != nil {
 			return protocol.ModelSelection{}, err
 		}
-		if err := authorize(call, h); err != nil {
-			return protocol.ModelSelection{}, err
-		}
 		in.SessionID = h.ID
-		res, err := forward[protocol.ModelSelection](ctx, s, h, &call.Caller, protocol.OpModelsSelect, in)
+		res, err := forward[protocol.ModelSelection](ctx, s, h, &call.Caller, call.Operation.Name, in)
 		if err != nil {
 			return res, err
 		}
@@ -231,9 +228,6 @@ func (s *Service) open(ctx context.Context, call *server.Call, in *protocol.Subs
 	}
 	h, err := s.resolve(in.SessionID)
 	if err != nil {
-		return protocol.SubscriptionOpenResult{}, err
-	}
-	if err := authorize(call, h); err != nil {
 		return protocol.SubscriptionOpenResult{}, err
 	}
 	w, err := s.ensureWorker(ctx, h)
@@ -289,8 +283,5 @@ func (s *Service) pageTranscript(ctx context.Context, call *server.Call, in *pro
 	}
 	fwd := *in
 	fwd.SubscriptionID, fwd.SessionID = "", h.ID
-	if err := authorize(call, h); err != nil {
-		return protocol.TranscriptPage{}, err
-	}
-	return forward[protocol.TranscriptPage](ctx, s, h, &call.Caller, protocol.OpSessionTranscriptPage, &fwd)
+	return forward[protocol.TranscriptPage](ctx, s, h, &call.Caller, call.Operation.Name, &fwd)
 }

@@ -101,7 +101,7 @@ func (w *worker) redraw(ref string) {
 // screen it sends again. Called with w.interest held.
 func (w *worker) choose(ctx context.Context, refs, redraw []string) error {
 	fwd := protocol.PtyInterestInput{SubscriptionID: w.feedID, Refs: refs, Redraw: redraw}
-	if err := w.conn.Request(ctx, protocol.OpSubscriptionPtyInterestSet, fwd, nil); err != nil {
+	if _, err := client.Call(ctx, w.conn, protocol.OpSubscriptionPtyInterestSet, fwd); err != nil {
 		return err
 	}
 	w.watched = refs
@@ -219,7 +219,7 @@ func (s *Service) trackController(call *server.Call, in any, result json.RawMess
 		return
 	}
 	switch call.Operation.Name {
-	case protocol.OpRuntimeResourceControllerAcquire:
+	case string(protocol.OpRuntimeResourceControllerAcquire):
 		ref := in.(*protocol.ResourceRef)
 		var res protocol.ControllerAcquireResult
 		if json.Unmarshal(result, &res) != nil {
@@ -228,7 +228,7 @@ func (s *Service) trackController(call *server.Call, in any, result json.RawMess
 		c.mu.Lock()
 		c.controllers[res.ControllerID] = controllerHeld{call.Caller, protocol.ControllerRef{SessionID: ref.SessionID, Ref: ref.Ref, ControllerID: res.ControllerID}}
 		c.mu.Unlock()
-	case protocol.OpRuntimeResourceControllerRelease:
+	case string(protocol.OpRuntimeResourceControllerRelease):
 		ref := in.(*protocol.ControllerRef)
 		c.mu.Lock()
 		delete(c.controllers, ref.ControllerID)
@@ -257,7 +257,7 @@ func (s *Service) releaseControllers(held []controllerHeld) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			if err := w.conn.RequestFor(ctx, &h.caller, protocol.OpRuntimeResourceControllerRelease, &h.in, nil); err != nil {
+			if err := w.conn.RequestFor(ctx, &h.caller, string(protocol.OpRuntimeResourceControllerRelease), &h.in, nil); err != nil {
 				s.log.Warn("releasing a closed connection's PTY controller", "session", h.in.SessionID, "ref", h.in.Ref, "err", err)
 			}
 		})

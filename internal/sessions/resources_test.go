@@ -76,14 +76,14 @@ func (p *ptyWatch) until(want string) {
 func followSession(t *testing.T, c *client.Conn, id string) (*client.Watcher, string) {
 	t.Helper()
 	ctx := agentdtest.Context(t)
-	var open protocol.SubscriptionOpenResult
 	in := protocol.SubscriptionOpenInput{SessionID: id, Transcript: protocol.TranscriptBootstrap{Kind: protocol.TranscriptNone}}
-	if err := c.Request(ctx, protocol.OpSubscriptionOpen, in, &open); err != nil {
+	open, err := client.Call(ctx, c, protocol.OpSubscriptionOpen, in)
+	if err != nil {
 		t.Fatal(err)
 	}
 	w := c.Follow(open.SubscriptionID)
 	t.Cleanup(w.Close)
-	if err := c.Request(ctx, protocol.OpSubscriptionReady, protocol.SubscriptionRef{SubscriptionID: open.SubscriptionID}, nil); err != nil {
+	if _, err := client.Call(ctx, c, protocol.OpSubscriptionReady, protocol.SubscriptionRef{SubscriptionID: open.SubscriptionID}); err != nil {
 		t.Fatal(err)
 	}
 	return w, open.SubscriptionID
@@ -93,7 +93,7 @@ func followSession(t *testing.T, c *client.Conn, id string) (*client.Watcher, st
 func watchPTY(t *testing.T, c *client.Conn, id, ref string) *ptyWatch {
 	t.Helper()
 	w, sub := followSession(t, c, id)
-	if err := c.Request(agentdtest.Context(t), protocol.OpSubscriptionPtyInterestSet, protocol.PtyInterestInput{SubscriptionID: sub, Refs: []string{ref}}, nil); err != nil {
+	if _, err := client.Call(agentdtest.Context(t), c, protocol.OpSubscriptionPtyInterestSet, protocol.PtyInterestInput{SubscriptionID: sub, Refs: []string{ref}}); err != nil {
 		t.Fatal(err)
 	}
 	return &ptyWatch{t: t, w: w, ref: ref}
@@ -102,8 +102,8 @@ func watchPTY(t *testing.T, c *client.Conn, id, ref string) *ptyWatch {
 // createSession creates a session of work on c.
 func createSession(t *testing.T, c *client.Conn, work string) protocol.Session {
 	t.Helper()
-	var s protocol.Session
-	if err := c.Request(agentdtest.Context(t), protocol.OpSessionCreate, protocol.SessionCreateInput{Cwd: work}, &s); err != nil {
+	s, err := client.Call(agentdtest.Context(t), c, protocol.OpSessionCreate, protocol.SessionCreateInput{Cwd: work})
+	if err != nil {
 		t.Fatal(err)
 	}
 	return s
@@ -114,10 +114,10 @@ func sessionWithPTY(t *testing.T, c *client.Conn, work, command string) (protoco
 	t.Helper()
 	ctx := agentdtest.Context(t)
 	s := createSession(t, c, work)
-	var pty protocol.Resource
-	if err := c.Request(ctx, protocol.OpRuntimeResourceStart, protocol.ResourceStartInput{
+	pty, err := client.Call(ctx, c, protocol.OpRuntimeResourceStart, protocol.ResourceStartInput{
 		SessionID: s.SessionID, LaunchID: "l1", Command: command, PTY: true,
-	}, &pty); err != nil {
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 	return s, pty
@@ -138,32 +138,33 @@ func TestAPTYIsSeenByEveryClientThatChoosesItAndControlledByOneAtATime(t *testin
 	h, a, work := newHost(t, time.Hour)
 	ctx := agentdtest.Context(t)
 	s := createSession(t, a, work)
-	var pty protocol.Resource
 	start := protocol.ResourceStartInput{SessionID: s.SessionID, LaunchID: "l1", Command: "stty -echo; echo ready in $PWD; cat", PTY: true, Cols: 60, Rows: 12}
-	if err := a.Request(ctx, protocol.OpRuntimeResourceStart, start, &pty); err != nil {
+	pty, err := client.Call(ctx, a, protocol.OpRuntimeResourceStart, start)
+	if err != nil {
 		t.Fatal(err)
 	}
 	if pty.Kind != protocol.ResourcePTY || pty.State != protocol.ResourceRunning || pty.Cwd != work {
 		t.Fatalf("started %+v", pty)
 	}
-	var again protocol.Resource
-	if err := a.Request(ctx, protocol.OpRuntimeResourceStart, start, &again); err != nil || again.Ref != pty.Ref {
+	again, err := client.Call(ctx, a, protocol.OpRuntimeResourceStart, start)
+	if err != nil || again.Ref != pty.Ref {
 		t.Fatalf("a retry of the launch answered %+v, %v", again, err)
 	}
 	wa := watchPTY(t, a, s.SessionID, pty.Ref)
 	wa.until("ready in " + work)
 
-	var ctl protocol.ControllerAcquireResult
-	if err := a.Request(ctx, protocol.OpRuntimeResourceControllerAcquire, protocol.ResourceRef{SessionID: s.SessionID, Ref: pty.Ref}, &ctl); err != nil {
+	ctl, err := client.Call(ctx, a, protocol.OpRuntimeResourceControllerAcquire, protocol.ResourceRef{SessionID: s.SessionID, Ref: pty.Ref})
+	if err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(ctl.Screen, "ready in") || ctl.NextSequence != 1 {
 		t.Fatalf("acquired %+v", ctl)
 	}
 	control := func(c *client.Conn, seq uint64, data string) error {
-		return c.Request(ctx, protocol.OpRuntimeResourceControllerControl, protocol.ControlInput{
+		_, err := client.Call(ctx, c, protocol.OpRuntimeResourceControllerControl, protocol.ControlInput{
 			SessionID: s.SessionID, Ref: pty.Ref, ControllerID: ctl.ControllerID, Sequence: seq, Data: data,
-		}, nil)
+		})
+		return err
 	}
 	if err := control(a, 1, "first line\n"); err != nil {
 		t.Fatal(err)
@@ -179,8 +180,7 @@ func TestAPTYIsSeenByEveryClientThatChoosesItAndControlledByOneAtATime(t *testin
 	if !wb.frames[0].Screen || !strings.Contains(wb.frames[0].Data, "first line") {
 		t.Fatalf("the second client's first frame: %+v", wb.frames[0])
 	}
-	var other protocol.ControllerAcquireResult
-	err := b.Request(ctx, protocol.OpRuntimeResourceControllerAcquire, protocol.ResourceRef{SessionID: s.SessionID, Ref: pty.Ref}, &other)
+	_, err = client.Call(ctx, b, protocol.OpRuntimeResourceControllerAcquire, protocol.ResourceRef{SessionID: s.SessionID, Ref: pty.Ref})
 	wantCode(t, err, protocol.CodeOperationConflict)
 	wantCode(t, control(b, 2, "not yours\n"), protocol.CodeOperationConflict)
 
@@ -197,7 +197,7 @@ func TestAPTYIsSeenByEveryClientThatChoosesItAndControlledByOneAtATime(t *testin
 	a.Close()
 	deadline := time.Now().Add(agentdtest.Timeout)
 	for {
-		err := b.Request(ctx, protocol.OpRuntimeResourceControllerAcquire, protocol.ResourceRef{SessionID: s.SessionID, Ref: pty.Ref}, &other)
+		_, err := client.Call(ctx, b, protocol.OpRuntimeResourceControllerAcquire, protocol.ResourceRef{SessionID: s.SessionID, Ref: pty.Ref})
 		if err == nil {
 			break
 		}
@@ -208,8 +208,8 @@ func TestAPTYIsSeenByEveryClientThatChoosesItAndControlledByOneAtATime(t *testin
 	}
 
 	// Stopping it reaches its watcher as the resource's state.
-	var stopped protocol.Resource
-	if err := b.Request(ctx, protocol.OpRuntimeResourceStop, protocol.ResourceRef{SessionID: s.SessionID, Ref: pty.Ref}, &stopped); err != nil {
+	stopped, err := client.Call(ctx, b, protocol.OpRuntimeResourceStop, protocol.ResourceRef{SessionID: s.SessionID, Ref: pty.Ref})
+	if err != nil {
 		t.Fatal(err)
 	}
 	if stopped.State != protocol.ResourceExited {
@@ -228,8 +228,8 @@ func TestAPTYIsSeenByEveryClientThatChoosesItAndControlledByOneAtATime(t *testin
 			wb.updates = append(wb.updates, r)
 		}
 	}
-	var list protocol.ResourceQueryResult
-	if err := b.Request(ctx, protocol.OpRuntimeResourceQuery, protocol.ResourceQueryInput{SessionID: s.SessionID}, &list); err != nil {
+	list, err := client.Call(ctx, b, protocol.OpRuntimeResourceQuery, protocol.ResourceQueryInput{SessionID: s.SessionID})
+	if err != nil {
 		t.Fatal(err)
 	}
 	if len(list.Resources) != 1 || list.Resources[0].State != protocol.ResourceExited {
@@ -252,32 +252,42 @@ func TestResourceMutationsOfAnArchivedSessionFailAndOfAnUnknownOneAreNotFound(t 
 	_, c, work := newHost(t, time.Hour)
 	ctx := agentdtest.Context(t)
 	s := createSession(t, c, work)
-	var r protocol.Resource
-	if err := c.Request(ctx, protocol.OpRuntimeResourceStart, protocol.ResourceStartInput{SessionID: s.SessionID, LaunchID: "l1", Command: "sleep 1000"}, &r); err != nil {
+	r, err := client.Call(ctx, c, protocol.OpRuntimeResourceStart, protocol.ResourceStartInput{SessionID: s.SessionID, LaunchID: "l1", Command: "sleep 1000"})
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Request(ctx, protocol.OpSessionArchive, protocol.SessionRef{SessionID: s.SessionID}, nil); err != nil {
+	if _, err := client.Call(ctx, c, protocol.OpSessionArchive, protocol.SessionRef{SessionID: s.SessionID}); err != nil {
 		t.Fatal(err)
 	}
 	ref := protocol.ResourceRef{SessionID: s.SessionID, Ref: r.Ref}
-	for _, call := range []struct {
-		op string
-		in any
-	}{
-		{protocol.OpRuntimeResourceStart, protocol.ResourceStartInput{SessionID: s.SessionID, LaunchID: "l2", Command: "true"}},
-		{protocol.OpRuntimeResourceStop, ref},
-		{protocol.OpRuntimeResourceControllerAcquire, ref},
-		{protocol.OpRuntimeResourceControllerControl, protocol.ControlInput{SessionID: s.SessionID, Ref: r.Ref, ControllerID: "ctl-1", Sequence: 1}},
-		{protocol.OpRuntimeResourceControllerRelease, protocol.ControllerRef{SessionID: s.SessionID, Ref: r.Ref, ControllerID: "ctl-1"}},
+	for op, call := range map[string]func() error{
+		"start": func() error {
+			_, err := client.Call(ctx, c, protocol.OpRuntimeResourceStart, protocol.ResourceStartInput{SessionID: s.SessionID, LaunchID: "l2", Command: "true"})
+			return err
+		},
+		"stop": func() error { _, err := client.Call(ctx, c, protocol.OpRuntimeResourceStop, ref); return err },
+		"acquire": func() error {
+			_, err := client.Call(ctx, c, protocol.OpRuntimeResourceControllerAcquire, ref)
+			return err
+		},
+		"control": func() error {
+			_, err := client.Call(ctx, c, protocol.OpRuntimeResourceControllerControl, protocol.ControlInput{SessionID: s.SessionID, Ref: r.Ref, ControllerID: "ctl-1", Sequence: 1})
+			return err
+		},
+		"release": func() error {
+			_, err := client.Call(ctx, c, protocol.OpRuntimeResourceControllerRelease, protocol.ControllerRef{SessionID: s.SessionID, Ref: r.Ref, ControllerID: "ctl-1"})
+			return err
+		},
 	} {
-		wantCode(t, c.Request(ctx, call.op, call.in, nil), protocol.CodeSessionArchived)
+		t.Logf("%s of an archived session", op)
+		wantCode(t, call(), protocol.CodeSessionArchived)
 	}
 	// Reading is not a mutation.
-	var list protocol.ResourceQueryResult
-	if err := c.Request(ctx, protocol.OpRuntimeResourceQuery, protocol.ResourceQueryInput{SessionID: s.SessionID}, &list); err != nil {
+	_, err = client.Call(ctx, c, protocol.OpRuntimeResourceQuery, protocol.ResourceQueryInput{SessionID: s.SessionID})
+	if err != nil {
 		t.Fatal(err)
 	}
-	err := c.Request(ctx, protocol.OpRuntimeResourceStart, protocol.ResourceStartInput{SessionID: "nosuchsession", LaunchID: "l3", Command: "true"}, nil)
+	_, err = client.Call(ctx, c, protocol.OpRuntimeResourceStart, protocol.ResourceStartInput{SessionID: "nosuchsession", LaunchID: "l3", Command: "true"})
 	wantCode(t, err, protocol.CodeNotFound)
 }
 
@@ -287,8 +297,8 @@ func TestARunningResourceKeepsItsWorker(t *testing.T) {
 	h, c, work := newHost(t, 50*time.Millisecond)
 	ctx := agentdtest.Context(t)
 	s := createSession(t, c, work)
-	var r protocol.Resource
-	if err := c.Request(ctx, protocol.OpRuntimeResourceStart, protocol.ResourceStartInput{SessionID: s.SessionID, LaunchID: "l1", Command: "sleep 1000"}, &r); err != nil {
+	r, err := client.Call(ctx, c, protocol.OpRuntimeResourceStart, protocol.ResourceStartInput{SessionID: s.SessionID, LaunchID: "l1", Command: "sleep 1000"})
+	if err != nil {
 		t.Fatal(err)
 	}
 	pid := workerPID(t, h.Home, s.SessionID)
@@ -302,7 +312,7 @@ func TestARunningResourceKeepsItsWorker(t *testing.T) {
 	if workerGone(h.Home, s.SessionID)() || workerPID(t, h.Home, s.SessionID) != pid {
 		t.Fatal("the worker stopped while its session ran a resource")
 	}
-	if err := c.Request(ctx, protocol.OpRuntimeResourceStop, protocol.ResourceRef{SessionID: s.SessionID, Ref: r.Ref}, nil); err != nil {
+	if _, err := client.Call(ctx, c, protocol.OpRuntimeResourceStop, protocol.ResourceRef{SessionID: s.SessionID, Ref: r.Ref}); err != nil {
 		t.Fatal(err)
 	}
 	poll.Until(t, "the worker to stop once idle", workerGone(h.Home, s.SessionID))
@@ -327,13 +337,13 @@ func TestAPTYFloodReachesItsWatchersInOrder(t *testing.T) {
 		w.until("\x1b[2J") // the screen
 		ws = append(ws, w)
 	}
-	var ctl protocol.ControllerAcquireResult
-	if err := c.Request(ctx, protocol.OpRuntimeResourceControllerAcquire, protocol.ResourceRef{SessionID: s.SessionID, Ref: pty.Ref}, &ctl); err != nil {
+	ctl, err := client.Call(ctx, c, protocol.OpRuntimeResourceControllerAcquire, protocol.ResourceRef{SessionID: s.SessionID, Ref: pty.Ref})
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Request(ctx, protocol.OpRuntimeResourceControllerControl, protocol.ControlInput{
+	if _, err := client.Call(ctx, c, protocol.OpRuntimeResourceControllerControl, protocol.ControlInput{
 		SessionID: s.SessionID, Ref: pty.Ref, ControllerID: ctl.ControllerID, Sequence: 1, Data: "\n",
-	}, nil); err != nil {
+	}); err != nil {
 		t.Fatal(err)
 	}
 	var b strings.Builder
@@ -425,13 +435,13 @@ func TestAWatcherThatLagsOnAPTYIsSkippedToItsScreen(t *testing.T) {
 			}
 		}
 	}()
-	var ctl protocol.ControllerAcquireResult
-	if err := c.Request(ctx, protocol.OpRuntimeResourceControllerAcquire, protocol.ResourceRef{SessionID: s.SessionID, Ref: pty.Ref}, &ctl); err != nil {
+	ctl, err := client.Call(ctx, c, protocol.OpRuntimeResourceControllerAcquire, protocol.ResourceRef{SessionID: s.SessionID, Ref: pty.Ref})
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Request(ctx, protocol.OpRuntimeResourceControllerControl, protocol.ControlInput{
+	if _, err := client.Call(ctx, c, protocol.OpRuntimeResourceControllerControl, protocol.ControlInput{
 		SessionID: s.SessionID, Ref: pty.Ref, ControllerID: ctl.ControllerID, Sequence: 1, Data: "\n",
-	}, nil); err != nil {
+	}); err != nil {
 		t.Fatal(err)
 	}
 	// The flood runs to its end while the watcher reads nothing.

@@ -201,14 +201,15 @@ func (s *Service) AttachConnection(id server.Identity, out *server.OutboundWrite
 	return &clientConn{s: s, id: id, out: out, subs: map[string]*subscription{}, turn: make(chan struct{}, 1), controllers: map[string]controllerHeld{}}
 }
 
-// Fanout counts the work of the session fan-out, for host.diagnostics.query.
-func (s *Service) Fanout() protocol.FanoutCounters {
-	return s.counters.snapshot()
+// ReportStatus adds the model providers to host.status.
+func (s *Service) ReportStatus(st *protocol.HostStatus) {
+	st.Providers = s.cfg.Models.Providers()
 }
 
-// Providers reports the model providers, for host.status.
-func (s *Service) Providers() []protocol.ProviderStatus {
-	return s.cfg.Models.Providers()
+// ReportDiagnostics adds the counts of the session fan-out's work to
+// host.diagnostics.query.
+func (s *Service) ReportDiagnostics(res *protocol.DiagnosticsQueryResult) {
+	res.Fanout = s.counters.snapshot()
 }
 
 // status is the runtime status of a session the host knows of.

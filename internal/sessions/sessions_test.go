@@ -71,12 +71,12 @@ func workerGone(home, id string) func() bool {
 func TestRemovingASessionStopsItsWorkerAndClosesItsSubscriptions(t *testing.T) {
 	h, c, work := newHost(t, time.Hour)
 	ctx := agentdtest.Context(t)
-	var s protocol.Session
-	if err := c.Request(ctx, protocol.OpSessionCreate, protocol.SessionCreateInput{Cwd: work}, &s); err != nil {
+	s, err := client.Call(ctx, c, protocol.OpSessionCreate, protocol.SessionCreateInput{Cwd: work})
+	if err != nil {
 		t.Fatal(err)
 	}
-	var open protocol.SubscriptionOpenResult
-	if err := c.Request(ctx, protocol.OpSubscriptionOpen, protocol.SubscriptionOpenInput{SessionID: s.SessionID, Transcript: protocol.TranscriptBootstrap{Kind: "none"}}, &open); err != nil {
+	open, err := client.Call(ctx, c, protocol.OpSubscriptionOpen, protocol.SubscriptionOpenInput{SessionID: s.SessionID, Transcript: protocol.TranscriptBootstrap{Kind: "none"}})
+	if err != nil {
 		t.Fatal(err)
 	}
 	if open.HostEpoch != h.Epoch() {
@@ -84,11 +84,11 @@ func TestRemovingASessionStopsItsWorkerAndClosesItsSubscriptions(t *testing.T) {
 	}
 	w := c.Watch(open.SubscriptionID)
 	defer w.Close()
-	if err := c.Request(ctx, protocol.OpSubscriptionReady, protocol.SubscriptionRef{SubscriptionID: open.SubscriptionID}, nil); err != nil {
+	if _, err := client.Call(ctx, c, protocol.OpSubscriptionReady, protocol.SubscriptionRef{SubscriptionID: open.SubscriptionID}); err != nil {
 		t.Fatal(err)
 	}
 	workerPID(t, h.Home, s.SessionID)
-	if err := c.Request(ctx, protocol.OpSessionRemove, protocol.SessionRef{SessionID: s.SessionID}, nil); err != nil {
+	if _, err := client.Call(ctx, c, protocol.OpSessionRemove, protocol.SessionRef{SessionID: s.SessionID}); err != nil {
 		t.Fatal(err)
 	}
 	for {
@@ -106,7 +106,7 @@ func TestRemovingASessionStopsItsWorkerAndClosesItsSubscriptions(t *testing.T) {
 		}
 	}
 	poll.Until(t, "worker exit", workerGone(h.Home, s.SessionID))
-	if err := c.Request(ctx, protocol.OpSessionGet, protocol.SessionRef{SessionID: s.SessionID}, nil); !errors.Is(err, client.ErrNotFound) {
+	if _, err := client.Call(ctx, c, protocol.OpSessionGet, protocol.SessionRef{SessionID: s.SessionID}); !errors.Is(err, client.ErrNotFound) {
 		t.Fatalf("get after remove: %v", err)
 	}
 }
@@ -114,21 +114,19 @@ func TestRemovingASessionStopsItsWorkerAndClosesItsSubscriptions(t *testing.T) {
 func TestArchivedSessionRefusesTurnsButCanBeRead(t *testing.T) {
 	_, c, work := newHost(t, time.Hour)
 	ctx := agentdtest.Context(t)
-	var s protocol.Session
-	c.Request(ctx, protocol.OpSessionCreate, protocol.SessionCreateInput{Cwd: work, Title: "old"}, &s)
-	if err := c.Request(ctx, protocol.OpSessionArchive, protocol.SessionRef{SessionID: s.SessionID}, nil); err != nil {
+	s, _ := client.Call(ctx, c, protocol.OpSessionCreate, protocol.SessionCreateInput{Cwd: work, Title: "old"})
+	if _, err := client.Call(ctx, c, protocol.OpSessionArchive, protocol.SessionRef{SessionID: s.SessionID}); err != nil {
 		t.Fatal(err)
 	}
-	err := c.Request(ctx, protocol.OpTurnStart, protocol.TurnStartInput{SessionID: s.SessionID, TurnID: "t", Content: protocol.Content{Text: "hi"}}, nil)
+	_, err := client.Call(ctx, c, protocol.OpTurnStart, protocol.TurnStartInput{SessionID: s.SessionID, TurnID: "t", Content: protocol.Content{Text: "hi"}})
 	if !errors.Is(err, client.ErrSessionArchived) {
 		t.Fatalf("turn on an archived session: %v", err)
 	}
-	var got protocol.Session
-	if err := c.Request(ctx, protocol.OpSessionGet, protocol.SessionRef{SessionID: s.SessionID[:4]}, &got); err != nil || !got.Archived {
+	got, err := client.Call(ctx, c, protocol.OpSessionGet, protocol.SessionRef{SessionID: s.SessionID[:4]})
+	if err != nil || !got.Archived {
 		t.Fatalf("get: %+v %v", got, err)
 	}
-	var list protocol.SessionListResult
-	c.Request(ctx, protocol.OpSessionList, protocol.SessionListInput{}, &list)
+	list, _ := client.Call(ctx, c, protocol.OpSessionList, protocol.SessionListInput{})
 	if len(list.Sessions) != 0 {
 		t.Fatalf("list without archived: %+v", list.Sessions)
 	}
@@ -137,24 +135,23 @@ func TestArchivedSessionRefusesTurnsButCanBeRead(t *testing.T) {
 func TestIdleWorkerStopsAndTheNextTurnStartsANewOne(t *testing.T) {
 	h, c, work := newHost(t, 100*time.Millisecond)
 	ctx := agentdtest.Context(t)
-	var s protocol.Session
-	c.Request(ctx, protocol.OpSessionCreate, protocol.SessionCreateInput{Cwd: work, Approval: protocol.ApprovalAll}, &s)
+	s, _ := client.Call(ctx, c, protocol.OpSessionCreate, protocol.SessionCreateInput{Cwd: work, Approval: protocol.ApprovalAll})
 	start := func(turn string) int {
 		// A subscription holds the worker while its pid is read.
-		var open protocol.SubscriptionOpenResult
-		if err := c.Request(ctx, protocol.OpSubscriptionOpen, protocol.SubscriptionOpenInput{SessionID: s.SessionID, Transcript: protocol.TranscriptBootstrap{Kind: "none"}}, &open); err != nil {
+		open, err := client.Call(ctx, c, protocol.OpSubscriptionOpen, protocol.SubscriptionOpenInput{SessionID: s.SessionID, Transcript: protocol.TranscriptBootstrap{Kind: "none"}})
+		if err != nil {
 			t.Fatal(err)
 		}
 		pid := workerPID(t, h.Home, s.SessionID)
-		if err := c.Request(ctx, protocol.OpTurnStart, protocol.TurnStartInput{SessionID: s.SessionID, TurnID: turn, Content: protocol.Content{Text: "hello"}}, nil); err != nil {
+		if _, err := client.Call(ctx, c, protocol.OpTurnStart, protocol.TurnStartInput{SessionID: s.SessionID, TurnID: turn, Content: protocol.Content{Text: "hello"}}); err != nil {
 			t.Fatal(err)
 		}
 		poll.Until(t, "turn end", func() bool {
 			var snap protocol.TurnSnapshot
-			err := c.Request(ctx, protocol.OpTurnQuery, protocol.TurnRef{SessionID: s.SessionID, TurnID: turn}, &snap)
+			snap, err := client.Call(ctx, c, protocol.OpTurnQuery, protocol.TurnRef{SessionID: s.SessionID, TurnID: turn})
 			return err == nil && snap.Status == protocol.TurnCompleted
 		})
-		if err := c.Request(ctx, protocol.OpSubscriptionClose, protocol.SubscriptionRef{SubscriptionID: open.SubscriptionID}, nil); err != nil {
+		if _, err := client.Call(ctx, c, protocol.OpSubscriptionClose, protocol.SubscriptionRef{SubscriptionID: open.SubscriptionID}); err != nil {
 			t.Fatal(err)
 		}
 		return pid
@@ -169,15 +166,14 @@ func TestIdleWorkerStopsAndTheNextTurnStartsANewOne(t *testing.T) {
 func TestDrainingHostClosesSubscriptionsAsHostDraining(t *testing.T) {
 	h, c, work := newHost(t, time.Hour)
 	ctx := agentdtest.Context(t)
-	var s protocol.Session
-	c.Request(ctx, protocol.OpSessionCreate, protocol.SessionCreateInput{Cwd: work}, &s)
-	var open protocol.SubscriptionOpenResult
-	if err := c.Request(ctx, protocol.OpSubscriptionOpen, protocol.SubscriptionOpenInput{SessionID: s.SessionID, Transcript: protocol.TranscriptBootstrap{Kind: "none"}}, &open); err != nil {
+	s, _ := client.Call(ctx, c, protocol.OpSessionCreate, protocol.SessionCreateInput{Cwd: work})
+	open, err := client.Call(ctx, c, protocol.OpSubscriptionOpen, protocol.SubscriptionOpenInput{SessionID: s.SessionID, Transcript: protocol.TranscriptBootstrap{Kind: "none"}})
+	if err != nil {
 		t.Fatal(err)
 	}
 	w := c.Watch(open.SubscriptionID)
 	defer w.Close()
-	if err := c.Request(ctx, protocol.OpSubscriptionReady, protocol.SubscriptionRef{SubscriptionID: open.SubscriptionID}, nil); err != nil {
+	if _, err := client.Call(ctx, c, protocol.OpSubscriptionReady, protocol.SubscriptionRef{SubscriptionID: open.SubscriptionID}); err != nil {
 		t.Fatal(err)
 	}
 	stopped := make(chan error, 1)
@@ -202,8 +198,8 @@ func TestSessionListPagesCoverEverySessionOnce(t *testing.T) {
 	ctx := agentdtest.Context(t)
 	want := map[string]bool{}
 	for range 7 {
-		var s protocol.Session
-		if err := c.Request(ctx, protocol.OpSessionCreate, protocol.SessionCreateInput{Cwd: work}, &s); err != nil {
+		s, err := client.Call(ctx, c, protocol.OpSessionCreate, protocol.SessionCreateInput{Cwd: work})
+		if err != nil {
 			t.Fatal(err)
 		}
 		want[s.SessionID] = true
@@ -212,8 +208,8 @@ func TestSessionListPagesCoverEverySessionOnce(t *testing.T) {
 	in := protocol.SessionListInput{Limit: 3}
 	pages := 0
 	for {
-		var res protocol.SessionListResult
-		if err := c.Request(ctx, protocol.OpSessionList, in, &res); err != nil {
+		res, err := client.Call(ctx, c, protocol.OpSessionList, in)
+		if err != nil {
 			t.Fatal(err)
 		}
 		pages++
@@ -231,7 +227,7 @@ func TestSessionListPagesCoverEverySessionOnce(t *testing.T) {
 	if pages != 3 || len(got) != len(want) {
 		t.Fatalf("%d pages, %d sessions; want 3 pages, %d sessions", pages, len(got), len(want))
 	}
-	err := c.Request(ctx, protocol.OpSessionList, protocol.SessionListInput{Cursor: "not-a-cursor"}, nil)
+	_, err := client.Call(ctx, c, protocol.OpSessionList, protocol.SessionListInput{Cursor: "not-a-cursor"})
 	if !errors.Is(err, client.ErrInvalidRequest) {
 		t.Fatalf("bad cursor: %v", err)
 	}
@@ -240,15 +236,14 @@ func TestSessionListPagesCoverEverySessionOnce(t *testing.T) {
 func TestADetachedTurnRunsOnAndItsWorkerIdlesAfterIt(t *testing.T) {
 	h, c, work := newHost(t, 100*time.Millisecond)
 	ctx := agentdtest.Context(t)
-	var s protocol.Session
-	c.Request(ctx, protocol.OpSessionCreate, protocol.SessionCreateInput{Cwd: work, Approval: protocol.ApprovalAll}, &s)
-	var open protocol.SubscriptionOpenResult
-	if err := c.Request(ctx, protocol.OpSubscriptionOpen, protocol.SubscriptionOpenInput{SessionID: s.SessionID, Transcript: protocol.TranscriptBootstrap{Kind: "none"}}, &open); err != nil {
+	s, _ := client.Call(ctx, c, protocol.OpSessionCreate, protocol.SessionCreateInput{Cwd: work, Approval: protocol.ApprovalAll})
+	open, err := client.Call(ctx, c, protocol.OpSubscriptionOpen, protocol.SubscriptionOpenInput{SessionID: s.SessionID, Transcript: protocol.TranscriptBootstrap{Kind: "none"}})
+	if err != nil {
 		t.Fatal(err)
 	}
 	w := c.Watch(open.SubscriptionID)
-	c.Request(ctx, protocol.OpSubscriptionReady, protocol.SubscriptionRef{SubscriptionID: open.SubscriptionID}, nil)
-	if err := c.Request(ctx, protocol.OpTurnStart, protocol.TurnStartInput{SessionID: s.SessionID, TurnID: "t1", Content: protocol.Content{Text: "run `sleep 1`"}}, nil); err != nil {
+	client.Call(ctx, c, protocol.OpSubscriptionReady, protocol.SubscriptionRef{SubscriptionID: open.SubscriptionID})
+	if _, err := client.Call(ctx, c, protocol.OpTurnStart, protocol.TurnStartInput{SessionID: s.SessionID, TurnID: "t1", Content: protocol.Content{Text: "run `sleep 1`"}}); err != nil {
 		t.Fatal(err)
 	}
 	for {
@@ -261,17 +256,17 @@ func TestADetachedTurnRunsOnAndItsWorkerIdlesAfterIt(t *testing.T) {
 		}
 	}
 	// The client lets go mid-turn; the turn goes on and the host knows it runs.
-	if err := c.Request(ctx, protocol.OpSubscriptionClose, protocol.SubscriptionRef{SubscriptionID: open.SubscriptionID}, nil); err != nil {
+	if _, err := client.Call(ctx, c, protocol.OpSubscriptionClose, protocol.SubscriptionRef{SubscriptionID: open.SubscriptionID}); err != nil {
 		t.Fatal(err)
 	}
 	w.Close()
-	var got protocol.Session
-	if err := c.Request(ctx, protocol.OpSessionGet, protocol.SessionRef{SessionID: s.SessionID}, &got); err != nil || got.Status != protocol.SessionRunning {
+	got, err := client.Call(ctx, c, protocol.OpSessionGet, protocol.SessionRef{SessionID: s.SessionID})
+	if err != nil || got.Status != protocol.SessionRunning {
 		t.Fatalf("detached session: %+v %v", got, err)
 	}
 	poll.Until(t, "the worker idles out after the turn", workerGone(h.Home, s.SessionID))
-	var snap protocol.TurnSnapshot
-	if err := c.Request(ctx, protocol.OpTurnQuery, protocol.TurnRef{SessionID: s.SessionID, TurnID: "t1"}, &snap); err != nil || snap.Status != protocol.TurnCompleted {
+	snap, err := client.Call(ctx, c, protocol.OpTurnQuery, protocol.TurnRef{SessionID: s.SessionID, TurnID: "t1"})
+	if err != nil || snap.Status != protocol.TurnCompleted {
 		t.Fatalf("the detached turn: %+v %v", snap, err)
 	}
 }
@@ -279,14 +274,12 @@ func TestADetachedTurnRunsOnAndItsWorkerIdlesAfterIt(t *testing.T) {
 func TestSessionChangesCarryTheCatalogsHeader(t *testing.T) {
 	_, c, work := newHost(t, time.Hour)
 	ctx := agentdtest.Context(t)
-	var s protocol.Session
-	c.Request(ctx, protocol.OpSessionCreate, protocol.SessionCreateInput{Cwd: work, Title: "named", Approval: protocol.ApprovalAll}, &s)
-	var open protocol.SubscriptionOpenResult
-	c.Request(ctx, protocol.OpSubscriptionOpen, protocol.SubscriptionOpenInput{SessionID: s.SessionID, Transcript: protocol.TranscriptBootstrap{Kind: "none"}}, &open)
+	s, _ := client.Call(ctx, c, protocol.OpSessionCreate, protocol.SessionCreateInput{Cwd: work, Title: "named", Approval: protocol.ApprovalAll})
+	open, _ := client.Call(ctx, c, protocol.OpSubscriptionOpen, protocol.SubscriptionOpenInput{SessionID: s.SessionID, Transcript: protocol.TranscriptBootstrap{Kind: "none"}})
 	w := c.Watch(open.SubscriptionID)
 	defer w.Close()
-	c.Request(ctx, protocol.OpSubscriptionReady, protocol.SubscriptionRef{SubscriptionID: open.SubscriptionID}, nil)
-	c.Request(ctx, protocol.OpTurnStart, protocol.TurnStartInput{SessionID: s.SessionID, TurnID: "t1", Content: protocol.Content{Text: "hello"}}, nil)
+	client.Call(ctx, c, protocol.OpSubscriptionReady, protocol.SubscriptionRef{SubscriptionID: open.SubscriptionID})
+	client.Call(ctx, c, protocol.OpTurnStart, protocol.TurnStartInput{SessionID: s.SessionID, TurnID: "t1", Content: protocol.Content{Text: "hello"}})
 	for {
 		f, err := w.Next(ctx)
 		if err != nil {
@@ -314,14 +307,14 @@ func TestTwoClientsSeeOneSessionDirectory(t *testing.T) {
 	ctx := agentdtest.Context(t)
 	create := func(c *client.Conn, id string) {
 		t.Helper()
-		if err := c.Request(ctx, protocol.OpSessionCreate, protocol.SessionCreateInput{SessionID: id, Cwd: work}, nil); err != nil {
+		if _, err := client.Call(ctx, c, protocol.OpSessionCreate, protocol.SessionCreateInput{SessionID: id, Cwd: work}); err != nil {
 			t.Fatalf("create %s: %v", id, err)
 		}
 	}
 	list := func(c *client.Conn) string {
 		t.Helper()
-		var res protocol.SessionListResult
-		if err := c.Request(ctx, protocol.OpSessionList, protocol.SessionListInput{}, &res); err != nil {
+		res, err := client.Call(ctx, c, protocol.OpSessionList, protocol.SessionListInput{})
+		if err != nil {
 			t.Fatal(err)
 		}
 		var ids []string
@@ -345,19 +338,19 @@ func TestTwoClientsSeeOneSessionDirectory(t *testing.T) {
 
 	watch := func(c *client.Conn) *client.Watcher {
 		t.Helper()
-		var open protocol.SubscriptionOpenResult
-		if err := c.Request(ctx, protocol.OpSubscriptionOpen, protocol.SubscriptionOpenInput{SessionID: "demo-1", Transcript: protocol.TranscriptBootstrap{Kind: "none"}}, &open); err != nil {
+		open, err := client.Call(ctx, c, protocol.OpSubscriptionOpen, protocol.SubscriptionOpenInput{SessionID: "demo-1", Transcript: protocol.TranscriptBootstrap{Kind: "none"}})
+		if err != nil {
 			t.Fatal(err)
 		}
 		w := c.Watch(open.SubscriptionID)
 		t.Cleanup(func() { w.Close() })
-		if err := c.Request(ctx, protocol.OpSubscriptionReady, protocol.SubscriptionRef{SubscriptionID: open.SubscriptionID}, nil); err != nil {
+		if _, err := client.Call(ctx, c, protocol.OpSubscriptionReady, protocol.SubscriptionRef{SubscriptionID: open.SubscriptionID}); err != nil {
 			t.Fatal(err)
 		}
 		return w
 	}
 	watchers := []*client.Watcher{watch(first), watch(second)}
-	if err := first.Request(ctx, protocol.OpSessionRemove, protocol.SessionRef{SessionID: "demo-1"}, nil); err != nil {
+	if _, err := client.Call(ctx, first, protocol.OpSessionRemove, protocol.SessionRef{SessionID: "demo-1"}); err != nil {
 		t.Fatal(err)
 	}
 	for i, w := range watchers {

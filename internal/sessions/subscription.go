@@ -9,8 +9,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/agentd-dev/agentd/client"
 	"github.com/agentd-dev/agentd/internal/fanout"
 	"github.com/agentd-dev/agentd/internal/server"
+	"github.com/agentd-dev/agentd/internal/transport"
 	"github.com/agentd-dev/agentd/protocol"
 )
 
@@ -82,7 +84,7 @@ type item struct {
 	stream string
 
 	// raw is the worker's frame that pty's data shares, from
-	// protocol.GetBuffer: given back when the last of those who hold
+	// transport.GetBuffer: given back when the last of those who hold
 	// the item (refs), the publisher and each queued entry, lets go.
 	raw  []byte
 	refs atomic.Int32
@@ -115,7 +117,7 @@ func (it *item) hold() {
 // release lets a hold of the item go.
 func (it *item) release() {
 	if it.raw != nil && it.refs.Add(-1) == 0 {
-		protocol.PutBuffer(it.raw)
+		transport.PutBuffer(it.raw)
 	}
 }
 
@@ -127,7 +129,7 @@ type pending struct {
 	merged         bool   // text, thinking, output or ptyData hold its content
 	text, thinking []byte // a message's
 	output         []byte // a tool call's
-	ptyData        []byte // a PTY's merged output, a JSON string (protocol.GetBuffer's)
+	ptyData        []byte // a PTY's merged output, a JSON string (transport.GetBuffer's)
 	ptySeq         uint64 // the sequence of a PTY's merged output
 	skipped        int64  // bytes of its stream left out before it, here
 	dropped        bool   // its holds are let go
@@ -147,7 +149,7 @@ func (p *pending) Release() {
 	p.dropped = true
 	p.item.release()
 	if p.ptyData != nil {
-		protocol.PutBuffer(p.ptyData)
+		transport.PutBuffer(p.ptyData)
 		p.ptyData = nil
 	}
 }
@@ -190,9 +192,9 @@ func (p *pending) Merge(next *pending) bool {
 	if p.pty != nil {
 		if !p.merged {
 			p.merged = true
-			p.ptyData = append(protocol.GetBuffer(mergeCap), p.pty.Data...)
+			p.ptyData = append(transport.GetBuffer(mergeCap), p.pty.Data...)
 		}
-		p.ptyData = protocol.JoinJSONStrings(protocol.GrowBuffer(p.ptyData, len(next.pty.Data)), next.pty.Data)
+		p.ptyData = protocol.JoinJSONStrings(transport.GrowBuffer(p.ptyData, len(next.pty.Data)), next.pty.Data)
 		p.ptySeq = next.pty.PtySequence
 		next.Release()
 		return true
@@ -452,10 +454,10 @@ func (sub *subscription) writeBatch(batch []*pending) (*server.Receipt, error) {
 func (sub *subscription) write(p *pending, then func()) (*server.Receipt, error) {
 	epoch := sub.s.host.Epoch()
 	head := protocol.Pushed{HostEpoch: epoch, SubscriptionID: sub.id, Sequence: sub.seq + 1}
-	frame := p.appendFrame(protocol.GetBuffer(128+len(epoch)+len(sub.id)+p.Size()), head)
+	frame := p.appendFrame(transport.GetBuffer(128+len(epoch)+len(sub.id)+p.Size()), head)
 	if len(frame) > protocol.MaxMessageBytes {
 		sub.s.log.Error("a delta frame passes the wire limit and is left out", "subscription", sub.id, "bytes", len(frame))
-		protocol.PutBuffer(frame)
+		transport.PutBuffer(frame)
 		return nil, nil
 	}
 	r, err := sub.c.out.EnqueuePooled(server.Control, frame, then)
@@ -489,8 +491,8 @@ func (sub *subscription) catchUp() bool {
 		SessionID: sub.w.sessionID, Direction: "newer", AnchorSequence: &anchor, ThroughSequence: &through, MaxBytes: pageBytes,
 	}
 	for {
-		var page protocol.TranscriptPage
-		if err := sub.w.conn.Request(ctx, protocol.OpSessionTranscriptPage, in, &page); err != nil {
+		page, err := client.Call(ctx, sub.w.conn, protocol.OpSessionTranscriptPage, in)
+		if err != nil {
 			sub.s.log.Warn("reading the transcript for a resuming subscriber", "subscription", sub.id, "err", err)
 			sub.close(protocol.ClosedWorkerExited)
 			return true // its closed frame follows
@@ -500,8 +502,8 @@ func (sub *subscription) catchUp() bool {
 			batch[i] = newPending(&item{body: entryDelta(rec)})
 		}
 		var last *server.Receipt
-		var err error
-		if !sub.c.send(sub.q.Done(), func() { last, err = sub.writeBatch(batch) }) || err != nil {
+		var werr error
+		if !sub.c.send(sub.q.Done(), func() { last, werr = sub.writeBatch(batch) }) || werr != nil {
 			return false
 		}
 		if last != nil {

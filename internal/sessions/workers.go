@@ -412,7 +412,7 @@ func (w *worker) stop() {
 	w.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	w.conn.Request(ctx, protocol.OpHostShutdown, protocol.ShutdownInput{}, nil)
+	client.Call(ctx, w.conn, protocol.OpHostShutdown, protocol.ShutdownInput{})
 	select {
 	case <-w.exited:
 	case <-ctx.Done():

@@ -56,6 +56,7 @@ func NewBudgeted(nc net.Conn, budget *Budget) *Conn {
 	if budget != nil {
 		r = protocol.NewBudgetedLineReader(nc, budget)
 	}
+	r.SetBuffers(LineBuffers{})
 	return &Conn{
 		nc:     nc,
 		r:      r,
@@ -170,7 +171,7 @@ func (c *Conn) Write(msg []byte) error {
 		}
 	}
 	if c.w == nil {
-		c.w = protocol.GetBuffer(writeBufferSize)
+		c.w = GetBuffer(writeBufferSize)
 	}
 	c.w = append(append(c.w, msg...), '\n')
 	return nil
@@ -182,7 +183,7 @@ func (c *Conn) Flush() error {
 		return c.werr
 	}
 	_, c.werr = c.nc.Write(c.w)
-	protocol.PutBuffer(c.w)
+	PutBuffer(c.w)
 	c.w = nil
 	return c.werr
 }

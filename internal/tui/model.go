@@ -407,7 +407,7 @@ func (m *model) pending() []protocol.Interaction {
 
 func (m *model) answer(in protocol.Interaction, answer string) tea.Cmd {
 	return m.request("answer", func(ctx context.Context, c *client.Conn, session string) error {
-		err := c.Request(ctx, protocol.OpInteractionAnswer, protocol.InteractionAnswerInput{SessionID: session, InteractionID: in.InteractionID, Answer: answer}, nil)
+		_, err := client.Call(ctx, c, protocol.OpInteractionAnswer, protocol.InteractionAnswerInput{SessionID: session, InteractionID: in.InteractionID, Answer: answer})
 		if errors.Is(err, client.ErrNotFound) {
 			return nil // answered elsewhere first
 		}
@@ -444,7 +444,8 @@ func (m *model) key(k tea.KeyPressMsg) tea.Cmd {
 		case running:
 			m.flash = "stopping the turn after its current step"
 			return m.request("stop", func(ctx context.Context, c *client.Conn, session string) error {
-				return c.Request(ctx, protocol.OpTurnStop, protocol.TurnRef{SessionID: session, TurnID: turn}, nil)
+				_, err := client.Call(ctx, c, protocol.OpTurnStop, protocol.TurnRef{SessionID: session, TurnID: turn})
+				return err
 			})
 		default:
 			return tea.Quit
@@ -454,7 +455,8 @@ func (m *model) key(k tea.KeyPressMsg) tea.Cmd {
 		if turn, running := m.running(); running {
 			m.flash = "interrupting the turn"
 			return m.request("interrupt", func(ctx context.Context, c *client.Conn, session string) error {
-				return c.Request(ctx, protocol.OpTurnInterrupt, protocol.TurnRef{SessionID: session, TurnID: turn}, nil)
+				_, err := client.Call(ctx, c, protocol.OpTurnInterrupt, protocol.TurnRef{SessionID: session, TurnID: turn})
+				return err
 			})
 		}
 		return nil
@@ -528,7 +530,7 @@ func (m *model) send(text string, queue bool) tea.Cmd {
 	_, running := m.running()
 	return m.request("send", func(ctx context.Context, c *client.Conn, session string) error {
 		if !running && !queue {
-			err := c.Request(ctx, protocol.OpTurnStart, protocol.TurnStartInput{SessionID: session, TurnID: "t" + newID(), Content: protocol.Content{Text: text}}, nil)
+			_, err := client.Call(ctx, c, protocol.OpTurnStart, protocol.TurnStartInput{SessionID: session, TurnID: "t" + newID(), Content: protocol.Content{Text: text}})
 			if !errors.Is(err, client.ErrOperationConflict) {
 				return err
 			}
@@ -538,9 +540,10 @@ func (m *model) send(text string, queue bool) tea.Cmd {
 		if queue {
 			placement = protocol.PlacementNextTurn
 		}
-		return c.Request(ctx, protocol.OpTurnMessageSubmit, protocol.MessageSubmitInput{
+		_, err := client.Call(ctx, c, protocol.OpTurnMessageSubmit, protocol.MessageSubmitInput{
 			SessionID: session, MessageID: "m" + newID(), Content: protocol.Content{Text: text}, Placement: placement,
-		}, nil)
+		})
+		return err
 	})
 }
 

@@ -18,30 +18,30 @@ func TestAPTYFloodReachesEverySubscriptionThatChoseIt(t *testing.T) {
 	r := start(t, protocol.ApprovalAll, "", "", "")
 	ctx := agentdtest.Context(t)
 	const lines = 100000
-	var pty protocol.Resource
-	if err := r.conn.Request(ctx, protocol.OpRuntimeResourceStart, protocol.ResourceStartInput{
+	pty, err := client.Call(ctx, r.conn, protocol.OpRuntimeResourceStart, protocol.ResourceStartInput{
 		SessionID: "s1", LaunchID: "flood", Command: "stty -echo; read go; seq 1 " + strconv.Itoa(lines) + "; echo flood-done", PTY: true,
-	}, &pty); err != nil {
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 	var watchers []*client.Watcher
 	for range 2 {
-		var open protocol.SubscriptionOpenResult
-		if err := r.conn.Request(ctx, protocol.OpSubscriptionOpen, protocol.SubscriptionOpenInput{SessionID: "s1", Transcript: protocol.TranscriptBootstrap{Kind: "none"}}, &open); err != nil {
+		open, err := client.Call(ctx, r.conn, protocol.OpSubscriptionOpen, protocol.SubscriptionOpenInput{SessionID: "s1", Transcript: protocol.TranscriptBootstrap{Kind: "none"}})
+		if err != nil {
 			t.Fatal(err)
 		}
 		w := r.conn.Follow(open.SubscriptionID)
 		t.Cleanup(w.Close)
-		if err := r.conn.Request(ctx, protocol.OpSubscriptionReady, protocol.SubscriptionRef{SubscriptionID: open.SubscriptionID}, nil); err != nil {
+		if _, err := client.Call(ctx, r.conn, protocol.OpSubscriptionReady, protocol.SubscriptionRef{SubscriptionID: open.SubscriptionID}); err != nil {
 			t.Fatal(err)
 		}
-		if err := r.conn.Request(ctx, protocol.OpSubscriptionPtyInterestSet, protocol.PtyInterestInput{SubscriptionID: open.SubscriptionID, Refs: []string{pty.Ref}}, nil); err != nil {
+		if _, err := client.Call(ctx, r.conn, protocol.OpSubscriptionPtyInterestSet, protocol.PtyInterestInput{SubscriptionID: open.SubscriptionID, Refs: []string{pty.Ref}}); err != nil {
 			t.Fatal(err)
 		}
 		watchers = append(watchers, w)
 	}
-	var ctl protocol.ControllerAcquireResult
-	if err := r.conn.Request(ctx, protocol.OpRuntimeResourceControllerAcquire, protocol.ResourceRef{SessionID: "s1", Ref: pty.Ref}, &ctl); err != nil {
+	ctl, err := client.Call(ctx, r.conn, protocol.OpRuntimeResourceControllerAcquire, protocol.ResourceRef{SessionID: "s1", Ref: pty.Ref})
+	if err != nil {
 		t.Fatal(err)
 	}
 	outputs := make([]string, len(watchers))
@@ -77,9 +77,9 @@ func TestAPTYFloodReachesEverySubscriptionThatChoseIt(t *testing.T) {
 			outputs[i] = out.String()
 		})
 	}
-	if err := r.conn.Request(ctx, protocol.OpRuntimeResourceControllerControl, protocol.ControlInput{
+	if _, err := client.Call(ctx, r.conn, protocol.OpRuntimeResourceControllerControl, protocol.ControlInput{
 		SessionID: "s1", Ref: pty.Ref, ControllerID: ctl.ControllerID, Sequence: 1, Data: "\n",
-	}, nil); err != nil {
+	}); err != nil {
 		t.Error(err)
 		for _, w := range watchers {
 			w.Close() // the flood never starts: the readers stop

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"testing"
 
+	"github.com/agentd-dev/agentd/internal/transport"
 	"github.com/agentd-dev/agentd/protocol"
 )
 
@@ -12,7 +13,7 @@ import (
 // overwrite it) before the next item is made, and the others keep the
 // output whole.
 func TestEachSubscriptionGetsAPTYsOutputOfItsOwn(t *testing.T) {
-	quoted := protocol.AppendJSONString(protocol.GetBuffer(64), "output")
+	quoted := protocol.AppendJSONString(transport.GetBuffer(64), "output")
 	want := bytes.Clone(quoted)
 	next := ptyItems("pty-1", 7, quoted, false, 3)
 	var items []*pendingDelta

@@ -10,6 +10,7 @@ import (
 	"github.com/agentd-dev/agentd/internal/resource"
 	"github.com/agentd-dev/agentd/internal/server"
 	"github.com/agentd-dev/agentd/internal/tools"
+	"github.com/agentd-dev/agentd/internal/transport"
 	"github.com/agentd-dev/agentd/protocol"
 )
 
@@ -69,7 +70,7 @@ func (s *session) resourceChanged(r protocol.Resource) {
 // then waits while one of them holds too much of it: the PTY is read no
 // faster than its output goes out.
 func (s *session) ptyOutput(ref string, seq uint64, data []byte) {
-	quoted := protocol.AppendJSONString(protocol.GetBuffer(len(data)+len(data)/8+2), data)
+	quoted := protocol.AppendJSONString(transport.GetBuffer(len(data)+len(data)/8+2), data)
 	s.mu.Lock()
 	var watching []*subscription
 	for _, sub := range s.subs {
@@ -87,13 +88,13 @@ func (s *session) ptyOutput(ref string, seq uint64, data []byte) {
 
 // ptyItems returns the maker of a PTY's output items for the n
 // subscriptions that carry it. quoted is the output as a JSON string, in
-// a buffer from protocol.GetBuffer: each item but the last is given a
+// a buffer from transport.GetBuffer: each item but the last is given a
 // copy of its own, and the last quoted itself, which a subscription may
 // then merge into another item and give back at once. With no
 // subscription, quoted is given back now.
 func ptyItems(ref string, seq uint64, quoted []byte, screen bool, n int) func() *pendingDelta {
 	if n == 0 {
-		protocol.PutBuffer(quoted)
+		transport.PutBuffer(quoted)
 	}
 	made, stream := 0, ""
 	if !screen {
@@ -102,7 +103,7 @@ func ptyItems(ref string, seq uint64, quoted []byte, screen bool, n int) func() 
 	return func() *pendingDelta {
 		data := quoted
 		if made++; made < n {
-			data = append(protocol.GetBuffer(len(quoted)), quoted...)
+			data = append(transport.GetBuffer(len(quoted)), quoted...)
 		}
 		return &pendingDelta{kind: itemPTY, stream: stream, ref: ref, ptySeq: seq, screen: screen, ptyData: data}
 	}
@@ -200,7 +201,7 @@ func (s *session) setPtyInterest(_ context.Context, _ *server.Call, in *protocol
 			s.mu.Lock()
 			defer s.mu.Unlock()
 			sub.ptys[ref] = true
-			quoted := protocol.AppendJSONString(protocol.GetBuffer(len(screen)+len(screen)/8+2), screen)
+			quoted := protocol.AppendJSONString(transport.GetBuffer(len(screen)+len(screen)/8+2), screen)
 			s.deliverLocked(ptyItems(ref, seq, quoted, true, 1),
 				func(other *subscription) bool { return other == sub })
 		})

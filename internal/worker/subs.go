@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentd-dev/agentd/internal/fanout"
 	"github.com/agentd-dev/agentd/internal/server"
+	"github.com/agentd-dev/agentd/internal/transport"
 	"github.com/agentd-dev/agentd/protocol"
 )
 
@@ -84,7 +85,7 @@ type pendingDelta struct {
 	ref       string            // itemPTY
 	ptySeq    uint64            // itemPTY: the sequence of its output's last piece
 	screen    bool              // itemPTY: the output redraws the whole screen
-	ptyData   []byte            // itemPTY: the output, a JSON string (protocol.GetBuffer's)
+	ptyData   []byte            // itemPTY: the output, a JSON string (transport.GetBuffer's)
 	ptyPushed int               // itemPTY: the bytes pushed into it, as the subscription counted them
 }
 
@@ -123,8 +124,8 @@ func (p *pendingDelta) Merge(next *pendingDelta) bool {
 		return false
 	}
 	if p.kind == itemPTY {
-		p.ptyData = protocol.JoinJSONStrings(protocol.GrowBuffer(p.ptyData, len(next.ptyData)), next.ptyData)
-		protocol.PutBuffer(next.ptyData)
+		p.ptyData = protocol.JoinJSONStrings(transport.GrowBuffer(p.ptyData, len(next.ptyData)), next.ptyData)
+		transport.PutBuffer(next.ptyData)
 		p.ptySeq = next.ptySeq
 		p.ptyPushed += next.ptyPushed
 		return true
@@ -164,7 +165,7 @@ func (p *pendingDelta) Whole() bool { return p.kind == itemPTY }
 // Release implements fanout.Item.
 func (p *pendingDelta) Release() {
 	if p.ptyData != nil {
-		protocol.PutBuffer(p.ptyData)
+		transport.PutBuffer(p.ptyData)
 		p.ptyData = nil
 	}
 }
@@ -555,7 +556,7 @@ func (sub *subscription) frame(p *pendingDelta) ([]byte, error) {
 		return json.Marshal(protocol.RuntimeResourceUpdateFrame{Pushed: pushed, RuntimeResourceUpdate: protocol.RuntimeResourceUpdate{SessionID: sub.sessionID, Ref: p.res.Ref, Resource: res}})
 	}
 	f := protocol.PtyDataFields{SessionID: sub.sessionID, Ref: p.ref, PtySequence: p.ptySeq, Data: p.ptyData, Screen: p.screen}
-	return protocol.AppendPtyDataFrame(protocol.GetBuffer(192+len(sub.epoch)+len(sub.id)+len(sub.sessionID)+len(p.ref)+len(p.ptyData)), pushed, &f), nil
+	return protocol.AppendPtyDataFrame(transport.GetBuffer(192+len(sub.epoch)+len(sub.id)+len(sub.sessionID)+len(p.ref)+len(p.ptyData)), pushed, &f), nil
 }
 
 // watches reports whether the subscription carries PTY ref's output.

@@ -5,6 +5,7 @@ import (
 	"math"
 	"testing"
 
+	"github.com/agentd-dev/agentd/client"
 	"github.com/agentd-dev/agentd/internal/agentdtest"
 	"github.com/agentd-dev/agentd/internal/provider"
 	"github.com/agentd-dev/agentd/internal/provider/anthropic"
@@ -81,8 +82,8 @@ func TestATurnsUsageSumsItsModelCallsAndIsRecorded(t *testing.T) {
 		}
 	}
 	check("run_end", seen[len(seen)-1].Turn.Usage)
-	var snap protocol.TurnSnapshot
-	if err := r.conn.Request(agentdtest.Context(t), protocol.OpTurnQuery, protocol.TurnRef{SessionID: "s1", TurnID: "t1"}, &snap); err != nil {
+	snap, err := client.Call(agentdtest.Context(t), r.conn, protocol.OpTurnQuery, protocol.TurnRef{SessionID: "s1", TurnID: "t1"})
+	if err != nil {
 		t.Fatal(err)
 	}
 	check("turn.query", snap.Usage)
@@ -101,7 +102,9 @@ func TestATurnsUsageSumsItsModelCallsAndIsRecorded(t *testing.T) {
 
 	cfg.TranscriptPath = r.transcript
 	again := startWorker(t, cfg)
-	if err := again.conn.Request(agentdtest.Context(t), protocol.OpTurnQuery, protocol.TurnRef{SessionID: "s1", TurnID: "t1"}, &snap); err != nil {
+	got, err := client.Call(agentdtest.Context(t), again.conn, protocol.OpTurnQuery, protocol.TurnRef{SessionID: "s1", TurnID: "t1"})
+	snap = got
+	if err != nil {
 		t.Fatal(err)
 	}
 	check("turn.query after a restart", snap.Usage)

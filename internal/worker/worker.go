@@ -11,12 +11,14 @@ package worker
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/agentd-dev/agentd/internal/atomicfile"
@@ -118,14 +120,14 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	regPath := protocol.WorkerRegistrationPath(cfg.Home, s.id)
 	defer os.Remove(regPath)
-	h, err := server.Start(server.Config{
-		Listener: ln, HostID: "worker", CompositionID: protocol.CompositionWorker, TrustCaller: true,
+	srv, err := server.New(server.Config{
+		HostID: "worker", CompositionID: protocol.CompositionWorker, TrustCaller: true,
 		Version: cfg.Version, Logger: logger, IdleGrace: cfg.OrphanGrace,
-		Compose: func(_ context.Context, h *server.Server) (server.Composition, error) {
+		Compose: func(_ context.Context, srv *server.Server) (server.Composition, error) {
 			// Handlers run only once the composition is ready, after this:
 			// a worker that answers is registered.
-			s.epoch = h.Epoch()
-			s.checkIdle = h.CheckIdle
+			s.epoch = srv.Epoch()
+			s.checkIdle = srv.CheckIdle
 			reg := protocol.WorkerRegistration{
 				SessionID: s.id, PID: os.Getpid(), Endpoint: cfg.SocketPath, Epoch: s.epoch, StartedAt: time.Now().UTC(),
 			}
@@ -142,23 +144,26 @@ func Run(ctx context.Context, cfg Config) error {
 		ln.Close()
 		return err
 	}
+	var readyWritten sync.WaitGroup
 	if cfg.Ready != nil {
-		select {
-		case <-h.Ready():
-			cfg.Ready.Write([]byte{'\n'})
-		case <-h.Done():
-		case <-ctx.Done():
-		}
-		cfg.Ready.Close()
+		served, servedEnd := context.WithCancel(ctx)
+		defer func() { servedEnd(); readyWritten.Wait() }()
+		readyWritten.Go(func() {
+			select {
+			case <-srv.Ready():
+				cfg.Ready.Write([]byte{'\n'})
+			case <-srv.Draining():
+			case <-served.Done():
+			}
+			cfg.Ready.Close()
+		})
 	}
-	select {
-	case <-ctx.Done():
-		stopCtx, stop := context.WithTimeout(context.Background(), 30*time.Second)
-		defer stop()
-		return h.Shutdown(stopCtx)
-	case <-h.Done():
-		return h.Err()
+	// Stopped as asked (ctx ended, the host asked, the orphan grace
+	// passed) is a worker's ordinary end.
+	if err := srv.Run(ctx, ln); !errors.Is(err, server.ErrStopped) {
+		return err
 	}
+	return nil
 }
 
 func writeRegistration(path string, r protocol.WorkerRegistration) error {
@@ -179,6 +184,17 @@ type composition struct {
 }
 
 func (c *composition) Handlers() server.Table { return c.s.handlers() }
+
+// Authorize implements server.Authorizer. The host decided, once, whether
+// the client it forwards a call for may run it: its connection is the one
+// the worker trusts to name a caller. Anyone else who reaches the worker's
+// socket (a bench, a test) is held to the owner's rule.
+func (c *composition) Authorize(_ context.Context, call *server.Call) error {
+	if call.Identity.Surface == protocol.SurfaceHost {
+		return nil
+	}
+	return server.AuthorizeOwner(call)
+}
 
 // BeginDrain interrupts the running turn: it is recorded as interrupted.
 func (c *composition) BeginDrain() { c.stop() }

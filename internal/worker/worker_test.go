@@ -115,12 +115,12 @@ func (r *running) stop(t *testing.T) {
 func follow(t *testing.T, c *client.Conn) <-chan protocol.SessionDelta {
 	t.Helper()
 	ctx := agentdtest.Context(t)
-	var open protocol.SubscriptionOpenResult
-	if err := c.Request(ctx, protocol.OpSubscriptionOpen, protocol.SubscriptionOpenInput{SessionID: "s1", Transcript: protocol.TranscriptBootstrap{Kind: "none"}}, &open); err != nil {
+	open, err := client.Call(ctx, c, protocol.OpSubscriptionOpen, protocol.SubscriptionOpenInput{SessionID: "s1", Transcript: protocol.TranscriptBootstrap{Kind: "none"}})
+	if err != nil {
 		t.Fatal(err)
 	}
 	w := c.Watch(open.SubscriptionID)
-	if err := c.Request(ctx, protocol.OpSubscriptionReady, protocol.SubscriptionRef{SubscriptionID: open.SubscriptionID}, nil); err != nil {
+	if _, err := client.Call(ctx, c, protocol.OpSubscriptionReady, protocol.SubscriptionRef{SubscriptionID: open.SubscriptionID}); err != nil {
 		t.Fatal(err)
 	}
 	out := make(chan protocol.SessionDelta, 4096)
@@ -169,8 +169,8 @@ func runEnd(id string) func(protocol.SessionDelta) bool {
 
 func startTurn(t *testing.T, c *client.Conn, id, text string) protocol.TurnStartResult {
 	t.Helper()
-	var res protocol.TurnStartResult
-	if err := c.Request(agentdtest.Context(t), protocol.OpTurnStart, protocol.TurnStartInput{SessionID: "s1", TurnID: id, Content: protocol.Content{Text: text}}, &res); err != nil {
+	res, err := client.Call(agentdtest.Context(t), c, protocol.OpTurnStart, protocol.TurnStartInput{SessionID: "s1", TurnID: id, Content: protocol.Content{Text: text}})
+	if err != nil {
 		t.Fatal(err)
 	}
 	return res
@@ -232,14 +232,14 @@ func TestAskPolicyWaitsForAnAnswerAndTheFirstAnswerWins(t *testing.T) {
 	seen := until(t, deltas, func(d protocol.SessionDelta) bool { return d.Event == protocol.EventInteractionAdded })
 	in := seen[len(seen)-1].Interaction
 	ctx := agentdtest.Context(t)
-	var pending protocol.InteractionQueryResult
-	if err := r.conn.Request(ctx, protocol.OpInteractionQuery, protocol.SessionRef{SessionID: "s1"}, &pending); err != nil || len(pending.Pending) != 1 {
+	pending, err := client.Call(ctx, r.conn, protocol.OpInteractionQuery, protocol.SessionRef{SessionID: "s1"})
+	if err != nil || len(pending.Pending) != 1 {
 		t.Fatalf("pending %+v %v", pending, err)
 	}
-	if err := r.conn.Request(ctx, protocol.OpInteractionAnswer, protocol.InteractionAnswerInput{SessionID: "s1", InteractionID: in.InteractionID, Answer: "allow"}, nil); err != nil {
+	if _, err := client.Call(ctx, r.conn, protocol.OpInteractionAnswer, protocol.InteractionAnswerInput{SessionID: "s1", InteractionID: in.InteractionID, Answer: "allow"}); err != nil {
 		t.Fatal(err)
 	}
-	err := r.conn.Request(ctx, protocol.OpInteractionAnswer, protocol.InteractionAnswerInput{SessionID: "s1", InteractionID: in.InteractionID, Answer: "deny"}, nil)
+	_, err = client.Call(ctx, r.conn, protocol.OpInteractionAnswer, protocol.InteractionAnswerInput{SessionID: "s1", InteractionID: in.InteractionID, Answer: "deny"})
 	if !errors.Is(err, client.ErrNotFound) {
 		t.Fatalf("second answer: %v", err)
 	}
@@ -258,15 +258,15 @@ func TestAskPolicyWaitsForAnAnswerAndTheFirstAnswerWins(t *testing.T) {
 func TestStopInterruptAndQueuedFollowUp(t *testing.T) {
 	r, deltas := startBusy(t, `{"steps":[{"text":"follow-up answered"}]}`)
 	ctx := agentdtest.Context(t)
-	var entry protocol.QueueEntry
-	if err := r.conn.Request(ctx, protocol.OpTurnMessageSubmit, protocol.MessageSubmitInput{SessionID: "s1", MessageID: "m2", Content: protocol.Content{Text: "then this"}, Placement: protocol.PlacementNextTurn}, &entry); err != nil || entry.State != protocol.QueueQueued {
+	entry, err := client.Call(ctx, r.conn, protocol.OpTurnMessageSubmit, protocol.MessageSubmitInput{SessionID: "s1", MessageID: "m2", Content: protocol.Content{Text: "then this"}, Placement: protocol.PlacementNextTurn})
+	if err != nil || entry.State != protocol.QueueQueued {
 		t.Fatalf("submit: %+v %v", entry, err)
 	}
-	var conflict error = r.conn.Request(ctx, protocol.OpTurnStart, protocol.TurnStartInput{SessionID: "s1", TurnID: "t-other", Content: protocol.Content{Text: "x"}}, nil)
+	_, conflict := client.Call(ctx, r.conn, protocol.OpTurnStart, protocol.TurnStartInput{SessionID: "s1", TurnID: "t-other", Content: protocol.Content{Text: "x"}})
 	if !errors.Is(conflict, client.ErrOperationConflict) {
 		t.Fatalf("a second turn while one runs: %v", conflict)
 	}
-	if err := r.conn.Request(ctx, protocol.OpTurnInterrupt, protocol.TurnRef{SessionID: "s1", TurnID: "t1"}, nil); err != nil {
+	if _, err := client.Call(ctx, r.conn, protocol.OpTurnInterrupt, protocol.TurnRef{SessionID: "s1", TurnID: "t1"}); err != nil {
 		t.Fatal(err)
 	}
 	seen := until(t, deltas, runEnd("t1"))
@@ -303,8 +303,8 @@ func TestATurnLeftRunningByADeadWorkerIsRecordedFailed(t *testing.T) {
 	log.Append("user_message", "t1", map[string]string{"text": "hi"})
 	log.Close()
 	r := start(t, protocol.ApprovalAll, "", "worker exited: signal 9", path)
-	var snap protocol.TurnSnapshot
-	if err := r.conn.Request(agentdtest.Context(t), protocol.OpTurnQuery, protocol.TurnRef{SessionID: "s1", TurnID: "t1"}, &snap); err != nil {
+	snap, err := client.Call(agentdtest.Context(t), r.conn, protocol.OpTurnQuery, protocol.TurnRef{SessionID: "s1", TurnID: "t1"})
+	if err != nil {
 		t.Fatal(err)
 	}
 	if snap.Status != protocol.TurnFailed || snap.Error != "worker exited: signal 9" {
@@ -315,25 +315,27 @@ func TestATurnLeftRunningByADeadWorkerIsRecordedFailed(t *testing.T) {
 func TestQueuedMessageCanBeRetractedBeforeItIsDelivered(t *testing.T) {
 	r, deltas := startBusy(t)
 	ctx := agentdtest.Context(t)
-	var entry protocol.QueueEntry
-	if err := r.conn.Request(ctx, protocol.OpTurnMessageSubmit, protocol.MessageSubmitInput{SessionID: "s1", MessageID: "m2", Content: protocol.Content{Text: "later"}, Placement: protocol.PlacementNextTurn}, &entry); err != nil {
+	entry, err := client.Call(ctx, r.conn, protocol.OpTurnMessageSubmit, protocol.MessageSubmitInput{SessionID: "s1", MessageID: "m2", Content: protocol.Content{Text: "later"}, Placement: protocol.PlacementNextTurn})
+	if err != nil {
 		t.Fatal(err)
 	}
-	var again protocol.QueueEntry
-	if err := r.conn.Request(ctx, protocol.OpTurnMessageSubmit, protocol.MessageSubmitInput{SessionID: "s1", MessageID: "m2", Content: protocol.Content{Text: "later"}, Placement: protocol.PlacementNextTurn}, &again); err != nil || again.EntryID != entry.EntryID {
+	again, err := client.Call(ctx, r.conn, protocol.OpTurnMessageSubmit, protocol.MessageSubmitInput{SessionID: "s1", MessageID: "m2", Content: protocol.Content{Text: "later"}, Placement: protocol.PlacementNextTurn})
+	if err != nil || again.EntryID != entry.EntryID {
 		t.Fatalf("resubmitted message: %+v %v", again, err)
 	}
-	var out protocol.QueueEntry
-	if err := r.conn.Request(ctx, protocol.OpQueueRetract, protocol.QueueRetractInput{SessionID: "s1", EntryID: entry.EntryID}, &out); err != nil || out.State != protocol.QueueRetracted {
+	out, err := client.Call(ctx, r.conn, protocol.OpQueueRetract, protocol.QueueRetractInput{SessionID: "s1", EntryID: entry.EntryID})
+	if err != nil || out.State != protocol.QueueRetracted {
 		t.Fatalf("retract: %+v %v", out, err)
 	}
-	if err := r.conn.Request(ctx, protocol.OpQueueRetract, protocol.QueueRetractInput{SessionID: "s1", EntryID: entry.EntryID}, nil); !errors.Is(err, client.ErrNotFound) {
+	if _, err := client.Call(ctx, r.conn, protocol.OpQueueRetract, protocol.QueueRetractInput{SessionID: "s1", EntryID: entry.EntryID}); !errors.Is(err, client.ErrNotFound) {
 		t.Fatalf("second retract: %v", err)
 	}
-	if err := r.conn.Request(ctx, protocol.OpTurnMessageSubmit, protocol.MessageSubmitInput{SessionID: "s1", MessageID: "m2", Content: protocol.Content{Text: "later"}, Placement: protocol.PlacementNextTurn}, &again); err != nil || again.State != protocol.QueueRetracted {
+	got, err := client.Call(ctx, r.conn, protocol.OpTurnMessageSubmit, protocol.MessageSubmitInput{SessionID: "s1", MessageID: "m2", Content: protocol.Content{Text: "later"}, Placement: protocol.PlacementNextTurn})
+	again = got
+	if err != nil || again.State != protocol.QueueRetracted {
 		t.Fatalf("a retracted message resubmitted: %+v %v", again, err)
 	}
-	r.conn.Request(ctx, protocol.OpTurnInterrupt, protocol.TurnRef{SessionID: "s1", TurnID: "t1"}, nil)
+	client.Call(ctx, r.conn, protocol.OpTurnInterrupt, protocol.TurnRef{SessionID: "s1", TurnID: "t1"})
 	until(t, deltas, runEnd("t1"))
 }
 
@@ -347,14 +349,16 @@ func TestTurnsOfAnEarlierWorkerAreKnownAfterRestart(t *testing.T) {
 	r.stop(t)
 	r2 := start(t, protocol.ApprovalAll, "", "", r.transcript)
 	ctx := agentdtest.Context(t)
-	var snap protocol.TurnSnapshot
-	if err := r2.conn.Request(ctx, protocol.OpTurnQuery, protocol.TurnRef{SessionID: "s1", TurnID: "t1"}, &snap); err != nil || snap.Status != protocol.TurnCompleted {
+	snap, err := client.Call(ctx, r2.conn, protocol.OpTurnQuery, protocol.TurnRef{SessionID: "s1", TurnID: "t1"})
+	if err != nil || snap.Status != protocol.TurnCompleted {
 		t.Fatalf("earlier turn: %+v %v", snap, err)
 	}
 	if res := startTurn(t, r2.conn, "t2", "hello again"); res.Kind != "existing" {
 		t.Fatalf("retried turn after restart: %+v", res)
 	}
-	if err := r2.conn.Request(ctx, protocol.OpTurnStop, protocol.TurnRef{SessionID: "s1", TurnID: "t1"}, &snap); err != nil {
+	got, err := client.Call(ctx, r2.conn, protocol.OpTurnStop, protocol.TurnRef{SessionID: "s1", TurnID: "t1"})
+	snap = got
+	if err != nil {
 		t.Fatalf("stopping a finished turn: %v", err)
 	}
 }
@@ -392,8 +396,8 @@ func TestThePlanSurvivesARestart(t *testing.T) {
 	until(t, deltas, runEnd("t1"))
 	r.stop(t)
 	r2 := start(t, protocol.ApprovalAll, "", "", r.transcript)
-	var plan protocol.TodoQueryResult
-	if err := r2.conn.Request(agentdtest.Context(t), protocol.OpSessionTodoQuery, protocol.SessionRef{SessionID: "s1"}, &plan); err != nil {
+	plan, err := client.Call(agentdtest.Context(t), r2.conn, protocol.OpSessionTodoQuery, protocol.SessionRef{SessionID: "s1"})
+	if err != nil {
 		t.Fatal(err)
 	}
 	if len(plan.Items) != 2 || plan.Items[1].Text != "fix the bug" || plan.Items[1].Status != "in_progress" {
@@ -410,9 +414,9 @@ func TestQueuedMessagesOutliveTheWorker(t *testing.T) {
 	ctx := agentdtest.Context(t)
 	submit := func(c *client.Conn, id, placement string) protocol.QueueEntry {
 		t.Helper()
-		var e protocol.QueueEntry
 		in := protocol.MessageSubmitInput{SessionID: "s1", MessageID: id, Content: protocol.Content{Text: "message " + id}, Placement: placement}
-		if err := c.Request(ctx, protocol.OpTurnMessageSubmit, in, &e); err != nil {
+		e, err := client.Call(ctx, c, protocol.OpTurnMessageSubmit, in)
+		if err != nil {
 			t.Fatalf("submit %s: %v", id, err)
 		}
 		return e
@@ -420,14 +424,14 @@ func TestQueuedMessagesOutliveTheWorker(t *testing.T) {
 	m2 := submit(r.conn, "m2", protocol.PlacementNextTurn)
 	m3 := submit(r.conn, "m3", protocol.PlacementNextTurn)
 	submit(r.conn, "m4", protocol.PlacementSteering)
-	if err := r.conn.Request(ctx, protocol.OpQueueRetract, protocol.QueueRetractInput{SessionID: "s1", EntryID: m3.EntryID}, nil); err != nil {
+	if _, err := client.Call(ctx, r.conn, protocol.OpQueueRetract, protocol.QueueRetractInput{SessionID: "s1", EntryID: m3.EntryID}); err != nil {
 		t.Fatal(err)
 	}
 	r.stop(t)
 
 	r2 := start(t, protocol.ApprovalAll, `{"replies":[{"steps":[{"text":"a"}]},{"steps":[{"text":"b"}]},{"steps":[{"text":"c"}]}]}`, "", r.transcript)
-	var open protocol.SubscriptionOpenResult
-	if err := r2.conn.Request(ctx, protocol.OpSubscriptionOpen, protocol.SubscriptionOpenInput{SessionID: "s1", Transcript: protocol.TranscriptBootstrap{Kind: "none"}}, &open); err != nil {
+	open, err := client.Call(ctx, r2.conn, protocol.OpSubscriptionOpen, protocol.SubscriptionOpenInput{SessionID: "s1", Transcript: protocol.TranscriptBootstrap{Kind: "none"}})
+	if err != nil {
 		t.Fatal(err)
 	}
 	var p protocol.SessionProjection
@@ -479,21 +483,21 @@ func TestDeliveredSteeringIsNotQueuedAgainAfterRestart(t *testing.T) {
 	in := seen[len(seen)-1].Interaction
 	ctx := agentdtest.Context(t)
 	steer := protocol.MessageSubmitInput{SessionID: "s1", MessageID: "m2", Content: protocol.Content{Text: "steer"}, Placement: protocol.PlacementSteering}
-	if err := r.conn.Request(ctx, protocol.OpTurnMessageSubmit, steer, nil); err != nil {
+	if _, err := client.Call(ctx, r.conn, protocol.OpTurnMessageSubmit, steer); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.conn.Request(ctx, protocol.OpInteractionAnswer, protocol.InteractionAnswerInput{SessionID: "s1", InteractionID: in.InteractionID, Answer: "allow"}, nil); err != nil {
+	if _, err := client.Call(ctx, r.conn, protocol.OpInteractionAnswer, protocol.InteractionAnswerInput{SessionID: "s1", InteractionID: in.InteractionID, Answer: "allow"}); err != nil {
 		t.Fatal(err)
 	}
 	until(t, deltas, runEnd("t1"))
 	r.stop(t)
 
 	r2 := start(t, protocol.ApprovalAsk, "", "", r.transcript)
-	var e protocol.QueueEntry
-	if err := r2.conn.Request(ctx, protocol.OpTurnMessageSubmit, steer, &e); err != nil || e.State != protocol.QueueDelivered {
+	e, err := client.Call(ctx, r2.conn, protocol.OpTurnMessageSubmit, steer)
+	if err != nil || e.State != protocol.QueueDelivered {
 		t.Fatalf("the delivered steering message resubmitted: %+v %v", e, err)
 	}
-	if err := r2.conn.Request(ctx, protocol.OpTurnQuery, protocol.TurnRef{SessionID: "s1", TurnID: "turn-m2"}, nil); !errors.Is(err, client.ErrNotFound) {
+	if _, err := client.Call(ctx, r2.conn, protocol.OpTurnQuery, protocol.TurnRef{SessionID: "s1", TurnID: "turn-m2"}); !errors.Is(err, client.ErrNotFound) {
 		t.Fatalf("the delivered steering message started a turn of its own: %v", err)
 	}
 	c, err := transcript.ReadAll(r.transcript)
@@ -516,22 +520,22 @@ func TestAQueuedMessageWaitsWhileTheModelCannotRun(t *testing.T) {
 	r, deltas := startBusy(t, `{"steps":[{"text":"t3"}]}`, `{"steps":[{"text":"m2"}]}`)
 	ctx := agentdtest.Context(t)
 	m2 := protocol.MessageSubmitInput{SessionID: "s1", MessageID: "m2", Content: protocol.Content{Text: "then this"}, Placement: protocol.PlacementNextTurn}
-	if err := r.conn.Request(ctx, protocol.OpTurnMessageSubmit, m2, nil); err != nil {
+	if _, err := client.Call(ctx, r.conn, protocol.OpTurnMessageSubmit, m2); err != nil {
 		t.Fatal(err)
 	}
 	selectModel := func(model string) {
 		t.Helper()
-		if err := r.conn.Request(ctx, protocol.OpModelsSelect, protocol.ModelsSelectInput{SessionID: "s1", Model: model}, nil); err != nil {
+		if _, err := client.Call(ctx, r.conn, protocol.OpModelsSelect, protocol.ModelsSelectInput{SessionID: "s1", Model: model}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	selectModel("anthropic/claude-sonnet-4-5")
-	if err := r.conn.Request(ctx, protocol.OpTurnInterrupt, protocol.TurnRef{SessionID: "s1", TurnID: "t1"}, nil); err != nil {
+	if _, err := client.Call(ctx, r.conn, protocol.OpTurnInterrupt, protocol.TurnRef{SessionID: "s1", TurnID: "t1"}); err != nil {
 		t.Fatal(err)
 	}
 	until(t, deltas, runEnd("t1"))
-	var e protocol.QueueEntry
-	if err := r.conn.Request(ctx, protocol.OpTurnMessageSubmit, m2, &e); err != nil || e.State != protocol.QueueQueued {
+	e, err := client.Call(ctx, r.conn, protocol.OpTurnMessageSubmit, m2)
+	if err != nil || e.State != protocol.QueueQueued {
 		t.Fatalf("m2 after its turn could not start: %+v %v", e, err)
 	}
 	selectModel("faux/echo")
@@ -584,7 +588,7 @@ func TestAWorkerIsNoOrphanBeforeItsHostClaimsIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if err := c.Request(agentdtest.Context(t), protocol.OpSessionGet, protocol.SessionRef{SessionID: "s1"}, nil); err != nil {
+	if _, err := client.Call(agentdtest.Context(t), c, protocol.OpSessionGet, protocol.SessionRef{SessionID: "s1"}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -599,8 +603,8 @@ func TestAToolAllowedForTheSessionRunsWithoutAskingAgainAfterARestart(t *testing
 	seen := until(t, deltas, func(d protocol.SessionDelta) bool { return d.Event == protocol.EventInteractionAdded })
 	in := seen[len(seen)-1].Interaction
 	ctx := agentdtest.Context(t)
-	var answered protocol.Interaction
-	if err := r.conn.Request(ctx, protocol.OpInteractionAnswer, protocol.InteractionAnswerInput{SessionID: "s1", InteractionID: in.InteractionID, Answer: protocol.AnswerAllowAlways}, &answered); err != nil || answered.Answer != protocol.AnswerAllowAlways {
+	answered, err := client.Call(ctx, r.conn, protocol.OpInteractionAnswer, protocol.InteractionAnswerInput{SessionID: "s1", InteractionID: in.InteractionID, Answer: protocol.AnswerAllowAlways})
+	if err != nil || answered.Answer != protocol.AnswerAllowAlways {
 		t.Fatalf("answer: %+v %v", answered, err)
 	}
 	until(t, deltas, runEnd("t1"))
@@ -661,8 +665,8 @@ func TestAPageCarriesARecordTooLargeForTheWireWithoutItsData(t *testing.T) {
 	var got []protocol.TranscriptRecord
 	in := protocol.TranscriptPageInput{SessionID: "s1", Direction: "older", MaxBytes: 64 << 10}
 	for {
-		var page protocol.TranscriptPage
-		if err := r.conn.Request(ctx, protocol.OpSessionTranscriptPage, in, &page); err != nil {
+		page, err := client.Call(ctx, r.conn, protocol.OpSessionTranscriptPage, in)
+		if err != nil {
 			t.Fatal(err)
 		}
 		for _, raw := range page.Records {
@@ -720,8 +724,8 @@ func TestABackgroundRunTheAgentStartsOutlivesItsTurn(t *testing.T) {
 	}
 	resources := func() []protocol.Resource {
 		t.Helper()
-		var res protocol.ResourceQueryResult
-		if err := r.conn.Request(ctx, protocol.OpRuntimeResourceQuery, protocol.ResourceQueryInput{SessionID: "s1"}, &res); err != nil {
+		res, err := client.Call(ctx, r.conn, protocol.OpRuntimeResourceQuery, protocol.ResourceQueryInput{SessionID: "s1"})
+		if err != nil {
 			t.Fatal(err)
 		}
 		return res.Resources
@@ -779,8 +783,8 @@ func TestAForegroundBashCallIsAShellRunOfTheSession(t *testing.T) {
 	if !strings.Contains(updates, "first line") || !strings.Contains(out, "second line") || !strings.Contains(out, "exit code 4") {
 		t.Fatalf("streamed %q, answered %q", updates, out)
 	}
-	var res protocol.ResourceQueryResult
-	if err := r.conn.Request(agentdtest.Context(t), protocol.OpRuntimeResourceQuery, protocol.ResourceQueryInput{SessionID: "s1"}, &res); err != nil {
+	res, err := client.Call(agentdtest.Context(t), r.conn, protocol.OpRuntimeResourceQuery, protocol.ResourceQueryInput{SessionID: "s1"})
+	if err != nil {
 		t.Fatal(err)
 	}
 	if rs := res.Resources; len(rs) != 1 || rs[0].Kind != protocol.ResourceShell || rs[0].State != protocol.ResourceExited ||
@@ -819,19 +823,19 @@ func TestANewerHostConnectionSupersedesTheEarlierOne(t *testing.T) {
 		return c
 	}
 	first := dialHost()
-	var open protocol.SubscriptionOpenResult
 	in := protocol.SubscriptionOpenInput{SessionID: "s1", Transcript: protocol.TranscriptBootstrap{Kind: protocol.TranscriptNone}}
-	if err := first.Request(ctx, protocol.OpSubscriptionOpen, in, &open); err != nil {
+	open, err := client.Call(ctx, first, protocol.OpSubscriptionOpen, in)
+	if err != nil {
 		t.Fatal(err)
 	}
 	feed := first.Follow(open.SubscriptionID)
 	defer feed.Close()
-	if err := first.Request(ctx, protocol.OpSubscriptionReady, protocol.SubscriptionRef{SubscriptionID: open.SubscriptionID}, nil); err != nil {
+	if _, err := client.Call(ctx, first, protocol.OpSubscriptionReady, protocol.SubscriptionRef{SubscriptionID: open.SubscriptionID}); err != nil {
 		t.Fatal(err)
 	}
 
 	second := dialHost()
-	if err := second.Request(ctx, protocol.OpSessionTodoQuery, protocol.SessionRef{SessionID: "s1"}, nil); err != nil {
+	if _, err := client.Call(ctx, second, protocol.OpSessionTodoQuery, protocol.SessionRef{SessionID: "s1"}); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -842,14 +846,15 @@ func TestANewerHostConnectionSupersedesTheEarlierOne(t *testing.T) {
 	if _, err := feed.Next(ctx); err == nil {
 		t.Fatal("the superseded connection's stream goes on")
 	}
-	if err := first.Request(ctx, protocol.OpSubscriptionOpen, in, &open); err == nil {
+	if _, err := client.Call(ctx, first, protocol.OpSubscriptionOpen, in); err == nil {
 		t.Fatal("a superseded connection opened a subscription")
 	}
 	// A client that is not a host (a test's, a tool's) supersedes nothing.
 	if _, err := client.Dial(ctx, sock, client.Options{CompositionID: protocol.CompositionWorker}); err != nil {
 		t.Fatal(err)
 	}
-	if err := second.Request(ctx, protocol.OpSubscriptionOpen, in, &open); err != nil {
+	open, err = client.Call(ctx, second, protocol.OpSubscriptionOpen, in)
+	if err != nil {
 		t.Fatalf("the current host's connection: %v", err)
 	}
 	if second.Err() != nil {

@@ -1,9 +1,9 @@
 // Package anthropic is the provider of Anthropic's Claude models, through
-// the official Go SDK and the streaming Messages API: tools, tool results
+// the streaming Messages API: tools, tool results
 // and extended thinking. It reads no environment: its key and base URL are
 // given to New (the program reads ANTHROPIC_API_KEY and ANTHROPIC_BASE_URL).
-// The SDK's own retries are off; a caller wraps the provider with
-// provider.WithRetry so that one policy governs every provider.
+// It does not retry; a caller wraps the provider with provider.WithRetry so
+// that one policy governs every provider.
 //
 // Thinking levels map to extended thinking budgets (see ThinkingBudget),
 // except for the models that think adaptively (claude-opus-4-6), where the
@@ -17,16 +17,11 @@ package anthropic
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"strings"
 
-	sdk "github.com/anthropics/anthropic-sdk-go/v2"
-	"github.com/anthropics/anthropic-sdk-go/v2/option"
-
 	"github.com/agentd-dev/agentd/internal/llm"
 	"github.com/agentd-dev/agentd/internal/provider"
-	"github.com/agentd-dev/agentd/internal/redact"
 )
 
 // Name is the provider's name in "anthropic/<model>".
@@ -49,9 +44,8 @@ const RedactedPrefix = "redacted:"
 // passed to the service as it is.
 var models = []string{"claude-sonnet-4-5", "claude-opus-4-6", "claude-haiku-4-5"}
 
-// adaptiveModels think adaptively: the SDK marks budgeted thinking as
-// deprecated for them (and warns on standard error when it is used), so
-// for them a thinking level is sent as adaptive thinking with that level as
+// adaptiveModels think adaptively: the API marks budgeted thinking as
+// deprecated for them, so for them a thinking level is sent as adaptive thinking with that level as
 // the output effort.
 var adaptiveModels = map[string]bool{"claude-opus-4-6": true, "claude-mythos-preview": true}
 
@@ -60,13 +54,20 @@ var (
 	_ provider.Configurable = (*Provider)(nil)
 )
 
+// DefaultBaseURL is the service's address when none is given.
+const DefaultBaseURL = "https://api.anthropic.com"
+
+// apiVersion is the version of the Messages API the requests are written
+// for.
+const apiVersion = "2026-10-21"
+
 // Config configures the provider.
 type Config struct {
 	// APIKey is required for the provider to be configured.
 	APIKey string
-	// BaseURL replaces https://api.anthropic.com when set.
+	// BaseURL replaces DefaultBaseURL when set.
 	BaseURL string
-	// HTTPClient replaces the SDK's client when set.
+	// HTTPClient replaces http.DefaultClient when set.
 	HTTPClient *http.Client
 }
 
@@ -74,26 +75,22 @@ type Config struct {
 // concurrent use; it is constant after New.
 type Provider struct {
 	key    string
-	client sdk.Client
+	url    string // the Messages endpoint
+	client *http.Client
 }
 
 // New returns the provider. Without an API key it is listed but not
 // configured, and every Stream fails saying which variable to set.
 func New(cfg Config) *Provider {
-	opts := []option.RequestOption{
-		option.WithoutEnvironmentDefaults(),
-		option.WithMaxRetries(0),
+	base := cfg.BaseURL
+	if base == "" {
+		base = DefaultBaseURL
 	}
-	if cfg.APIKey != "" {
-		opts = append(opts, option.WithAPIKey(cfg.APIKey))
+	client := cfg.HTTPClient
+	if client == nil {
+		client = http.DefaultClient
 	}
-	if cfg.BaseURL != "" {
-		opts = append(opts, option.WithBaseURL(cfg.BaseURL))
-	}
-	if cfg.HTTPClient != nil {
-		opts = append(opts, option.WithHTTPClient(cfg.HTTPClient))
-	}
-	return &Provider{key: cfg.APIKey, client: sdk.NewClient(opts...)}
+	return &Provider{key: cfg.APIKey, url: strings.TrimRight(base, "/") + "/v1/messages", client: client}
 }
 
 // Name returns "anthropic".
@@ -133,17 +130,38 @@ func (p *Provider) Stream(ctx context.Context, req llm.Request, emit func(llm.Ev
 	if err != nil {
 		return llm.Reply{}, err
 	}
-	stream := p.client.Messages.NewStreaming(ctx, params)
-	defer stream.Close()
+	header := http.Header{
+		"Authorization":     {"Bearer " + p.key},
+		"Anthropic-Version": {apiVersion},
+	}
+	resp, err := provider.Post(ctx, p.client, Name, p.url, header, params, p.key)
+	if err != nil {
+		return llm.Reply{}, err
+	}
+	defer resp.Body.Close()
 
 	acc := accumulator{price: prices[req.Model]}
-	for stream.Next() {
-		if err := acc.add(stream.Current(), emit); err != nil {
+	events := provider.NewEvents(resp.Body)
+	for events.Next() {
+		switch events.Name() {
+		case "", "ping":
+			continue
+		case "error":
+			return acc.reply(), p.streamError(events.Data())
+		}
+		var ev streamEvent
+		if err := json.Unmarshal(events.Data(), &ev); err != nil {
+			return acc.reply(), &llm.ProviderError{Provider: Name, Message: "the stream sent an event that is not JSON: " + err.Error()}
+		}
+		if err := acc.add(ev, emit); err != nil {
 			return acc.reply(), err
 		}
 	}
-	if err := stream.Err(); err != nil {
-		return acc.reply(), p.mapError(ctx, err)
+	if err := events.Err(); err != nil {
+		if ctx.Err() != nil {
+			return acc.reply(), ctx.Err()
+		}
+		return acc.reply(), provider.TransportError(Name, err)
 	}
 	if !acc.stopped {
 		return acc.reply(), &llm.ProviderError{Provider: Name, Message: "the stream ended before the reply was complete", Retryable: true}
@@ -151,30 +169,17 @@ func (p *Provider) Stream(ctx context.Context, req llm.Request, emit func(llm.Ev
 	return acc.reply(), nil
 }
 
-// mapError turns the SDK's failure into an *llm.ProviderError.
-func (p *Provider) mapError(ctx context.Context, err error) error {
-	if ctx.Err() != nil {
-		return ctx.Err()
+// streamError maps an error event inside a stream that began well: its
+// type says what happened.
+func (p *Provider) streamError(data []byte) error {
+	var body struct {
+		Error struct {
+			Type    string `json:"type"`
+			Message string `json:"message"`
+		} `json:"error"`
 	}
-	var apiErr *sdk.Error
-	if !errors.As(err, &apiErr) {
-		return provider.TransportError(Name, err)
-	}
-	status := apiErr.StatusCode
-	if status < 300 {
-		// An error event inside a stream that began well: its type says
-		// what happened.
-		status = statusOfType(string(apiErr.Type()))
-	}
-	var header http.Header
-	if apiErr.Response != nil {
-		header = apiErr.Response.Header
-	}
-	msg := apiErr.Message
-	if p.key != "" {
-		msg = strings.ReplaceAll(msg, p.key, redact.Marker)
-	}
-	return provider.StatusError(Name, status, msg, header)
+	_ = json.Unmarshal(data, &body)
+	return provider.StatusError(Name, statusOfType(body.Error.Type), provider.Scrub(body.Error.Message, p.key), nil)
 }
 
 // statusOfType maps an error type of Anthropic's API to its HTTP status.
@@ -202,78 +207,104 @@ func statusOfType(t string) int {
 	return http.StatusInternalServerError
 }
 
+// The Messages API's request, as the service reads it.
+type (
+	messageRequest struct {
+		Model        string          `json:"model"`
+		MaxTokens    int64           `json:"max_tokens"`
+		Stream       bool            `json:"stream"`
+		System       []contentBlock  `json:"system,omitempty"`
+		Messages     []message       `json:"messages"`
+		Tools        []tool          `json:"tools,omitempty"`
+		Thinking     *thinkingConfig `json:"thinking,omitempty"`
+		OutputConfig *outputConfig   `json:"output_config,omitempty"`
+	}
+	thinkingConfig struct {
+		Type         string `json:"type"` // "enabled" or "adaptive"
+		BudgetTokens int64  `json:"budget_tokens,omitempty"`
+	}
+	outputConfig struct {
+		Effort string `json:"effort"`
+	}
+	tool struct {
+		Name        string         `json:"name"`
+		Description string         `json:"description,omitempty"`
+		InputSchema map[string]any `json:"input_schema"`
+	}
+	message struct {
+		Role    string         `json:"role"`
+		Content []contentBlock `json:"content"`
+	}
+	// contentBlock is a block of any type; each type sets its own fields.
+	contentBlock struct {
+		Type      string          `json:"type"`
+		Text      string          `json:"text,omitempty"`
+		Thinking  *string         `json:"thinking,omitempty"` // set, even to "", on a thinking block
+		Signature string          `json:"signature,omitempty"`
+		Data      string          `json:"data,omitempty"`
+		ID        string          `json:"id,omitempty"`
+		Name      string          `json:"name,omitempty"`
+		Input     json.RawMessage `json:"input,omitempty"`
+		ToolUseID string          `json:"tool_use_id,omitempty"`
+		Content   []contentBlock  `json:"content,omitempty"`
+		IsError   bool            `json:"is_error,omitempty"`
+	}
+)
+
 // buildParams translates an llm.Request into the Messages API's request.
-func buildParams(req llm.Request) (sdk.MessageNewParams, error) {
+func buildParams(req llm.Request) (messageRequest, error) {
 	maxTokens := int64(req.MaxTokens)
 	if maxTokens <= 0 {
 		maxTokens = DefaultMaxTokens
 	}
-	params := sdk.MessageNewParams{Model: req.Model}
+	params := messageRequest{Model: req.Model, Stream: true}
 	if budget := ThinkingBudget(req.Thinking); budget > 0 && adaptiveModels[req.Model] {
-		params.Thinking = sdk.ThinkingConfigParamUnion{OfAdaptive: &sdk.ThinkingConfigAdaptiveParam{}}
-		params.OutputConfig.Effort = sdk.OutputConfigEffort(req.Thinking)
+		params.Thinking = &thinkingConfig{Type: "adaptive"}
+		params.OutputConfig = &outputConfig{Effort: req.Thinking}
 	} else if budget > 0 {
 		if maxTokens <= budget {
 			maxTokens = budget + DefaultMaxTokens
 		}
-		params.Thinking = sdk.ThinkingConfigParamOfEnabled(budget)
+		params.Thinking = &thinkingConfig{Type: "enabled", BudgetTokens: budget}
 	}
 	params.MaxTokens = maxTokens
 	if req.System != "" {
-		params.System = []sdk.TextBlockParam{{Text: req.System}}
+		params.System = []contentBlock{{Type: "text", Text: req.System}}
 	}
 	for _, spec := range req.Tools {
-		tool, err := toolParam(spec)
+		t, err := toolParam(spec)
 		if err != nil {
 			return params, err
 		}
-		params.Tools = append(params.Tools, tool)
+		params.Tools = append(params.Tools, t)
 	}
 	params.Messages = messageParams(req.Messages)
 	return params, nil
 }
 
-func toolParam(spec llm.ToolSpec) (sdk.ToolUnionParam, error) {
-	var schema map[string]any
+// toolParam translates a tool; its parameters, a JSON schema, become the
+// input schema, whose type is always object.
+func toolParam(spec llm.ToolSpec) (tool, error) {
+	schema := map[string]any{}
 	if len(spec.Parameters) > 0 {
-		if err := json.Unmarshal(spec.Parameters, &schema); err != nil {
-			return sdk.ToolUnionParam{}, &llm.ProviderError{Provider: Name, Message: "tool " + spec.Name + ": parameters are not a JSON object: " + err.Error()}
+		if err := json.Unmarshal(spec.Parameters, &schema); err != nil || schema == nil {
+			msg := "not an object"
+			if err != nil {
+				msg = err.Error()
+			}
+			return tool{}, &llm.ProviderError{Provider: Name, Message: "tool " + spec.Name + ": parameters are not a JSON object: " + msg}
 		}
 	}
-	input := sdk.ToolInputSchemaParam{}
-	for k, v := range schema {
-		switch k {
-		case "type":
-		case "properties":
-			input.Properties = v
-		case "required":
-			if list, ok := v.([]any); ok {
-				for _, r := range list {
-					if s, ok := r.(string); ok {
-						input.Required = append(input.Required, s)
-					}
-				}
-			}
-		default:
-			if input.ExtraFields == nil {
-				input.ExtraFields = map[string]any{}
-			}
-			input.ExtraFields[k] = v
-		}
-	}
-	tool := sdk.ToolUnionParamOfTool(input, spec.Name)
-	if spec.Description != "" {
-		tool.OfTool.Description = sdk.String(spec.Description)
-	}
-	return tool, nil
+	schema["type"] = "object"
+	return tool{Name: spec.Name, Description: spec.Description, InputSchema: schema}, nil
 }
 
 // messageParams translates the conversation. Tool results travel as
 // tool_result blocks of a user message; consecutive messages of one role
 // are merged, so a tool result and a steering message that follows it make
 // one user message with the results first.
-func messageParams(msgs []llm.Message) []sdk.MessageParam {
-	var out []sdk.MessageParam
+func messageParams(msgs []llm.Message) []message {
+	var out []message
 	lastAssistant := false
 	for _, m := range msgs {
 		assistant := m.Role == llm.RoleAssistant
@@ -283,30 +314,26 @@ func messageParams(msgs []llm.Message) []sdk.MessageParam {
 		}
 		if len(out) > 0 && assistant == lastAssistant {
 			last := &out[len(out)-1]
-			if assistant {
-				last.OfAssistant.Content = append(last.OfAssistant.Content, blocks...)
-			} else {
-				last.OfUser.Content = append(last.OfUser.Content, blocks...)
-			}
+			last.Content = append(last.Content, blocks...)
 			continue
 		}
 		lastAssistant = assistant
+		role := "user"
 		if assistant {
-			out = append(out, sdk.NewAssistantMessage(blocks...))
-		} else {
-			out = append(out, sdk.NewUserMessage(blocks...))
+			role = "assistant"
 		}
+		out = append(out, message{Role: role, Content: blocks})
 	}
 	return out
 }
 
-func contentBlocks(m llm.Message) []sdk.ContentBlockParamUnion {
-	var blocks []sdk.ContentBlockParamUnion
+func contentBlocks(m llm.Message) []contentBlock {
+	var blocks []contentBlock
 	for _, part := range m.Parts {
 		switch part.Type {
 		case llm.PartText:
 			if part.Text != "" {
-				blocks = append(blocks, sdk.NewTextBlock(part.Text))
+				blocks = append(blocks, contentBlock{Type: "text", Text: part.Text})
 			}
 		case llm.PartThinking:
 			// Only the assistant's own signed thinking can go back; the
@@ -315,24 +342,21 @@ func contentBlocks(m llm.Message) []sdk.ContentBlockParamUnion {
 				continue
 			}
 			if data, ok := strings.CutPrefix(part.Signature, RedactedPrefix); ok && part.Text == "" {
-				blocks = append(blocks, sdk.NewRedactedThinkingBlock(data))
+				blocks = append(blocks, contentBlock{Type: "redacted_thinking", Data: data})
 			} else {
-				blocks = append(blocks, sdk.NewThinkingBlock(part.Signature, part.Text))
+				blocks = append(blocks, contentBlock{Type: "thinking", Thinking: &part.Text, Signature: part.Signature})
 			}
 		case llm.PartToolCall:
-			if part.ToolCall != nil {
-				blocks = append(blocks, sdk.NewToolUseBlock(part.ToolCall.ID, objectOrEmpty(part.ToolCall.Arguments), part.ToolCall.Name))
+			if c := part.ToolCall; c != nil {
+				blocks = append(blocks, contentBlock{Type: "tool_use", ID: c.ID, Name: c.Name, Input: objectOrEmpty(c.Arguments)})
 			}
 		case llm.PartToolResult:
 			if r := part.ToolResult; r != nil {
-				block := sdk.ToolResultBlockParam{ToolUseID: r.CallID}
+				block := contentBlock{Type: "tool_result", ToolUseID: r.CallID, IsError: r.IsError}
 				if r.Content != "" {
-					block.Content = []sdk.ToolResultBlockParamContentUnion{{OfText: &sdk.TextBlockParam{Text: r.Content}}}
+					block.Content = []contentBlock{{Type: "text", Text: r.Content}}
 				}
-				if r.IsError {
-					block.IsError = sdk.Bool(true)
-				}
-				blocks = append(blocks, sdk.ContentBlockParamUnion{OfToolResult: &block})
+				blocks = append(blocks, block)
 			}
 		}
 	}

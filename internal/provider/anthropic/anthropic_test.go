@@ -85,7 +85,7 @@ func TestTextReplyStreamsDeltasInOrder(t *testing.T) {
 	if r.Method != "POST" || r.Path != "/v1/messages" {
 		t.Errorf("request = %s %s, want POST /v1/messages", r.Method, r.Path)
 	}
-	// This SDK version sends the API key as a bearer token.
+	// The key is sent as a bearer token.
 	if got := r.Header.Get("Authorization"); got != "Bearer "+testKey {
 		t.Errorf("authorization = %q", got)
 	}

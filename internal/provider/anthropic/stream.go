@@ -4,14 +4,48 @@ import (
 	"encoding/json"
 	"strings"
 
-	sdk "github.com/anthropics/anthropic-sdk-go/v2"
-
 	"github.com/agentd-dev/agentd/internal/llm"
 )
 
 // maxBlocks bounds a content block's index, so that a stream cannot make
 // the accumulator grow without end.
 const maxBlocks = 1 << 16
+
+// streamEvent is an event of the Messages API's stream; each type sets its
+// own fields.
+type streamEvent struct {
+	Type    string `json:"type"`
+	Index   int64  `json:"index"`
+	Message struct {
+		Usage usage `json:"usage"`
+	} `json:"message"`
+	ContentBlock struct {
+		Type      string `json:"type"`
+		Text      string `json:"text"`
+		Thinking  string `json:"thinking"`
+		Signature string `json:"signature"`
+		Data      string `json:"data"`
+		ID        string `json:"id"`
+		Name      string `json:"name"`
+	} `json:"content_block"`
+	Delta struct {
+		Type        string `json:"type"`
+		Text        string `json:"text"`
+		Thinking    string `json:"thinking"`
+		Signature   string `json:"signature"`
+		PartialJSON string `json:"partial_json"`
+		StopReason  string `json:"stop_reason"`
+	} `json:"delta"`
+	Usage usage `json:"usage"`
+}
+
+// usage is a stream's token counts.
+type usage struct {
+	InputTokens              int64 `json:"input_tokens"`
+	OutputTokens             int64 `json:"output_tokens"`
+	CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
+	CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
+}
 
 // block is a content block being streamed.
 type block struct {
@@ -45,7 +79,7 @@ func (a *accumulator) block(index int64) *block {
 }
 
 // add takes one stream event, emitting what it carries.
-func (a *accumulator) add(ev sdk.MessageStreamEventUnion, emit func(llm.Event) error) error {
+func (a *accumulator) add(ev streamEvent, emit func(llm.Event) error) error {
 	switch ev.Type {
 	case "message_start":
 		// A count below 0, which no service sends, counts as 0.
@@ -120,7 +154,7 @@ func (a *accumulator) add(ev sdk.MessageStreamEventUnion, emit func(llm.Event) e
 			return emit(llm.Event{Kind: llm.EventToolCall, ToolCall: &call})
 		}
 	case "message_delta":
-		if r := string(ev.Delta.StopReason); r != "" {
+		if r := ev.Delta.StopReason; r != "" {
 			a.stopReason = r
 		}
 		// Its counts are cumulative; one it leaves out (or sends as 0)

@@ -9,13 +9,11 @@ import (
 	"strings"
 	"testing"
 
-	sdk "github.com/anthropics/anthropic-sdk-go/v2"
-
 	"github.com/agentd-dev/agentd/internal/llm"
 )
 
 // FuzzStream feeds the accumulator any events, one JSON object a line, as
-// the SDK decodes them from a stream: it never panics, and the usage it
+// Stream decodes them from a stream: it never panics, and the usage it
 // reports is never negative, nor its cost.
 func FuzzStream(f *testing.F) {
 	files, _ := filepath.Glob(filepath.Join("testdata", "*.sse"))
@@ -39,7 +37,7 @@ func FuzzStream(f *testing.F) {
 		sc := bufio.NewScanner(strings.NewReader(stream))
 		sc.Buffer(nil, 1<<20)
 		for sc.Scan() {
-			var ev sdk.MessageStreamEventUnion
+			var ev streamEvent
 			if json.Unmarshal(bytes.TrimSpace(sc.Bytes()), &ev) != nil {
 				continue
 			}

@@ -1,10 +1,9 @@
 // Package openai is the provider of OpenAI's models and of any server that
 // speaks OpenAI's Chat Completions API (Ollama, vLLM, the llama.cpp
-// server), through the official Go SDK: streaming chat completions with
-// function tools. It reads no environment: its key and base URL are given to
+// server): streaming chat completions with function tools. It reads no environment: its key and base URL are given to
 // New (the program reads OPENAI_API_KEY and OPENAI_BASE_URL). A base URL
-// without a key is a local server and counts as configured. The SDK's own
-// retries are off; a caller wraps the provider with provider.WithRetry.
+// without a key is a local server and counts as configured. It does not
+// retry; a caller wraps the provider with provider.WithRetry.
 //
 // Thinking levels become reasoning_effort (low, medium, high) only for
 // OpenAI's reasoning models (names starting o1, o3, o4 or gpt-5); for any
@@ -18,20 +17,14 @@
 package openai
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"strings"
 
-	sdk "github.com/openai/openai-go/v3"
-	"github.com/openai/openai-go/v3/option"
-	"github.com/openai/openai-go/v3/packages/ssestream"
-	"github.com/openai/openai-go/v3/shared"
-
 	"github.com/agentd-dev/agentd/internal/llm"
 	"github.com/agentd-dev/agentd/internal/provider"
-	"github.com/agentd-dev/agentd/internal/redact"
 )
 
 // Name is the provider's name in "openai/<model>".
@@ -63,7 +56,7 @@ type Config struct {
 	// BaseURL replaces DefaultBaseURL, e.g. http://localhost:11434/v1 for
 	// Ollama.
 	BaseURL string
-	// HTTPClient replaces the SDK's client when set.
+	// HTTPClient replaces http.DefaultClient when set.
 	HTTPClient *http.Client
 }
 
@@ -72,8 +65,9 @@ type Config struct {
 type Provider struct {
 	key        string
 	configured bool
-	official   bool // it speaks to OpenAI's own API, whose prices are known
-	chat       sdk.ChatCompletionService
+	official   bool   // it speaks to OpenAI's own API, whose prices are known
+	url        string // the Chat Completions endpoint
+	client     *http.Client
 }
 
 // New returns the provider. With neither a key nor a base URL it is listed
@@ -83,25 +77,16 @@ func New(cfg Config) *Provider {
 	if baseURL == "" {
 		baseURL = DefaultBaseURL
 	}
-	httpClient := cfg.HTTPClient
-	if httpClient == nil {
-		httpClient = &http.Client{}
-	}
-	// The service is built without the client's environment defaults, so
-	// that only what New is given configures it.
-	opts := []option.RequestOption{
-		option.WithBaseURL(baseURL),
-		option.WithHTTPClient(httpClient),
-		option.WithMaxRetries(0),
-	}
-	if cfg.APIKey != "" {
-		opts = append(opts, option.WithAPIKey(cfg.APIKey))
+	client := cfg.HTTPClient
+	if client == nil {
+		client = http.DefaultClient
 	}
 	return &Provider{
 		key:        cfg.APIKey,
 		configured: cfg.APIKey != "" || cfg.BaseURL != "",
 		official:   strings.TrimRight(baseURL, "/") == DefaultBaseURL,
-		chat:       sdk.NewChatCompletionService(opts...),
+		url:        strings.TrimRight(baseURL, "/") + "/chat/completions",
+		client:     client,
 	}
 }
 
@@ -146,20 +131,42 @@ func (p *Provider) Stream(ctx context.Context, req llm.Request, emit func(llm.Ev
 	if err != nil {
 		return llm.Reply{}, err
 	}
-	stream := p.chat.NewStreaming(ctx, params)
-	defer stream.Close()
+	header := http.Header{}
+	if p.key != "" {
+		header.Set("Authorization", "Bearer "+p.key)
+	}
+	resp, err := provider.Post(ctx, p.client, Name, p.url, header, params, p.key)
+	if err != nil {
+		return llm.Reply{}, err
+	}
+	defer resp.Body.Close()
 
 	var acc accumulator
 	if p.official {
 		acc.price = prices[req.Model]
 	}
-	for stream.Next() {
-		if err := acc.add(stream.Current(), emit); err != nil {
+	events := provider.NewEvents(resp.Body)
+	for events.Next() {
+		data := events.Data()
+		if bytes.HasPrefix(data, []byte("[DONE]")) {
+			break
+		}
+		var c chunk
+		if err := json.Unmarshal(data, &c); err != nil {
+			return acc.reply(), &llm.ProviderError{Provider: Name, Message: "the stream sent a chunk that is not JSON: " + err.Error()}
+		}
+		if c.Error != nil {
+			return acc.reply(), p.streamError(*c.Error)
+		}
+		if err := acc.add(c, emit); err != nil {
 			return acc.reply(), err
 		}
 	}
-	if err := stream.Err(); err != nil {
-		return acc.reply(), p.mapError(ctx, err)
+	if err := events.Err(); err != nil {
+		if ctx.Err() != nil {
+			return acc.reply(), ctx.Err()
+		}
+		return acc.reply(), provider.TransportError(Name, err)
 	}
 	if err := acc.finish(emit); err != nil {
 		return acc.reply(), err
@@ -170,42 +177,14 @@ func (p *Provider) Stream(ctx context.Context, req llm.Request, emit func(llm.Ev
 	return acc.reply(), nil
 }
 
-// mapError turns the SDK's failure into an *llm.ProviderError.
-func (p *Provider) mapError(ctx context.Context, err error) error {
-	if ctx.Err() != nil {
-		return ctx.Err()
-	}
-	var apiErr *sdk.Error
-	if errors.As(err, &apiErr) {
-		var header http.Header
-		if apiErr.Response != nil {
-			header = apiErr.Response.Header
-		}
-		return provider.StatusError(Name, apiErr.StatusCode, p.scrub(apiErr.Message), header)
-	}
-	var se *ssestream.StreamError
-	if errors.As(err, &se) {
-		return p.streamError(se)
-	}
-	return provider.TransportError(Name, err)
-}
-
 // streamError maps an error object sent inside a stream that began well.
-func (p *Provider) streamError(se *ssestream.StreamError) error {
-	var body struct {
-		Error struct {
-			Message string `json:"message"`
-			Type    string `json:"type"`
-			Code    any    `json:"code"`
-		} `json:"error"`
-	}
-	_ = json.Unmarshal(se.Event.Data, &body)
-	msg := body.Error.Message
+func (p *Provider) streamError(e streamError) error {
+	msg := e.Message
 	if msg == "" {
 		msg = "the service sent an error"
 	}
-	kind := strings.ToLower(body.Error.Type)
-	if c, ok := body.Error.Code.(string); ok {
+	kind := strings.ToLower(e.Type)
+	if c, ok := e.Code.(string); ok {
 		kind += " " + strings.ToLower(c)
 	}
 	retryable := strings.Contains(kind, "server_error") || strings.Contains(kind, "rate_limit") || strings.Contains(kind, "overloaded")
@@ -215,39 +194,71 @@ func (p *Provider) streamError(se *ssestream.StreamError) error {
 // scrub removes the key from a service's words.
 func (p *Provider) scrub(msg string) string {
 	if p.key != "" {
-		msg = strings.ReplaceAll(msg, p.key, redact.Marker)
+		msg = provider.Scrub(msg, p.key)
 	}
 	return msg
 }
 
+// The Chat Completions request, as the service reads it.
+type (
+	chatRequest struct {
+		Model               string        `json:"model"`
+		Stream              bool          `json:"stream"`
+		StreamOptions       streamOptions `json:"stream_options"`
+		MaxCompletionTokens int           `json:"max_completion_tokens,omitempty"`
+		ReasoningEffort     string        `json:"reasoning_effort,omitempty"`
+		Tools               []tool        `json:"tools,omitempty"`
+		Messages            []message     `json:"messages"`
+	}
+	streamOptions struct {
+		IncludeUsage bool `json:"include_usage"`
+	}
+	tool struct {
+		Type     string   `json:"type"` // "function"
+		Function function `json:"function"`
+	}
+	function struct {
+		Name        string         `json:"name"`
+		Description string         `json:"description,omitempty"`
+		Parameters  map[string]any `json:"parameters,omitempty"`
+	}
+	message struct {
+		Role       string     `json:"role"`
+		Content    *string    `json:"content,omitempty"` // nil for an assistant's message of tool calls alone
+		ToolCalls  []toolCall `json:"tool_calls,omitempty"`
+		ToolCallID string     `json:"tool_call_id,omitempty"`
+	}
+	toolCall struct {
+		ID       string       `json:"id"`
+		Type     string       `json:"type"` // "function"
+		Function functionCall `json:"function"`
+	}
+	functionCall struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	}
+)
+
 // buildParams translates an llm.Request into a chat completion request.
-func buildParams(req llm.Request) (sdk.ChatCompletionNewParams, error) {
-	params := sdk.ChatCompletionNewParams{
-		Model:         req.Model,
-		StreamOptions: sdk.ChatCompletionStreamOptionsParam{IncludeUsage: sdk.Bool(true)},
-	}
-	if req.MaxTokens > 0 {
-		params.MaxCompletionTokens = sdk.Int(int64(req.MaxTokens))
-	}
-	if effort := ReasoningEffort(req.Model, req.Thinking); effort != "" {
-		params.ReasoningEffort = shared.ReasoningEffort(effort)
+func buildParams(req llm.Request) (chatRequest, error) {
+	params := chatRequest{
+		Model:               req.Model,
+		Stream:              true,
+		StreamOptions:       streamOptions{IncludeUsage: true},
+		MaxCompletionTokens: max(req.MaxTokens, 0),
+		ReasoningEffort:     ReasoningEffort(req.Model, req.Thinking),
 	}
 	for _, spec := range req.Tools {
-		fn := shared.FunctionDefinitionParam{Name: spec.Name}
-		if spec.Description != "" {
-			fn.Description = sdk.String(spec.Description)
-		}
+		fn := function{Name: spec.Name, Description: spec.Description}
 		if len(spec.Parameters) > 0 {
-			var schema map[string]any
-			if err := json.Unmarshal(spec.Parameters, &schema); err != nil {
+			if err := json.Unmarshal(spec.Parameters, &fn.Parameters); err != nil {
 				return params, &llm.ProviderError{Provider: Name, Message: "tool " + spec.Name + ": parameters are not a JSON object: " + err.Error()}
 			}
-			fn.Parameters = shared.FunctionParameters(schema)
 		}
-		params.Tools = append(params.Tools, sdk.ChatCompletionFunctionTool(fn))
+		params.Tools = append(params.Tools, tool{Type: "function", Function: fn})
 	}
 	if req.System != "" {
-		params.Messages = append(params.Messages, sdk.SystemMessage(req.System))
+		params.Messages = append(params.Messages, message{Role: "system", Content: &req.System})
 	}
 	for _, m := range req.Messages {
 		params.Messages = append(params.Messages, messageParams(m)...)
@@ -257,42 +268,37 @@ func buildParams(req llm.Request) (sdk.ChatCompletionNewParams, error) {
 
 // messageParams translates one message; a tool message becomes one message
 // per result.
-func messageParams(m llm.Message) []sdk.ChatCompletionMessageParamUnion {
+func messageParams(m llm.Message) []message {
 	switch m.Role {
 	case llm.RoleAssistant:
-		var a sdk.ChatCompletionAssistantMessageParam
+		a := message{Role: "assistant"}
 		if text := m.Text(); text != "" {
-			a.Content.OfString = sdk.String(text)
+			a.Content = &text
 		}
 		for _, c := range m.ToolCalls() {
 			args := string(c.Arguments)
 			if strings.TrimSpace(args) == "" {
 				args = "{}"
 			}
-			a.ToolCalls = append(a.ToolCalls, sdk.ChatCompletionMessageToolCallUnionParam{
-				OfFunction: &sdk.ChatCompletionMessageFunctionToolCallParam{
-					ID:       c.ID,
-					Function: sdk.ChatCompletionMessageFunctionToolCallFunctionParam{Name: c.Name, Arguments: args},
-				},
-			})
+			a.ToolCalls = append(a.ToolCalls, toolCall{ID: c.ID, Type: "function", Function: functionCall{Name: c.Name, Arguments: args}})
 		}
-		if a.Content.OfString.Valid() || len(a.ToolCalls) > 0 {
-			return []sdk.ChatCompletionMessageParamUnion{{OfAssistant: &a}}
+		if a.Content != nil || len(a.ToolCalls) > 0 {
+			return []message{a}
 		}
 		return nil
 	default:
-		var out []sdk.ChatCompletionMessageParamUnion
+		var out []message
 		for _, part := range m.Parts {
 			if part.Type == llm.PartToolResult && part.ToolResult != nil {
 				content := part.ToolResult.Content
 				if part.ToolResult.IsError {
 					content = "Error: " + content
 				}
-				out = append(out, sdk.ToolMessage(content, part.ToolResult.CallID))
+				out = append(out, message{Role: "tool", Content: &content, ToolCallID: part.ToolResult.CallID})
 			}
 		}
 		if text := m.Text(); text != "" {
-			out = append(out, sdk.UserMessage(text))
+			out = append(out, message{Role: "user", Content: &text})
 		}
 		return out
 	}

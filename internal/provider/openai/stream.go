@@ -6,14 +6,55 @@ import (
 	"sort"
 	"strings"
 
-	sdk "github.com/openai/openai-go/v3"
-
 	"github.com/agentd-dev/agentd/internal/llm"
 )
 
 // maxCalls bounds a tool call's index, so that a stream cannot make the
 // accumulator grow without end.
 const maxCalls = 1 << 10
+
+// chunk is a chunk of a Chat Completions stream, or the error object a
+// service sends in its place.
+type chunk struct {
+	Choices []struct {
+		Index        int64  `json:"index"`
+		Delta        delta  `json:"delta"`
+		FinishReason string `json:"finish_reason"`
+	} `json:"choices"`
+	Usage *struct {
+		PromptTokens        int64 `json:"prompt_tokens"`
+		CompletionTokens    int64 `json:"completion_tokens"`
+		PromptTokensDetails struct {
+			CachedTokens int64 `json:"cached_tokens"`
+		} `json:"prompt_tokens_details"`
+	} `json:"usage"`
+	Error *streamError `json:"error"`
+}
+
+// delta is what a chunk adds to the reply. OpenAI-compatible servers put
+// reasoning text in reasoning_content or reasoning.
+type delta struct {
+	Content          string          `json:"content"`
+	ReasoningContent string          `json:"reasoning_content"`
+	Reasoning        string          `json:"reasoning"`
+	ToolCalls        []toolCallDelta `json:"tool_calls"`
+}
+
+type toolCallDelta struct {
+	Index    int64  `json:"index"`
+	ID       string `json:"id"`
+	Function struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
+}
+
+// streamError is an error object sent inside a stream.
+type streamError struct {
+	Message string `json:"message"`
+	Type    string `json:"type"`
+	Code    any    `json:"code"`
+}
 
 // call is a tool call being streamed; its fragments arrive by index.
 type call struct {
@@ -38,8 +79,8 @@ type accumulator struct {
 	price        *llm.Price // the model's, nil when it is not known
 }
 
-func (a *accumulator) add(chunk sdk.ChatCompletionChunk, emit func(llm.Event) error) error {
-	if u := chunk.Usage; chunk.JSON.Usage.Valid() && (u.PromptTokens > 0 || u.CompletionTokens > 0) {
+func (a *accumulator) add(chunk chunk, emit func(llm.Event) error) error {
+	if u := chunk.Usage; u != nil && (u.PromptTokens > 0 || u.CompletionTokens > 0) {
 		// prompt_tokens counts the cached tokens too; they are priced
 		// apart. A count below 0, which no service sends, counts as 0.
 		prompt := max(u.PromptTokens, 0)
@@ -75,7 +116,7 @@ func (a *accumulator) add(chunk sdk.ChatCompletionChunk, emit func(llm.Event) er
 	return nil
 }
 
-func (a *accumulator) addCall(tc sdk.ChatCompletionChunkChoiceDeltaToolCall, emit func(llm.Event) error) error {
+func (a *accumulator) addCall(tc toolCallDelta, emit func(llm.Event) error) error {
 	if tc.Index < 0 || tc.Index >= maxCalls {
 		return nil
 	}
@@ -115,18 +156,11 @@ func (a *accumulator) addCall(tc sdk.ChatCompletionChunkChoiceDeltaToolCall, emi
 
 // reasoning returns the reasoning text OpenAI-compatible servers put in a
 // delta's reasoning_content or reasoning field.
-func reasoning(d sdk.ChatCompletionChunkChoiceDelta) string {
-	for _, key := range []string{"reasoning_content", "reasoning"} {
-		f, ok := d.JSON.ExtraFields[key]
-		if !ok || f.Raw() == "" {
-			continue
-		}
-		var s string
-		if json.Unmarshal([]byte(f.Raw()), &s) == nil && s != "" {
-			return s
-		}
+func reasoning(d delta) string {
+	if d.ReasoningContent != "" {
+		return d.ReasoningContent
 	}
-	return ""
+	return d.Reasoning
 }
 
 // ordered returns the tool calls in index order.

@@ -9,13 +9,11 @@ import (
 	"strings"
 	"testing"
 
-	sdk "github.com/openai/openai-go/v3"
-
 	"github.com/agentd-dev/agentd/internal/llm"
 )
 
 // FuzzStream feeds the accumulator any chunks, one JSON object a line, as
-// the SDK decodes them from a stream: it never panics, and the usage it
+// Stream decodes them from a stream: it never panics, and the usage it
 // reports is never negative, nor its cost.
 func FuzzStream(f *testing.F) {
 	files, _ := filepath.Glob(filepath.Join("testdata", "*.sse"))
@@ -39,11 +37,11 @@ func FuzzStream(f *testing.F) {
 		sc := bufio.NewScanner(strings.NewReader(stream))
 		sc.Buffer(nil, 1<<20)
 		for sc.Scan() {
-			var chunk sdk.ChatCompletionChunk
-			if json.Unmarshal(bytes.TrimSpace(sc.Bytes()), &chunk) != nil {
+			var c chunk
+			if json.Unmarshal(bytes.TrimSpace(sc.Bytes()), &c) != nil {
 				continue
 			}
-			if err := acc.add(chunk, emit); err != nil {
+			if err := acc.add(c, emit); err != nil {
 				t.Fatal(err)
 			}
 		}

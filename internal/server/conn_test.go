@@ -71,7 +71,7 @@ func request(id, op string, input any) map[string]any {
 }
 
 func turnQuery(id, turn string) map[string]any {
-	return request(id, protocol.OpTurnQuery, map[string]any{"sessionId": "session", "turnId": turn})
+	return request(id, string(protocol.OpTurnQuery), map[string]any{"sessionId": "session", "turnId": turn})
 }
 
 // readResponse reads the next frame from c and decodes it as a response.
@@ -112,7 +112,7 @@ func (a fakeAdmission) Finish()                  { a.finished.Add(1) }
 
 type fixture struct {
 	srv         *transport.Conn
-	s           *connSession
+	s           *connection
 	finished    atomic.Int32
 	teardowns   atomic.Int32
 	tornDown    chan struct{}
@@ -128,8 +128,9 @@ func (f *fixture) diags() []string {
 }
 
 // startSession runs a real connection session over srv with table as its
-// composition's handlers (the host.* ones answer a fixed status).
-func startSession(t *testing.T, srv *transport.Conn, table Table, begin func(ctx context.Context, call *Call) (Admission, error), attacher func() ConnectionAttacher) *fixture {
+// composition's handlers (the host.* ones answer a fixed status); each of
+// opts may change its configuration first.
+func startSession(t *testing.T, srv *transport.Conn, table Table, begin func(ctx context.Context, call *Call) (Admission, error), attacher func() ConnectionAttacher, opts ...func(*connectionConfig)) *fixture {
 	t.Helper()
 	f := &fixture{srv: srv, tornDown: make(chan struct{}), runDone: make(chan struct{})}
 	if begin == nil {
@@ -139,7 +140,7 @@ func startSession(t *testing.T, srv *transport.Conn, table Table, begin func(ctx
 	Handle(status, protocol.OpHostStatus, func(context.Context, *Call, *protocol.HostStatusInput) (protocol.HostStatus, error) {
 		return protocol.HostStatus{State: protocol.StateReady}, nil
 	})
-	f.s = newConnSession(sessionConfig{
+	cfg := connectionConfig{
 		transport: srv,
 		identity:  Identity{ConnectionID: "test-connection", ClientInstanceID: "test-client", Principal: protocol.LocalOwner},
 		base:      context.Background(),
@@ -164,7 +165,11 @@ func startSession(t *testing.T, srv *transport.Conn, table Table, begin func(ctx
 				close(f.tornDown)
 			}
 		},
-	})
+	}
+	for _, opt := range opts {
+		opt(&cfg)
+	}
+	f.s = newConnection(cfg)
 	go func() {
 		defer close(f.runDone)
 		f.s.run()
@@ -217,7 +222,7 @@ func TestTranscriptPagesAreSerializedPerConnection(t *testing.T) {
 	})
 	startSession(t, srv, table, nil, nil)
 	for i := range 3 {
-		send(t, cli, request(fmt.Sprintf("page-%d", i), protocol.OpSessionTranscriptPage, map[string]any{
+		send(t, cli, request(fmt.Sprintf("page-%d", i), string(protocol.OpSessionTranscriptPage), map[string]any{
 			"subscriptionId": "subscription-1", "direction": "older", "throughSequence": nil,
 			"cursor": nil, "anchorSequence": nil, "maxBytes": 64 * 1024,
 		}))
@@ -268,7 +273,7 @@ func TestCleanReadEOFDrainsDispatchedResponse(t *testing.T) {
 	cli, f, release := halfClosed(t)
 	close(release)
 	r := readResponse(t, cli)
-	if !r.OK || r.Operation != protocol.OpTurnQuery {
+	if !r.OK || r.Operation != string(protocol.OpTurnQuery) {
 		t.Fatalf("response %+v", r)
 	}
 	wait(t, f.runDone, "connection closed after draining")
@@ -310,7 +315,7 @@ func TestUnexpectedAcceptedConnectionFailureIsRecordedRedacted(t *testing.T) {
 	if len(d) != 1 {
 		t.Fatalf("diagnostics %q, want one", d)
 	}
-	if !strings.Contains(d[0], "connection session failed") || !strings.Contains(d[0], "[redacted]") || strings.Contains(d[0], "sk-connection-secret123") {
+	if !strings.Contains(d[0], "connection failed: test-connection") || !strings.Contains(d[0], "[redacted]") || strings.Contains(d[0], "sk-connection-secret123") {
 		t.Fatalf("diagnostic %q", d[0])
 	}
 }
@@ -414,14 +419,14 @@ func TestReadyCompositionAttachesClientIdentityOnce(t *testing.T) {
 		}
 		return nil
 	})
-	send(t, cli, request("before-composition", protocol.OpHostStatus, map[string]any{}))
+	send(t, cli, request("before-composition", string(protocol.OpHostStatus), map[string]any{}))
 	readResponse(t, cli)
 	if len(att.attached) != 0 {
 		t.Fatal("attached before the composition was ready")
 	}
 	ready.Store(true)
 	for _, id := range []string{"after-composition", "still-attached"} {
-		send(t, cli, request(id, protocol.OpHostStatus, map[string]any{}))
+		send(t, cli, request(id, string(protocol.OpHostStatus), map[string]any{}))
 		readResponse(t, cli)
 	}
 	att.mu.Lock()
@@ -478,7 +483,7 @@ func TestInFlightStatusDoesNotConsumeFinalDomainSlot(t *testing.T) {
 	}
 	cli.NetConn().Write(burst)
 	wait(t, allEntered, "63 domain handlers admitted")
-	send(t, cli, request("status-first-probe", protocol.OpHostStatus, map[string]any{}))
+	send(t, cli, request("status-first-probe", string(protocol.OpHostStatus), map[string]any{}))
 	wait(t, statusEntered, "status admitted")
 	send(t, cli, turnQuery("status-first-63", "turn-63"))
 	wait(t, lastEntered, "final domain handler admitted")

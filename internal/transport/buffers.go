@@ -1,8 +1,10 @@
-package protocol
+package transport
 
 import (
 	"math/bits"
 	"sync"
+
+	"github.com/agentd-dev/agentd/protocol"
 )
 
 // The large byte buffers that frames are built in and read into are kept
@@ -78,3 +80,12 @@ func GrowBuffer(b []byte, n int) []byte {
 	PutBuffer(b)
 	return nb
 }
+
+// LineBuffers lends a protocol.LineReader this pool's buffers.
+type LineBuffers struct{}
+
+var _ protocol.Buffers = LineBuffers{}
+
+func (LineBuffers) Get(n int) []byte { return GetBuffer(n) }
+func (LineBuffers) Put(b []byte)     { PutBuffer(b) }
+func (LineBuffers) Size(n int) int   { return bufferSize(n) }
