@@ -19,7 +19,8 @@ const module = "github.com/agentd-dev/agentd"
 // the system changes on purpose or not at all. The rules behind it:
 // protocol imports nothing of agentd; the client only protocol; the
 // worker serves its socket through server, never through the host; the
-// host's session service never imports the worker it starts.
+// host's session service never imports the worker it starts, and reaches
+// worker processes only through the supervisor.
 var arrows = map[string][]string{
 	"protocol": {},
 	"client":   {"protocol"},
@@ -46,13 +47,16 @@ var arrows = map[string][]string{
 	"internal/redact":                {},
 	"internal/resource":              {"internal/atomicfile", "internal/proc", "protocol"},
 	"internal/server":                {"internal/home", "internal/redact", "internal/transport", "protocol"},
-	"internal/sessions":              {"client", "internal/catalog", "internal/fanout", "internal/proc", "internal/server", "internal/transport", "protocol"},
-	"internal/tools":                 {"internal/atomicfile", "internal/llm", "internal/proc", "protocol"},
-	"internal/transcript":            {"protocol"},
-	"internal/transport":             {"protocol"},
-	"internal/tui":                   {"client", "protocol"},
-	"internal/version":               {},
-	"internal/worker":                {"internal/agent", "internal/atomicfile", "internal/fanout", "internal/llm", "internal/proc", "internal/resource", "internal/server", "internal/tools", "internal/transcript", "internal/transport", "protocol"},
+	"internal/sessions":              {"client", "internal/catalog", "internal/fanout", "internal/home", "internal/server", "internal/supervisor", "internal/transport", "protocol"},
+	// the supervisor hands out the host's connection to a worker: the
+	// client's today, the host's own link to its workers later
+	"internal/supervisor": {"client", "internal/home", "internal/proc", "protocol"},
+	"internal/tools":      {"internal/atomicfile", "internal/llm", "internal/proc", "protocol"},
+	"internal/transcript": {"protocol"},
+	"internal/transport":  {"protocol"},
+	"internal/tui":        {"client", "protocol"},
+	"internal/version":    {},
+	"internal/worker":     {"internal/agent", "internal/fanout", "internal/home", "internal/llm", "internal/proc", "internal/resource", "internal/server", "internal/tools", "internal/transcript", "internal/transport", "protocol"},
 	"internal/cli": {
 		"client", "internal/credentials", "internal/home", "internal/host", "internal/llm", "internal/proc", "internal/provider", "internal/provider/anthropic", "internal/provider/faux",
 		"internal/provider/openai", "internal/redact", "internal/sessions", "internal/tools", "internal/transcript",
@@ -64,9 +68,9 @@ var arrows = map[string][]string{
 	"bench/internal/procstat": {"internal/proc"},
 	"bench/internal/table":    {},
 	"bench/hostbench":         {"bench/internal/harness", "bench/internal/procstat", "bench/internal/table", "client", "internal/host", "protocol"},
-	"bench/sessionbench":      {"bench/internal/harness", "bench/internal/procstat", "bench/internal/table", "client", "internal/cli", "internal/proc", "internal/resource", "protocol"},
-	"bench/soak":              {"bench/internal/asagentd", "bench/internal/harness", "client", "internal/proc", "protocol"},
-	"bench/handoffbench":      {"bench/internal/asagentd", "bench/internal/harness", "bench/internal/procstat", "bench/internal/table", "client", "internal/proc", "protocol"},
+	"bench/sessionbench":      {"bench/internal/harness", "bench/internal/procstat", "bench/internal/table", "client", "internal/cli", "internal/home", "internal/proc", "internal/resource", "protocol"},
+	"bench/soak":              {"bench/internal/asagentd", "bench/internal/harness", "client", "internal/home", "internal/proc", "protocol"},
+	"bench/handoffbench":      {"bench/internal/asagentd", "bench/internal/harness", "bench/internal/procstat", "bench/internal/table", "client", "internal/home", "internal/proc", "protocol"},
 }
 
 // TestImportArrows checks every package's imports of agentd (test files

@@ -119,26 +119,3 @@ type Registration struct {
 	Version            string    `json:"version"`
 	StartedAt          time.Time `json:"startedAt"`
 }
-
-// WorkerRegistration is what a session's worker publishes in the home so
-// a host can find it.
-type WorkerRegistration struct {
-	SessionID string `json:"sessionId"`
-	PID       int    `json:"pid"`
-	// ProcessStart is the worker process's start time in clock ticks
-	// since boot: with PID it names the process, so a pid reused by
-	// another process is not taken for the worker.
-	ProcessStart uint64 `json:"processStart,omitempty"`
-	Endpoint     string `json:"endpoint"`
-	// Epoch identifies this run of the worker: its generation.
-	Epoch     string    `json:"epoch"`
-	StartedAt time.Time `json:"startedAt"`
-}
-
-// WorkerRegistryDir is the folder of home where workers register.
-func WorkerRegistryDir(home string) string { return filepath.Join(home, "workers") }
-
-// WorkerRegistrationPath is where the worker of sessionID registers in home.
-func WorkerRegistrationPath(home, sessionID string) string {
-	return filepath.Join(WorkerRegistryDir(home), sessionID+".json")
-}

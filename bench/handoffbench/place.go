@@ -20,6 +20,7 @@ import (
 
 	"github.com/agentd-dev/agentd/bench/internal/asagentd"
 	"github.com/agentd-dev/agentd/client"
+	"github.com/agentd-dev/agentd/internal/home"
 	"github.com/agentd-dev/agentd/internal/proc"
 	"github.com/agentd-dev/agentd/protocol"
 )
@@ -112,11 +113,11 @@ func (p *place) hostPID() int {
 }
 
 // workers returns the workers registered in the home, by session.
-func (p *place) workers() map[string]protocol.WorkerRegistration {
-	paths, _ := filepath.Glob(filepath.Join(protocol.WorkerRegistryDir(p.home), "*.json"))
-	regs := make(map[string]protocol.WorkerRegistration, len(paths))
+func (p *place) workers() map[string]home.WorkerRegistration {
+	paths, _ := filepath.Glob(filepath.Join(home.WorkerRegistryDir(p.home), "*.json"))
+	regs := make(map[string]home.WorkerRegistration, len(paths))
 	for _, path := range paths {
-		var reg protocol.WorkerRegistration
+		var reg home.WorkerRegistration
 		if readJSON(path, &reg) == nil && reg.PID > 0 {
 			regs[reg.SessionID] = reg
 			p.track(reg.PID)
@@ -138,7 +139,7 @@ func (p *place) liveWorkers() int {
 
 // killed counts the workers of before that no longer run, or no longer
 // serve their session.
-func (p *place) killed(before map[string]protocol.WorkerRegistration) int {
+func (p *place) killed(before map[string]home.WorkerRegistration) int {
 	after := p.workers()
 	n := 0
 	for id, reg := range before {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/agentd-dev/agentd/bench/internal/table"
 	"github.com/agentd-dev/agentd/client"
+	"github.com/agentd-dev/agentd/internal/home"
 	"github.com/agentd-dev/agentd/protocol"
 )
 
@@ -302,9 +303,9 @@ func rawSubscribe(ctx context.Context, endpoint, session string) (net.Conn, *pro
 }
 
 // workerPIDOf returns the pid of session's registered worker, or 0.
-func workerPIDOf(home, session string) int {
-	b, err := os.ReadFile(protocol.WorkerRegistrationPath(home, session))
-	var reg protocol.WorkerRegistration
+func workerPIDOf(homeDir, session string) int {
+	b, err := os.ReadFile(home.WorkerRegistrationPath(homeDir, session))
+	var reg home.WorkerRegistration
 	if err != nil || json.Unmarshal(b, &reg) != nil {
 		return 0
 	}

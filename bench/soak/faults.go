@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/agentd-dev/agentd/client"
+	"github.com/agentd-dev/agentd/internal/home"
 	"github.com/agentd-dev/agentd/internal/proc"
 	"github.com/agentd-dev/agentd/protocol"
 )
@@ -67,8 +68,8 @@ func killWorker(ctx context.Context, s *Soak) (fault, error) {
 	runs := s.runs()
 	for _, i := range s.rng.Perm(len(runs)) {
 		id := runs[i].id
-		var reg protocol.WorkerRegistration
-		if readJSON(protocol.WorkerRegistrationPath(s.home, id), &reg) != nil || !s.ours(reg.PID) {
+		var reg home.WorkerRegistration
+		if readJSON(home.WorkerRegistrationPath(s.home, id), &reg) != nil || !s.ours(reg.PID) {
 			continue
 		}
 		f, err := s.kill(ctx, reg.PID)

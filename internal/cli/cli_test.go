@@ -60,7 +60,10 @@ func (p *place) run(args ...string) (string, string, int) {
 	cmd := p.command(args...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
+	if err := cmd.Start(); err != nil {
+		p.t.Fatalf("agentd %v: %v", args, err)
+	}
+	err := waitCommand(p.t, cmd, fmt.Sprintf("agentd %v", args))
 	code := 0
 	var exit *exec.ExitError
 	switch {
@@ -70,6 +73,29 @@ func (p *place) run(args ...string) (string, string, int) {
 		p.t.Fatalf("agentd %v: %v", args, err)
 	}
 	return stdout.String(), stderr.String(), code
+}
+
+// commandTimeout bounds how long a command a test runs may take: one
+// held by a host that went wrong (waiting on a worker that exited, say)
+// fails the test with its name instead of hanging until go test's own
+// timeout.
+const commandTimeout = 2 * agentdtest.Timeout
+
+// waitCommand waits for the started cmd, what, to exit, and returns its
+// error; one still running after commandTimeout is killed and fails t.
+func waitCommand(t *testing.T, cmd *exec.Cmd, what string) error {
+	t.Helper()
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case err := <-exited:
+		return err
+	case <-time.After(commandTimeout):
+		cmd.Process.Kill()
+		<-exited
+		t.Fatalf("%s did not exit within %v: the host held it", what, commandTimeout)
+		return nil
+	}
 }
 
 func (p *place) mustRun(args ...string) string {

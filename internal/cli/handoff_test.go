@@ -12,6 +12,7 @@ import (
 	"github.com/agentd-dev/agentd/client"
 	"github.com/agentd-dev/agentd/internal/agentdtest"
 	"github.com/agentd-dev/agentd/internal/agentdtest/poll"
+	"github.com/agentd-dev/agentd/internal/home"
 	"github.com/agentd-dev/agentd/internal/proc"
 	"github.com/agentd-dev/agentd/protocol"
 )
@@ -353,7 +354,7 @@ func TestAHostCleansUpAfterAWorkerKilledWithItsHost(t *testing.T) {
 	}
 	p.mustRun("status")
 	waitProcessGone(t, tool)
-	waitGone(t, sock, protocol.WorkerRegistrationPath(p.home, id))
+	waitGone(t, sock, home.WorkerRegistrationPath(p.home, id))
 	// The session's next worker records the turn the killed one left.
 	p.mustRun("run", "--session", id, "hello")
 	if log := p.mustRun("log", id); !strings.Contains(log, "failed") {

@@ -18,6 +18,7 @@ import (
 	"github.com/agentd-dev/agentd/client"
 	"github.com/agentd-dev/agentd/internal/agentdtest"
 	"github.com/agentd-dev/agentd/internal/agentdtest/poll"
+	"github.com/agentd-dev/agentd/internal/home"
 	"github.com/agentd-dev/agentd/internal/proc"
 	"github.com/agentd-dev/agentd/protocol"
 )
@@ -157,8 +158,8 @@ func workerPID(t *testing.T, p *place, session string) int {
 	t.Helper()
 	deadline := time.Now().Add(agentdtest.Timeout)
 	for {
-		b, err := os.ReadFile(protocol.WorkerRegistrationPath(p.home, session))
-		var reg protocol.WorkerRegistration
+		b, err := os.ReadFile(home.WorkerRegistrationPath(p.home, session))
+		var reg home.WorkerRegistration
 		if err == nil && json.Unmarshal(b, &reg) == nil && reg.PID > 0 {
 			return reg.PID
 		}
@@ -240,13 +241,13 @@ func TestWorkerKilledMidTurnFailsTheTurnAndIsReplaced(t *testing.T) {
 	tool := toolPID(t, dir)
 	pid := workerPID(t, p, id)
 	syscall.Kill(pid, syscall.SIGKILL)
-	err := cmd.Wait()
+	err := waitCommand(t, cmd, "the run whose worker was killed")
 	if err == nil || !strings.Contains(stderr.String(), "worker exited: signal 9") {
 		t.Fatalf("run after the worker was killed: %v: %s", err, stderr.String())
 	}
 	// What the killed worker was running does not outlive it.
 	waitProcessGone(t, tool)
-	waitGone(t, protocol.WorkerRegistrationPath(p.home, id))
+	waitGone(t, home.WorkerRegistrationPath(p.home, id))
 	// The transcript is intact and says why; the next attach starts a new worker.
 	log := p.mustRun("log", id)
 	if !strings.Contains(log, "failed: worker exited: signal 9") {
@@ -281,6 +282,11 @@ func TestAQueuedFollowUpOutlivesAKilledWorker(t *testing.T) {
 	pid := workerPID(t, p, id)
 	syscall.Kill(pid, syscall.SIGKILL)
 	waitProcessGone(t, pid)
+	// The host has seen its worker's end once it removed the registration
+	// the killed worker could not: what follows reaches the replacement.
+	// (A command sent in between may reach the dead worker's connection,
+	// and fails.)
+	waitGone(t, home.WorkerRegistrationPath(p.home, id))
 
 	w, snap := subscribe(t, c, id)
 	if len(snap.Queue.FollowUp) != 1 || snap.Queue.FollowUp[0].MessageID != "m2" {
@@ -308,7 +314,7 @@ func TestIdleWorkerStopsAfterItsClientDisconnects(t *testing.T) {
 	// by the time it has stopped, a whole idle grace has passed since, all
 	// of it with the first session attached and idle.
 	p.mustRun("run", "--session", witness, "hello")
-	waitGone(t, protocol.WorkerRegistrationPath(p.home, witness))
+	waitGone(t, home.WorkerRegistrationPath(p.home, witness))
 	if processGone(pid) {
 		t.Fatal("the worker of an attached session stopped")
 	}
@@ -319,7 +325,7 @@ func TestIdleWorkerStopsAfterItsClientDisconnects(t *testing.T) {
 	// Its client disconnects: the worker stops.
 	c.Close()
 	waitProcessGone(t, pid)
-	waitGone(t, protocol.WorkerRegistrationPath(p.home, id))
+	waitGone(t, home.WorkerRegistrationPath(p.home, id))
 }
 
 func TestOneWorkerPerSessionAllStoppedAtShutdown(t *testing.T) {
@@ -360,7 +366,7 @@ func TestOneWorkerPerSessionAllStoppedAtShutdown(t *testing.T) {
 		if !processGone(pid) {
 			t.Fatalf("the worker of session %s (%d) outlived its host's shutdown", id, pid)
 		}
-		waitGone(t, protocol.WorkerRegistrationPath(p.home, id))
+		waitGone(t, home.WorkerRegistrationPath(p.home, id))
 	}
 }
 

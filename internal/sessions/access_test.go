@@ -45,7 +45,7 @@ func TestAnUngrantedCallerSeesNoSessionAndTheOwnerAll(t *testing.T) {
 		WorkerCommand: []string{os.Args[0], "worker"}, WorkerIdleGrace: time.Hour, Models: sessions.EchoModels{},
 	}
 	compose := func(ctx context.Context, h *server.Server) (server.Composition, error) {
-		s, err := sessions.New(h, cfg)
+		s, err := sessions.New(ctx, h, cfg)
 		if err != nil {
 			return nil, err
 		}

@@ -30,7 +30,7 @@ func (w *worker) openFeed(ctx context.Context) (*client.Watcher, error) {
 	w.mu.Lock()
 	w.proj = protocol.NewProjector(snap)
 	w.busy = snap.Session.Status != protocol.SessionIdle
-	w.live = map[string]bool{}
+	w.live, w.ended = map[string]bool{}, map[string]bool{}
 	w.mu.Unlock()
 	w.feedID = open.SubscriptionID
 	watch := w.conn.Follow(open.SubscriptionID)
@@ -46,8 +46,11 @@ func (w *worker) openFeed(ctx context.Context) (*client.Watcher, error) {
 // once, to every subscriber.
 func (w *worker) follow(watch *client.Watcher) {
 	defer watch.Close()
+	// The stream is read to its end, which the worker's connection's end
+	// brings, after the service closes as before.
+	ctx := context.WithoutCancel(w.s.ctx)
 	for {
-		f, err := watch.Next(context.Background())
+		f, err := watch.Next(ctx)
 		if err != nil {
 			return
 		}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"maps"
 	"slices"
-	"time"
 
 	"github.com/agentd-dev/agentd/client"
 	"github.com/agentd-dev/agentd/internal/server"
@@ -32,6 +31,27 @@ const (
 // subscriptions that chose the PTY (its screen to those awaiting it). It
 // takes f: its bytes are given back once every subscription is done with
 // them.
+// learn records what the answer to a request op says of the worker's
+// state before the request lets go of it: a resource the worker answers
+// it started runs, though its update frame may not have reached the host
+// yet, and the worker must not be stopped as idle meanwhile; unless the
+// stream has already said it ended.
+func (w *worker) learn(op string, out any) {
+	raw, ok := out.(json.RawMessage)
+	if !ok || op != string(protocol.OpRuntimeResourceStart) {
+		return
+	}
+	var r protocol.Resource
+	if json.Unmarshal(raw, &r) != nil || r.State != protocol.ResourceRunning {
+		return
+	}
+	w.mu.Lock()
+	if !w.ended[r.Ref] {
+		w.live[r.Ref] = true
+	}
+	w.mu.Unlock()
+}
+
 func (w *worker) publishResource(f client.Frame) error {
 	kind, raw := f.Kind, f.Raw
 	it := &item{kind: kind}
@@ -51,6 +71,7 @@ func (w *worker) publishResource(f client.Frame) error {
 			w.live[r.Ref] = true
 		} else {
 			delete(w.live, r.Ref)
+			w.ended[r.Ref] = true
 		}
 		for sub := range w.subs {
 			sub.push(it)
@@ -111,11 +132,12 @@ func (w *worker) choose(ctx context.Context, refs, redraw []string) error {
 // chooseNow is choose for the host's own ends, with no client waiting:
 // a failure is logged as what, unless the worker has gone.
 func (w *worker) chooseNow(refs, redraw []string, what string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(w.s.ctx, hostRequestTimeout)
 	defer cancel()
 	if err := w.choose(ctx, refs, redraw); err != nil {
 		select {
 		case <-w.exited: // the stream went with its worker
+		case <-w.s.ctx.Done(): // the host closes
 		default:
 			w.s.log.Warn(what, "session", w.sessionID, "err", err)
 		}
@@ -255,7 +277,9 @@ func (s *Service) releaseControllers(held []controllerHeld) {
 			if w.startErr != nil {
 				return
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			// A release the worker must hear whether or not the host
+			// closes meanwhile: it may run on for the next host.
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(s.ctx), hostRequestTimeout)
 			defer cancel()
 			if err := w.conn.RequestFor(ctx, &h.caller, string(protocol.OpRuntimeResourceControllerRelease), &h.in, nil); err != nil {
 				s.log.Warn("releasing a closed connection's PTY controller", "session", h.in.SessionID, "ref", h.in.Ref, "err", err)

@@ -1,12 +1,13 @@
 // Package sessions is the host's session service: the composition that
 // fills the host's operation table with the session, turn, interaction,
-// model and subscription operations. It keeps the catalog, starts one
-// worker process per active session, forwards each session operation to
+// model and subscription operations. It keeps the catalog, asks the
+// supervisor for one worker process per active session, forwards each session operation to
 // its worker with the caller's identity, follows each worker's one event
 // stream and fans it out to the subscriptions of its clients (see
 // subscription.go for the delivery promise), stops idle workers,
-// replaces workers that exit, adopts the live workers an earlier host left
-// (adopt.go), and hands its own to the host replacing it.
+// replaces workers that exit, adopts through the supervisor the live
+// workers an earlier host left (adopt.go), and hands its own to the host
+// replacing it.
 //
 // It knows the catalog and the worker's protocol, and nothing of how a
 // worker runs an agent.
@@ -27,6 +28,7 @@ import (
 	"github.com/agentd-dev/agentd/client"
 	"github.com/agentd-dev/agentd/internal/catalog"
 	"github.com/agentd-dev/agentd/internal/server"
+	"github.com/agentd-dev/agentd/internal/supervisor"
 	"github.com/agentd-dev/agentd/protocol"
 )
 
@@ -77,12 +79,20 @@ type Config struct {
 
 // Service is the composition.
 type Service struct {
-	cfg   Config         // constant
-	host  *server.Server // constant
+	cfg   Config                 // constant
+	host  *server.Server         // constant
+	sup   *supervisor.Supervisor // constant
 	cat   *catalog.Catalog
 	log   *slog.Logger
 	wg    sync.WaitGroup // worker monitors, streams and deliveries
 	table server.Table
+
+	// ctx is the service's: derived from the one it was composed with,
+	// cancelled when it closes. Requests of the service's own and the
+	// start of workers derive from it; what must finish after the close
+	// (a worker's stop) from context.WithoutCancel(ctx).
+	ctx    context.Context
+	cancel context.CancelCauseFunc
 
 	counters counters
 	nextSub  atomic.Uint64
@@ -99,18 +109,15 @@ type Service struct {
 	draining bool               // guarded by mu
 }
 
-// New opens the catalog and returns the service; use it as a host's
+// ErrClosed is the cause of the service's context once it closed.
+var ErrClosed = errors.New("the session service closed")
+
+// New opens the catalog, adopts the workers an earlier host left, and
+// returns the service, whose context derives from ctx; use it as a host's
 // ComposeFunc through Compose.
-func New(h *server.Server, cfg Config) (*Service, error) {
+func New(ctx context.Context, h *server.Server, cfg Config) (*Service, error) {
 	if cfg.WorkerIdleGrace <= 0 {
 		cfg.WorkerIdleGrace = 30 * time.Second
-	}
-	if len(cfg.WorkerCommand) == 0 {
-		exe, err := selfExecutable()
-		if err != nil {
-			return nil, fmt.Errorf("finding the worker command: %w", err)
-		}
-		cfg.WorkerCommand = []string{exe, "worker"}
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -127,11 +134,19 @@ func New(h *server.Server, cfg Config) (*Service, error) {
 	if cfg.WorkerLogFormat == "" {
 		cfg.WorkerLogFormat = "text"
 	}
+	sup, err := supervisor.New(supervisor.Config{
+		Home: cfg.Home, RuntimeDir: cfg.RuntimeDir, HostID: cfg.HostID,
+		Command: cfg.WorkerCommand, Log: cfg.WorkerLog, Logger: cfg.Logger,
+	})
+	if err != nil {
+		return nil, err
+	}
 	cat, err := catalog.Open(cfg.Home)
 	if err != nil {
 		return nil, fmt.Errorf("opening the session catalog: %w", err)
 	}
-	s := &Service{cfg: cfg, host: h, cat: cat, log: cfg.Logger, workers: map[string]*worker{}, detached: make(chan struct{})}
+	s := &Service{cfg: cfg, host: h, sup: sup, cat: cat, log: cfg.Logger, workers: map[string]*worker{}, detached: make(chan struct{})}
+	s.ctx, s.cancel = context.WithCancelCause(ctx)
 	s.table = s.handlers()
 	s.adoptAll()
 	return s, nil
@@ -139,8 +154,8 @@ func New(h *server.Server, cfg Config) (*Service, error) {
 
 // Compose returns a server.ComposeFunc building the service.
 func Compose(cfg Config) server.ComposeFunc {
-	return func(_ context.Context, h *server.Server) (server.Composition, error) {
-		return New(h, cfg)
+	return func(ctx context.Context, h *server.Server) (server.Composition, error) {
+		return New(ctx, h, cfg)
 	}
 }
 
@@ -183,15 +198,19 @@ func (s *Service) stopStarting() []*worker {
 	return workers
 }
 
-// Close waits for the workers, their streams and deliveries to end; a
-// host handing off lets go of its workers instead of stopping them.
+// Close cancels the service's context, and waits for the workers, their
+// streams and deliveries to end; a host handing off lets go of its
+// workers instead of stopping them.
 func (s *Service) Close(ctx context.Context) error {
 	if s.handingOff.Load() {
 		close(s.detached)
-	} else {
+	}
+	s.cancel(ErrClosed)
+	if !s.handingOff.Load() {
 		s.BeginDrain()
 	}
 	s.wg.Wait()
+	s.sup.Wait()
 	return nil
 }
 
@@ -285,6 +304,9 @@ func forward[Out any](ctx context.Context, s *Service, h catalog.Header, caller 
 			return out, err
 		}
 		err = w.conn.RequestFor(ctx, caller, op, in, &out)
+		if err == nil {
+			w.learn(op, out)
+		}
 		w.release()
 		var re *client.RemoteError
 		if errors.As(err, &re) {
@@ -298,7 +320,7 @@ func forward[Out any](ctx context.Context, s *Service, h catalog.Header, caller 
 			if err := ctx.Err(); err != nil {
 				return out, err
 			}
-			return out, protocol.Errorf(protocol.CodeInternalFailure, "the session's worker stopped answering: %s", w.exitCause())
+			return out, protocol.Errorf(protocol.CodeInternalFailure, "the session's worker stopped answering: %s", w.exitCause(ctx))
 		}
 		return out, err
 	}
@@ -324,15 +346,3 @@ func lostWith(ctx context.Context, w *worker, ie *client.InterruptedError) bool 
 		return false
 	}
 }
-
-// selfExecutable names this program's own binary in a way that keeps
-// working after the file is replaced or removed (an upgrade, or `go run`
-// cleaning up): /proc/self/exe where there is one.
-func selfExecutable() (string, error) {
-	if _, err := os.Stat(selfExe); err == nil {
-		return selfExe, nil
-	}
-	return os.Executable()
-}
-
-const selfExe = "/proc/self/exe"

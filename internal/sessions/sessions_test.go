@@ -16,6 +16,7 @@ import (
 	"github.com/agentd-dev/agentd/internal/agentdtest"
 	"github.com/agentd-dev/agentd/internal/agentdtest/poll"
 	"github.com/agentd-dev/agentd/internal/cli"
+	"github.com/agentd-dev/agentd/internal/home"
 	"github.com/agentd-dev/agentd/internal/sessions"
 	"github.com/agentd-dev/agentd/protocol"
 )
@@ -51,19 +52,19 @@ func newHostWith(t *testing.T, set func(*sessions.Config)) (*agentdtest.Host, *c
 	return h, h.Connect(t), work
 }
 
-func workerPID(t *testing.T, home, id string) int {
+func workerPID(t *testing.T, homeDir, id string) int {
 	t.Helper()
-	b, err := os.ReadFile(protocol.WorkerRegistrationPath(home, id))
-	var reg protocol.WorkerRegistration
+	b, err := os.ReadFile(home.WorkerRegistrationPath(homeDir, id))
+	var reg home.WorkerRegistration
 	if err != nil || json.Unmarshal(b, &reg) != nil {
 		t.Fatalf("no worker registered for %s: %v", id, err)
 	}
 	return reg.PID
 }
 
-func workerGone(home, id string) func() bool {
+func workerGone(homeDir, id string) func() bool {
 	return func() bool {
-		_, err := os.Stat(protocol.WorkerRegistrationPath(home, id))
+		_, err := os.Stat(home.WorkerRegistrationPath(homeDir, id))
 		return err != nil
 	}
 }

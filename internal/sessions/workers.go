@@ -2,21 +2,17 @@ package sessions
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/agentd-dev/agentd/client"
 	"github.com/agentd-dev/agentd/internal/catalog"
-	"github.com/agentd-dev/agentd/internal/proc"
+	"github.com/agentd-dev/agentd/internal/supervisor"
 	"github.com/agentd-dev/agentd/protocol"
 )
 
@@ -27,13 +23,11 @@ const workerStartTimeout = 30 * time.Second
 type worker struct {
 	s         *Service
 	sessionID string
-	pid       int           // constant once started
-	stat      *os.File      // constant once started: its main thread's /proc stat file, or nil
-	procStart uint64        // constant once started: the process's start time, for an adopted worker
-	conn      *client.Conn  // constant once started
-	ready     chan struct{} // closed once started or failed
-	startErr  error         // set before ready is closed
-	exited    chan struct{} // closed when the process has exited
+	proc      *supervisor.Worker // constant once started: its process
+	conn      *client.Conn       // constant once started: the connection to its process
+	ready     chan struct{}      // closed once started or failed
+	startErr  error              // set before ready is closed
+	exited    chan struct{}      // closed when the process has ended for this host
 
 	// Lock order: mu before subscription.mu.
 	mu       sync.Mutex
@@ -45,6 +39,7 @@ type worker struct {
 	idle     *time.Timer                // guarded by mu
 	busy     bool                       // guarded by mu: a turn runs or waits, as the stream says
 	live     map[string]bool            // guarded by mu: the runtime resources running, as the stream says
+	ended    map[string]bool            // guarded by mu: the runtime resources the stream said ended (refs are not reused)
 	feedID   string                     // constant once started: the worker's one subscription
 	watched  []string                   // guarded by interest: the PTYs the worker's stream carries
 
@@ -61,21 +56,17 @@ func (w *worker) running() bool {
 // worker is not idle.
 func (w *worker) activeLocked() bool { return w.busy || len(w.live) > 0 }
 
-func (w *worker) exitCause() string {
+// exitCause says why the worker's process ended, once it has: it is
+// asked once the connection to the worker ended, and its end follows.
+func (w *worker) exitCause(ctx context.Context) string {
 	select {
 	case <-w.exited:
-	case <-time.After(time.Second):
+	case <-ctx.Done():
 		return "it did not answer"
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.cause
-}
-
-// socketPath is where the worker of a session listens: beside the host's
-// own socket, named after it.
-func (s *Service) socketPath(sessionID string) string {
-	return filepath.Join(s.cfg.RuntimeDir, s.cfg.HostID+"-w-"+sessionID+".sock")
 }
 
 // previousExitPath keeps why a session's last worker died, for the next
@@ -102,8 +93,9 @@ func (s *Service) ensureWorker(ctx context.Context, h catalog.Header) (*worker, 
 			default:
 			}
 		}
-		if ok && w.dead() {
-			// Its process has ended; the host is still letting go of it.
+		if ok && w.connEnded() {
+			// Its connection ended, and its process with it: the host is
+			// still letting go of it.
 			s.mu.Unlock()
 			select {
 			case <-w.exited:
@@ -138,16 +130,13 @@ func (s *Service) ensureWorker(ctx context.Context, h catalog.Header) (*worker, 
 	}
 }
 
-// dead reports whether a started worker's process has ended: its main
-// thread has exited, as proc.Running has it. It is asked before every
-// request forwarded to the worker (a key typed into its PTY among them),
-// so it reads again the stat file of the worker's main thread, held open
-// from the start: one system call, where reading /proc/<pid>/stat anew
-// costs a path lookup, an open and the sum of the times of every thread.
-// A pidfd will not do: it is readable only once the last thread has
-// exited, a moment after the main one, while requests sent meanwhile are
-// lost.
-func (w *worker) dead() bool {
+// connEnded reports whether the connection to a started worker has
+// ended: it exits, or has exited, and a request sent to it is lost. It is
+// asked before every request forwarded to the worker (a key typed into its
+// PTY among them), so it only looks at a channel. A request sent between
+// the worker's end and its connection's is cut off with the connection,
+// never lost unanswered (see forward).
+func (w *worker) connEnded() bool {
 	select {
 	case <-w.ready:
 	default:
@@ -156,23 +145,12 @@ func (w *worker) dead() bool {
 	if w.startErr != nil {
 		return false
 	}
-	if w.stat == nil {
-		return !proc.Running(w.pid)
+	select {
+	case <-w.conn.Done():
+		return true
+	default:
+		return false
 	}
-	var line [1 << 10]byte
-	n, _ := w.stat.ReadAt(line[:], 0)
-	st, err := proc.ParseStat(line[:n]) // nothing to read once the process is gone
-	return err != nil || st.Exited()
-}
-
-// openStat opens the /proc stat file of process pid's main thread, or
-// returns nil where there is none.
-func openStat(pid int) *os.File {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/task/%d/stat", pid, pid))
-	if err != nil {
-		return nil
-	}
-	return f
 }
 
 // hold keeps the worker from an idle stop until release; it fails once
@@ -207,80 +185,42 @@ func (s *Service) start(w *worker, h catalog.Header) {
 	if model == "" {
 		model = s.cfg.Models.Default()
 	}
-	sock := s.socketPath(h.ID)
-	args := append(append([]string(nil), s.cfg.WorkerCommand[1:]...),
-		"--session", h.ID, "--socket", sock, "--home", s.cfg.Home,
+	args := []string{
 		"--cwd", h.Cwd, "--model", model, "--thinking", h.Thinking, "--approval", h.Approval,
 		"--transcript", s.cat.TranscriptPath(h.ID), "--orphan-grace", s.cfg.WorkerIdleGrace.String(),
-		"--log-format", s.cfg.WorkerLogFormat)
+		"--log-format", s.cfg.WorkerLogFormat,
+	}
 	prev, _ := os.ReadFile(s.previousExitPath(h.ID))
 	if len(prev) > 0 {
 		args = append(args, "--previous-exit", string(prev))
 	}
-	cmd := exec.Command(s.cfg.WorkerCommand[0], args...)
-	if cmd.Path == selfExe {
-		// ps shows the program's name, not the path it was started by.
-		cmd.Args[0] = os.Args[0]
-	}
-	cmd.Stdout, cmd.Stderr = s.cfg.WorkerLog, s.cfg.WorkerLog
-	cmd.Dir = "/"
-	// A session of its own: what the worker starts stays in it, so what a
-	// killed worker leaves behind can be found and ended.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	// The worker says it serves by writing to a pipe it inherits (fd 3);
-	// an end of file says it exited first.
-	readyR, readyW, err := os.Pipe()
-	if err != nil {
-		w.startErr = protocol.Errorf(protocol.CodeInternalFailure, "starting the session's worker: %v", err)
-		close(w.ready)
-		close(w.exited)
-		return
-	}
-	cmd.ExtraFiles = []*os.File{readyW}
-	cmd.Args = append(cmd.Args, "--ready-fd", "3")
-	err = cmd.Start()
-	readyW.Close()
-	if err != nil {
-		readyR.Close()
-		w.startErr = protocol.Errorf(protocol.CodeInternalFailure, "starting the session's worker: %v", err)
-		close(w.ready)
-		close(w.exited)
-		return
-	}
-	w.pid = cmd.Process.Pid
-	w.stat = openStat(w.pid)
-	waited := make(chan error, 1)
-	go func() { waited <- cmd.Wait() }()
-
-	conn, err := s.dialWorker(readyR, sock, w.pid)
-	readyR.Close()
+	ctx, cancel := context.WithTimeout(s.ctx, workerStartTimeout)
+	defer cancel()
+	p, err := s.sup.Start(ctx, h.ID, args)
 	var feed *client.Watcher
 	if err == nil {
-		w.conn = conn
-		ctx, cancel := context.WithTimeout(context.Background(), workerStartTimeout)
+		w.proc, w.conn = p, p.Conn
 		feed, err = w.openFeed(ctx)
-		cancel()
 		if err != nil {
-			conn.Close()
+			p.Kill()
+			err = fmt.Errorf("%w (%s)", err, p.Cause())
 		}
 	}
 	if err != nil {
-		cmd.Process.Kill()
-		werr := <-waited
-		s.cleanUpAfter(h.ID, w.pid)
-		w.startErr = protocol.Errorf(protocol.CodeInternalFailure, "the session's worker did not start: %v (%s)", err, describeExit(werr))
+		w.startErr = protocol.Errorf(protocol.CodeInternalFailure, "the session's worker did not start: %v", err)
 		close(w.ready)
 		close(w.exited)
 		return
 	}
 	os.Remove(s.previousExitPath(h.ID))
-	s.log.Info("worker started", "session", h.ID, "pid", w.pid)
-	s.serve(w, feed, waited)
+	s.log.Info("worker started", "session", h.ID, "pid", p.PID)
+	s.serve(w, feed)
 }
 
-// serve follows a started or adopted worker until its process exits
-// (exited says how), or until the host hands it to the host replacing it.
-func (s *Service) serve(w *worker, feed *client.Watcher, exited <-chan error) {
+// serve follows a started or adopted worker until its process ends for
+// this host: it exits, another host takes it over, or this host hands it
+// to the host replacing it.
+func (s *Service) serve(w *worker, feed *client.Watcher) {
 	followed := make(chan struct{})
 	s.wg.Go(func() {
 		defer close(followed)
@@ -289,27 +229,23 @@ func (s *Service) serve(w *worker, feed *client.Watcher, exited <-chan error) {
 	close(w.ready)
 	w.armIdle()
 
-	var werr error
 	select {
-	case werr = <-exited:
+	case <-w.proc.Done():
 	case <-s.detached:
 		// The host replacing this one adopts it: it runs on.
-		w.conn.Close()
-		<-followed
-		close(w.exited)
-		return
+		w.proc.Release()
 	}
-	w.conn.Close()
 	<-followed // every delta the worker sent has reached its subscribers
-	if errors.Is(werr, errSuperseded) {
-		s.log.Warn("another host took the worker over", "session", w.sessionID, "pid", w.pid)
+	if !w.proc.Exited() {
 		close(w.exited)
-		w.endSubscriptions(protocol.ClosedWorkerExited)
+		if errors.Is(w.proc.Err(), supervisor.ErrSuperseded) {
+			w.endSubscriptions(protocol.ClosedWorkerExited)
+		}
 		return
 	}
-	s.cleanUpAfter(w.sessionID, w.pid)
+	werr := w.proc.Err()
 	w.mu.Lock()
-	w.cause = describeExit(werr)
+	w.cause = w.proc.Cause()
 	stopping := w.stopping
 	if w.idle != nil {
 		w.idle.Stop()
@@ -317,73 +253,12 @@ func (s *Service) serve(w *worker, feed *client.Watcher, exited <-chan error) {
 	w.mu.Unlock()
 	if !stopping || werr != nil {
 		// Kept for the replacement to record, before anyone can start it.
-		s.log.Warn("worker exited", "session", w.sessionID, "pid", w.pid, "cause", w.cause)
+		s.log.Warn("worker exited", "session", w.sessionID, "pid", w.proc.PID, "cause", w.cause)
 		os.WriteFile(s.previousExitPath(w.sessionID), []byte(w.cause), 0o600)
 		s.host.Diagnostic(slog.LevelWarn, fmt.Sprintf("session %s: %s", w.sessionID, w.cause))
 	}
 	close(w.exited)
 	w.endSubscriptions(protocol.ClosedWorkerExited)
-}
-
-// cleanUpAfter ends the processes an exited worker left in its session and
-// removes its registration when it still names that worker: a worker that
-// was killed could do neither.
-func (s *Service) cleanUpAfter(session string, pid int) {
-	if n := killSession(pid); n > 0 {
-		s.log.Warn("killed processes left by an exited worker", "session", session, "pid", pid, "processes", n)
-	}
-	path := protocol.WorkerRegistrationPath(s.cfg.Home, session)
-	if b, err := os.ReadFile(path); err == nil {
-		var reg protocol.WorkerRegistration
-		if json.Unmarshal(b, &reg) == nil && reg.PID == pid {
-			os.Remove(path)
-		}
-	}
-}
-
-// describeExit says how a worker process ended: "worker exited: signal 9".
-func describeExit(err error) string {
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok {
-			if ws.Signaled() {
-				return fmt.Sprintf("worker exited: signal %d", int(ws.Signal()))
-			}
-			return fmt.Sprintf("worker exited: status %d", ws.ExitStatus())
-		}
-	}
-	if err != nil {
-		return "worker exited: " + err.Error()
-	}
-	return "worker exited"
-}
-
-// dialWorker waits until a starting worker says it serves, then
-// connects to its socket: to the worker of process pid alone, so another
-// process answering there (one an earlier host left) is not taken for it.
-func (s *Service) dialWorker(ready *os.File, sock string, pid int) (*client.Conn, error) {
-	ready.SetReadDeadline(time.Now().Add(workerStartTimeout))
-	if _, err := ready.Read(make([]byte, 1)); err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil, errors.New("it exited before it served")
-		}
-		return nil, fmt.Errorf("it did not say it serves: %w", err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), workerStartTimeout)
-	defer cancel()
-	c, err := client.Dial(ctx, sock, client.Options{CompositionID: protocol.CompositionWorker, Surface: protocol.SurfaceHost})
-	if err != nil {
-		return nil, err
-	}
-	st, err := c.Status(ctx)
-	if err == nil && (st.State != protocol.StateReady || st.PID != pid) {
-		err = fmt.Errorf("another process (pid %d, %s) answers at its socket", st.PID, st.State)
-	}
-	if err != nil {
-		c.Close()
-		return nil, err
-	}
-	return c, nil
 }
 
 // forget drops w once its process has ended.
@@ -392,16 +267,17 @@ func (s *Service) forget(w *worker) {
 	if s.workers[w.sessionID] == w {
 		delete(s.workers, w.sessionID)
 	}
-	// Out of the map, w is asked no more whether it is dead.
-	if w.stat != nil {
-		w.stat.Close()
-		w.stat = nil
-	}
 	s.mu.Unlock()
 	s.host.CheckIdle()
 }
 
-// stop asks the worker to drain and exit; it kills it if it does not.
+// workerStopTimeout bounds a worker's drain when it is asked to stop; it
+// is killed after.
+const workerStopTimeout = 10 * time.Second
+
+// stop asks the worker to drain and exit; it kills it if it does not. A
+// stop runs to its end after the service closes: what it cleans up after
+// the worker must be.
 func (w *worker) stop() {
 	<-w.ready
 	if w.startErr != nil {
@@ -410,15 +286,10 @@ func (w *worker) stop() {
 	w.mu.Lock()
 	w.stopping = true
 	w.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(w.s.ctx), workerStopTimeout)
 	defer cancel()
-	client.Call(ctx, w.conn, protocol.OpHostShutdown, protocol.ShutdownInput{})
-	select {
-	case <-w.exited:
-	case <-ctx.Done():
-		syscall.Kill(w.pid, syscall.SIGKILL)
-		<-w.exited
-	}
+	w.proc.Stop(ctx)
+	<-w.exited
 }
 
 // armIdle starts the idle timer when nothing holds the worker: no
@@ -447,3 +318,7 @@ func (w *worker) idleFired() {
 	w.s.log.Info("stopping idle worker", "session", w.sessionID)
 	w.s.wg.Go(w.stop)
 }
+
+// hostRequestTimeout bounds a request the host makes of a worker on its
+// own account, with no client waiting.
+const hostRequestTimeout = 10 * time.Second

@@ -21,7 +21,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/agentd-dev/agentd/internal/atomicfile"
+	"github.com/agentd-dev/agentd/internal/home"
 	"github.com/agentd-dev/agentd/internal/llm"
 	"github.com/agentd-dev/agentd/internal/proc"
 	"github.com/agentd-dev/agentd/internal/server"
@@ -118,8 +118,7 @@ func Run(ctx context.Context, cfg Config) error {
 		ln.Close()
 		return err
 	}
-	regPath := protocol.WorkerRegistrationPath(cfg.Home, s.id)
-	defer os.Remove(regPath)
+	defer os.Remove(home.WorkerRegistrationPath(cfg.Home, s.id))
 	srv, err := server.New(server.Config{
 		HostID: "worker", CompositionID: protocol.CompositionWorker, TrustCaller: true,
 		Version: cfg.Version, Logger: logger, IdleGrace: cfg.OrphanGrace,
@@ -128,13 +127,13 @@ func Run(ctx context.Context, cfg Config) error {
 			// a worker that answers is registered.
 			s.epoch = srv.Epoch()
 			s.checkIdle = srv.CheckIdle
-			reg := protocol.WorkerRegistration{
+			reg := home.WorkerRegistration{
 				SessionID: s.id, PID: os.Getpid(), Endpoint: cfg.SocketPath, Epoch: s.epoch, StartedAt: time.Now().UTC(),
 			}
 			if st, err := proc.ReadStat(reg.PID); err == nil {
 				reg.ProcessStart = st.StartTime
 			}
-			if err := writeRegistration(regPath, reg); err != nil {
+			if err := home.WriteWorkerRegistration(cfg.Home, reg); err != nil {
 				logger.Warn("registering the worker", "err", err)
 			}
 			return &composition{s: s, stop: cancel}, nil
@@ -164,17 +163,6 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	return nil
-}
-
-func writeRegistration(path string, r protocol.WorkerRegistration) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return err
-	}
-	b, err := json.Marshal(r)
-	if err != nil {
-		return err
-	}
-	return atomicfile.Write(path, b, 0o600)
 }
 
 // composition is the worker's host composition: the session's table.

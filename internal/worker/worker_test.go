@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentd-dev/agentd/client"
 	"github.com/agentd-dev/agentd/internal/agentdtest"
+	"github.com/agentd-dev/agentd/internal/home"
 	"github.com/agentd-dev/agentd/internal/proc"
 	"github.com/agentd-dev/agentd/internal/provider"
 	"github.com/agentd-dev/agentd/internal/provider/faux"
@@ -571,7 +572,7 @@ func TestAWorkerIsNoOrphanBeforeItsHostClaimsIt(t *testing.T) {
 	}()
 	// The worker registers as its composition becomes ready.
 	for deadline := time.Now().Add(agentdtest.Timeout); ; time.Sleep(2 * time.Millisecond) {
-		if _, err := os.Stat(protocol.WorkerRegistrationPath(dir, "s1")); err == nil {
+		if _, err := os.Stat(home.WorkerRegistrationPath(dir, "s1")); err == nil {
 			break
 		}
 		if time.Now().After(deadline) {

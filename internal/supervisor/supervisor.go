@@ -1,0 +1,284 @@
+// Package supervisor starts, adopts and stops the host's worker processes,
+// one per active session, and reports each one's end as an event: the end
+// of its connection together with the process's exit (cmd.Wait for a
+// worker this host started, a pidfd becoming readable for one it adopted),
+// never a look at /proc under a lock.
+//
+// A worker outlives its host. It registers itself in the home
+// (home.WorkerRegistration); the next host adopts every registered worker
+// that still runs, checking by pid and process start time that the process
+// answering is the one registered, and cleans up after those that are gone:
+// their registrations, their sockets, and what they left running in their
+// process sessions.
+//
+// It knows how a worker is started and reached, and nothing of sessions,
+// their catalog or their streams: the session service asks it for a worker
+// process and keeps the session-level state itself.
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/agentd-dev/agentd/client"
+	"github.com/agentd-dev/agentd/internal/home"
+	"github.com/agentd-dev/agentd/protocol"
+)
+
+// ErrSuperseded ends an adopted worker that closed its connection to this
+// host yet runs on: another host took it over.
+var ErrSuperseded = errors.New("another host took the worker over")
+
+// ErrReleased ends a worker this host let go of (Release) for the host
+// replacing it: it runs on.
+var ErrReleased = errors.New("the host let go of the worker")
+
+// ErrGone is returned by Adopt when the registered worker no longer runs;
+// what it left behind is cleaned up.
+var ErrGone = errors.New("the registered worker no longer runs")
+
+// ErrLost is returned by Adopt when the registered worker runs but did not
+// answer as that worker; it was killed, and what it left cleaned up.
+var ErrLost = errors.New("the registered worker did not answer, and was stopped")
+
+// exitWait bounds how long the process of a worker whose connection ended
+// may take to exit, and the other way round: an adopted worker that has
+// not exited by then runs on for another host.
+const exitWait = 2 * time.Second
+
+// Config configures a supervisor.
+type Config struct {
+	// Home is where workers register.
+	Home string
+	// RuntimeDir and HostID place the workers' sockets: beside the
+	// host's own, named after it.
+	RuntimeDir string
+	HostID     string
+	// Command is the argv that starts a worker; Start appends its flags.
+	// Default: this executable with "worker".
+	Command []string
+	// Log is where workers write their logs and whatever else they print
+	// (a crash's trace). Default: stderr.
+	Log    io.Writer
+	Logger *slog.Logger
+}
+
+// Supervisor starts and adopts workers and follows their processes.
+type Supervisor struct {
+	cfg Config // constant
+	log *slog.Logger
+	wg  sync.WaitGroup // the workers' watchers
+}
+
+// New returns a supervisor for cfg.
+func New(cfg Config) (*Supervisor, error) {
+	if len(cfg.Command) == 0 {
+		exe, err := selfExecutable()
+		if err != nil {
+			return nil, fmt.Errorf("finding the worker command: %w", err)
+		}
+		cfg.Command = []string{exe, "worker"}
+	}
+	if cfg.Log == nil {
+		cfg.Log = os.Stderr
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Supervisor{cfg: cfg, log: cfg.Logger}, nil
+}
+
+// Wait waits until every worker's watcher has ended: each worker has
+// exited, been taken over, or been let go of.
+func (s *Supervisor) Wait() { s.wg.Wait() }
+
+// SocketPath is where the worker of a session listens.
+func (s *Supervisor) SocketPath(sessionID string) string {
+	return filepath.Join(s.cfg.RuntimeDir, s.cfg.HostID+"-w-"+sessionID+".sock")
+}
+
+// Worker is one worker process, started or adopted, and the host's
+// connection to it.
+type Worker struct {
+	SessionID string
+	PID       int
+	// Conn is the host's connection to the worker, closed once the
+	// worker has ended.
+	Conn *client.Conn
+
+	sup      *Supervisor // constant
+	pidfd    *os.File    // constant: names the process whatever becomes of its pid
+	cmd      *exec.Cmd   // constant: nil for a worker this host did not start
+	endpoint string      // constant: its socket
+
+	release     chan struct{} // closed by Release
+	releaseOnce sync.Once
+	done        chan struct{} // closed once the worker ended for this host
+	err         error         // set before done is closed
+}
+
+// Done is closed once the worker has ended for this host: its process
+// exited (and what it left is cleaned up), another host took it over, or
+// this host let go of it. Err says which.
+func (w *Worker) Done() <-chan struct{} { return w.done }
+
+// Err says how the worker ended, once Done is closed: ErrSuperseded,
+// ErrReleased, or its process's exit (nil, or an *exec.ExitError for a
+// worker this host started).
+func (w *Worker) Err() error {
+	<-w.done
+	return w.err
+}
+
+// Exited reports whether the worker's process exited, once Done is closed.
+func (w *Worker) Exited() bool {
+	err := w.Err()
+	return !errors.Is(err, ErrSuperseded) && !errors.Is(err, ErrReleased)
+}
+
+// Cause says how the worker's process ended: "worker exited: signal 9".
+func (w *Worker) Cause() string { return describeExit(w.Err()) }
+
+// Stop asks the worker to drain and exit, kills it when it has not by the
+// end of ctx, and returns once it ended.
+func (w *Worker) Stop(ctx context.Context) {
+	client.Call(ctx, w.Conn, protocol.OpHostShutdown, protocol.ShutdownInput{})
+	select {
+	case <-w.done:
+		return
+	case <-ctx.Done():
+	}
+	w.Kill()
+}
+
+// Kill kills the worker's process, and returns once it ended.
+func (w *Worker) Kill() {
+	signal(w.pidfd, syscall.SIGKILL)
+	<-w.done
+}
+
+// Release lets go of the worker for the host replacing this one: it runs
+// on, and its connection closes. It returns once the worker's watcher
+// ended.
+func (w *Worker) Release() {
+	w.releaseOnce.Do(func() { close(w.release) })
+	<-w.done
+}
+
+// watch follows the worker until it ends for this host. The process's exit
+// is a pidfd becoming readable; the connection's end a channel. Whichever
+// comes first, the other follows at once for a worker that exits: an
+// adopted worker whose connection ended but whose process runs on after
+// exitWait was taken over by another host. A worker this host started is
+// its child, and waited for however long it takes; one whose connection a
+// newer host took runs on only while this host hands off, and is let go
+// of then.
+func (w *Worker) watch() {
+	waited := make(chan struct{})
+	w.sup.wg.Go(func() {
+		select {
+		case <-w.Conn.Done():
+			if w.cmd == nil {
+				w.pidfd.SetReadDeadline(time.Now().Add(exitWait))
+			}
+			select {
+			case <-w.release:
+				w.pidfd.SetReadDeadline(time.Now())
+			case <-waited:
+			}
+		case <-w.release:
+			w.pidfd.SetReadDeadline(time.Now())
+		case <-waited:
+		}
+	})
+	exitErr := awaitExit(w.pidfd)
+	close(waited)
+	switch {
+	case exitErr == nil:
+		var err error
+		if w.cmd != nil {
+			err = w.cmd.Wait() // at once: it has exited
+		}
+		// Whatever the worker wrote before its end is read before its
+		// connection is closed: the kernel ended it with the process.
+		t := time.NewTimer(exitWait)
+		select {
+		case <-w.Conn.Done():
+		case <-t.C:
+		}
+		t.Stop()
+		w.Conn.Close()
+		w.sup.cleanUpAfter(w.SessionID, w.PID)
+		os.Remove(w.endpoint)
+		w.err = err
+	case isClosed(w.release):
+		w.Conn.Close()
+		// A child of this host let go of is not waited for: the host exits
+		// once it has handed off, and the host adopting the worker sees
+		// its exit through a pidfd.
+		w.err = ErrReleased
+	default:
+		w.Conn.Close()
+		w.sup.log.Warn("another host took the worker over", "session", w.SessionID, "pid", w.PID)
+		w.err = ErrSuperseded
+	}
+	w.pidfd.Close()
+	close(w.done)
+}
+
+func isClosed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
+
+// cleanUpAfter ends the processes an exited worker left in its session and
+// removes its registration when it still names that worker: a worker that
+// was killed could do neither.
+func (s *Supervisor) cleanUpAfter(session string, pid int) {
+	if n := killSession(pid); n > 0 {
+		s.log.Warn("killed processes left by an exited worker", "session", session, "pid", pid, "processes", n)
+	}
+	home.RemoveWorkerRegistration(s.cfg.Home, session, pid)
+}
+
+// describeExit says how a worker process ended: "worker exited: signal 9".
+func describeExit(err error) string {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok {
+			if ws.Signaled() {
+				return fmt.Sprintf("worker exited: signal %d", int(ws.Signal()))
+			}
+			return fmt.Sprintf("worker exited: status %d", ws.ExitStatus())
+		}
+	}
+	if err != nil {
+		return "worker exited: " + err.Error()
+	}
+	return "worker exited"
+}
+
+// selfExecutable names this program's own binary in a way that keeps
+// working after the file is replaced or removed (an upgrade, or `go run`
+// cleaning up): /proc/self/exe where there is one.
+func selfExecutable() (string, error) {
+	if _, err := os.Stat(selfExe); err == nil {
+		return selfExe, nil
+	}
+	return os.Executable()
+}
+
+const selfExe = "/proc/self/exe"
