@@ -29,7 +29,8 @@ var arrows = map[string][]string{
 	"cmd/agentd":         {"internal/cli"},
 
 	"internal/agent":                 {"internal/llm", "internal/tools"},
-	"internal/agentdtest":            {"client", "internal/host", "internal/server", "protocol"},
+	"internal/agentdtest":            {"client", "internal/agentdtest/poll", "internal/host", "internal/server", "protocol"},
+	"internal/agentdtest/poll":       {},
 	"internal/atomicfile":            {},
 	"internal/catalog":               {"internal/atomicfile", "protocol"},
 	"internal/credentials":           {"internal/atomicfile"},

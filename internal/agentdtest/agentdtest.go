@@ -16,13 +16,14 @@ import (
 	"time"
 
 	"github.com/agentd-dev/agentd/client"
+	"github.com/agentd-dev/agentd/internal/agentdtest/poll"
 	"github.com/agentd-dev/agentd/internal/host"
 	"github.com/agentd-dev/agentd/internal/server"
 	"github.com/agentd-dev/agentd/protocol"
 )
 
 // Timeout is the generous deadline tests give any single event.
-const Timeout = 30 * time.Second
+const Timeout = poll.Timeout
 
 // Options configure a test host.
 type Options struct {

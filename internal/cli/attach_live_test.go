@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentd-dev/agentd/client"
 	"github.com/agentd-dev/agentd/internal/agentdtest"
+	"github.com/agentd-dev/agentd/internal/agentdtest/poll"
 	"github.com/agentd-dev/agentd/protocol"
 )
 
@@ -109,7 +110,7 @@ func TestAToolCallRunningAsTheScreenOpensShowsOnceWithItsOutputInOrder(t *testin
 	dir := p.workDir()
 	id := strings.TrimSpace(p.mustRun("new", "--cwd", dir, "--approve", "all"))
 	p.mustRun("run", "-d", "--session", id, "run `echo bg 1; echo bg 2; while [ ! -e go-on ]; do sleep 0.05; done; echo bg 3`")
-	waitFor(t, "the command's first lines", func() bool {
+	poll.Until(t, "the command's first lines", func() bool {
 		logs, _ := filepath.Glob(filepath.Join(p.home, "sessions", id, "resources", "*.log"))
 		for _, l := range logs {
 			if b, _ := os.ReadFile(l); strings.Contains(string(b), "bg 2\n") {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentd-dev/agentd/client"
 	"github.com/agentd-dev/agentd/internal/agentdtest"
+	"github.com/agentd-dev/agentd/internal/agentdtest/poll"
 	"github.com/agentd-dev/agentd/protocol"
 )
 
@@ -86,7 +87,7 @@ func TestDetachingLeavesTheTurnRunning(t *testing.T) {
 	if err := s.waitExit(); err != nil {
 		t.Fatalf("detach: %v", err)
 	}
-	waitFor(t, "the turn ran to its end", func() bool {
+	poll.Until(t, "the turn ran to its end", func() bool {
 		log := p.mustRun("log", id)
 		return strings.Contains(log, "after-the-detach\n") && strings.Contains(log, "── completed")
 	})

@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentd-dev/agentd/client"
 	"github.com/agentd-dev/agentd/internal/agentdtest"
+	"github.com/agentd-dev/agentd/internal/agentdtest/poll"
 	"github.com/agentd-dev/agentd/internal/credentials"
 	"github.com/agentd-dev/agentd/internal/provider/providertest"
 	"github.com/agentd-dev/agentd/protocol"
@@ -193,7 +194,7 @@ func TestKeysDoNotReachTheAgentsTools(t *testing.T) {
 		t.Fatal(err)
 	}
 	var seen []byte
-	waitFor(t, "the shell run's line", func() bool {
+	poll.Until(t, "the shell run's line", func() bool {
 		seen, _ = os.ReadFile(marker)
 		return bytes.HasSuffix(seen, []byte("\n"))
 	})

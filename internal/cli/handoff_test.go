@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentd-dev/agentd/client"
 	"github.com/agentd-dev/agentd/internal/agentdtest"
+	"github.com/agentd-dev/agentd/internal/agentdtest/poll"
 	"github.com/agentd-dev/agentd/internal/home"
 	"github.com/agentd-dev/agentd/internal/proc"
 	"github.com/agentd-dev/agentd/protocol"
@@ -25,7 +26,7 @@ func holdTurn(t *testing.T, p *place, id, dir string) (release func()) {
 	os.Remove(gate)
 	p.mustRun("run", "--session", id, "--detach", "--approve", "all",
 		"run `touch held; while [ ! -e go ]; do sleep 0.02; done; echo released`")
-	waitFor(t, "the held command", func() bool { return exists(started) })
+	poll.Until(t, "the held command", func() bool { return exists(started) })
 	return func() { os.WriteFile(gate, nil, 0o644) }
 }
 
@@ -55,7 +56,7 @@ func TestUpgradeAdoptsTheWorkersAndTheirClientsResume(t *testing.T) {
 	if err := run.Start(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the first half of the command", func() bool { return exists(filepath.Join(dir, "half")) })
+	poll.Until(t, "the first half of the command", func() bool { return exists(filepath.Join(dir, "half")) })
 	worker, before := workerPID(t, p, busy), hostPID(t, p)
 
 	up := p.mustRun("upgrade")
@@ -128,7 +129,7 @@ func TestAnAdoptedWorkerNobodyClaimsRetiresAfterItsGrace(t *testing.T) {
 // running.
 func adoptedPID(t *testing.T, p *place, id string) int {
 	t.Helper()
-	waitFor(t, "the session running on the new host", func() bool {
+	poll.Until(t, "the session running on the new host", func() bool {
 		return strings.Contains(p.mustRun("ls", "--json"), `"status":"running"`)
 	})
 	return workerPID(t, p, id)
@@ -156,7 +157,7 @@ func TestALiveWorkersSessionMissingFromTheCatalogIsRestored(t *testing.T) {
 		t.Fatalf("the session is served by worker %d, not the adopted %d", got, worker)
 	}
 	release()
-	waitFor(t, "the held turn to end", func() bool { return strings.Contains(p.mustRun("log", id), "── completed") })
+	poll.Until(t, "the held turn to end", func() bool { return strings.Contains(p.mustRun("log", id), "── completed") })
 	if _, err := os.Stat(filepath.Join(p.home, "sessions", id, "header.json")); err != nil {
 		t.Fatalf("the header was not restored: %v", err)
 	}
@@ -257,7 +258,7 @@ func TestAReplacementFencesHandlesOfTheHostItReplaced(t *testing.T) {
 	if err := fresh.Control(ctx, []byte("fresh\n"), 0, 0); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the fresh input", func() bool {
+	poll.Until(t, "the fresh input", func() bool {
 		b, _ := os.ReadFile(filepath.Join(dir, "typed"))
 		return strings.Contains(string(b), "fresh")
 	})
@@ -281,7 +282,7 @@ func TestAShellAttachmentReconnectsAcrossAnUpgrade(t *testing.T) {
 	s.waitText("before-6")
 	worker := workerPID(t, p, id)
 	p.mustRun("upgrade")
-	waitFor(t, "the shell command to reconnect", func() bool { return strings.Contains(stderr.String(), "reconnected") })
+	poll.Until(t, "the shell command to reconnect", func() bool { return strings.Contains(stderr.String(), "reconnected") })
 	s.typeKeys("echo after-$((3*3)) $$\r")
 	screen := s.waitText("after-9")
 	if !strings.Contains(stderr.String(), "host_replaced") {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/agentd-dev/agentd/client"
 	"github.com/agentd-dev/agentd/internal/agentdtest"
+	"github.com/agentd-dev/agentd/internal/agentdtest/poll"
 	"github.com/agentd-dev/agentd/internal/provider/providertest"
 	"github.com/agentd-dev/agentd/protocol"
 )
@@ -94,7 +95,7 @@ func TestSelectingASessionsModelChangesThatSessionAlone(t *testing.T) {
 		}
 		return s.Model
 	}
-	waitFor(t, "the selected session's model", func() bool { return model(a.SessionID) == "openai/llama3.1" })
+	poll.Until(t, "the selected session's model", func() bool { return model(a.SessionID) == "openai/llama3.1" })
 	if got := model(b.SessionID); got != "faux/echo" {
 		t.Errorf("the other session's model became %q", got)
 	}

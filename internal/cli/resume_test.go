@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentd-dev/agentd/client"
 	"github.com/agentd-dev/agentd/internal/agentdtest"
+	"github.com/agentd-dev/agentd/internal/agentdtest/poll"
 	"github.com/agentd-dev/agentd/protocol"
 )
 
@@ -95,9 +96,9 @@ func TestLogFollowShowsARunningCallsOutputOnceInOrder(t *testing.T) {
 	dir := p.workDir()
 	id := strings.TrimSpace(p.mustRun("run", "-d", "--cwd", dir, "--approve", "all", heldCommand))
 	log := p.start("log", "-f", id)
-	waitFor(t, "log -f to show the output so far", func() bool { return strings.Contains(log.out.String(), "bg 3\n") })
+	poll.Until(t, "log -f to show the output so far", func() bool { return strings.Contains(log.out.String(), "bg 3\n") })
 	os.WriteFile(filepath.Join(dir, "go"), nil, 0o644)
-	waitFor(t, "log -f to show the turn's end", func() bool { return strings.Contains(log.out.String(), "── completed") })
+	poll.Until(t, "log -f to show the turn's end", func() bool { return strings.Contains(log.out.String(), "── completed") })
 	log.cmd.Process.Signal(os.Interrupt)
 	if code := log.wait(t); code != 0 {
 		t.Fatalf("log -f: exit %d: %s", code, log.errOut.String())
@@ -114,14 +115,14 @@ func TestRunShowsTheEndOfATurnThatEndedWhileItsStreamWasGone(t *testing.T) {
 	dir := p.workDir()
 	id := strings.TrimSpace(p.mustRun("new", "--cwd", dir))
 	run := p.start("run", "--session", id, "--approve", "all", "--json", heldCommand)
-	waitFor(t, "the first lines", func() bool { return strings.Contains(run.out.String(), `bg 3\n`) })
+	poll.Until(t, "the first lines", func() bool { return strings.Contains(run.out.String(), `bg 3\n`) })
 	host := hostPID(t, p)
 	run.cmd.Process.Signal(syscall.SIGSTOP)
 	syscall.Kill(host, syscall.SIGKILL)
 	waitProcessGone(t, host)
 	os.WriteFile(filepath.Join(dir, "go"), nil, 0o644)
 	transcript := filepath.Join(p.home, "sessions", id, "transcript.jsonl")
-	waitFor(t, "the turn's end record", func() bool {
+	poll.Until(t, "the turn's end record", func() bool {
 		b, _ := os.ReadFile(transcript)
 		return strings.Contains(string(b), `"type":"`+protocol.RecordTurnEnd+`"`)
 	})
@@ -169,9 +170,9 @@ func TestShutdownEndsItsClientsAndNoneStartsAHost(t *testing.T) {
 	dir := p.workDir()
 	id := strings.TrimSpace(p.mustRun("new", "--cwd", dir))
 	run := p.start("run", "--session", id, "--approve", "all", tickingCommand)
-	waitFor(t, "run to show the output", func() bool { return strings.Contains(run.out.String(), "tick\n") })
+	poll.Until(t, "run to show the output", func() bool { return strings.Contains(run.out.String(), "tick\n") })
 	log := p.start("log", "-f", id)
-	waitFor(t, "log -f to show the output", func() bool { return strings.Contains(log.out.String(), "tick\n") })
+	poll.Until(t, "log -f to show the output", func() bool { return strings.Contains(log.out.String(), "tick\n") })
 	p.mustRun("shutdown", "--force")
 	for name, c := range map[string]*started{"run": run, "log -f": log} {
 		if code := c.wait(t); code == 0 || !strings.Contains(c.errOut.String(), "the host was shut down") ||
@@ -190,7 +191,7 @@ func TestRemovingASessionEndsItsFollower(t *testing.T) {
 	dir := p.workDir()
 	id := strings.TrimSpace(p.mustRun("run", "-d", "--cwd", dir, "--approve", "all", tickingCommand))
 	log := p.start("log", "-f", id)
-	waitFor(t, "log -f to show the output", func() bool { return strings.Contains(log.out.String(), "tick\n") })
+	poll.Until(t, "log -f to show the output", func() bool { return strings.Contains(log.out.String(), "tick\n") })
 	p.mustRun("rm", "--force", id)
 	if code := log.wait(t); code == 0 || !strings.Contains(log.errOut.String(), "session removed") {
 		t.Fatalf("log -f after rm: exit %d: %s", code, log.errOut.String())

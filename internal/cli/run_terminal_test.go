@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agentd-dev/agentd/internal/agentdtest/poll"
 	"github.com/agentd-dev/agentd/protocol"
 )
 
@@ -23,7 +24,7 @@ const runAsked = "[y]es [n]o [a]lways allow bash in this session:"
 func pendingOf(t *testing.T, p *place, id string) protocol.Interaction {
 	t.Helper()
 	var in protocol.Interaction
-	waitFor(t, "an approval pending", func() bool {
+	poll.Until(t, "an approval pending", func() bool {
 		var pending []protocol.Interaction
 		json.Unmarshal([]byte(p.mustRun("answer", "--json")), &pending)
 		for _, x := range pending {
@@ -229,7 +230,7 @@ func TestRunSIGTERMLeavesPromptlyAndTheTurnRunsOn(t *testing.T) {
 		t.Fatalf("run after SIGTERM: %v: %s", err, stderr)
 	}
 	os.WriteFile(filepath.Join(dir, "go"), nil, 0o644)
-	waitFor(t, "the turn to end", func() bool { return strings.Contains(p.mustRun("log", id), "── completed") })
+	poll.Until(t, "the turn to end", func() bool { return strings.Contains(p.mustRun("log", id), "── completed") })
 	if log := p.mustRun("log", id); !strings.Contains(log, "│ after-the-client") {
 		t.Fatalf("log:\n%s", log)
 	}
@@ -245,9 +246,9 @@ func TestRunDetachReturnsWithTheSessionID(t *testing.T) {
 		t.Fatalf("run -d: exit %d\n%s\n%s", code, out, errOut)
 	}
 	id := strings.TrimSpace(out)
-	waitFor(t, "the command to run", func() bool { return strings.Contains(p.mustRun("log", id), "→ $ until") })
+	poll.Until(t, "the command to run", func() bool { return strings.Contains(p.mustRun("log", id), "→ $ until") })
 	os.WriteFile(filepath.Join(dir, "go"), nil, 0o644)
-	waitFor(t, "the turn to end", func() bool { return strings.Contains(p.mustRun("log", id), "── completed") })
+	poll.Until(t, "the turn to end", func() bool { return strings.Contains(p.mustRun("log", id), "── completed") })
 	if log := p.mustRun("log", id); !strings.Contains(log, "│ detached-done") {
 		t.Fatalf("log:\n%s", log)
 	}
@@ -449,7 +450,7 @@ func TestRunGivesTheTerminalBackWhenTerminatedAtThePrompt(t *testing.T) {
 		}
 		return tio.Lflag
 	}
-	waitFor(t, "keys read one at a time", func() bool { return lflag()&(unix.ICANON|unix.ECHO) == 0 })
+	poll.Until(t, "keys read one at a time", func() bool { return lflag()&(unix.ICANON|unix.ECHO) == 0 })
 	s.cmd.Process.Signal(syscall.SIGTERM)
 	if err := s.waitExit(); err == nil {
 		t.Fatal("run exited 0 after SIGTERM")
@@ -470,7 +471,7 @@ func TestRunDetachWithJSONPrintsTheIDs(t *testing.T) {
 	if err := json.Unmarshal([]byte(p.mustRun("run", "-d", "--json", "--cwd", p.workDir(), "hello")), &got); err != nil || got.SessionID == "" || got.TurnID == "" {
 		t.Fatalf("run -d --json: %+v %v", got, err)
 	}
-	waitFor(t, "the turn to end", func() bool { return strings.Contains(p.mustRun("log", got.SessionID), "── completed") })
+	poll.Until(t, "the turn to end", func() bool { return strings.Contains(p.mustRun("log", got.SessionID), "── completed") })
 }
 
 // readmeFirstCommand returns the arguments of the README's first command,

@@ -17,6 +17,7 @@ import (
 
 	"github.com/agentd-dev/agentd/client"
 	"github.com/agentd-dev/agentd/internal/agentdtest"
+	"github.com/agentd-dev/agentd/internal/agentdtest/poll"
 	"github.com/agentd-dev/agentd/internal/home"
 	"github.com/agentd-dev/agentd/internal/proc"
 	"github.com/agentd-dev/agentd/protocol"
@@ -750,7 +751,7 @@ func TestRunQueuesOrSteersIntoABusySession(t *testing.T) {
 		t.Fatalf("run on a busy session: exit %d: %s", code, errOut)
 	}
 	queued, out, errOut := started("run", "--session", id, "--queue", "queued prompt")
-	waitFor(t, "the prompt queued", func() bool { return strings.Contains(p.mustRun("log", id, "--json"), "queued prompt") })
+	poll.Until(t, "the prompt queued", func() bool { return strings.Contains(p.mustRun("log", id, "--json"), "queued prompt") })
 	release()
 	if err := busy.Wait(); err != nil {
 		t.Fatalf("the busy turn: %v", err)
@@ -761,7 +762,7 @@ func TestRunQueuesOrSteersIntoABusySession(t *testing.T) {
 
 	busy, release = hold()
 	steered, out, errOut := started("run", "--session", id, "--steer", "steer this")
-	waitFor(t, "the prompt queued", func() bool { return strings.Contains(p.mustRun("log", id, "--json"), "steer this") })
+	poll.Until(t, "the prompt queued", func() bool { return strings.Contains(p.mustRun("log", id, "--json"), "steer this") })
 	release()
 	if err := busy.Wait(); err != nil {
 		t.Fatalf("the steered turn: %v", err)
@@ -776,16 +777,6 @@ func TestRunQueuesOrSteersIntoABusySession(t *testing.T) {
 	}
 }
 
-// waitFor polls cond until it holds.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(agentdtest.Timeout); !cond(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out: %s", what)
-		}
-	}
-}
-
 // TestWorkersLogToTheHostsLog: a host started on demand logs to the home's
 // host.log, and so do its workers, with whatever else they print.
 func TestWorkersLogToTheHostsLog(t *testing.T) {
@@ -793,7 +784,7 @@ func TestWorkersLogToTheHostsLog(t *testing.T) {
 	if _, errOut, code := p.run("run", "--cwd", p.workDir(), "hello"); code != 0 {
 		t.Fatalf("run: exit %d: %s", code, errOut)
 	}
-	waitFor(t, "a worker's lines in host.log", func() bool {
+	poll.Until(t, "a worker's lines in host.log", func() bool {
 		b, _ := os.ReadFile(filepath.Join(p.home, client.LogFileName))
 		return strings.Contains(string(b), "role=worker")
 	})

@@ -162,18 +162,27 @@ func (s *screen) typeLine(text string) {
 	s.typeKeys("\r")
 }
 
-// waitExit waits until the program has exited and returns how.
+// waitExit waits until the program has exited and all it wrote is on the
+// screen, and returns how it ended. What a program writes just before it
+// exits (the modes it gives the terminal back) is still in the PTY when
+// its exit is known.
 func (s *screen) waitExit() error {
 	s.t.Helper()
+	deadline := time.NewTimer(agentdtest.Timeout)
+	defer deadline.Stop()
 	select {
 	case <-s.exit:
-		var exit *exec.ExitError
-		if errors.As(s.err, &exit) {
-			return exit
-		}
-		return s.err
-	case <-time.After(agentdtest.Timeout):
+	case <-deadline.C:
 		s.t.Fatalf("agentd still runs:\n%s", s.text())
-		return nil
 	}
+	select {
+	case <-s.drained:
+	case <-deadline.C:
+		s.t.Fatalf("agentd exited (%v) but its PTY never reached its end:\n%s", s.err, s.text())
+	}
+	var exit *exec.ExitError
+	if errors.As(s.err, &exit) {
+		return exit
+	}
+	return s.err
 }

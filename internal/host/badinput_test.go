@@ -16,6 +16,7 @@ import (
 
 	"github.com/agentd-dev/agentd/client"
 	"github.com/agentd-dev/agentd/internal/agentdtest"
+	"github.com/agentd-dev/agentd/internal/agentdtest/poll"
 	"github.com/agentd-dev/agentd/internal/host"
 	"github.com/agentd-dev/agentd/internal/server"
 	"github.com/agentd-dev/agentd/protocol"
@@ -216,23 +217,12 @@ func TestThousandConnectionsOpenedAndDroppedAtOnce(t *testing.T) {
 	if st.State != protocol.StateReady {
 		t.Fatalf("state %q", st.State)
 	}
-	waitFor(t, "descriptors released", func() bool { return openFDs(t) <= fds })
+	poll.Until(t, "descriptors released", func() bool { return openFDs(t) <= fds })
 	deadline := time.Now().Add(agentdtest.Timeout)
 	for runtime.NumGoroutine() > goroutines {
 		if time.Now().After(deadline) {
 			buf := make([]byte, 1<<20)
 			t.Fatalf("%d goroutines, had %d:\n%s", runtime.NumGoroutine(), goroutines, buf[:runtime.Stack(buf, true)])
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(agentdtest.Timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting: %s", what)
 		}
 		time.Sleep(2 * time.Millisecond)
 	}

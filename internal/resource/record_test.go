@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/agentd-dev/agentd/internal/agentdtest/poll"
 	"github.com/agentd-dev/agentd/internal/proc"
 	"github.com/agentd-dev/agentd/protocol"
 )
@@ -98,7 +99,7 @@ func TestTheResourcesOfAnEarlierWorkerAreListedAsTheyEnded(t *testing.T) {
 	if r := got[orphan.Ref]; r.State != protocol.ResourceExited || r.ExitCode != nil || r.EndedAt == nil {
 		t.Fatalf("the resource whose worker died is listed as %+v, want exited, how unknown", r)
 	}
-	waitFor(t, "the orphaned process to be stopped", func() bool { return !proc.Running(pid) })
+	poll.Until(t, "the orphaned process to be stopped", func() bool { return !proc.Running(pid) })
 	if out, _, err := later.Output(shell.Ref); err != nil || string(out) != "built\n" {
 		t.Fatalf("the shell run's output %q, %v", out, err)
 	}

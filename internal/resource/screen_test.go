@@ -2,6 +2,7 @@ package resource
 
 import (
 	"fmt"
+	"github.com/agentd-dev/agentd/internal/agentdtest/poll"
 	"slices"
 	"strings"
 	"testing"
@@ -94,7 +95,7 @@ func TestAnIdlePTYsScreenSleepsAndWakesWithItsOutput(t *testing.T) {
 	m.mu.Lock()
 	sc := m.byRef[r.Ref].screen
 	m.mu.Unlock()
-	waitFor(t, "the idle screen to sleep", func() bool { return asleep(sc) })
+	poll.Until(t, "the idle screen to sleep", func() bool { return asleep(sc) })
 	if text, err := m.ScreenText(r.Ref); err != nil || !strings.Contains(text, "name?") {
 		t.Fatalf("the sleeping screen's text %q, %v", text, err)
 	}
@@ -109,20 +110,7 @@ func TestAnIdlePTYsScreenSleepsAndWakesWithItsOutput(t *testing.T) {
 	if !strings.Contains(drawn, "name? ada") || !strings.Contains(drawn, "hello ada") {
 		t.Fatalf("the screen drawn after the PTY woke it: %q", drawn)
 	}
-	waitFor(t, "the screen to sleep again", func() bool { return asleep(sc) })
-}
-
-// waitFor waits for cond, which no event announces, checking it often
-// until the tests' bound.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(wait)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited %v for %s", wait, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	poll.Until(t, "the screen to sleep again", func() bool { return asleep(sc) })
 }
 
 func TestTailStartKeepsWholeLinesThatFitTheScreen(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentd-dev/agentd/internal/agentdtest/poll"
 	"github.com/agentd-dev/agentd/internal/transport"
 	"github.com/agentd-dev/agentd/protocol"
 )
@@ -351,7 +352,7 @@ func TestClosureDuringAdmissionPreservesEvidence(t *testing.T) {
 				wait(t, f.tornDown, "teardown while admission pending")
 			} else {
 				cli.CloseWrite()
-				waitFor(t, "host observed EOF", func() bool {
+				poll.Until(t, "host observed EOF", func() bool {
 					select {
 					case <-f.s.inputClosed:
 						return true
@@ -381,17 +382,6 @@ func TestClosureDuringAdmissionPreservesEvidence(t *testing.T) {
 				t.Fatalf("finish calls = %d, want 1", f.finished.Load())
 			}
 		})
-	}
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting: %s", what)
-		}
-		time.Sleep(time.Millisecond)
 	}
 }
 

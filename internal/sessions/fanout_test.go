@@ -16,6 +16,7 @@ import (
 
 	"github.com/agentd-dev/agentd/client"
 	"github.com/agentd-dev/agentd/internal/agentdtest"
+	"github.com/agentd-dev/agentd/internal/agentdtest/poll"
 	"github.com/agentd-dev/agentd/internal/sessions"
 	"github.com/agentd-dev/agentd/protocol"
 )
@@ -159,7 +160,7 @@ func TestEachDeltaIsEncodedOnceWhateverTheNumberOfSubscribers(t *testing.T) {
 			// Each delta reached each subscriber, in a frame of its own or
 			// merged into the one before it, and was encoded once.
 			var f protocol.FanoutCounters
-			waitFor(t, "every delta delivered", func() bool {
+			poll.Until(t, "every delta delivered", func() bool {
 				f = fanout(t, c)
 				return f.Deltas > 0 && f.Frames+f.Coalesced == uint64(n)*f.Deltas
 			})
@@ -264,8 +265,8 @@ func TestEvictingOneSlowSubscriptionKeepsSiblingSubscriptionsAndRequestsUsable(t
 	if _, err := client.Call(ctx, c, protocol.OpTurnStart, protocol.TurnStartInput{SessionID: slow.SessionID, TurnID: "t1", Content: protocol.Content{Text: "run `seq 1 400000`"}}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the slow subscription's eviction", func() bool { return fanout(t, c).SlowConsumers >= 1 })
-	waitFor(t, "the slow session's turn to end", func() bool {
+	poll.Until(t, "the slow subscription's eviction", func() bool { return fanout(t, c).SlowConsumers >= 1 })
+	poll.Until(t, "the slow session's turn to end", func() bool {
 		turn, _ := client.Call(ctx, c, protocol.OpTurnQuery, protocol.TurnRef{SessionID: slow.SessionID, TurnID: "t1"})
 		return turn.Status == protocol.TurnCompleted
 	})
@@ -611,7 +612,7 @@ func TestManySubscriptionsOnOneConnectionNeverOverfillIt(t *testing.T) {
 	if _, err := client.Call(ctx, c, protocol.OpTurnStart, protocol.TurnStartInput{SessionID: s.SessionID, TurnID: "t1", Content: protocol.Content{Text: "run `seq 1 100000`"}}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the turn to end", func() bool {
+	poll.Until(t, "the turn to end", func() bool {
 		turn, _ := client.Call(ctx, c, protocol.OpTurnQuery, protocol.TurnRef{SessionID: s.SessionID, TurnID: "t1"})
 		return turn.Status == protocol.TurnCompleted
 	})

@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentd-dev/agentd/client"
 	"github.com/agentd-dev/agentd/internal/agentdtest"
+	"github.com/agentd-dev/agentd/internal/agentdtest/poll"
 	"github.com/agentd-dev/agentd/protocol"
 )
 
@@ -109,7 +110,7 @@ func TestAFastToolWithThreeReadersKeepsTheWorkerAliveAndTheSlowReaderSubscribed(
 	case <-ctx.Done():
 		t.Fatalf("the slow reader never skipped ahead: %+v", slow.snapshot())
 	}
-	waitFor(t, "the stalled subscription's closing", func() bool { return fanout(t, c).SlowConsumers >= 1 })
+	poll.Until(t, "the stalled subscription's closing", func() bool { return fanout(t, c).SlowConsumers >= 1 })
 
 	asked := time.Now()
 	_, err = client.Call(ctx, c, protocol.OpTurnInterrupt, protocol.TurnRef{SessionID: s.SessionID, TurnID: "t1"})

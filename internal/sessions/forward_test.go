@@ -7,6 +7,7 @@ import (
 
 	"github.com/agentd-dev/agentd/client"
 	"github.com/agentd-dev/agentd/internal/agentdtest"
+	"github.com/agentd-dev/agentd/internal/agentdtest/poll"
 	"github.com/agentd-dev/agentd/protocol"
 )
 
@@ -109,7 +110,7 @@ func TestTheCatalogFollowsTheSettingsTheWorkerHolds(t *testing.T) {
 	other.Close()
 	// The worker idles out; the catalog has what it held.
 	pid := workerPID(t, h.Home, s.SessionID)
-	waitFor(t, "the worker to idle out", workerGone(h.Home, s.SessionID))
+	poll.Until(t, "the worker to idle out", workerGone(h.Home, s.SessionID))
 	got, err := client.Call(ctx, c, protocol.OpSessionGet, protocol.SessionRef{SessionID: s.SessionID})
 	if err != nil || got.Thinking != "high" || got.Approval != protocol.ApprovalAll {
 		t.Fatalf("catalog's session after worker %d left: %+v %v", pid, got, err)

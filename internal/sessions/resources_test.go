@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentd-dev/agentd/client"
 	"github.com/agentd-dev/agentd/internal/agentdtest"
+	"github.com/agentd-dev/agentd/internal/agentdtest/poll"
 	"github.com/agentd-dev/agentd/internal/sessions"
 	"github.com/agentd-dev/agentd/protocol"
 )
@@ -314,7 +315,7 @@ func TestARunningResourceKeepsItsWorker(t *testing.T) {
 	if _, err := client.Call(ctx, c, protocol.OpRuntimeResourceStop, protocol.ResourceRef{SessionID: s.SessionID, Ref: r.Ref}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the worker to stop once idle", workerGone(h.Home, s.SessionID))
+	poll.Until(t, "the worker to stop once idle", workerGone(h.Home, s.SessionID))
 }
 
 // A PTY that prints megabytes as fast as it can reaches each client that

@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentd-dev/agentd/client"
 	"github.com/agentd-dev/agentd/internal/agentdtest"
+	"github.com/agentd-dev/agentd/internal/agentdtest/poll"
 	"github.com/agentd-dev/agentd/internal/cli"
 	"github.com/agentd-dev/agentd/internal/home"
 	"github.com/agentd-dev/agentd/internal/sessions"
@@ -68,17 +69,6 @@ func workerGone(homeDir, id string) func() bool {
 	}
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(agentdtest.Timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out: %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func TestRemovingASessionStopsItsWorkerAndClosesItsSubscriptions(t *testing.T) {
 	h, c, work := newHost(t, time.Hour)
 	ctx := agentdtest.Context(t)
@@ -116,7 +106,7 @@ func TestRemovingASessionStopsItsWorkerAndClosesItsSubscriptions(t *testing.T) {
 			break
 		}
 	}
-	waitFor(t, "worker exit", workerGone(h.Home, s.SessionID))
+	poll.Until(t, "worker exit", workerGone(h.Home, s.SessionID))
 	if _, err := client.Call(ctx, c, protocol.OpSessionGet, protocol.SessionRef{SessionID: s.SessionID}); !errors.Is(err, client.ErrNotFound) {
 		t.Fatalf("get after remove: %v", err)
 	}
@@ -157,7 +147,7 @@ func TestIdleWorkerStopsAndTheNextTurnStartsANewOne(t *testing.T) {
 		if _, err := client.Call(ctx, c, protocol.OpTurnStart, protocol.TurnStartInput{SessionID: s.SessionID, TurnID: turn, Content: protocol.Content{Text: "hello"}}); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "turn end", func() bool {
+		poll.Until(t, "turn end", func() bool {
 			var snap protocol.TurnSnapshot
 			snap, err := client.Call(ctx, c, protocol.OpTurnQuery, protocol.TurnRef{SessionID: s.SessionID, TurnID: turn})
 			return err == nil && snap.Status == protocol.TurnCompleted
@@ -168,7 +158,7 @@ func TestIdleWorkerStopsAndTheNextTurnStartsANewOne(t *testing.T) {
 		return pid
 	}
 	first := start("t1")
-	waitFor(t, "idle worker gone", workerGone(h.Home, s.SessionID))
+	poll.Until(t, "idle worker gone", workerGone(h.Home, s.SessionID))
 	if second := start("t2"); second == first {
 		t.Fatal("the same worker served both turns")
 	}
@@ -201,7 +191,7 @@ func TestDrainingHostClosesSubscriptionsAsHostDraining(t *testing.T) {
 	if err := <-stopped; err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "worker exit", workerGone(h.Home, s.SessionID))
+	poll.Until(t, "worker exit", workerGone(h.Home, s.SessionID))
 }
 
 func TestSessionListPagesCoverEverySessionOnce(t *testing.T) {
@@ -275,7 +265,7 @@ func TestADetachedTurnRunsOnAndItsWorkerIdlesAfterIt(t *testing.T) {
 	if err != nil || got.Status != protocol.SessionRunning {
 		t.Fatalf("detached session: %+v %v", got, err)
 	}
-	waitFor(t, "the worker idles out after the turn", workerGone(h.Home, s.SessionID))
+	poll.Until(t, "the worker idles out after the turn", workerGone(h.Home, s.SessionID))
 	snap, err := client.Call(ctx, c, protocol.OpTurnQuery, protocol.TurnRef{SessionID: s.SessionID, TurnID: "t1"})
 	if err != nil || snap.Status != protocol.TurnCompleted {
 		t.Fatalf("the detached turn: %+v %v", snap, err)
