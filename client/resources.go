@@ -142,14 +142,11 @@ type Controller struct {
 // AcquirePTY takes control of PTY ref of session sessionID. While another
 // connection controls it, the error is ErrOperationConflict.
 func (c *Conn) AcquirePTY(ctx context.Context, sessionID, ref string) (*Controller, error) {
-	ctl := &Controller{c: c, session: sessionID, ref: ref}
-	got, err := Call(ctx, c, protocol.OpRuntimeResourceControllerAcquire, protocol.ResourceRef{SessionID: sessionID, Ref: ref})
-	ctl.Acquired = got
+	acquired, err := Call(ctx, c, protocol.OpRuntimeResourceControllerAcquire, protocol.ResourceRef{SessionID: sessionID, Ref: ref})
 	if err != nil {
 		return nil, err
 	}
-	ctl.next = ctl.Acquired.NextSequence
-	return ctl, nil
+	return &Controller{c: c, session: sessionID, ref: ref, Acquired: acquired, next: acquired.NextSequence}, nil
 }
 
 // Control writes data to the PTY and, when cols and rows are not 0,

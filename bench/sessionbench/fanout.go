@@ -281,8 +281,7 @@ func (b *bench) fanoutRound(ctx context.Context, c *client.Conn, home string, in
 				if q := stall.queued(); q > lastQueued {
 					lastQueued, fr.full, fr.queued = q, time.Now(), q
 				}
-				got, err := client.Call(ctx, c, protocol.OpHostDiagnosticsQuery, protocol.DiagnosticsQueryInput{Limit: 1})
-				diag = got
+				diag, err := client.Call(ctx, c, protocol.OpHostDiagnosticsQuery, protocol.DiagnosticsQueryInput{Limit: 1})
 				if err == nil && diag.Fanout.SlowConsumers > slow0 {
 					fr.evicted = time.Now()
 				}
