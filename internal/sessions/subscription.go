@@ -376,6 +376,8 @@ func (sub *subscription) pump() {
 	var batch []*pending
 	for {
 		var err error
+		// The queue's own end (closed, aborted) ends the pump, not a
+		// context: a closing host lets every pump send its closed frame.
 		batch, err = sub.q.Next(context.Background(), batch)
 		if err != nil {
 			sub.finish(err)
@@ -475,7 +477,7 @@ func (sub *subscription) write(p *pending, then func()) (*server.Receipt, error)
 // time; the live deltas gathered meanwhile follow. It reports false when
 // the subscription can go no further.
 func (sub *subscription) catchUp() bool {
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(sub.s.ctx)
 	defer cancel()
 	go func() {
 		select {
