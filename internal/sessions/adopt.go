@@ -11,8 +11,8 @@ import (
 
 	"github.com/agentd-dev/agentd/internal/catalog"
 	"github.com/agentd-dev/agentd/internal/home"
-	"github.com/agentd-dev/agentd/internal/supervisor"
 	"github.com/agentd-dev/agentd/internal/link"
+	"github.com/agentd-dev/agentd/internal/supervisor"
 	"github.com/agentd-dev/agentd/protocol"
 )
 

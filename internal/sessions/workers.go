@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/agentd-dev/agentd/internal/catalog"
-	"github.com/agentd-dev/agentd/internal/supervisor"
 	"github.com/agentd-dev/agentd/internal/link"
+	"github.com/agentd-dev/agentd/internal/supervisor"
 	"github.com/agentd-dev/agentd/protocol"
 )
 
@@ -24,7 +24,7 @@ type worker struct {
 	s         *Service
 	sessionID string
 	proc      *supervisor.Worker // constant once started: its process
-	conn      *link.Conn       // constant once started: the connection to its process
+	conn      *link.Conn         // constant once started: the connection to its process
 	ready     chan struct{}      // closed once started or failed
 	startErr  error              // set before ready is closed
 	exited    chan struct{}      // closed when the process has ended for this host
