@@ -252,6 +252,12 @@ func DecodeInput(raw json.RawMessage, v any) error {
 // decodeStrict decodes one JSON object into v, refusing unknown fields
 // (names match exactly, not case-insensitively), duplicate keys, wrong
 // types and trailing data, naming the field under prefix.
+//
+// encoding/json/v2 refuses the same things by its own options, but in Go
+// 1.26 it is built only under GOEXPERIMENT=jsonv2, which a plain
+// `go build` of a clone does not set; until it is the standard library's
+// by default, the key check is this package's one scanner (scan.go) in
+// front of encoding/json.
 func decodeStrict(data []byte, v any, prefix string) error {
 	trimmed := bytes.TrimLeft(data, " \t\r\n")
 	if len(trimmed) == 0 || trimmed[0] != '{' {
