@@ -27,6 +27,18 @@ import (
 	"github.com/agentd-dev/agentd/protocol"
 )
 
+// The two ends of the link name themselves in the handshake with these:
+// the worker's server serves CompositionWorker, and trusts a connection
+// of SurfaceHost to name the callers it forwards requests for. Neither is
+// the client contract: no client of a host names them.
+const (
+	// CompositionWorker is what a session's worker serves to its host.
+	CompositionWorker = "agentd.worker"
+	// SurfaceHost is a host's connection to a session's worker: the
+	// latest one to connect supersedes the earlier ones.
+	SurfaceHost = "host"
+)
+
 // ErrClosed is the error of a link closed by its host, and of requests
 // and streams on it; a link the worker ended fails with ErrLost.
 var ErrClosed = errors.New("link to the worker closed")
@@ -92,6 +104,16 @@ const dialTimeout = 10 * time.Second
 
 // Conn is a link to one worker. It is safe for concurrent use.
 type Conn struct {
+	// Its lifecycle (done, err, fail, Close) and its request slots repeat
+	// the public client's on purpose. The client imports the protocol
+	// package alone, so that a program built on it depends on the
+	// contract and nothing of the host; a multiplexer shared through
+	// internal/transport could serve this side only, and one in protocol
+	// would put the host's plumbing in the contract. The two sides differ
+	// besides: a link forwards callers, holds its worker back while a
+	// stream is full and lends its frames' buffers, and has no draining
+	// or hand-off to tell a caller about.
+
 	nc       net.Conn          // constant
 	endpoint string            // constant
 	accepted protocol.Accepted // constant after Dial
@@ -164,7 +186,7 @@ func handshake(ctx context.Context, nc net.Conn) (protocol.Accepted, *protocol.L
 		Kind: protocol.KindHello, ClientInstanceID: "host-" + hex.EncodeToString(id),
 		ProtocolMin: protocol.ProtocolVersion, ProtocolMax: protocol.ProtocolVersion,
 		CompatibilityEpoch: protocol.CompatibilityEpoch,
-		CompositionID:      protocol.CompositionWorker, Surface: protocol.SurfaceHost,
+		CompositionID:      CompositionWorker, Surface: SurfaceHost,
 	})
 	if _, err := nc.Write(append(hello, '\n')); err != nil {
 		return protocol.Accepted{}, nil, err
@@ -220,10 +242,19 @@ func (c *Conn) fail(err error) {
 	c.nc.Close()
 }
 
-// Call runs operation on the worker for caller (nil: for the host itself)
-// and decodes its result into result, a pointer, or nil to discard it. A
-// failed response is a *RemoteError; a request cut off is an
-// *InterruptedError.
+// Call runs o on the worker for the host itself and returns its result,
+// o's types checked as the caller compiles. A failed response is a
+// *RemoteError; a request cut off is an *InterruptedError.
+func Call[In, Out any](ctx context.Context, c *Conn, o protocol.Op[In, Out], in In) (Out, error) {
+	var out Out
+	err := c.Call(ctx, nil, string(o), &in, &out)
+	return out, err
+}
+
+// Call runs operation, named as the client the host forwards it for named
+// it, on the worker for caller (nil: for the host itself) and decodes its
+// result into result, a pointer, or nil to discard it. A failed response
+// is a *RemoteError; a request cut off is an *InterruptedError.
 func (c *Conn) Call(ctx context.Context, caller *protocol.Caller, operation string, input, result any) error {
 	op, ok := protocol.Lookup(operation)
 	if !ok {
@@ -296,12 +327,14 @@ func (c *Conn) roundTrip(ctx context.Context, op protocol.Operation, input []byt
 	c.mu.Unlock()
 
 	c.wmu.Lock()
-	_, err = c.nc.Write(frame)
+	n, err := c.nc.Write(frame)
 	c.wmu.Unlock()
 	if err != nil {
 		c.fail(fmt.Errorf("writing to the worker: %w", err))
 		c.forget(id)
-		return protocol.Response{}, c.interrupted(op, true, ReasonConnectionLost, err)
+		// A request none of whose bytes reached the socket was not sent:
+		// the worker never saw it, whatever it is.
+		return protocol.Response{}, c.interrupted(op, n > 0, ReasonConnectionLost, err)
 	}
 	select {
 	case resp := <-p.done:

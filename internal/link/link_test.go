@@ -107,7 +107,7 @@ func startWorker(t *testing.T, w *worker) string {
 		t.Fatal(err)
 	}
 	srv, err := server.New(server.Config{
-		HostID: "worker", Version: "test", CompositionID: protocol.CompositionWorker, TrustCaller: true,
+		HostID: "worker", Version: "test", CompositionID: link.CompositionWorker, TrustCaller: true,
 		DrainTimeout: time.Second,
 		Compose:      func(context.Context, *server.Server) (server.Composition, error) { return w, nil },
 	})
