@@ -107,7 +107,7 @@ func (s *PTYStream) Next(ctx context.Context) (PTYEvent, error) {
 		w := s.w
 		s.mu.Unlock()
 		f, err := w.Next(ctx)
-		if errors.Is(err, ErrWatcherSlow) && ctx.Err() == nil {
+		if errors.Is(err, ErrWatcherSlow) {
 			if err := s.reopen(ctx); err != nil {
 				return PTYEvent{}, err
 			}
@@ -149,7 +149,7 @@ func (s *PTYStream) Next(ctx context.Context) (PTYEvent, error) {
 		case protocol.KindSubscriptionClosed:
 			var cl protocol.SubscriptionClosedFrame
 			f.Decode(&cl)
-			if cl.Reason == protocol.ClosedSlowConsumer && ctx.Err() == nil {
+			if cl.Reason == protocol.ClosedSlowConsumer {
 				if err := s.reopen(ctx); err != nil {
 					return PTYEvent{}, err
 				}

@@ -1,13 +1,15 @@
 // Package link is the host's own connection to a session's worker: it
 // dials the worker's socket with the worker composition and the host
-// surface, runs requests for the clients the host forwards them for,
-// and follows a subscription of the worker losslessly, in order.
+// surface (both defined here, the worker serving what the link asks
+// for), runs requests for the clients the host forwards them for, and
+// follows a subscription of the worker losslessly, in order.
 //
 // It is built on the protocol package's framing alone. It knows nothing
 // of sessions, catalogs or the public client: there is no reconnection
 // (a worker's connection that ends is its worker gone or handed over, and
-// the host decides what follows), no activation, and nothing for callers
-// outside the host.
+// the host decides what follows), no activation, and nothing a client of
+// the host needs. Whatever reaches a worker through it (a test, a bench)
+// reaches it as its host does, and supersedes the host's connection.
 package link
 
 import (
