@@ -56,7 +56,9 @@ var arrows = map[string][]string{
 	"internal/transport":  {"protocol"},
 	"internal/tui":        {"client", "protocol"},
 	"internal/version":    {},
-	"internal/worker":     {"internal/agent", "internal/fanout", "internal/home", "internal/llm", "internal/proc", "internal/resource", "internal/server", "internal/tools", "internal/transcript", "internal/transport", "protocol"},
+	// the worker names the composition it serves and the host surface it
+	// trusts as the link defines them, the two ends of one connection
+	"internal/worker": {"internal/agent", "internal/fanout", "internal/home", "internal/link", "internal/llm", "internal/proc", "internal/resource", "internal/server", "internal/tools", "internal/transcript", "internal/transport", "protocol"},
 	"internal/cli": {
 		"client", "internal/credentials", "internal/home", "internal/host", "internal/llm", "internal/proc", "internal/provider", "internal/provider/anthropic", "internal/provider/faux",
 		"internal/provider/openai", "internal/redact", "internal/sessions", "internal/tools", "internal/transcript",
@@ -68,9 +70,10 @@ var arrows = map[string][]string{
 	"bench/internal/procstat": {"internal/proc"},
 	"bench/internal/table":    {},
 	"bench/hostbench":         {"bench/internal/harness", "bench/internal/procstat", "bench/internal/table", "client", "internal/host", "protocol"},
-	"bench/sessionbench":      {"bench/internal/harness", "bench/internal/procstat", "bench/internal/table", "client", "internal/cli", "internal/home", "internal/proc", "internal/resource", "protocol"},
-	"bench/soak":              {"bench/internal/asagentd", "bench/internal/harness", "client", "internal/home", "internal/proc", "protocol"},
-	"bench/handoffbench":      {"bench/internal/asagentd", "bench/internal/harness", "bench/internal/procstat", "bench/internal/table", "client", "internal/home", "internal/proc", "protocol"},
+	// a stopped stream's diagnosis asks the session's worker through the host's link
+	"bench/sessionbench": {"bench/internal/harness", "bench/internal/procstat", "bench/internal/table", "client", "internal/cli", "internal/home", "internal/link", "internal/proc", "internal/resource", "protocol"},
+	"bench/soak":         {"bench/internal/asagentd", "bench/internal/harness", "client", "internal/home", "internal/proc", "protocol"},
+	"bench/handoffbench": {"bench/internal/asagentd", "bench/internal/harness", "bench/internal/procstat", "bench/internal/table", "client", "internal/home", "internal/proc", "protocol"},
 }
 
 // TestImportArrows checks every package's imports of agentd (test files

@@ -42,9 +42,6 @@ type Options struct {
 	// Surface names the kind of client (protocol.SurfaceCLI, …); "sdk"
 	// when empty.
 	Surface string
-	// CompositionID names what the client expects to be served; default
-	// protocol.CompositionInteractive.
-	CompositionID string
 }
 
 // Interruption reasons.
@@ -62,8 +59,10 @@ type InterruptedError struct {
 	RequestID string
 	// Mode is the operation's mode: a query is always safe to retry.
 	Mode protocol.Mode
-	// Dispatched reports whether the request reached the connection: a
-	// dispatched command's outcome is unknown.
+	// Dispatched reports whether the request reached the connection's
+	// socket, some of it at least: a dispatched command's outcome is
+	// unknown. A request whose write failed before any of it was sent
+	// was not dispatched.
 	Dispatched bool
 	// Reason is ReasonConnectionLost, ReasonTimeout, ReasonHostDraining or
 	// ReasonHostReplaced (a newer host took the home over: dial again).
@@ -170,6 +169,11 @@ type pending struct {
 
 // Conn is a connection to a host. It is safe for concurrent use.
 type Conn struct {
+	// Its lifecycle (done, err, fail, Close) and its request slots are
+	// repeated in the host's own connection to its workers on purpose:
+	// this package imports the protocol package alone, so that a program
+	// built on it depends on the contract and nothing of the host.
+
 	nc       net.Conn
 	endpoint string
 	accepted protocol.Accepted // constant after Dial
@@ -180,7 +184,13 @@ type Conn struct {
 
 	wmu     sync.Mutex // serializes writes
 	w       *bufio.Writer
+	queued  int64        // guarded by wmu: the bytes of requests handed to w
 	writers atomic.Int32 // requests writing or waiting to write
+	// sent counts the bytes that reached the socket; broken is set once
+	// a write to it failed, after which w sends nothing more, so sent is
+	// final. Together they tell whether a request was dispatched.
+	sent   atomic.Int64
+	broken atomic.Bool
 
 	mu       sync.Mutex
 	pending  map[string]*pending // guarded by mu
@@ -206,9 +216,6 @@ func Dial(ctx context.Context, endpoint string, opts Options) (*Conn, error) {
 	if opts.Surface == "" {
 		opts.Surface = protocol.SurfaceSDK
 	}
-	if opts.CompositionID == "" {
-		opts.CompositionID = protocol.CompositionInteractive
-	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, dialTimeout)
@@ -224,7 +231,7 @@ func Dial(ctx context.Context, endpoint string, opts Options) (*Conn, error) {
 		Kind: protocol.KindHello, ClientInstanceID: opts.ClientInstanceID,
 		ProtocolMin: protocol.ProtocolVersion, ProtocolMax: protocol.ProtocolVersion,
 		CompatibilityEpoch: protocol.CompatibilityEpoch,
-		CompositionID:      opts.CompositionID, Surface: opts.Surface,
+		CompositionID:      protocol.CompositionInteractive, Surface: opts.Surface,
 	})
 	r := protocol.NewLineReader(nc)
 	// A host that refuses the connection answers before reading the hello
@@ -267,11 +274,11 @@ func Dial(ctx context.Context, endpoint string, opts Options) (*Conn, error) {
 		endpoint: endpoint,
 		domain:   make(chan struct{}, protocol.ClientInFlightDomainRequests),
 		status:   make(chan struct{}, 1),
-		w:        bufio.NewWriterSize(nc, 32<<10),
 		pending:  make(map[string]*pending),
 		watchers: make(map[string]*Watcher),
 		done:     make(chan struct{}),
 	}
+	c.w = bufio.NewWriterSize(sentCounter{c}, 32<<10)
 	if err := json.Unmarshal(line, &c.accepted); err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("handshake with %s: %w", endpoint, err)
@@ -325,52 +332,25 @@ func (c *Conn) fail(err error) {
 // *RemoteError; a request cut off is an *InterruptedError.
 func Call[In, Out any](ctx context.Context, c *Conn, o protocol.Op[In, Out], in In) (Out, error) {
 	var out Out
-	err := c.RequestFor(ctx, nil, string(o), &in, &out)
-	return out, err
-}
-
-// RequestFor runs operation with input for caller and decodes its result
-// into result (a pointer, or nil to discard it); a *json.RawMessage is
-// given the result as it arrived, checked but not decoded. A host
-// forwarding a client's session operation to the session's worker names
-// the client; only a worker accepts a caller, and a host closes the
-// connection that names one.
-func (c *Conn) RequestFor(ctx context.Context, caller *protocol.Caller, operation string, input, result any) error {
-	op, ok := protocol.Lookup(operation)
+	op, ok := protocol.Lookup(string(o))
 	if !ok {
-		return fmt.Errorf("unknown operation %q", operation)
+		return out, fmt.Errorf("operation %q is not in the protocol's table", string(o))
 	}
-	raw, err := json.Marshal(input)
+	raw, err := json.Marshal(in)
 	if err != nil {
-		return fmt.Errorf("%s: encoding input: %w", operation, err)
+		return out, fmt.Errorf("%s: encoding input: %w", op.Name, err)
 	}
-	if input == nil {
-		raw = []byte("{}")
-	}
-	var who []byte
-	if caller != nil {
-		if who, err = json.Marshal(caller); err != nil {
-			return fmt.Errorf("%s: encoding caller: %w", operation, err)
-		}
-	}
-	resp, err := c.roundTrip(ctx, op, raw, who)
+	resp, err := c.roundTrip(ctx, op, raw)
 	if err != nil {
-		return err
+		return out, err
 	}
 	if !resp.OK {
-		return &RemoteError{Operation: operation, Code: resp.Error.Code, Message: resp.Error.Message}
+		return out, &RemoteError{Operation: op.Name, Code: resp.Error.Code, Message: resp.Error.Message}
 	}
-	if result == nil {
-		return nil
+	if err := json.Unmarshal(resp.Result, &out); err != nil {
+		return out, fmt.Errorf("%s: decoding result: %w", op.Name, err)
 	}
-	if raw, ok := result.(*json.RawMessage); ok {
-		*raw = resp.Result // checked as the frame was read, and the caller's
-		return nil
-	}
-	if err := json.Unmarshal(resp.Result, result); err != nil {
-		return fmt.Errorf("%s: decoding result: %w", operation, err)
-	}
-	return nil
+	return out, nil
 }
 
 // Status runs host.status through its reserved slot.
@@ -385,7 +365,7 @@ func (c *Conn) interrupted(op protocol.Operation, id string, dispatched bool, re
 	}
 }
 
-func (c *Conn) roundTrip(ctx context.Context, op protocol.Operation, input, caller []byte) (protocol.Response, error) {
+func (c *Conn) roundTrip(ctx context.Context, op protocol.Operation, input []byte) (protocol.Response, error) {
 	sem := c.domain
 	if !op.Domain() {
 		sem = c.status
@@ -409,17 +389,13 @@ func (c *Conn) roundTrip(ctx context.Context, op protocol.Operation, input, call
 	c.pending[id] = p
 	c.mu.Unlock()
 
-	frame := make([]byte, 0, 60+len(id)+len(op.Name)+len(input)+len(caller))
+	frame := make([]byte, 0, 48+len(id)+len(op.Name)+len(input))
 	frame = append(frame, `{"requestId":"`...)
 	frame = append(frame, id...)
 	frame = append(frame, `","operation":"`...)
 	frame = append(frame, op.Name...)
 	frame = append(frame, `","input":`...)
 	frame = append(frame, input...)
-	if caller != nil {
-		frame = append(frame, `,"caller":`...)
-		frame = append(frame, caller...)
-	}
 	frame = append(frame, "}\n"...)
 	if len(frame)-1 > protocol.MaxMessageBytes {
 		c.forget(id)
@@ -428,15 +404,20 @@ func (c *Conn) roundTrip(ctx context.Context, op protocol.Operation, input, call
 	// The last of several concurrent writers flushes for them all.
 	c.writers.Add(1)
 	c.wmu.Lock()
+	at := c.queued // where the frame starts in what the connection sends
+	c.queued += int64(len(frame))
 	_, err := c.w.Write(frame)
 	if c.writers.Add(-1) == 0 && err == nil {
 		err = c.w.Flush()
+	}
+	if err != nil {
+		c.broken.Store(true)
 	}
 	c.wmu.Unlock()
 	if err != nil {
 		c.fail(err)
 		c.forget(id)
-		return protocol.Response{}, c.interrupted(op, id, true, c.lostReason(), err)
+		return protocol.Response{}, c.interrupted(op, id, c.dispatched(at), c.lostReason(), err)
 	}
 
 	select {
@@ -445,15 +426,36 @@ func (c *Conn) roundTrip(ctx context.Context, op protocol.Operation, input, call
 	case <-ctx.Done():
 		// The entry stays pending: its slot is the host's until the
 		// response arrives or the connection ends.
-		return protocol.Response{}, c.interrupted(op, id, true, ReasonTimeout, ctx.Err())
+		return protocol.Response{}, c.interrupted(op, id, c.dispatched(at), ReasonTimeout, ctx.Err())
 	case <-c.done:
 		select {
 		case resp := <-p.done:
 			return resp, nil
 		default:
 		}
-		return protocol.Response{}, c.interrupted(op, id, true, c.lostReason(), c.Err())
+		return protocol.Response{}, c.interrupted(op, id, c.dispatched(at), c.lostReason(), c.Err())
 	}
+}
+
+// dispatched reports whether a request whose frame starts at byte at of
+// what the connection sends may have reached the host: unless writing
+// failed before any of its bytes reached the socket, it may have, or may
+// still (another request's flush carries it).
+func (c *Conn) dispatched(at int64) bool {
+	if !c.broken.Load() {
+		return true
+	}
+	return c.sent.Load() > at
+}
+
+// sentCounter is the socket as the connection's buffered writer sees it:
+// it counts the bytes that reached it.
+type sentCounter struct{ c *Conn }
+
+func (s sentCounter) Write(b []byte) (int, error) {
+	n, err := s.c.nc.Write(b)
+	s.c.sent.Add(int64(n))
+	return n, err
 }
 
 // forget drops a pending request that was never answered and frees its slot.

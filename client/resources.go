@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -32,8 +33,9 @@ func (c *Conn) Resources(ctx context.Context, sessionID string) ([]protocol.Reso
 // changed state.
 type PTYEvent struct {
 	// Data is output, in order; Screen marks data that redraws the whole
-	// screen as it is (the stream's first output). It is valid until the
-	// next call of Next.
+	// screen as it is: the stream's first output, and its output again
+	// wherever the stream fell behind. It is valid until the next call of
+	// Next.
 	Data   []byte
 	Screen bool
 	// Resource is set when the PTY's state changed: Resource.State is
@@ -42,26 +44,37 @@ type PTYEvent struct {
 }
 
 // PTYStream is the output of one PTY, received through a subscription of
-// its own that chose it: its screen first, then what it prints, none
-// missing. Experimental.
+// its own that chose it: its screen first, then what it prints. A stream
+// whose reader falls behind goes on from the PTY's screen, as an event
+// with Screen set, never from output with a gap in it. Next is for one
+// goroutine; Close may be called from any. Experimental.
 type PTYStream struct {
-	c            *Conn
-	w            *Watcher
-	subscription string
-	session, ref string
-	data         []byte // the last output Next returned
+	c            *Conn  // constant
+	session, ref string // constant
+	data         []byte // Next only: the last output Next returned
+	// exit is the PTY's end, found as the stream reopened, to report
+	// once the reopened stream's screen has been (awaiting until then);
+	// told is set once the PTY's end was reported. Next only.
+	exit     *protocol.Resource
+	awaiting bool
+	told     bool
+
+	mu           sync.Mutex
+	w            *Watcher // guarded by mu: the frames of subscription
+	subscription string   // guarded by mu
+	closed       bool     // guarded by mu
 }
 
 // WatchPTY opens a subscription of session sessionID that chooses PTY
-// ref. The stream never falls behind by dropping output: while its reader
-// is slow, the connection waits (see Follow).
+// ref. Its frames wait in a bounded watcher (see Watcher); one that
+// fills reopens the stream from the PTY's screen.
 func (c *Conn) WatchPTY(ctx context.Context, sessionID, ref string) (*PTYStream, error) {
 	in := protocol.SubscriptionOpenInput{SessionID: sessionID, Transcript: protocol.TranscriptBootstrap{Kind: protocol.TranscriptNone}}
 	open, err := Call(ctx, c, protocol.OpSubscriptionOpen, in)
 	if err != nil {
 		return nil, err
 	}
-	s := &PTYStream{c: c, w: c.Follow(open.SubscriptionID), subscription: open.SubscriptionID, session: sessionID, ref: ref}
+	s := &PTYStream{c: c, w: c.Watch(open.SubscriptionID), subscription: open.SubscriptionID, session: sessionID, ref: ref}
 	if _, err := Call(ctx, c, protocol.OpSubscriptionReady, protocol.SubscriptionRef{SubscriptionID: open.SubscriptionID}); err != nil {
 		s.Close()
 		return nil, err
@@ -75,9 +88,31 @@ func (c *Conn) WatchPTY(ctx context.Context, sessionID, ref string) (*PTYStream,
 
 // Next returns the PTY's next output or state change. Frames of the
 // session that are neither are skipped.
+//
+// A stream falls behind in two ways, and goes on from the PTY's screen
+// after either. The host skips output its subscription lagged on, and
+// sends the PTY's screen in its place (its fan-out's promise: a PTY's
+// output is skipped whole, never cut). Or the reader leaves more frames
+// waiting than the watcher holds (ErrWatcherSlow), or takes nothing for
+// so long that the host closes the subscription as a slow consumer: the
+// stream then reopens, and its first output is the screen.
 func (s *PTYStream) Next(ctx context.Context) (PTYEvent, error) {
+	if s.exit != nil && !s.awaiting {
+		r := s.exit
+		s.exit, s.told = nil, true
+		return PTYEvent{Resource: r}, nil
+	}
 	for {
-		f, err := s.w.Next(ctx)
+		s.mu.Lock()
+		w := s.w
+		s.mu.Unlock()
+		f, err := w.Next(ctx)
+		if errors.Is(err, ErrWatcherSlow) {
+			if err := s.reopen(ctx); err != nil {
+				return PTYEvent{}, err
+			}
+			continue
+		}
 		if err != nil {
 			return PTYEvent{}, err
 		}
@@ -87,12 +122,9 @@ func (s *PTYStream) Next(ctx context.Context) (PTYEvent, error) {
 			if err != nil {
 				return PTYEvent{}, fmt.Errorf("a PTY output frame: %w", err)
 			}
-			mine := d.Ref == s.ref
-			if mine {
+			if d.Ref == s.ref {
+				s.awaiting = s.awaiting && !d.Screen
 				s.data = d.AppendData(s.data[:0])
-			}
-			f.Release() // d.Data shares its memory
-			if mine {
 				return PTYEvent{Data: s.data, Screen: d.Screen}, nil
 			}
 		case protocol.KindRuntimeResourceUpdate:
@@ -107,22 +139,71 @@ func (s *PTYStream) Next(ctx context.Context) (PTYEvent, error) {
 			if err := json.Unmarshal(u.Resource, &r); err != nil {
 				return PTYEvent{}, fmt.Errorf("a resource update frame's resource: %w", err)
 			}
+			if r.State != protocol.ResourceRunning {
+				if s.told {
+					continue // reported as the stream reopened
+				}
+				s.exit, s.told = nil, true
+			}
 			return PTYEvent{Resource: &r}, nil
 		case protocol.KindSubscriptionClosed:
 			var cl protocol.SubscriptionClosedFrame
 			f.Decode(&cl)
+			if cl.Reason == protocol.ClosedSlowConsumer {
+				if err := s.reopen(ctx); err != nil {
+					return PTYEvent{}, err
+				}
+				continue
+			}
 			return PTYEvent{}, &ClosedError{Reason: cl.Reason}
 		}
 	}
 }
 
+// reopen replaces the stream's subscription, which fell behind, with one
+// opened as WatchPTY opens one, whose first output is the PTY's screen as
+// it is now. The PTY may have exited while no subscription of the stream
+// carried its state: it is asked for, and an end not reported yet is
+// reported after the screen.
+func (s *PTYStream) reopen(ctx context.Context) error {
+	s.mu.Lock()
+	old, oldID := s.w, s.subscription
+	s.mu.Unlock()
+	old.Close()
+	s.c.closeSubscription(oldID) // gone already when the host closed it
+	fresh, err := s.c.WatchPTY(ctx, s.session, s.ref)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	closed := s.closed
+	if !closed {
+		s.w, s.subscription = fresh.w, fresh.subscription
+	}
+	s.mu.Unlock()
+	if closed {
+		fresh.Close()
+		return ErrClosed
+	}
+	q, err := Call(ctx, s.c, protocol.OpRuntimeResourceQuery, protocol.ResourceQueryInput{SessionID: s.session, Ref: s.ref})
+	if err != nil {
+		return err
+	}
+	if len(q.Resources) == 1 && q.Resources[0].State != protocol.ResourceRunning && !s.told {
+		s.exit, s.awaiting = &q.Resources[0], true
+	}
+	return nil
+}
+
 // Close stops the stream and closes its subscription on the host.
 func (s *PTYStream) Close() {
-	s.w.Close()
+	s.mu.Lock()
+	s.closed = true
+	w, id := s.w, s.subscription
+	s.mu.Unlock()
+	w.Close()
 	if s.c.Err() == nil {
-		ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
-		defer cancel()
-		Call(ctx, s.c, protocol.OpSubscriptionClose, protocol.SubscriptionRef{SubscriptionID: s.subscription})
+		s.c.closeSubscription(id)
 	}
 }
 

@@ -13,20 +13,17 @@ import (
 // too slow; the host applies its own bound as well.
 const watcherBuffer = 1024
 
-// ErrWatcherSlow ends a watcher that fell watcherBuffer frames behind.
+// ErrWatcherSlow ends a watcher whose reader left more frames waiting
+// than it holds (1024).
 var ErrWatcherSlow = errors.New("watcher fell too far behind")
 
 // Frame is one host-pushed frame.
 type Frame struct {
 	protocol.Pushed
-	// Raw is the whole frame, to decode into its kind's type.
+	// Raw is the whole frame, to decode into its kind's type. Its bytes
+	// are the frame's own.
 	Raw json.RawMessage
 }
-
-// Release lets go of the frame. A frame's bytes are its own, left to the
-// collector, so Release does nothing; it is kept so that callers written
-// when frames were lent from a pool still build.
-func (f Frame) Release() {}
 
 // Decode decodes the frame into v, one of the protocol's *…Frame types,
 // as json.Unmarshal does. A PTY's output is read in one pass.
@@ -37,14 +34,15 @@ func (f Frame) Decode(v any) error {
 	return json.Unmarshal(f.Raw, v)
 }
 
-// Watcher receives the pushed frames of one subscription, in order.
+// Watcher receives the pushed frames of one subscription, in order. It
+// holds up to 1024 frames its reader has not taken; one more ends it with
+// ErrWatcherSlow, and the subscription's later frames are dropped, so
+// that a slow reader never holds back the connection's other
+// subscriptions and responses.
 type Watcher struct {
 	c      *Conn
 	id     string
 	frames chan Frame
-	// lossless watchers hold the connection's reader back while they are
-	// full, instead of ending (see Follow).
-	lossless bool
 
 	mu   sync.Mutex
 	err  error // guarded by mu: why the watcher ended
@@ -55,10 +53,8 @@ type Watcher struct {
 // Watch returns a watcher for the frames of subscriptionID. Frames that
 // arrive before Watch is called for their subscription are dropped, so
 // call it before sending subscription.ready.
-func (c *Conn) Watch(subscriptionID string) *Watcher { return c.watch(subscriptionID, false) }
-
-func (c *Conn) watch(subscriptionID string, lossless bool) *Watcher {
-	w := &Watcher{c: c, id: subscriptionID, frames: make(chan Frame, watcherBuffer), gone: make(chan struct{}), lossless: lossless}
+func (c *Conn) Watch(subscriptionID string) *Watcher {
+	w := &Watcher{c: c, id: subscriptionID, frames: make(chan Frame, watcherBuffer), gone: make(chan struct{})}
 	c.mu.Lock()
 	if c.err != nil {
 		err := c.err
@@ -70,12 +66,6 @@ func (c *Conn) watch(subscriptionID string, lossless bool) *Watcher {
 	c.mu.Unlock()
 	return w
 }
-
-// Follow is Watch for a watcher that never falls behind: while its buffer
-// is full, the connection stops reading, so the host's writes wait and
-// nothing is dropped. Responses on the connection wait too: follow with a
-// reader that keeps up, and keep slow work off the connection.
-func (c *Conn) Follow(subscriptionID string) *Watcher { return c.watch(subscriptionID, true) }
 
 // Next returns the next frame. It reports ctx's error before the watcher's.
 func (w *Watcher) Next(ctx context.Context) (Frame, error) {
@@ -138,17 +128,6 @@ func (c *Conn) push(head protocol.Pushed, raw []byte) {
 	}
 	c.mu.Unlock()
 	if w == nil {
-		return
-	}
-	if w.lossless {
-		select {
-		case w.frames <- Frame{Pushed: head, Raw: raw}:
-		case <-w.gone:
-			return
-		}
-		if kind == protocol.KindSubscriptionClosed {
-			w.end(ErrClosed)
-		}
 		return
 	}
 	select {

@@ -33,9 +33,6 @@ const (
 	SurfaceWeb = "web"
 	SurfaceACP = "acp"
 	SurfaceSDK = "sdk"
-	// SurfaceHost is a host's connection to a session's worker: the
-	// latest one to connect supersedes the earlier ones.
-	SurfaceHost = "host"
 )
 
 // Hello is a client's first frame.

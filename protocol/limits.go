@@ -11,8 +11,6 @@ const (
 	CompatibilityEpoch = 1
 	// CompositionInteractive is the composition a host normally serves.
 	CompositionInteractive = "agentd.interactive"
-	// CompositionWorker is what a session's worker serves to its host.
-	CompositionWorker = "agentd.worker"
 )
 
 // Limits every peer enforces.

@@ -256,7 +256,6 @@ func relayRate(ctx context.Context, sub *subscription, file string, want int64) 
 				return 0, frames, err
 			}
 			data = d.AppendData(data[:0])
-			f.Release()
 			if !d.Screen {
 				got += int64(len(data))
 				frames++

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/agentd-dev/agentd/client"
+	"github.com/agentd-dev/agentd/internal/link"
 	"github.com/agentd-dev/agentd/protocol"
 )
 
@@ -313,7 +314,7 @@ func (s *subscription) close(ctx context.Context) {
 // diagnose gathers what explains a stream that stopped: whether the
 // worker finished the turn, what the host now says of the session, and the
 // diagnostics the host and the session's worker (dialled on its own
-// socket, as its host does) recorded since the turn started.
+// socket through the host's link) recorded since the turn started.
 func (s *subscription) diagnose(ctx context.Context, since time.Time, ended bool) []string {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
@@ -335,8 +336,7 @@ func (s *subscription) diagnose(ctx context.Context, since time.Time, ended bool
 	} else {
 		out = append(out, "the host's connection to the worker works: it forwarded session.todo.query")
 	}
-	recent := func(who string, c *client.Conn) {
-		res, err := client.Call(ctx, c, protocol.OpHostDiagnosticsQuery, protocol.DiagnosticsQueryInput{Limit: 20})
+	recent := func(who string, res protocol.DiagnosticsQueryResult, err error) {
 		if err != nil {
 			out = append(out, fmt.Sprintf("%s diagnostics: %v", who, err))
 			return
@@ -353,17 +353,24 @@ func (s *subscription) diagnose(ctx context.Context, since time.Time, ended bool
 			out = append(out, who+" diagnostics: none since the turn started")
 		}
 	}
-	recent("host", s.c)
+	diagnostics := protocol.DiagnosticsQueryInput{Limit: 20}
+	res, err := client.Call(ctx, s.c, protocol.OpHostDiagnosticsQuery, diagnostics)
+	recent("host", res, err)
+	// The worker is asked last, through a link like its host's: a worker
+	// takes the latest such connection for its host's, so this one
+	// supersedes the host's own. What the host says is gathered before,
+	// and the session is removed after.
 	var reg struct {
 		Endpoint string `json:"endpoint"`
 	}
 	raw, err := os.ReadFile(filepath.Join(s.home, "workers", s.session+".json"))
 	if err == nil && json.Unmarshal(raw, &reg) == nil && reg.Endpoint != "" {
-		wc, err := client.Dial(ctx, reg.Endpoint, client.Options{CompositionID: protocol.CompositionWorker})
+		wc, err := link.Dial(ctx, reg.Endpoint)
 		if err != nil {
 			out = append(out, fmt.Sprintf("worker: %v", err))
 		} else {
-			recent("worker", wc)
+			res, err := link.Call(ctx, wc, protocol.OpHostDiagnosticsQuery, diagnostics)
+			recent("worker", res, err)
 			wc.Close()
 		}
 	}

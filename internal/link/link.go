@@ -1,13 +1,15 @@
 // Package link is the host's own connection to a session's worker: it
 // dials the worker's socket with the worker composition and the host
-// surface, runs requests for the clients the host forwards them for,
-// and follows a subscription of the worker losslessly, in order.
+// surface (both defined here, the worker serving what the link asks
+// for), runs requests for the clients the host forwards them for, and
+// follows a subscription of the worker losslessly, in order.
 //
 // It is built on the protocol package's framing alone. It knows nothing
 // of sessions, catalogs or the public client: there is no reconnection
 // (a worker's connection that ends is its worker gone or handed over, and
-// the host decides what follows), no activation, and nothing for callers
-// outside the host.
+// the host decides what follows), no activation, and nothing a client of
+// the host needs. Whatever reaches a worker through it (a test, a bench)
+// reaches it as its host does, and supersedes the host's connection.
 package link
 
 import (
@@ -25,6 +27,18 @@ import (
 	"time"
 
 	"github.com/agentd-dev/agentd/protocol"
+)
+
+// The two ends of the link name themselves in the handshake with these:
+// the worker's server serves CompositionWorker, and trusts a connection
+// of SurfaceHost to name the callers it forwards requests for. Neither is
+// the client contract: no client of a host names them.
+const (
+	// CompositionWorker is what a session's worker serves to its host.
+	CompositionWorker = "agentd.worker"
+	// SurfaceHost is a host's connection to a session's worker: the
+	// latest one to connect supersedes the earlier ones.
+	SurfaceHost = "host"
 )
 
 // ErrClosed is the error of a link closed by its host, and of requests
@@ -92,6 +106,16 @@ const dialTimeout = 10 * time.Second
 
 // Conn is a link to one worker. It is safe for concurrent use.
 type Conn struct {
+	// Its lifecycle (done, err, fail, Close) and its request slots repeat
+	// the public client's on purpose. The client imports the protocol
+	// package alone, so that a program built on it depends on the
+	// contract and nothing of the host; a multiplexer shared through
+	// internal/transport could serve this side only, and one in protocol
+	// would put the host's plumbing in the contract. The two sides differ
+	// besides: a link forwards callers, holds its worker back while a
+	// stream is full and lends its frames' buffers, and has no draining
+	// or hand-off to tell a caller about.
+
 	nc       net.Conn          // constant
 	endpoint string            // constant
 	accepted protocol.Accepted // constant after Dial
@@ -164,7 +188,7 @@ func handshake(ctx context.Context, nc net.Conn) (protocol.Accepted, *protocol.L
 		Kind: protocol.KindHello, ClientInstanceID: "host-" + hex.EncodeToString(id),
 		ProtocolMin: protocol.ProtocolVersion, ProtocolMax: protocol.ProtocolVersion,
 		CompatibilityEpoch: protocol.CompatibilityEpoch,
-		CompositionID:      protocol.CompositionWorker, Surface: protocol.SurfaceHost,
+		CompositionID:      CompositionWorker, Surface: SurfaceHost,
 	})
 	if _, err := nc.Write(append(hello, '\n')); err != nil {
 		return protocol.Accepted{}, nil, err
@@ -220,10 +244,19 @@ func (c *Conn) fail(err error) {
 	c.nc.Close()
 }
 
-// Call runs operation on the worker for caller (nil: for the host itself)
-// and decodes its result into result, a pointer, or nil to discard it. A
-// failed response is a *RemoteError; a request cut off is an
-// *InterruptedError.
+// Call runs o on the worker for the host itself and returns its result,
+// o's types checked as the caller compiles. A failed response is a
+// *RemoteError; a request cut off is an *InterruptedError.
+func Call[In, Out any](ctx context.Context, c *Conn, o protocol.Op[In, Out], in In) (Out, error) {
+	var out Out
+	err := c.Call(ctx, nil, string(o), &in, &out)
+	return out, err
+}
+
+// Call runs operation, named as the client the host forwards it for named
+// it, on the worker for caller (nil: for the host itself) and decodes its
+// result into result, a pointer, or nil to discard it. A failed response
+// is a *RemoteError; a request cut off is an *InterruptedError.
 func (c *Conn) Call(ctx context.Context, caller *protocol.Caller, operation string, input, result any) error {
 	op, ok := protocol.Lookup(operation)
 	if !ok {
@@ -296,12 +329,14 @@ func (c *Conn) roundTrip(ctx context.Context, op protocol.Operation, input []byt
 	c.mu.Unlock()
 
 	c.wmu.Lock()
-	_, err = c.nc.Write(frame)
+	n, err := c.nc.Write(frame)
 	c.wmu.Unlock()
 	if err != nil {
 		c.fail(fmt.Errorf("writing to the worker: %w", err))
 		c.forget(id)
-		return protocol.Response{}, c.interrupted(op, true, ReasonConnectionLost, err)
+		// A request none of whose bytes reached the socket was not sent:
+		// the worker never saw it, whatever it is.
+		return protocol.Response{}, c.interrupted(op, n > 0, ReasonConnectionLost, err)
 	}
 	select {
 	case resp := <-p.done:

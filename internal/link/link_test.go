@@ -1,6 +1,7 @@
 package link_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -107,7 +108,7 @@ func startWorker(t *testing.T, w *worker) string {
 		t.Fatal(err)
 	}
 	srv, err := server.New(server.Config{
-		HostID: "worker", Version: "test", CompositionID: protocol.CompositionWorker, TrustCaller: true,
+		HostID: "worker", Version: "test", CompositionID: link.CompositionWorker, TrustCaller: true,
 		DrainTimeout: time.Second,
 		Compose:      func(context.Context, *server.Server) (server.Composition, error) { return w, nil },
 	})
@@ -308,5 +309,55 @@ func TestClosingTheLinkEndsItsStreamsAndGivesTheirBuffersBack(t *testing.T) {
 	s.Close()
 	if got := link.Buffers(c); got != 0 {
 		t.Fatalf("a closed stream holds %d buffers", got)
+	}
+}
+
+// A request whose write fails before any of it reached the worker's
+// socket (the worker gone: EPIPE) was not dispatched, and is safe to ask
+// again; the link has ended with it.
+func TestARequestNoneOfWhichReachedTheWorkerWasNotDispatched(t *testing.T) {
+	endpoint := filepath.Join(agentdtest.ShortDir(t), "w.sock")
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: endpoint, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	shut, served, release := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(served)
+		uc, err := ln.AcceptUnix()
+		ln.Close()
+		if err != nil {
+			close(shut)
+			return
+		}
+		defer uc.Close()
+		r := bufio.NewReader(uc)
+		if _, err := r.ReadBytes('\n'); err == nil {
+			b, _ := json.Marshal(protocol.Accepted{Kind: protocol.KindAccepted, HostEpoch: "e1", ConnectionID: "c1", Protocol: protocol.ProtocolVersion})
+			uc.Write(append(b, '\n'))
+			// Shut for reading, the socket refuses writes at once, and
+			// the link's reader sees nothing of it.
+			uc.CloseRead()
+		}
+		close(shut)
+		<-release
+	}()
+	t.Cleanup(func() { close(release); ln.Close(); <-served })
+	ctx := agentdtest.Context(t)
+	c, err := link.Dial(ctx, endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	<-shut
+	_, err = link.Call(ctx, c, protocol.OpTurnStart, protocol.TurnStartInput{SessionID: "s1", TurnID: "t1", Content: protocol.Content{Text: "hello"}})
+	var ie *link.InterruptedError
+	if !errors.As(err, &ie) || ie.Dispatched || !ie.Retryable || ie.Reason != link.ReasonConnectionLost {
+		t.Fatalf("turn.start to a worker gone: %v (%+v), want an interruption before it was sent, retryable", err, ie)
+	}
+	select {
+	case <-c.Done():
+	case <-ctx.Done():
+		t.Fatal("the link stayed open after its write failed")
 	}
 }

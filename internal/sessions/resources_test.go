@@ -20,7 +20,7 @@ import (
 // show, and whether its first frame was the screen.
 type ptyWatch struct {
 	t       *testing.T
-	w       *client.Watcher
+	w       *rawFeed
 	ref     string
 	text    strings.Builder
 	frames  []protocol.RuntimeResourcePtyData
@@ -33,9 +33,8 @@ type ptyWatch struct {
 // until reads frames until the PTY's output shows want.
 func (p *ptyWatch) until(want string) {
 	p.t.Helper()
-	ctx := agentdtest.Context(p.t)
 	for !strings.Contains(p.text.String(), want) {
-		f, err := p.w.Next(ctx)
+		f, err := p.w.next()
 		if err != nil {
 			have := p.text.String()
 			p.t.Fatalf("waiting for %q (have %d bytes, ending %q): %v", want, len(have), have[max(0, len(have)-200):], err)
@@ -71,8 +70,64 @@ func (p *ptyWatch) until(want string) {
 	}
 }
 
-// followSession opens a ready subscription of c to session id, read
-// without loss, and returns it with its id.
+// rawFeed is a subscription of a connection of its own, read by hand: while
+// its reader lags, what the host writes to it waits in the socket, so the
+// reader is given every frame the host sends, as the host sends it.
+type rawFeed struct {
+	rc     *rawConn
+	asked  int
+	queued []client.Frame // pushed frames read while a response was awaited
+}
+
+// request runs operation with input on the feed's connection and returns
+// its result, keeping the pushed frames that came before it.
+func (f *rawFeed) request(operation string, input any) json.RawMessage {
+	t := f.rc.t
+	t.Helper()
+	f.asked++
+	id := fmt.Sprintf("r%d", f.asked)
+	in, err := json.Marshal(input)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.rc.send(fmt.Sprintf(`{"requestId":%q,"operation":%q,"input":%s}`, id, operation, in))
+	for {
+		line := f.rc.read()
+		hf, err := protocol.DecodeHostFrame([]byte(line))
+		switch {
+		case err != nil:
+			t.Fatalf("a frame of the host: %v: %s", err, line)
+		case hf.Response == nil:
+			f.queued = append(f.queued, client.Frame{Pushed: hf.Pushed, Raw: json.RawMessage(line)})
+		case hf.Response.RequestID != id || !hf.Response.OK:
+			t.Fatalf("%s: answered %s", operation, line)
+		default:
+			return hf.Response.Result
+		}
+	}
+}
+
+// next returns the next pushed frame.
+func (f *rawFeed) next() (client.Frame, error) {
+	if len(f.queued) > 0 {
+		fr := f.queued[0]
+		f.queued = f.queued[1:]
+		return fr, nil
+	}
+	f.rc.nc.SetReadDeadline(time.Now().Add(agentdtest.Timeout))
+	line, err := f.rc.r.ReadBytes('\n')
+	if err != nil {
+		return client.Frame{}, err
+	}
+	hf, err := protocol.DecodeHostFrame(line)
+	if err != nil || hf.Response != nil {
+		return client.Frame{}, fmt.Errorf("not a pushed frame (%v): %s", err, line)
+	}
+	return client.Frame{Pushed: hf.Pushed, Raw: line}, nil
+}
+
+// followSession opens a ready subscription of c to session id, and
+// returns it with its id.
 func followSession(t *testing.T, c *client.Conn, id string) (*client.Watcher, string) {
 	t.Helper()
 	ctx := agentdtest.Context(t)
@@ -81,7 +136,7 @@ func followSession(t *testing.T, c *client.Conn, id string) (*client.Watcher, st
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := c.Follow(open.SubscriptionID)
+	w := c.Watch(open.SubscriptionID)
 	t.Cleanup(w.Close)
 	if _, err := client.Call(ctx, c, protocol.OpSubscriptionReady, protocol.SubscriptionRef{SubscriptionID: open.SubscriptionID}); err != nil {
 		t.Fatal(err)
@@ -89,14 +144,19 @@ func followSession(t *testing.T, c *client.Conn, id string) (*client.Watcher, st
 	return w, open.SubscriptionID
 }
 
-// watchPTY subscribes c to session id and chooses its PTY ref.
-func watchPTY(t *testing.T, c *client.Conn, id, ref string) *ptyWatch {
+// watchPTY connects to the host at endpoint, subscribes to session id and
+// chooses its PTY ref, on a rawFeed.
+func watchPTY(t *testing.T, endpoint, id, ref string) *ptyWatch {
 	t.Helper()
-	w, sub := followSession(t, c, id)
-	if _, err := client.Call(agentdtest.Context(t), c, protocol.OpSubscriptionPtyInterestSet, protocol.PtyInterestInput{SubscriptionID: sub, Refs: []string{ref}}); err != nil {
+	f := &rawFeed{rc: dialRaw(t, endpoint)}
+	var open protocol.SubscriptionOpenResult
+	raw := f.request(string(protocol.OpSubscriptionOpen), protocol.SubscriptionOpenInput{SessionID: id, Transcript: protocol.TranscriptBootstrap{Kind: protocol.TranscriptNone}})
+	if err := json.Unmarshal(raw, &open); err != nil {
 		t.Fatal(err)
 	}
-	return &ptyWatch{t: t, w: w, ref: ref}
+	f.request(string(protocol.OpSubscriptionReady), protocol.SubscriptionRef{SubscriptionID: open.SubscriptionID})
+	f.request(string(protocol.OpSubscriptionPtyInterestSet), protocol.PtyInterestInput{SubscriptionID: open.SubscriptionID, Refs: []string{ref}})
+	return &ptyWatch{t: t, w: f, ref: ref}
 }
 
 // createSession creates a session of work on c.
@@ -150,7 +210,7 @@ func TestAPTYIsSeenByEveryClientThatChoosesItAndControlledByOneAtATime(t *testin
 	if err != nil || again.Ref != pty.Ref {
 		t.Fatalf("a retry of the launch answered %+v, %v", again, err)
 	}
-	wa := watchPTY(t, a, s.SessionID, pty.Ref)
+	wa := watchPTY(t, h.Endpoint(), s.SessionID, pty.Ref)
 	wa.until("ready in " + work)
 
 	ctl, err := client.Call(ctx, a, protocol.OpRuntimeResourceControllerAcquire, protocol.ResourceRef{SessionID: s.SessionID, Ref: pty.Ref})
@@ -175,7 +235,7 @@ func TestAPTYIsSeenByEveryClientThatChoosesItAndControlledByOneAtATime(t *testin
 	// screen, with what was typed already; the first client gets no
 	// second screen, only the output that follows.
 	b := h.Connect(t)
-	wb := watchPTY(t, b, s.SessionID, pty.Ref)
+	wb := watchPTY(t, h.Endpoint(), s.SessionID, pty.Ref)
 	wb.until("first line")
 	if !wb.frames[0].Screen || !strings.Contains(wb.frames[0].Data, "first line") {
 		t.Fatalf("the second client's first frame: %+v", wb.frames[0])
@@ -216,7 +276,7 @@ func TestAPTYIsSeenByEveryClientThatChoosesItAndControlledByOneAtATime(t *testin
 		t.Fatalf("stopped %+v", stopped)
 	}
 	for !exitedIn(wb.updates, pty.Ref) {
-		f, err := wb.w.Next(ctx)
+		f, err := wb.w.next()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -331,8 +391,8 @@ func TestAPTYFloodReachesItsWatchersInOrder(t *testing.T) {
 	ctx := agentdtest.Context(t)
 	s, pty := sessionWithPTY(t, c, work, "stty -echo; read go; seq 1 300000; echo flood-done")
 	var ws []*ptyWatch
-	for _, conn := range []*client.Conn{c, h.Connect(t)} {
-		w := watchPTY(t, conn, s.SessionID, pty.Ref)
+	for range 2 {
+		w := watchPTY(t, h.Endpoint(), s.SessionID, pty.Ref)
 		w.skips = true
 		w.until("\x1b[2J") // the screen
 		ws = append(ws, w)

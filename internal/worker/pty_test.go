@@ -1,13 +1,14 @@
 package worker_test
 
 import (
+	"context"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 
-	"github.com/agentd-dev/agentd/client"
 	"github.com/agentd-dev/agentd/internal/agentdtest"
+	"github.com/agentd-dev/agentd/internal/link"
 	"github.com/agentd-dev/agentd/protocol"
 )
 
@@ -18,40 +19,43 @@ func TestAPTYFloodReachesEverySubscriptionThatChoseIt(t *testing.T) {
 	r := start(t, protocol.ApprovalAll, "", "", "")
 	ctx := agentdtest.Context(t)
 	const lines = 100000
-	pty, err := client.Call(ctx, r.conn, protocol.OpRuntimeResourceStart, protocol.ResourceStartInput{
+	pty, err := link.Call(ctx, r.conn, protocol.OpRuntimeResourceStart, protocol.ResourceStartInput{
 		SessionID: "s1", LaunchID: "flood", Command: "stty -echo; read go; seq 1 " + strconv.Itoa(lines) + "; echo flood-done", PTY: true,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var watchers []*client.Watcher
+	var watchers []*link.Stream
 	for range 2 {
-		open, err := client.Call(ctx, r.conn, protocol.OpSubscriptionOpen, protocol.SubscriptionOpenInput{SessionID: "s1", Transcript: protocol.TranscriptBootstrap{Kind: "none"}})
+		open, err := link.Call(ctx, r.conn, protocol.OpSubscriptionOpen, protocol.SubscriptionOpenInput{SessionID: "s1", Transcript: protocol.TranscriptBootstrap{Kind: "none"}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		w := r.conn.Follow(open.SubscriptionID)
-		t.Cleanup(w.Close)
-		if _, err := client.Call(ctx, r.conn, protocol.OpSubscriptionReady, protocol.SubscriptionRef{SubscriptionID: open.SubscriptionID}); err != nil {
+		w := r.conn.Stream(open.SubscriptionID)
+		t.Cleanup(w.Close) // after its reader has returned
+		if _, err := link.Call(ctx, r.conn, protocol.OpSubscriptionReady, protocol.SubscriptionRef{SubscriptionID: open.SubscriptionID}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := client.Call(ctx, r.conn, protocol.OpSubscriptionPtyInterestSet, protocol.PtyInterestInput{SubscriptionID: open.SubscriptionID, Refs: []string{pty.Ref}}); err != nil {
+		if _, err := link.Call(ctx, r.conn, protocol.OpSubscriptionPtyInterestSet, protocol.PtyInterestInput{SubscriptionID: open.SubscriptionID, Refs: []string{pty.Ref}}); err != nil {
 			t.Fatal(err)
 		}
 		watchers = append(watchers, w)
 	}
-	ctl, err := client.Call(ctx, r.conn, protocol.OpRuntimeResourceControllerAcquire, protocol.ResourceRef{SessionID: "s1", Ref: pty.Ref})
+	ctl, err := link.Call(ctx, r.conn, protocol.OpRuntimeResourceControllerAcquire, protocol.ResourceRef{SessionID: "s1", Ref: pty.Ref})
 	if err != nil {
 		t.Fatal(err)
 	}
 	outputs := make([]string, len(watchers))
+	// Each stream is read on its own goroutine; ending reading stops them.
+	reading, stop := context.WithCancel(ctx)
+	defer stop()
 	var wg sync.WaitGroup
 	for i, w := range watchers {
 		wg.Go(func() {
 			var out strings.Builder
 			screens := 0
 			for done := false; !done; {
-				f, err := w.Next(ctx)
+				f, err := w.Next(reading)
 				if err != nil {
 					t.Errorf("subscription %d: %v", i+1, err)
 					return
@@ -60,7 +64,7 @@ func TestAPTYFloodReachesEverySubscriptionThatChoseIt(t *testing.T) {
 					continue
 				}
 				var d protocol.RuntimeResourcePtyDataFrame
-				if err := f.Decode(&d); err != nil {
+				if err := protocol.DecodePtyDataFrame(f.Raw, &d); err != nil {
 					t.Errorf("subscription %d: %v", i+1, err)
 					return
 				}
@@ -77,13 +81,11 @@ func TestAPTYFloodReachesEverySubscriptionThatChoseIt(t *testing.T) {
 			outputs[i] = out.String()
 		})
 	}
-	if _, err := client.Call(ctx, r.conn, protocol.OpRuntimeResourceControllerControl, protocol.ControlInput{
+	if _, err := link.Call(ctx, r.conn, protocol.OpRuntimeResourceControllerControl, protocol.ControlInput{
 		SessionID: "s1", Ref: pty.Ref, ControllerID: ctl.ControllerID, Sequence: 1, Data: "\n",
 	}); err != nil {
 		t.Error(err)
-		for _, w := range watchers {
-			w.Close() // the flood never starts: the readers stop
-		}
+		stop() // the flood never starts: the readers stop
 	}
 	wg.Wait()
 	if t.Failed() {

@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentd-dev/agentd/internal/fanout"
+	"github.com/agentd-dev/agentd/internal/link"
 	"github.com/agentd-dev/agentd/internal/server"
 	"github.com/agentd-dev/agentd/internal/transport"
 	"github.com/agentd-dev/agentd/protocol"
@@ -300,7 +301,7 @@ func (s *session) AttachConnection(id server.Identity, out *server.OutboundWrite
 	s.mu.Lock()
 	s.claimed = true
 	prev := s.host
-	if id.Surface == protocol.SurfaceHost {
+	if id.Surface == link.SurfaceHost {
 		s.host = c
 	} else {
 		prev = nil

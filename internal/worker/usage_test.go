@@ -5,8 +5,8 @@ import (
 	"math"
 	"testing"
 
-	"github.com/agentd-dev/agentd/client"
 	"github.com/agentd-dev/agentd/internal/agentdtest"
+	"github.com/agentd-dev/agentd/internal/link"
 	"github.com/agentd-dev/agentd/internal/provider"
 	"github.com/agentd-dev/agentd/internal/provider/anthropic"
 	"github.com/agentd-dev/agentd/internal/provider/providertest"
@@ -82,7 +82,7 @@ func TestATurnsUsageSumsItsModelCallsAndIsRecorded(t *testing.T) {
 		}
 	}
 	check("run_end", seen[len(seen)-1].Turn.Usage)
-	snap, err := client.Call(agentdtest.Context(t), r.conn, protocol.OpTurnQuery, protocol.TurnRef{SessionID: "s1", TurnID: "t1"})
+	snap, err := link.Call(agentdtest.Context(t), r.conn, protocol.OpTurnQuery, protocol.TurnRef{SessionID: "s1", TurnID: "t1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +102,7 @@ func TestATurnsUsageSumsItsModelCallsAndIsRecorded(t *testing.T) {
 
 	cfg.TranscriptPath = r.transcript
 	again := startWorker(t, cfg)
-	got, err := client.Call(agentdtest.Context(t), again.conn, protocol.OpTurnQuery, protocol.TurnRef{SessionID: "s1", TurnID: "t1"})
+	got, err := link.Call(agentdtest.Context(t), again.conn, protocol.OpTurnQuery, protocol.TurnRef{SessionID: "s1", TurnID: "t1"})
 	snap = got
 	if err != nil {
 		t.Fatal(err)

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/agentd-dev/agentd/internal/home"
+	"github.com/agentd-dev/agentd/internal/link"
 	"github.com/agentd-dev/agentd/internal/llm"
 	"github.com/agentd-dev/agentd/internal/proc"
 	"github.com/agentd-dev/agentd/internal/server"
@@ -120,7 +121,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	defer os.Remove(home.WorkerRegistrationPath(cfg.Home, s.id))
 	srv, err := server.New(server.Config{
-		HostID: "worker", CompositionID: protocol.CompositionWorker, TrustCaller: true,
+		HostID: "worker", CompositionID: link.CompositionWorker, TrustCaller: true,
 		Version: cfg.Version, Logger: logger, IdleGrace: cfg.OrphanGrace,
 		Compose: func(_ context.Context, srv *server.Server) (server.Composition, error) {
 			// Handlers run only once the composition is ready, after this:
@@ -178,7 +179,7 @@ func (c *composition) Handlers() server.Table { return c.s.handlers() }
 // the worker trusts to name a caller. Anyone else who reaches the worker's
 // socket (a bench, a test) is held to the owner's rule.
 func (c *composition) Authorize(_ context.Context, call *server.Call) error {
-	if call.Identity.Surface == protocol.SurfaceHost {
+	if call.Identity.Surface == link.SurfaceHost {
 		return nil
 	}
 	return server.AuthorizeOwner(call)

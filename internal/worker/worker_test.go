@@ -1,9 +1,12 @@
 package worker_test
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -13,9 +16,9 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/agentd-dev/agentd/client"
 	"github.com/agentd-dev/agentd/internal/agentdtest"
 	"github.com/agentd-dev/agentd/internal/home"
+	"github.com/agentd-dev/agentd/internal/link"
 	"github.com/agentd-dev/agentd/internal/proc"
 	"github.com/agentd-dev/agentd/internal/provider"
 	"github.com/agentd-dev/agentd/internal/provider/faux"
@@ -28,7 +31,7 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 type running struct {
-	conn       *client.Conn
+	conn       *link.Conn
 	transcript string
 	cancel     context.CancelFunc
 	done       chan error
@@ -83,7 +86,7 @@ func startWorker(t *testing.T, cfg worker.Config) *running {
 	go func() { r.done <- worker.Run(ctx, cfg) }()
 	deadline := time.Now().Add(agentdtest.Timeout)
 	for {
-		c, err := client.Dial(agentdtest.Context(t), cfg.SocketPath, client.Options{CompositionID: protocol.CompositionWorker})
+		c, err := link.Dial(agentdtest.Context(t), cfg.SocketPath)
 		if err == nil {
 			if st, err := c.Status(agentdtest.Context(t)); err == nil && st.State == protocol.StateReady {
 				r.conn = c
@@ -113,15 +116,15 @@ func (r *running) stop(t *testing.T) {
 }
 
 // follow subscribes and returns a channel of deltas.
-func follow(t *testing.T, c *client.Conn) <-chan protocol.SessionDelta {
+func follow(t *testing.T, c *link.Conn) <-chan protocol.SessionDelta {
 	t.Helper()
 	ctx := agentdtest.Context(t)
-	open, err := client.Call(ctx, c, protocol.OpSubscriptionOpen, protocol.SubscriptionOpenInput{SessionID: "s1", Transcript: protocol.TranscriptBootstrap{Kind: "none"}})
+	open, err := link.Call(ctx, c, protocol.OpSubscriptionOpen, protocol.SubscriptionOpenInput{SessionID: "s1", Transcript: protocol.TranscriptBootstrap{Kind: "none"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := c.Watch(open.SubscriptionID)
-	if _, err := client.Call(ctx, c, protocol.OpSubscriptionReady, protocol.SubscriptionRef{SubscriptionID: open.SubscriptionID}); err != nil {
+	w := c.Stream(open.SubscriptionID)
+	if _, err := link.Call(ctx, c, protocol.OpSubscriptionReady, protocol.SubscriptionRef{SubscriptionID: open.SubscriptionID}); err != nil {
 		t.Fatal(err)
 	}
 	out := make(chan protocol.SessionDelta, 4096)
@@ -134,12 +137,40 @@ func follow(t *testing.T, c *client.Conn) <-chan protocol.SessionDelta {
 			}
 			var fr protocol.SessionDeltaFrame
 			var d protocol.SessionDelta
-			if f.Decode(&fr) == nil && json.Unmarshal(fr.Delta, &d) == nil {
+			if json.Unmarshal(f.Raw, &fr) == nil && json.Unmarshal(fr.Delta, &d) == nil {
 				out <- d
 			}
 		}
 	}()
 	return out
+}
+
+// failedWith reports whether err is the worker's failed response of code.
+func failedWith(err error, code protocol.Code) bool {
+	var re *link.RemoteError
+	return errors.As(err, &re) && re.Code == code
+}
+
+// dialAsTool connects to the worker's socket as a client that is not a
+// host does, a tool or a bench, and runs the handshake.
+func dialAsTool(t *testing.T, sock string) {
+	t.Helper()
+	nc, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nc.Close() })
+	hello, _ := json.Marshal(protocol.Hello{
+		Kind: protocol.KindHello, ClientInstanceID: "tool", ProtocolMin: protocol.ProtocolVersion, ProtocolMax: protocol.ProtocolVersion,
+		CompatibilityEpoch: protocol.CompatibilityEpoch, CompositionID: link.CompositionWorker, Surface: protocol.SurfaceSDK,
+	})
+	if _, err := nc.Write(append(hello, '\n')); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(nc).ReadBytes('\n')
+	if err != nil || !bytes.Contains(line, []byte(`"kind":"accepted"`)) {
+		t.Fatalf("a tool's handshake with the worker: %s, %v", line, err)
+	}
 }
 
 func until(t *testing.T, deltas <-chan protocol.SessionDelta, pred func(protocol.SessionDelta) bool) []protocol.SessionDelta {
@@ -168,9 +199,9 @@ func runEnd(id string) func(protocol.SessionDelta) bool {
 	}
 }
 
-func startTurn(t *testing.T, c *client.Conn, id, text string) protocol.TurnStartResult {
+func startTurn(t *testing.T, c *link.Conn, id, text string) protocol.TurnStartResult {
 	t.Helper()
-	res, err := client.Call(agentdtest.Context(t), c, protocol.OpTurnStart, protocol.TurnStartInput{SessionID: "s1", TurnID: id, Content: protocol.Content{Text: text}})
+	res, err := link.Call(agentdtest.Context(t), c, protocol.OpTurnStart, protocol.TurnStartInput{SessionID: "s1", TurnID: id, Content: protocol.Content{Text: text}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,15 +264,15 @@ func TestAskPolicyWaitsForAnAnswerAndTheFirstAnswerWins(t *testing.T) {
 	seen := until(t, deltas, func(d protocol.SessionDelta) bool { return d.Event == protocol.EventInteractionAdded })
 	in := seen[len(seen)-1].Interaction
 	ctx := agentdtest.Context(t)
-	pending, err := client.Call(ctx, r.conn, protocol.OpInteractionQuery, protocol.SessionRef{SessionID: "s1"})
+	pending, err := link.Call(ctx, r.conn, protocol.OpInteractionQuery, protocol.SessionRef{SessionID: "s1"})
 	if err != nil || len(pending.Pending) != 1 {
 		t.Fatalf("pending %+v %v", pending, err)
 	}
-	if _, err := client.Call(ctx, r.conn, protocol.OpInteractionAnswer, protocol.InteractionAnswerInput{SessionID: "s1", InteractionID: in.InteractionID, Answer: "allow"}); err != nil {
+	if _, err := link.Call(ctx, r.conn, protocol.OpInteractionAnswer, protocol.InteractionAnswerInput{SessionID: "s1", InteractionID: in.InteractionID, Answer: "allow"}); err != nil {
 		t.Fatal(err)
 	}
-	_, err = client.Call(ctx, r.conn, protocol.OpInteractionAnswer, protocol.InteractionAnswerInput{SessionID: "s1", InteractionID: in.InteractionID, Answer: "deny"})
-	if !errors.Is(err, client.ErrNotFound) {
+	_, err = link.Call(ctx, r.conn, protocol.OpInteractionAnswer, protocol.InteractionAnswerInput{SessionID: "s1", InteractionID: in.InteractionID, Answer: "deny"})
+	if !failedWith(err, protocol.CodeNotFound) {
 		t.Fatalf("second answer: %v", err)
 	}
 	seen = until(t, deltas, runEnd("t1"))
@@ -259,15 +290,15 @@ func TestAskPolicyWaitsForAnAnswerAndTheFirstAnswerWins(t *testing.T) {
 func TestStopInterruptAndQueuedFollowUp(t *testing.T) {
 	r, deltas := startBusy(t, `{"steps":[{"text":"follow-up answered"}]}`)
 	ctx := agentdtest.Context(t)
-	entry, err := client.Call(ctx, r.conn, protocol.OpTurnMessageSubmit, protocol.MessageSubmitInput{SessionID: "s1", MessageID: "m2", Content: protocol.Content{Text: "then this"}, Placement: protocol.PlacementNextTurn})
+	entry, err := link.Call(ctx, r.conn, protocol.OpTurnMessageSubmit, protocol.MessageSubmitInput{SessionID: "s1", MessageID: "m2", Content: protocol.Content{Text: "then this"}, Placement: protocol.PlacementNextTurn})
 	if err != nil || entry.State != protocol.QueueQueued {
 		t.Fatalf("submit: %+v %v", entry, err)
 	}
-	_, conflict := client.Call(ctx, r.conn, protocol.OpTurnStart, protocol.TurnStartInput{SessionID: "s1", TurnID: "t-other", Content: protocol.Content{Text: "x"}})
-	if !errors.Is(conflict, client.ErrOperationConflict) {
+	_, conflict := link.Call(ctx, r.conn, protocol.OpTurnStart, protocol.TurnStartInput{SessionID: "s1", TurnID: "t-other", Content: protocol.Content{Text: "x"}})
+	if !failedWith(conflict, protocol.CodeOperationConflict) {
 		t.Fatalf("a second turn while one runs: %v", conflict)
 	}
-	if _, err := client.Call(ctx, r.conn, protocol.OpTurnInterrupt, protocol.TurnRef{SessionID: "s1", TurnID: "t1"}); err != nil {
+	if _, err := link.Call(ctx, r.conn, protocol.OpTurnInterrupt, protocol.TurnRef{SessionID: "s1", TurnID: "t1"}); err != nil {
 		t.Fatal(err)
 	}
 	seen := until(t, deltas, runEnd("t1"))
@@ -304,7 +335,7 @@ func TestATurnLeftRunningByADeadWorkerIsRecordedFailed(t *testing.T) {
 	log.Append("user_message", "t1", map[string]string{"text": "hi"})
 	log.Close()
 	r := start(t, protocol.ApprovalAll, "", "worker exited: signal 9", path)
-	snap, err := client.Call(agentdtest.Context(t), r.conn, protocol.OpTurnQuery, protocol.TurnRef{SessionID: "s1", TurnID: "t1"})
+	snap, err := link.Call(agentdtest.Context(t), r.conn, protocol.OpTurnQuery, protocol.TurnRef{SessionID: "s1", TurnID: "t1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -316,27 +347,27 @@ func TestATurnLeftRunningByADeadWorkerIsRecordedFailed(t *testing.T) {
 func TestQueuedMessageCanBeRetractedBeforeItIsDelivered(t *testing.T) {
 	r, deltas := startBusy(t)
 	ctx := agentdtest.Context(t)
-	entry, err := client.Call(ctx, r.conn, protocol.OpTurnMessageSubmit, protocol.MessageSubmitInput{SessionID: "s1", MessageID: "m2", Content: protocol.Content{Text: "later"}, Placement: protocol.PlacementNextTurn})
+	entry, err := link.Call(ctx, r.conn, protocol.OpTurnMessageSubmit, protocol.MessageSubmitInput{SessionID: "s1", MessageID: "m2", Content: protocol.Content{Text: "later"}, Placement: protocol.PlacementNextTurn})
 	if err != nil {
 		t.Fatal(err)
 	}
-	again, err := client.Call(ctx, r.conn, protocol.OpTurnMessageSubmit, protocol.MessageSubmitInput{SessionID: "s1", MessageID: "m2", Content: protocol.Content{Text: "later"}, Placement: protocol.PlacementNextTurn})
+	again, err := link.Call(ctx, r.conn, protocol.OpTurnMessageSubmit, protocol.MessageSubmitInput{SessionID: "s1", MessageID: "m2", Content: protocol.Content{Text: "later"}, Placement: protocol.PlacementNextTurn})
 	if err != nil || again.EntryID != entry.EntryID {
 		t.Fatalf("resubmitted message: %+v %v", again, err)
 	}
-	out, err := client.Call(ctx, r.conn, protocol.OpQueueRetract, protocol.QueueRetractInput{SessionID: "s1", EntryID: entry.EntryID})
+	out, err := link.Call(ctx, r.conn, protocol.OpQueueRetract, protocol.QueueRetractInput{SessionID: "s1", EntryID: entry.EntryID})
 	if err != nil || out.State != protocol.QueueRetracted {
 		t.Fatalf("retract: %+v %v", out, err)
 	}
-	if _, err := client.Call(ctx, r.conn, protocol.OpQueueRetract, protocol.QueueRetractInput{SessionID: "s1", EntryID: entry.EntryID}); !errors.Is(err, client.ErrNotFound) {
+	if _, err := link.Call(ctx, r.conn, protocol.OpQueueRetract, protocol.QueueRetractInput{SessionID: "s1", EntryID: entry.EntryID}); !failedWith(err, protocol.CodeNotFound) {
 		t.Fatalf("second retract: %v", err)
 	}
-	got, err := client.Call(ctx, r.conn, protocol.OpTurnMessageSubmit, protocol.MessageSubmitInput{SessionID: "s1", MessageID: "m2", Content: protocol.Content{Text: "later"}, Placement: protocol.PlacementNextTurn})
+	got, err := link.Call(ctx, r.conn, protocol.OpTurnMessageSubmit, protocol.MessageSubmitInput{SessionID: "s1", MessageID: "m2", Content: protocol.Content{Text: "later"}, Placement: protocol.PlacementNextTurn})
 	again = got
 	if err != nil || again.State != protocol.QueueRetracted {
 		t.Fatalf("a retracted message resubmitted: %+v %v", again, err)
 	}
-	client.Call(ctx, r.conn, protocol.OpTurnInterrupt, protocol.TurnRef{SessionID: "s1", TurnID: "t1"})
+	link.Call(ctx, r.conn, protocol.OpTurnInterrupt, protocol.TurnRef{SessionID: "s1", TurnID: "t1"})
 	until(t, deltas, runEnd("t1"))
 }
 
@@ -350,14 +381,14 @@ func TestTurnsOfAnEarlierWorkerAreKnownAfterRestart(t *testing.T) {
 	r.stop(t)
 	r2 := start(t, protocol.ApprovalAll, "", "", r.transcript)
 	ctx := agentdtest.Context(t)
-	snap, err := client.Call(ctx, r2.conn, protocol.OpTurnQuery, protocol.TurnRef{SessionID: "s1", TurnID: "t1"})
+	snap, err := link.Call(ctx, r2.conn, protocol.OpTurnQuery, protocol.TurnRef{SessionID: "s1", TurnID: "t1"})
 	if err != nil || snap.Status != protocol.TurnCompleted {
 		t.Fatalf("earlier turn: %+v %v", snap, err)
 	}
 	if res := startTurn(t, r2.conn, "t2", "hello again"); res.Kind != "existing" {
 		t.Fatalf("retried turn after restart: %+v", res)
 	}
-	got, err := client.Call(ctx, r2.conn, protocol.OpTurnStop, protocol.TurnRef{SessionID: "s1", TurnID: "t1"})
+	got, err := link.Call(ctx, r2.conn, protocol.OpTurnStop, protocol.TurnRef{SessionID: "s1", TurnID: "t1"})
 	snap = got
 	if err != nil {
 		t.Fatalf("stopping a finished turn: %v", err)
@@ -397,7 +428,7 @@ func TestThePlanSurvivesARestart(t *testing.T) {
 	until(t, deltas, runEnd("t1"))
 	r.stop(t)
 	r2 := start(t, protocol.ApprovalAll, "", "", r.transcript)
-	plan, err := client.Call(agentdtest.Context(t), r2.conn, protocol.OpSessionTodoQuery, protocol.SessionRef{SessionID: "s1"})
+	plan, err := link.Call(agentdtest.Context(t), r2.conn, protocol.OpSessionTodoQuery, protocol.SessionRef{SessionID: "s1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -413,10 +444,10 @@ func TestThePlanSurvivesARestart(t *testing.T) {
 func TestQueuedMessagesOutliveTheWorker(t *testing.T) {
 	r, _ := startBusy(t)
 	ctx := agentdtest.Context(t)
-	submit := func(c *client.Conn, id, placement string) protocol.QueueEntry {
+	submit := func(c *link.Conn, id, placement string) protocol.QueueEntry {
 		t.Helper()
 		in := protocol.MessageSubmitInput{SessionID: "s1", MessageID: id, Content: protocol.Content{Text: "message " + id}, Placement: placement}
-		e, err := client.Call(ctx, c, protocol.OpTurnMessageSubmit, in)
+		e, err := link.Call(ctx, c, protocol.OpTurnMessageSubmit, in)
 		if err != nil {
 			t.Fatalf("submit %s: %v", id, err)
 		}
@@ -425,13 +456,13 @@ func TestQueuedMessagesOutliveTheWorker(t *testing.T) {
 	m2 := submit(r.conn, "m2", protocol.PlacementNextTurn)
 	m3 := submit(r.conn, "m3", protocol.PlacementNextTurn)
 	submit(r.conn, "m4", protocol.PlacementSteering)
-	if _, err := client.Call(ctx, r.conn, protocol.OpQueueRetract, protocol.QueueRetractInput{SessionID: "s1", EntryID: m3.EntryID}); err != nil {
+	if _, err := link.Call(ctx, r.conn, protocol.OpQueueRetract, protocol.QueueRetractInput{SessionID: "s1", EntryID: m3.EntryID}); err != nil {
 		t.Fatal(err)
 	}
 	r.stop(t)
 
 	r2 := start(t, protocol.ApprovalAll, `{"replies":[{"steps":[{"text":"a"}]},{"steps":[{"text":"b"}]},{"steps":[{"text":"c"}]}]}`, "", r.transcript)
-	open, err := client.Call(ctx, r2.conn, protocol.OpSubscriptionOpen, protocol.SubscriptionOpenInput{SessionID: "s1", Transcript: protocol.TranscriptBootstrap{Kind: "none"}})
+	open, err := link.Call(ctx, r2.conn, protocol.OpSubscriptionOpen, protocol.SubscriptionOpenInput{SessionID: "s1", Transcript: protocol.TranscriptBootstrap{Kind: "none"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -484,21 +515,21 @@ func TestDeliveredSteeringIsNotQueuedAgainAfterRestart(t *testing.T) {
 	in := seen[len(seen)-1].Interaction
 	ctx := agentdtest.Context(t)
 	steer := protocol.MessageSubmitInput{SessionID: "s1", MessageID: "m2", Content: protocol.Content{Text: "steer"}, Placement: protocol.PlacementSteering}
-	if _, err := client.Call(ctx, r.conn, protocol.OpTurnMessageSubmit, steer); err != nil {
+	if _, err := link.Call(ctx, r.conn, protocol.OpTurnMessageSubmit, steer); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := client.Call(ctx, r.conn, protocol.OpInteractionAnswer, protocol.InteractionAnswerInput{SessionID: "s1", InteractionID: in.InteractionID, Answer: "allow"}); err != nil {
+	if _, err := link.Call(ctx, r.conn, protocol.OpInteractionAnswer, protocol.InteractionAnswerInput{SessionID: "s1", InteractionID: in.InteractionID, Answer: "allow"}); err != nil {
 		t.Fatal(err)
 	}
 	until(t, deltas, runEnd("t1"))
 	r.stop(t)
 
 	r2 := start(t, protocol.ApprovalAsk, "", "", r.transcript)
-	e, err := client.Call(ctx, r2.conn, protocol.OpTurnMessageSubmit, steer)
+	e, err := link.Call(ctx, r2.conn, protocol.OpTurnMessageSubmit, steer)
 	if err != nil || e.State != protocol.QueueDelivered {
 		t.Fatalf("the delivered steering message resubmitted: %+v %v", e, err)
 	}
-	if _, err := client.Call(ctx, r2.conn, protocol.OpTurnQuery, protocol.TurnRef{SessionID: "s1", TurnID: "turn-m2"}); !errors.Is(err, client.ErrNotFound) {
+	if _, err := link.Call(ctx, r2.conn, protocol.OpTurnQuery, protocol.TurnRef{SessionID: "s1", TurnID: "turn-m2"}); !failedWith(err, protocol.CodeNotFound) {
 		t.Fatalf("the delivered steering message started a turn of its own: %v", err)
 	}
 	c, err := transcript.ReadAll(r.transcript)
@@ -521,21 +552,21 @@ func TestAQueuedMessageWaitsWhileTheModelCannotRun(t *testing.T) {
 	r, deltas := startBusy(t, `{"steps":[{"text":"t3"}]}`, `{"steps":[{"text":"m2"}]}`)
 	ctx := agentdtest.Context(t)
 	m2 := protocol.MessageSubmitInput{SessionID: "s1", MessageID: "m2", Content: protocol.Content{Text: "then this"}, Placement: protocol.PlacementNextTurn}
-	if _, err := client.Call(ctx, r.conn, protocol.OpTurnMessageSubmit, m2); err != nil {
+	if _, err := link.Call(ctx, r.conn, protocol.OpTurnMessageSubmit, m2); err != nil {
 		t.Fatal(err)
 	}
 	selectModel := func(model string) {
 		t.Helper()
-		if _, err := client.Call(ctx, r.conn, protocol.OpModelsSelect, protocol.ModelsSelectInput{SessionID: "s1", Model: model}); err != nil {
+		if _, err := link.Call(ctx, r.conn, protocol.OpModelsSelect, protocol.ModelsSelectInput{SessionID: "s1", Model: model}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	selectModel("anthropic/claude-sonnet-4-5")
-	if _, err := client.Call(ctx, r.conn, protocol.OpTurnInterrupt, protocol.TurnRef{SessionID: "s1", TurnID: "t1"}); err != nil {
+	if _, err := link.Call(ctx, r.conn, protocol.OpTurnInterrupt, protocol.TurnRef{SessionID: "s1", TurnID: "t1"}); err != nil {
 		t.Fatal(err)
 	}
 	until(t, deltas, runEnd("t1"))
-	e, err := client.Call(ctx, r.conn, protocol.OpTurnMessageSubmit, m2)
+	e, err := link.Call(ctx, r.conn, protocol.OpTurnMessageSubmit, m2)
 	if err != nil || e.State != protocol.QueueQueued {
 		t.Fatalf("m2 after its turn could not start: %+v %v", e, err)
 	}
@@ -584,12 +615,12 @@ func TestAWorkerIsNoOrphanBeforeItsHostClaimsIt(t *testing.T) {
 		t.Fatal("the worker retired before a host reached it")
 	case <-time.After(100 * time.Millisecond): // a hundred orphan graces
 	}
-	c, err := client.Dial(agentdtest.Context(t), sock, client.Options{CompositionID: protocol.CompositionWorker})
+	c, err := link.Dial(agentdtest.Context(t), sock)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if _, err := client.Call(agentdtest.Context(t), c, protocol.OpSessionGet, protocol.SessionRef{SessionID: "s1"}); err != nil {
+	if _, err := link.Call(agentdtest.Context(t), c, protocol.OpSessionGet, protocol.SessionRef{SessionID: "s1"}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -604,7 +635,7 @@ func TestAToolAllowedForTheSessionRunsWithoutAskingAgainAfterARestart(t *testing
 	seen := until(t, deltas, func(d protocol.SessionDelta) bool { return d.Event == protocol.EventInteractionAdded })
 	in := seen[len(seen)-1].Interaction
 	ctx := agentdtest.Context(t)
-	answered, err := client.Call(ctx, r.conn, protocol.OpInteractionAnswer, protocol.InteractionAnswerInput{SessionID: "s1", InteractionID: in.InteractionID, Answer: protocol.AnswerAllowAlways})
+	answered, err := link.Call(ctx, r.conn, protocol.OpInteractionAnswer, protocol.InteractionAnswerInput{SessionID: "s1", InteractionID: in.InteractionID, Answer: protocol.AnswerAllowAlways})
 	if err != nil || answered.Answer != protocol.AnswerAllowAlways {
 		t.Fatalf("answer: %+v %v", answered, err)
 	}
@@ -666,7 +697,7 @@ func TestAPageCarriesARecordTooLargeForTheWireWithoutItsData(t *testing.T) {
 	var got []protocol.TranscriptRecord
 	in := protocol.TranscriptPageInput{SessionID: "s1", Direction: "older", MaxBytes: 64 << 10}
 	for {
-		page, err := client.Call(ctx, r.conn, protocol.OpSessionTranscriptPage, in)
+		page, err := link.Call(ctx, r.conn, protocol.OpSessionTranscriptPage, in)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -725,7 +756,7 @@ func TestABackgroundRunTheAgentStartsOutlivesItsTurn(t *testing.T) {
 	}
 	resources := func() []protocol.Resource {
 		t.Helper()
-		res, err := client.Call(ctx, r.conn, protocol.OpRuntimeResourceQuery, protocol.ResourceQueryInput{SessionID: "s1"})
+		res, err := link.Call(ctx, r.conn, protocol.OpRuntimeResourceQuery, protocol.ResourceQueryInput{SessionID: "s1"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -784,7 +815,7 @@ func TestAForegroundBashCallIsAShellRunOfTheSession(t *testing.T) {
 	if !strings.Contains(updates, "first line") || !strings.Contains(out, "second line") || !strings.Contains(out, "exit code 4") {
 		t.Fatalf("streamed %q, answered %q", updates, out)
 	}
-	res, err := client.Call(agentdtest.Context(t), r.conn, protocol.OpRuntimeResourceQuery, protocol.ResourceQueryInput{SessionID: "s1"})
+	res, err := link.Call(agentdtest.Context(t), r.conn, protocol.OpRuntimeResourceQuery, protocol.ResourceQueryInput{SessionID: "s1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -815,8 +846,8 @@ func TestANewerHostConnectionSupersedesTheEarlierOne(t *testing.T) {
 	r := start(t, protocol.ApprovalAsk, "", "", "")
 	ctx := agentdtest.Context(t)
 	sock := r.conn.Endpoint()
-	dialHost := func() *client.Conn {
-		c, err := client.Dial(ctx, sock, client.Options{CompositionID: protocol.CompositionWorker, Surface: protocol.SurfaceHost})
+	dialHost := func() *link.Conn {
+		c, err := link.Dial(ctx, sock)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -825,18 +856,18 @@ func TestANewerHostConnectionSupersedesTheEarlierOne(t *testing.T) {
 	}
 	first := dialHost()
 	in := protocol.SubscriptionOpenInput{SessionID: "s1", Transcript: protocol.TranscriptBootstrap{Kind: protocol.TranscriptNone}}
-	open, err := client.Call(ctx, first, protocol.OpSubscriptionOpen, in)
+	open, err := link.Call(ctx, first, protocol.OpSubscriptionOpen, in)
 	if err != nil {
 		t.Fatal(err)
 	}
-	feed := first.Follow(open.SubscriptionID)
+	feed := first.Stream(open.SubscriptionID)
 	defer feed.Close()
-	if _, err := client.Call(ctx, first, protocol.OpSubscriptionReady, protocol.SubscriptionRef{SubscriptionID: open.SubscriptionID}); err != nil {
+	if _, err := link.Call(ctx, first, protocol.OpSubscriptionReady, protocol.SubscriptionRef{SubscriptionID: open.SubscriptionID}); err != nil {
 		t.Fatal(err)
 	}
 
 	second := dialHost()
-	if _, err := client.Call(ctx, second, protocol.OpSessionTodoQuery, protocol.SessionRef{SessionID: "s1"}); err != nil {
+	if _, err := link.Call(ctx, second, protocol.OpSessionTodoQuery, protocol.SessionRef{SessionID: "s1"}); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -847,14 +878,12 @@ func TestANewerHostConnectionSupersedesTheEarlierOne(t *testing.T) {
 	if _, err := feed.Next(ctx); err == nil {
 		t.Fatal("the superseded connection's stream goes on")
 	}
-	if _, err := client.Call(ctx, first, protocol.OpSubscriptionOpen, in); err == nil {
+	if _, err := link.Call(ctx, first, protocol.OpSubscriptionOpen, in); err == nil {
 		t.Fatal("a superseded connection opened a subscription")
 	}
 	// A client that is not a host (a test's, a tool's) supersedes nothing.
-	if _, err := client.Dial(ctx, sock, client.Options{CompositionID: protocol.CompositionWorker}); err != nil {
-		t.Fatal(err)
-	}
-	open, err = client.Call(ctx, second, protocol.OpSubscriptionOpen, in)
+	dialAsTool(t, sock)
+	open, err = link.Call(ctx, second, protocol.OpSubscriptionOpen, in)
 	if err != nil {
 		t.Fatalf("the current host's connection: %v", err)
 	}

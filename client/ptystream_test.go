@@ -1,0 +1,169 @@
+package client_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/agentd-dev/agentd/client"
+	"github.com/agentd-dev/agentd/internal/agentdtest"
+	"github.com/agentd-dev/agentd/internal/server"
+	"github.com/agentd-dev/agentd/protocol"
+)
+
+// ptyHost is a host composition with one PTY, p1 of session s1, for a
+// stream's reader to fall behind on. The nth subscription that chooses it
+// is sent the screen "screen n"; the first is sent, besides, more output
+// than a watcher holds (flood) or a few lines and then its closing as a
+// slow consumer, all before the choice is answered, so that a reader
+// that reads only once WatchPTY returns is behind.
+type ptyHost struct {
+	flood  bool   // constant: the first subscription overflows its watcher
+	state  string // constant: the PTY's state, as runtime.resource.query tells it
+	mu     sync.Mutex
+	opened int      // guarded by mu
+	closed []string // guarded by mu: the subscriptions closed by their client
+}
+
+// ptyConn is a connection's attachment: where its frames are written.
+type ptyConn struct{ out *server.OutboundWriter }
+
+func (*ptyConn) Close(context.Context) error { return nil }
+
+func (h *ptyHost) AttachConnection(_ server.Identity, out *server.OutboundWriter) server.Attachment {
+	return &ptyConn{out: out}
+}
+
+func (h *ptyHost) Close(context.Context) error { return nil }
+func (h *ptyHost) BeginDrain()                 {}
+
+func (h *ptyHost) Handlers() server.Table {
+	t := server.Table{}
+	server.Handle(t, protocol.OpSubscriptionOpen, func(_ context.Context, _ *server.Call, _ *protocol.SubscriptionOpenInput) (protocol.SubscriptionOpenResult, error) {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.opened++
+		return protocol.SubscriptionOpenResult{SubscriptionID: fmt.Sprintf("sub-%d", h.opened), NextSequence: 1, Snapshot: json.RawMessage(`{}`)}, nil
+	})
+	server.Handle(t, protocol.OpSubscriptionReady, func(_ context.Context, _ *server.Call, in *protocol.SubscriptionRef) (protocol.SubscriptionRef, error) {
+		return *in, nil
+	})
+	server.Handle(t, protocol.OpSubscriptionClose, func(_ context.Context, _ *server.Call, in *protocol.SubscriptionRef) (protocol.SubscriptionRef, error) {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.closed = append(h.closed, in.SubscriptionID)
+		return *in, nil
+	})
+	server.Handle(t, protocol.OpSubscriptionPtyInterestSet, func(_ context.Context, call *server.Call, in *protocol.PtyInterestInput) (protocol.SubscriptionRef, error) {
+		out := call.Attachment().(*ptyConn).out
+		seq := uint64(0)
+		push := func(class server.Class, b []byte) error {
+			_, err := out.Enqueue(class, b)
+			return err
+		}
+		data := func(text string, screen bool) error {
+			seq++
+			head := protocol.Pushed{Kind: protocol.KindRuntimeResourcePtyData, HostEpoch: "e", SubscriptionID: in.SubscriptionID, Sequence: seq}
+			f := protocol.PtyDataFields{SessionID: "s1", Ref: "p1", PtySequence: seq, Data: protocol.AppendJSONString(nil, text), Screen: screen}
+			return push(server.Control, protocol.AppendPtyDataFrame(nil, head, &f))
+		}
+		if err := data("screen "+strings.TrimPrefix(in.SubscriptionID, "sub-"), true); err != nil {
+			return protocol.SubscriptionRef{}, err
+		}
+		if in.SubscriptionID != "sub-1" {
+			return protocol.SubscriptionRef{SubscriptionID: in.SubscriptionID}, nil
+		}
+		lines := 10
+		if h.flood {
+			lines = client.WatcherBuffer
+		}
+		for i := 1; i <= lines; i++ {
+			if err := data(fmt.Sprintf("line %d\n", i), false); err != nil {
+				return protocol.SubscriptionRef{}, err
+			}
+		}
+		if !h.flood {
+			seq++
+			b, _ := json.Marshal(protocol.SubscriptionClosedFrame{
+				Pushed: protocol.Pushed{Kind: protocol.KindSubscriptionClosed, HostEpoch: "e", SubscriptionID: in.SubscriptionID, Sequence: seq},
+				Reason: protocol.ClosedSlowConsumer,
+			})
+			if err := push(server.Fence, b); err != nil {
+				return protocol.SubscriptionRef{}, err
+			}
+		}
+		return protocol.SubscriptionRef{SubscriptionID: in.SubscriptionID}, nil
+	})
+	server.Handle(t, protocol.OpRuntimeResourceQuery, func(_ context.Context, _ *server.Call, in *protocol.ResourceQueryInput) (protocol.ResourceQueryResult, error) {
+		return protocol.ResourceQueryResult{Resources: []protocol.Resource{{SessionID: "s1", Ref: "p1", Kind: protocol.ResourcePTY, State: h.state}}}, nil
+	})
+	return t
+}
+
+// A PTY stream whose reader falls behind goes on from the PTY's screen:
+// the output before is whole as far as it goes, the stream reopens on a
+// subscription of its own, the one it left is closed, and an exit the
+// stream could not carry meanwhile is told after the screen.
+func TestAPTYStreamThatFallsBehindGoesOnFromTheScreen(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		flood bool
+		state string
+	}{
+		{"its watcher fills, and the PTY exits meanwhile", true, protocol.ResourceExited},
+		{"the host closes it as a slow consumer", false, protocol.ResourceRunning},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ph := &ptyHost{flood: tc.flood, state: tc.state}
+			h := agentdtest.NewHost(t, agentdtest.Options{Compose: func(context.Context, *server.Server) (server.Composition, error) { return ph, nil }})
+			c := h.Connect(t)
+			ctx := agentdtest.Context(t)
+			s, err := c.WatchPTY(ctx, "s1", "p1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			next := func() client.PTYEvent {
+				t.Helper()
+				ev, err := s.Next(ctx)
+				if err != nil {
+					t.Fatalf("the stream ended: %v", err)
+				}
+				return ev
+			}
+			if ev := next(); !ev.Screen || string(ev.Data) != "screen 1" {
+				t.Fatalf("the first event: %+v", ev)
+			}
+			lines := 0
+			for {
+				ev := next()
+				if ev.Screen {
+					if string(ev.Data) != "screen 2" {
+						t.Fatalf("the screen after %d lines: %q", lines, ev.Data)
+					}
+					break
+				}
+				if want := fmt.Sprintf("line %d\n", lines+1); string(ev.Data) != want {
+					t.Fatalf("output %q where %q was due: the stream tore", ev.Data, want)
+				}
+				lines++
+			}
+			t.Logf("%d lines, then the screen again", lines)
+			if tc.state == protocol.ResourceExited {
+				if ev := next(); ev.Resource == nil || ev.Resource.State != protocol.ResourceExited {
+					t.Fatalf("after the screen: %+v, want the PTY's exit", ev)
+				}
+			}
+			ph.mu.Lock()
+			closed := slices.Clone(ph.closed)
+			ph.mu.Unlock()
+			if !slices.Contains(closed, "sub-1") {
+				t.Fatalf("the subscriptions closed: %v, want sub-1, which the stream left", closed)
+			}
+		})
+	}
+}
