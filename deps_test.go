@@ -28,6 +28,11 @@ var arrows = map[string][]string{
 	"client/sessiontest": {},
 	"cmd/agentd":         {"internal/cli"},
 
+	// cold activation: starts a host with the command it is given and
+	// waits for it through the public client's discovery; it never
+	// imports the host. Only the agentd command, tests and benchmarks
+	// start hosts, so only they import it.
+	"internal/activation":            {"client", "internal/home", "internal/proc", "protocol"},
 	"internal/agent":                 {"internal/llm", "internal/tools"},
 	"internal/agentdtest":            {"client", "internal/agentdtest/poll", "internal/host", "internal/server", "protocol"},
 	"internal/agentdtest/poll":       {},
@@ -58,7 +63,7 @@ var arrows = map[string][]string{
 	"internal/version":    {},
 	"internal/worker":     {"internal/agent", "internal/fanout", "internal/home", "internal/llm", "internal/proc", "internal/resource", "internal/server", "internal/tools", "internal/transcript", "internal/transport", "protocol"},
 	"internal/cli": {
-		"client", "internal/credentials", "internal/home", "internal/host", "internal/llm", "internal/proc", "internal/provider", "internal/provider/anthropic", "internal/provider/faux",
+		"client", "internal/activation", "internal/credentials", "internal/home", "internal/host", "internal/llm", "internal/proc", "internal/provider", "internal/provider/anthropic", "internal/provider/faux",
 		"internal/provider/openai", "internal/redact", "internal/sessions", "internal/tools", "internal/transcript",
 		"internal/tui", "internal/version", "internal/worker", "protocol",
 	},
@@ -68,9 +73,9 @@ var arrows = map[string][]string{
 	"bench/internal/procstat": {"internal/proc"},
 	"bench/internal/table":    {},
 	"bench/hostbench":         {"bench/internal/harness", "bench/internal/procstat", "bench/internal/table", "client", "internal/host", "protocol"},
-	"bench/sessionbench":      {"bench/internal/harness", "bench/internal/procstat", "bench/internal/table", "client", "internal/cli", "internal/home", "internal/proc", "internal/resource", "protocol"},
-	"bench/soak":              {"bench/internal/asagentd", "bench/internal/harness", "client", "internal/home", "internal/proc", "protocol"},
-	"bench/handoffbench":      {"bench/internal/asagentd", "bench/internal/harness", "bench/internal/procstat", "bench/internal/table", "client", "internal/home", "internal/proc", "protocol"},
+	"bench/sessionbench":      {"bench/internal/harness", "bench/internal/procstat", "bench/internal/table", "client", "internal/activation", "internal/cli", "internal/home", "internal/proc", "internal/resource", "protocol"},
+	"bench/soak":              {"bench/internal/asagentd", "bench/internal/harness", "client", "internal/activation", "internal/home", "internal/proc", "protocol"},
+	"bench/handoffbench":      {"bench/internal/asagentd", "bench/internal/harness", "bench/internal/procstat", "bench/internal/table", "client", "internal/activation", "internal/home", "internal/proc", "protocol"},
 }
 
 // TestImportArrows checks every package's imports of agentd (test files
