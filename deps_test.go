@@ -17,7 +17,8 @@ const module = "github.com/agentd-dev/agentd"
 // design allows: package → the agentd packages it may import. A new
 // arrow fails TestImportArrows until it is written here, so the shape of
 // the system changes on purpose or not at all. The rules behind it:
-// protocol imports nothing of agentd; the client only protocol; the
+// protocol imports nothing of agentd; the client only protocol, and
+// starts no host (internal/activation does, for the agentd command); the
 // worker serves its socket through server, never through the host; the
 // host's session service never imports the worker it starts, and reaches
 // worker processes only through the supervisor.

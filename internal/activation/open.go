@@ -156,20 +156,19 @@ func dialServed(ctx context.Context, endpoint string, opts client.Options) (*cli
 	}
 }
 
+// locate finds or starts the host of act. With noStart it starts none: it
+// removes what a dead host of act's id left, and returns the live host or
+// client.ErrNoHost.
 func locate(ctx context.Context, act Options, noStart bool) (client.HostInfo, bool, error) {
 	if !noStart {
 		return EnsureHost(ctx, act)
 	}
-	hosts, err := Discover(ctx, act.RuntimeDir)
-	if err != nil {
+	reapActivated()
+	if _, _, err := inspectHost(ctx, act.RuntimeDir, act.HostID); err != nil {
 		return client.HostInfo{}, false, err
 	}
-	for _, h := range hosts {
-		if h.HostID == act.HostID {
-			return h, false, nil
-		}
-	}
-	return client.HostInfo{}, false, client.ErrNoHost
+	info, err := client.FindHost(ctx, act.RuntimeDir, act.HostID)
+	return info, false, err
 }
 
 // WaitExited waits until the process of the host info names has exited (a
