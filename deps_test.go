@@ -17,7 +17,8 @@ const module = "github.com/agentd-dev/agentd"
 // design allows: package → the agentd packages it may import. A new
 // arrow fails TestImportArrows until it is written here, so the shape of
 // the system changes on purpose or not at all. The rules behind it:
-// protocol imports nothing of agentd; the client only protocol; the
+// protocol imports nothing of agentd; the client only protocol, and
+// starts no host (internal/activation does, for the agentd command); the
 // worker serves its socket through server, never through the host; the
 // host's session service never imports the worker it starts, and reaches
 // worker processes only through the supervisor.
@@ -28,6 +29,11 @@ var arrows = map[string][]string{
 	"client/sessiontest": {},
 	"cmd/agentd":         {"internal/cli"},
 
+	// cold activation: starts a host with the command it is given and
+	// waits for it through the public client's discovery; it never
+	// imports the host. Only the agentd command, tests and benchmarks
+	// start hosts, so only they import it.
+	"internal/activation":            {"client", "internal/home", "internal/proc", "protocol"},
 	"internal/agent":                 {"internal/llm", "internal/tools"},
 	"internal/agentdtest":            {"client", "internal/agentdtest/poll", "internal/host", "internal/server", "protocol"},
 	"internal/agentdtest/poll":       {},
@@ -60,7 +66,7 @@ var arrows = map[string][]string{
 	// trusts as the link defines them, the two ends of one connection
 	"internal/worker": {"internal/agent", "internal/fanout", "internal/home", "internal/link", "internal/llm", "internal/proc", "internal/resource", "internal/server", "internal/tools", "internal/transcript", "internal/transport", "protocol"},
 	"internal/cli": {
-		"client", "internal/credentials", "internal/home", "internal/host", "internal/llm", "internal/proc", "internal/provider", "internal/provider/anthropic", "internal/provider/faux",
+		"client", "internal/activation", "internal/credentials", "internal/home", "internal/host", "internal/llm", "internal/proc", "internal/provider", "internal/provider/anthropic", "internal/provider/faux",
 		"internal/provider/openai", "internal/redact", "internal/sessions", "internal/tools", "internal/transcript",
 		"internal/tui", "internal/version", "internal/worker", "protocol",
 	},
@@ -71,9 +77,9 @@ var arrows = map[string][]string{
 	"bench/internal/table":    {},
 	"bench/hostbench":         {"bench/internal/harness", "bench/internal/procstat", "bench/internal/table", "client", "internal/host", "protocol"},
 	// a stopped stream's diagnosis asks the session's worker through the host's link
-	"bench/sessionbench": {"bench/internal/harness", "bench/internal/procstat", "bench/internal/table", "client", "internal/cli", "internal/home", "internal/link", "internal/proc", "internal/resource", "protocol"},
-	"bench/soak":         {"bench/internal/asagentd", "bench/internal/harness", "client", "internal/home", "internal/proc", "protocol"},
-	"bench/handoffbench": {"bench/internal/asagentd", "bench/internal/harness", "bench/internal/procstat", "bench/internal/table", "client", "internal/home", "internal/proc", "protocol"},
+	"bench/sessionbench": {"bench/internal/harness", "bench/internal/procstat", "bench/internal/table", "client", "internal/activation", "internal/cli", "internal/home", "internal/link", "internal/proc", "internal/resource", "protocol"},
+	"bench/soak":         {"bench/internal/asagentd", "bench/internal/harness", "client", "internal/activation", "internal/home", "internal/proc", "protocol"},
+	"bench/handoffbench": {"bench/internal/asagentd", "bench/internal/harness", "bench/internal/procstat", "bench/internal/table", "client", "internal/activation", "internal/home", "internal/proc", "protocol"},
 }
 
 // TestImportArrows checks every package's imports of agentd (test files

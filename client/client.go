@@ -1,5 +1,5 @@
 // Package client is the public Go client of agentd: it finds hosts in a
-// runtime directory, starts one when none runs (cold activation), speaks
+// runtime directory, running ones only (it starts none), speaks
 // the protocol over a host's unix socket, correlates responses, bounds
 // requests in flight, and delivers host-pushed frames to watchers.
 //

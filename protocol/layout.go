@@ -3,6 +3,8 @@ package protocol
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -105,6 +107,12 @@ const RegistrationSchemaVersion = 1
 
 // Registration is the record a host publishes in the runtime directory so
 // clients can find it. It is replaced atomically on every state change.
+//
+// The record is defined here, with the wire's frames, rather than beside
+// the host that writes it: clients read it to find a host, so its shape is
+// part of what a client relies on (docs/protocol.md, with its JSON Schema),
+// and a client in another language is written from that alone. The host
+// writes it and every reader decodes it with ParseRegistration.
 type Registration struct {
 	SchemaVersion      int       `json:"schemaVersion"`
 	HostID             string    `json:"hostId"`
@@ -118,4 +126,24 @@ type Registration struct {
 	CompatibilityEpoch int       `json:"compatibilityEpoch"`
 	Version            string    `json:"version"`
 	StartedAt          time.Time `json:"startedAt"`
+}
+
+// ParseRegistration decodes a registration record and checks the fields a
+// client needs to reach its host: a valid hostId, a positive pid and an
+// endpoint.
+func ParseRegistration(b []byte) (Registration, error) {
+	var r Registration
+	if err := json.Unmarshal(b, &r); err != nil {
+		return Registration{}, fmt.Errorf("registration: %w", err)
+	}
+	if err := ValidHostID(r.HostID); err != nil {
+		return Registration{}, fmt.Errorf("registration: hostId: %w", err)
+	}
+	if r.PID <= 0 {
+		return Registration{}, fmt.Errorf("registration: pid %d: want a process id", r.PID)
+	}
+	if r.Endpoint == "" {
+		return Registration{}, errors.New("registration: endpoint is empty")
+	}
+	return r, nil
 }

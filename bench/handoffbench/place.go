@@ -20,6 +20,7 @@ import (
 
 	"github.com/agentd-dev/agentd/bench/internal/asagentd"
 	"github.com/agentd-dev/agentd/client"
+	"github.com/agentd-dev/agentd/internal/activation"
 	"github.com/agentd-dev/agentd/internal/home"
 	"github.com/agentd-dev/agentd/internal/proc"
 	"github.com/agentd-dev/agentd/protocol"
@@ -64,8 +65,8 @@ func newPlace(base, name string) (*place, error) {
 
 // activation places the host of the place's home, as every client of the
 // bench finds or starts it.
-func (p *place) activation() client.ActivationOptions {
-	return client.ActivationOptions{
+func (p *place) activation() activation.Options {
+	return activation.Options{
 		Home: p.home, RuntimeDir: p.runDir,
 		Command:   append(slices.Clone(p.agentd), "host", "--log-file", p.hostLog()),
 		IdleGrace: time.Hour, Env: p.env,
@@ -74,11 +75,11 @@ func (p *place) activation() client.ActivationOptions {
 
 // dial connects to the home's host, starting one when none runs.
 func (p *place) dial(ctx context.Context) (*client.Conn, error) {
-	c, _, _, err := client.Open(ctx, client.OpenOptions{Activation: p.activation(), Options: client.Options{Surface: protocol.SurfaceSDK}})
+	c, _, _, err := activation.Open(ctx, activation.OpenOptions{Activation: p.activation(), Options: client.Options{Surface: protocol.SurfaceSDK}})
 	return c, err
 }
 
-func (p *place) hostLog() string { return filepath.Join(p.home, client.LogFileName) }
+func (p *place) hostLog() string { return filepath.Join(p.home, activation.LogFileName) }
 
 // run runs an agentd command in the place and returns its output and how
 // long it took, from start to exit.
@@ -259,7 +260,7 @@ func (p *place) stop() {
 			time.Sleep(5 * time.Millisecond)
 		}
 	}
-	client.Discover(ctx, p.runDir)
+	activation.Discover(ctx, p.runDir)
 }
 
 func readJSON(path string, v any) error {

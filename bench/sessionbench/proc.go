@@ -17,6 +17,7 @@ import (
 
 	"github.com/agentd-dev/agentd/bench/internal/procstat"
 	"github.com/agentd-dev/agentd/client"
+	"github.com/agentd-dev/agentd/internal/activation"
 	"github.com/agentd-dev/agentd/internal/proc"
 	"github.com/agentd-dev/agentd/protocol"
 )
@@ -131,7 +132,7 @@ func (b *bench) openHost(ctx context.Context, home, runDir string, extra ...stri
 	}
 	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	c, info, _, err := client.Open(octx, client.OpenOptions{Activation: client.ActivationOptions{
+	c, info, _, err := activation.Open(octx, activation.OpenOptions{Activation: activation.Options{
 		Home: home, RuntimeDir: runDir,
 		Command:   []string{b.agentd, "host", "--log-file", filepath.Join(home, "host.log")},
 		IdleGrace: 10 * time.Minute, Env: env,

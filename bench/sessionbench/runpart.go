@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentd-dev/agentd/client"
+	"github.com/agentd-dev/agentd/internal/activation"
 	"github.com/agentd-dev/agentd/protocol"
 )
 
@@ -86,7 +86,7 @@ func (b *bench) runPart(ctx context.Context) error {
 		return err
 	}
 	defer b.shutdown(ctx, home, runDir)
-	env := b.agentdEnv(home, runDir, client.EnvIdleGrace+"=10m", "AGENTD_WORKER_IDLE_GRACE=10m")
+	env := b.agentdEnv(home, runDir, activation.EnvIdleGrace+"=10m", "AGENTD_WORKER_IDLE_GRACE=10m")
 	run := func(args ...string) (time.Duration, error) {
 		cmd := command(ctx, env, b.agentd, append([]string{"run"}, args...)...)
 		cmd.Dir = b.work

@@ -13,7 +13,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/agentd-dev/agentd/client"
+	"github.com/agentd-dev/agentd/internal/activation"
 	"github.com/agentd-dev/agentd/internal/home"
 	"github.com/agentd-dev/agentd/internal/proc"
 	"github.com/agentd-dev/agentd/protocol"
@@ -96,7 +96,7 @@ func killHostInHandoff(ctx context.Context, s *Soak) (fault, error) {
 	if err != nil {
 		return fault{}, err
 	}
-	args := slices.Concat(s.agentd[1:], []string{"host", "--replace", "--idle-grace", time.Hour.String(), "--log-file", filepath.Join(s.home, client.LogFileName)})
+	args := slices.Concat(s.agentd[1:], []string{"host", "--replace", "--idle-grace", time.Hour.String(), "--log-file", filepath.Join(s.home, activation.LogFileName)})
 	cmd := exec.Command(s.agentd[0], args...)
 	cmd.Env = append(os.Environ(), protocol.EnvHome+"="+s.home, protocol.EnvRuntimeDir+"="+s.runDir)
 	cmd.Env = append(cmd.Env, s.env...)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentd-dev/agentd/bench/internal/asagentd"
 	"github.com/agentd-dev/agentd/client"
+	"github.com/agentd-dev/agentd/internal/activation"
 	"github.com/agentd-dev/agentd/internal/proc"
 	"github.com/agentd-dev/agentd/protocol"
 )
@@ -48,7 +49,7 @@ func (s *Soak) stopHost(checkExits bool) error {
 	ctx, cancel := context.WithTimeout(context.Background(), turnTimeout)
 	defer cancel()
 	s.trackRegistered()
-	c, info, _, err := client.Open(ctx, client.OpenOptions{NoStart: true, Activation: s.activation(), Options: client.Options{Surface: protocol.SurfaceSDK}})
+	c, info, _, err := activation.Open(ctx, activation.OpenOptions{NoStart: true, Activation: s.activation(), Options: client.Options{Surface: protocol.SurfaceSDK}})
 	switch {
 	case errors.Is(err, client.ErrNoHost):
 	case err != nil:
@@ -59,11 +60,11 @@ func (s *Soak) stopHost(checkExits bool) error {
 		if err != nil {
 			return fmt.Errorf("stopping the host: %w", err)
 		}
-		if err := client.WaitExited(ctx, info); err != nil {
+		if err := activation.WaitExited(ctx, info); err != nil {
 			return err
 		}
 	}
-	client.Discover(ctx, s.runDir) // reaps the hosts this process started
+	activation.Discover(ctx, s.runDir) // reaps the hosts this process started
 	if !checkExits {
 		return nil
 	}
@@ -104,5 +105,5 @@ func (s *Soak) killLeftovers() {
 			time.Sleep(5 * time.Millisecond)
 		}
 	}
-	client.Discover(context.Background(), s.runDir)
+	activation.Discover(context.Background(), s.runDir)
 }

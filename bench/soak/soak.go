@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentd-dev/agentd/bench/internal/asagentd"
 	"github.com/agentd-dev/agentd/client"
+	"github.com/agentd-dev/agentd/internal/activation"
 	"github.com/agentd-dev/agentd/protocol"
 )
 
@@ -158,10 +159,10 @@ func (s *Soak) Report() Report {
 }
 
 // activation places the host of the soak's home.
-func (s *Soak) activation() client.ActivationOptions {
-	return client.ActivationOptions{
+func (s *Soak) activation() activation.Options {
+	return activation.Options{
 		Home: s.home, RuntimeDir: s.runDir,
-		Command:   append(slices.Clone(s.agentd), "host", "--log-file", filepath.Join(s.home, client.LogFileName)),
+		Command:   append(slices.Clone(s.agentd), "host", "--log-file", filepath.Join(s.home, activation.LogFileName)),
 		IdleGrace: time.Hour, Env: s.env,
 	}
 }
@@ -169,7 +170,7 @@ func (s *Soak) activation() client.ActivationOptions {
 // dial connects to the home's host, starting one when none runs: the
 // sessions' clients reconnect through it.
 func (s *Soak) dial(ctx context.Context) (*client.Conn, error) {
-	c, _, _, err := client.Open(ctx, client.OpenOptions{Activation: s.activation(), Options: client.Options{Surface: protocol.SurfaceSDK}})
+	c, _, _, err := activation.Open(ctx, activation.OpenOptions{Activation: s.activation(), Options: client.Options{Surface: protocol.SurfaceSDK}})
 	return c, err
 }
 

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/agentd-dev/agentd/client"
+	"github.com/agentd-dev/agentd/internal/activation"
 	"github.com/agentd-dev/agentd/internal/agentdtest"
 	"github.com/agentd-dev/agentd/protocol"
 )
@@ -30,10 +31,10 @@ func newSessionPlace(t *testing.T) *sessionPlace {
 	p := &sessionPlace{t: t, home: filepath.Join(base, "home"), rundir: filepath.Join(base, "run"), work: filepath.Join(base, "work")}
 	os.MkdirAll(p.work, 0o755)
 	t.Cleanup(func() {
-		hosts, _ := client.Discover(context.Background(), p.rundir)
+		hosts, _ := activation.Discover(context.Background(), p.rundir)
 		for _, h := range hosts {
 			syscall.Kill(h.PID, syscall.SIGTERM)
-			client.WaitExited(agentdtest.Context(t), h)
+			activation.WaitExited(agentdtest.Context(t), h)
 		}
 	})
 	return p
@@ -41,7 +42,7 @@ func newSessionPlace(t *testing.T) *sessionPlace {
 
 // dial connects to the place's host, starting one when none runs.
 func (p *sessionPlace) dial(ctx context.Context) (*client.Conn, error) {
-	c, _, _, err := client.Open(ctx, client.OpenOptions{Activation: client.ActivationOptions{
+	c, _, _, err := activation.Open(ctx, activation.OpenOptions{Activation: activation.Options{
 		Home: p.home, RuntimeDir: p.rundir, HostID: placeHostID,
 		Command: []string{os.Args[0], "host"},
 		Env:     []string{envAsCLI + "=1", "GORACE=atexit_sleep_ms=0", "AGENTD_WORKER_IDLE_GRACE=1m"},
@@ -278,7 +279,7 @@ func TestAFollowerReopensItsStreamOnTheHostThatReplacesAKilledOne(t *testing.T) 
 		t.Fatal(err)
 	}
 	defer f.Close()
-	hosts, err := client.Discover(agentdtest.Context(t), p.rundir)
+	hosts, err := activation.Discover(agentdtest.Context(t), p.rundir)
 	if err != nil || len(hosts) != 1 {
 		t.Fatalf("hosts %+v: %v", hosts, err)
 	}

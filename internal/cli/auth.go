@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentd-dev/agentd/client"
+	"github.com/agentd-dev/agentd/internal/activation"
 	"github.com/agentd-dev/agentd/internal/credentials"
 	"github.com/agentd-dev/agentd/protocol"
 )
@@ -178,7 +179,7 @@ func keyProvider(name string) (string, error) {
 
 // homeDir is the home this command's host keeps.
 func homeDir() (string, error) {
-	act, err := client.ResolveActivation(client.ActivationOptions{})
+	act, err := activation.Resolve(activation.Options{})
 	if err != nil {
 		return "", err
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/agentd-dev/agentd/client"
+	"github.com/agentd-dev/agentd/internal/activation"
 	"github.com/agentd-dev/agentd/internal/agentdtest"
 	"github.com/agentd-dev/agentd/internal/agentdtest/poll"
 	"github.com/agentd-dev/agentd/internal/credentials"
@@ -94,7 +95,7 @@ func TestAKeyStoredWithAuthSetIsUsedByTheRunningHostWithoutARestart(t *testing.T
 
 	// The key shows nowhere a person or a program reads.
 	shown := p.mustRun("status", "--json") + p.mustRun("models", "--json") + p.mustRun("auth", "ls", "--json") + p.mustRun("auth", "ls") + p.mustRun("log", sessionIDFrom(t, errOut))
-	hostLog, _ := os.ReadFile(filepath.Join(p.home, client.LogFileName))
+	hostLog, _ := os.ReadFile(filepath.Join(p.home, activation.LogFileName))
 	for what, text := range map[string]string{"output": shown, "host.log": string(hostLog)} {
 		if strings.Contains(text, key) || strings.Contains(text, key[len(key)-8:]) {
 			t.Errorf("the %s holds the key", what)
@@ -203,7 +204,7 @@ func TestKeysDoNotReachTheAgentsTools(t *testing.T) {
 	}
 
 	transcript := p.mustRun("log", id)
-	hostLog, _ := os.ReadFile(filepath.Join(p.home, client.LogFileName))
+	hostLog, _ := os.ReadFile(filepath.Join(p.home, activation.LogFileName))
 	for _, key := range []string{envKey, storedKey} {
 		if strings.Contains(out+transcript+string(hostLog), key) {
 			t.Errorf("a key reached the output, the transcript or the log")

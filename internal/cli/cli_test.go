@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/agentd-dev/agentd/client"
+	"github.com/agentd-dev/agentd/internal/activation"
 	"github.com/agentd-dev/agentd/internal/agentdtest"
 	"github.com/agentd-dev/agentd/internal/proc"
 	"github.com/agentd-dev/agentd/protocol"
@@ -118,10 +119,10 @@ func (p *place) statusJSON() protocol.HostStatus {
 
 // stopAll shuts down every host registered in the runtime directory.
 func (p *place) stopAll() {
-	hosts, _ := client.Discover(context.Background(), p.rundir)
+	hosts, _ := activation.Discover(context.Background(), p.rundir)
 	for _, h := range hosts {
 		syscall.Kill(h.PID, syscall.SIGTERM)
-		client.WaitExited(agentdtest.Context(p.t), h)
+		activation.WaitExited(agentdtest.Context(p.t), h)
 	}
 }
 
@@ -203,7 +204,7 @@ func TestConcurrentColdActivationStartsOneHostAndRetiresAfterClientsLeave(t *tes
 	p := newPlace(t)
 	p.hostID = "00000000-0000-4000-8000-000000000001"
 	const grace = 500 * time.Millisecond
-	p.extraEnv = []string{client.EnvIdleGrace + "=" + grace.String()}
+	p.extraEnv = []string{activation.EnvIdleGrace + "=" + grace.String()}
 	ctx := agentdtest.Context(t)
 	// Seven commands and one client that stays connected activate at once.
 	const commands = 7
@@ -212,7 +213,7 @@ func TestConcurrentColdActivationStartsOneHostAndRetiresAfterClientsLeave(t *tes
 	var heldErr error
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		held, _, _, heldErr = client.Open(ctx, client.OpenOptions{Activation: client.ActivationOptions{
+		held, _, _, heldErr = activation.Open(ctx, activation.OpenOptions{Activation: activation.Options{
 			Home: p.home, RuntimeDir: p.rundir, HostID: p.hostID,
 			Command: []string{os.Args[0], "host"}, Env: p.env(), IdleGrace: grace,
 		}})

@@ -17,6 +17,7 @@ import (
 	"github.com/creack/pty"
 
 	"github.com/agentd-dev/agentd/client"
+	"github.com/agentd-dev/agentd/internal/activation"
 	"github.com/agentd-dev/agentd/internal/agentdtest"
 	"github.com/agentd-dev/agentd/internal/proc"
 	"github.com/agentd-dev/agentd/protocol"
@@ -223,7 +224,7 @@ func TestASelectorLongerThanAnySessionIDIsRefusedNotEchoed(t *testing.T) {
 		t.Fatalf("log of a long selector: exit %d, %d bytes of stderr: %.200s", code, len(errOut), errOut)
 	}
 	// Through the protocol, with a selector near the frame limit.
-	c, _, _, err := client.Open(agentdtest.Context(t), client.OpenOptions{NoStart: true, Activation: client.ActivationOptions{Home: p.home, RuntimeDir: p.rundir}})
+	c, _, _, err := activation.Open(agentdtest.Context(t), activation.OpenOptions{NoStart: true, Activation: activation.Options{Home: p.home, RuntimeDir: p.rundir}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/agentd-dev/agentd/client"
+	"github.com/agentd-dev/agentd/internal/activation"
 	"github.com/agentd-dev/agentd/internal/agentdtest"
 	"github.com/agentd-dev/agentd/internal/agentdtest/poll"
 	"github.com/agentd-dev/agentd/internal/home"
@@ -199,7 +200,7 @@ func TestAReplacementFencesHandlesOfTheHostItReplaced(t *testing.T) {
 	id := strings.TrimSpace(p.mustRun("new", "--cwd", dir))
 	ctx := agentdtest.Context(t)
 	dial := func() *client.Conn {
-		c, _, _, err := client.Open(ctx, client.OpenOptions{Activation: client.ActivationOptions{Home: p.home, RuntimeDir: p.rundir}, NoStart: true})
+		c, _, _, err := activation.Open(ctx, activation.OpenOptions{Activation: activation.Options{Home: p.home, RuntimeDir: p.rundir}, NoStart: true})
 		if err != nil {
 			t.Fatal(err)
 		}

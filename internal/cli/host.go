@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentd-dev/agentd/client"
+	"github.com/agentd-dev/agentd/internal/activation"
 	"github.com/agentd-dev/agentd/internal/home"
 	"github.com/agentd-dev/agentd/internal/host"
 	"github.com/agentd-dev/agentd/internal/redact"
@@ -48,7 +49,7 @@ func newHostCmd(e *env) *cobra.Command {
 					return err
 				}
 			}
-			act, err := client.ResolveActivation(client.ActivationOptions{})
+			act, err := activation.Resolve(activation.Options{})
 			if err != nil {
 				return err
 			}

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentd-dev/agentd/client"
+	"github.com/agentd-dev/agentd/internal/activation"
 	"github.com/agentd-dev/agentd/protocol"
 )
 
@@ -28,7 +29,7 @@ func locateSession(ctx context.Context, selector string) (located, error) {
 	if selector == "" {
 		return located{}, usagef("the session must not be empty: give its id or a prefix of it")
 	}
-	own, info, _, err := client.Open(ctx, openOptions())
+	own, info, err := openOwn(ctx)
 	if err != nil {
 		return located{}, err
 	}
@@ -50,7 +51,7 @@ func locateSession(ctx context.Context, selector string) (located, error) {
 	if !try(own, info.HostID, info.Home) {
 		defer own.Close()
 	}
-	hosts, _ := client.Discover(ctx, mustRuntimeDir())
+	hosts, _ := activation.Discover(ctx, mustRuntimeDir())
 	for _, h := range hosts {
 		if h.HostID == info.HostID {
 			continue

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/agentd-dev/agentd/client"
+	"github.com/agentd-dev/agentd/internal/activation"
 	"github.com/agentd-dev/agentd/internal/agentdtest"
 	"github.com/agentd-dev/agentd/protocol"
 )
@@ -18,7 +19,7 @@ import (
 // open connects a Go client to the place's host, starting it as the CLI does.
 func (p *place) open(t *testing.T) *client.Conn {
 	t.Helper()
-	c, _, _, err := client.Open(agentdtest.Context(t), client.OpenOptions{Activation: client.ActivationOptions{
+	c, _, _, err := activation.Open(agentdtest.Context(t), activation.OpenOptions{Activation: activation.Options{
 		Home: p.home, RuntimeDir: p.rundir, HostID: p.hostID,
 		Command: []string{os.Args[0], "host"}, Env: p.env(),
 	}})

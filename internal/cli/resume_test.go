@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentd-dev/agentd/client"
+	"github.com/agentd-dev/agentd/internal/activation"
 	"github.com/agentd-dev/agentd/internal/agentdtest"
 	"github.com/agentd-dev/agentd/internal/agentdtest/poll"
 	"github.com/agentd-dev/agentd/protocol"
@@ -180,7 +180,7 @@ func TestShutdownEndsItsClientsAndNoneStartsAHost(t *testing.T) {
 			t.Fatalf("%s after the shutdown: exit %d: %s", name, code, c.errOut.String())
 		}
 	}
-	if hosts, _ := client.Discover(agentdtest.Context(t), p.rundir); len(hosts) != 0 {
+	if hosts, _ := activation.Discover(agentdtest.Context(t), p.rundir); len(hosts) != 0 {
 		t.Fatalf("a host runs after the shutdown: %+v", hosts)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/agentd-dev/agentd/client"
+	"github.com/agentd-dev/agentd/internal/activation"
 	"github.com/agentd-dev/agentd/internal/agentdtest"
 	"github.com/agentd-dev/agentd/internal/agentdtest/poll"
 	"github.com/agentd-dev/agentd/internal/home"
@@ -785,7 +786,7 @@ func TestWorkersLogToTheHostsLog(t *testing.T) {
 		t.Fatalf("run: exit %d: %s", code, errOut)
 	}
 	poll.Until(t, "a worker's lines in host.log", func() bool {
-		b, _ := os.ReadFile(filepath.Join(p.home, client.LogFileName))
+		b, _ := os.ReadFile(filepath.Join(p.home, activation.LogFileName))
 		return strings.Contains(string(b), "role=worker")
 	})
 }

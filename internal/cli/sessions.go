@@ -20,13 +20,14 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentd-dev/agentd/client"
+	"github.com/agentd-dev/agentd/internal/activation"
 	"github.com/agentd-dev/agentd/internal/tui"
 	"github.com/agentd-dev/agentd/protocol"
 )
 
 // open connects to this home's host, starting it if none runs.
 func open(ctx context.Context) (*client.Conn, error) {
-	c, _, _, err := client.Open(ctx, openOptions())
+	c, _, err := openOwn(ctx)
 	return c, err
 }
 
@@ -34,12 +35,32 @@ func open(ctx context.Context) (*client.Conn, error) {
 // command starts.
 var hostModel string
 
-func openOptions() client.OpenOptions {
-	opts := client.OpenOptions{Options: client.Options{Surface: protocol.SurfaceCLI}}
+// openOwn connects to this home's host, starting it if none runs (see
+// hostCommand), and returns its registration.
+func openOwn(ctx context.Context) (*client.Conn, client.HostInfo, error) {
+	act, err := activation.Resolve(activation.Options{})
+	if err != nil {
+		return nil, client.HostInfo{}, err
+	}
+	if act.Command, err = hostCommand(act.Home); err != nil {
+		return nil, client.HostInfo{}, err
+	}
+	opts := activation.OpenOptions{Activation: act, Options: client.Options{Surface: protocol.SurfaceCLI}}
 	if hostModel != "" {
 		opts.HostArgs = []string{"--default-model", hostModel}
 	}
-	return opts
+	c, info, _, err := activation.Open(ctx, opts)
+	return c, info, err
+}
+
+// hostCommand is the command line of a host a command starts: this
+// binary's "host", logging to the home's log file.
+func hostCommand(home string) ([]string, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("finding this binary: %w", err)
+	}
+	return []string{exe, "host", "--log-file", filepath.Join(home, activation.LogFileName)}, nil
 }
 
 // withHost runs fn with a connection to this home's host.
@@ -174,7 +195,7 @@ type listedSession struct {
 
 func listSessions(ctx context.Context, e *env, f lsFlags) error {
 	// This home's host comes up if it is not running; others are listed as found.
-	own, info, _, err := client.Open(ctx, openOptions())
+	own, info, err := openOwn(ctx)
 	if err != nil {
 		return err
 	}
@@ -221,7 +242,7 @@ func listSessions(ctx context.Context, e *env, f lsFlags) error {
 	}
 	hostsListed := 1
 	if f.allHosts {
-		hosts, _ := client.Discover(ctx, mustRuntimeDir())
+		hosts, _ := activation.Discover(ctx, mustRuntimeDir())
 		for _, h := range hosts {
 			if h.HostID == info.HostID {
 				continue
@@ -332,7 +353,7 @@ func sameDir(cwd, dir string) bool {
 }
 
 func mustRuntimeDir() string {
-	act, err := client.ResolveActivation(client.ActivationOptions{})
+	act, err := activation.Resolve(activation.Options{})
 	if err != nil {
 		return ""
 	}

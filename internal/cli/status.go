@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentd-dev/agentd/client"
+	"github.com/agentd-dev/agentd/internal/activation"
 	"github.com/agentd-dev/agentd/internal/tui"
 	"github.com/agentd-dev/agentd/internal/version"
 	"github.com/agentd-dev/agentd/protocol"
@@ -34,7 +35,7 @@ func newStatusCmd(e *env) *cobra.Command {
 			if all {
 				return statusAll(ctx, e.stdout, asJSON)
 			}
-			c, _, _, err := client.Open(ctx, openOptions())
+			c, err := open(ctx)
 			if err != nil {
 				return err
 			}
@@ -144,11 +145,11 @@ func printRunning(w io.Writer, running []protocol.Session) {
 // statusAll lists every live host of the runtime directory, without
 // starting any.
 func statusAll(ctx context.Context, w io.Writer, asJSON bool) error {
-	act, err := client.ResolveActivation(client.ActivationOptions{})
+	act, err := activation.Resolve(activation.Options{})
 	if err != nil {
 		return err
 	}
-	hosts, err := client.Discover(ctx, act.RuntimeDir)
+	hosts, err := activation.Discover(ctx, act.RuntimeDir)
 	if err != nil {
 		return err
 	}
@@ -210,7 +211,7 @@ func newShutdownCmd(e *env) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := context.WithTimeout(cmd.Context(), requestTimeout)
 			defer cancel()
-			c, info, _, err := client.Open(ctx, client.OpenOptions{NoStart: true, Options: client.Options{Surface: protocol.SurfaceCLI}})
+			c, info, _, err := activation.Open(ctx, activation.OpenOptions{NoStart: true, Options: client.Options{Surface: protocol.SurfaceCLI}})
 			if errors.Is(err, client.ErrNoHost) {
 				fmt.Fprintln(e.stdout, "no agentd host is running")
 				return nil
@@ -231,7 +232,7 @@ func newShutdownCmd(e *env) *cobra.Command {
 			if _, err := client.Call(ctx, c, protocol.OpHostShutdown, protocol.ShutdownInput{}); err != nil {
 				return err
 			}
-			if err := client.WaitExited(ctx, info); err != nil {
+			if err := activation.WaitExited(ctx, info); err != nil {
 				return err
 			}
 			fmt.Fprintf(e.stdout, "host %s (pid %d) has stopped\n", info.HostID, info.PID)

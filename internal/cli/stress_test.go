@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentd-dev/agentd/client"
+	"github.com/agentd-dev/agentd/internal/activation"
 	"github.com/agentd-dev/agentd/internal/agentdtest"
 	"github.com/agentd-dev/agentd/protocol"
 )
@@ -84,19 +84,19 @@ func TestOpenWaitsForAHostTooBusyToAcceptWithoutStartingAnother(t *testing.T) {
 		}
 		c.Close()
 	}
-	opts := client.OpenOptions{Activation: client.ActivationOptions{
+	opts := activation.OpenOptions{Activation: activation.Options{
 		Home: p.home, RuntimeDir: p.rundir,
 		Command: []string{os.Args[0], "host"}, Env: []string{envAsCLI + "=1"},
 	}}
 	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
 	defer cancel()
-	_, _, _, err := client.Open(ctx, opts)
+	_, _, _, err := activation.Open(ctx, opts)
 	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "too busy") {
 		t.Fatalf("Open on a host too busy to accept: %v; want it to wait until its deadline", err)
 	}
 
 	syscall.Kill(st.PID, syscall.SIGCONT)
-	c, info, started, err := client.Open(agentdtest.Context(t), opts)
+	c, info, started, err := activation.Open(agentdtest.Context(t), opts)
 	if err != nil {
 		t.Fatalf("Open once the host accepts again: %v", err)
 	}
@@ -127,7 +127,7 @@ func (p *place) registration() protocol.Registration {
 func TestHostRefusedTheHomeLeavesTheHoldersLogBe(t *testing.T) {
 	p := newPlace(t)
 	st := p.statusJSON()
-	logPath := filepath.Join(p.home, client.LogFileName)
+	logPath := filepath.Join(p.home, activation.LogFileName)
 	if st.LogFile != logPath {
 		t.Fatalf("the host logs to %q; want %q", st.LogFile, logPath)
 	}

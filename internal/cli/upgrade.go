@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentd-dev/agentd/client"
+	"github.com/agentd-dev/agentd/internal/activation"
 	"github.com/agentd-dev/agentd/internal/proc"
 	"github.com/agentd-dev/agentd/protocol"
 )
@@ -31,7 +32,7 @@ With no host running there is nothing to replace: the next command starts one.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := context.WithTimeout(cmd.Context(), 2*requestTimeout)
 			defer cancel()
-			c, old, _, err := client.Open(ctx, client.OpenOptions{NoStart: true, Options: client.Options{Surface: protocol.SurfaceCLI}})
+			c, old, _, err := activation.Open(ctx, activation.OpenOptions{NoStart: true, Options: client.Options{Surface: protocol.SurfaceCLI}})
 			if errors.Is(err, client.ErrNoHost) {
 				fmt.Fprintln(e.stdout, "no agentd host is running: the next command starts one with this binary")
 				return nil
@@ -40,7 +41,7 @@ With no host running there is nothing to replace: the next command starts one.`,
 				return err
 			}
 			c.Close()
-			act, err := client.ResolveActivation(client.ActivationOptions{Replace: true})
+			act, err := activation.Resolve(activation.Options{Replace: true})
 			if err != nil {
 				return err
 			}
@@ -48,7 +49,7 @@ With no host running there is nothing to replace: the next command starts one.`,
 			if err != nil {
 				return err
 			}
-			info, _, err := client.EnsureHost(ctx, act)
+			info, _, err := activation.EnsureHost(ctx, act)
 			if err != nil {
 				return fmt.Errorf("replacing host %s (pid %d): %w", old.HostID, old.PID, err)
 			}
@@ -63,21 +64,21 @@ With no host running there is nothing to replace: the next command starts one.`,
 // model, log file), so the new host serves as the old one did. A host
 // whose command line cannot be read, or that logged to its terminal, is
 // replaced by one started as a command starts one, logging to the home.
-func replacingCommand(act client.ActivationOptions, old client.HostInfo) ([]string, error) {
+func replacingCommand(act activation.Options, old client.HostInfo) ([]string, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("finding this binary: %w", err)
 	}
 	args, err := proc.Args(old.PID)
 	if err != nil || len(args) < 2 || args[1] != "host" {
-		args = []string{"", "host", "--idle-grace", client.DefaultIdleGrace.String()}
-		if grace, err := client.IdleGraceFromEnv(); err == nil {
+		args = []string{"", "host", "--idle-grace", activation.DefaultIdleGrace.String()}
+		if grace, err := activation.IdleGraceFromEnv(); err == nil {
 			args[3] = grace.String()
 		}
 	}
 	args = slices.DeleteFunc(args[1:], func(a string) bool { return a == "--replace" })
 	if !slices.ContainsFunc(args, func(a string) bool { return a == "--log-file" || strings.HasPrefix(a, "--log-file=") }) {
-		args = append(args, "--log-file", filepath.Join(act.Home, client.LogFileName))
+		args = append(args, "--log-file", filepath.Join(act.Home, activation.LogFileName))
 	}
 	return append([]string{exe}, args...), nil
 }

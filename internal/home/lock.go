@@ -81,6 +81,22 @@ func Lock(home string) (*HomeLock, error) {
 	return &HomeLock{path: path, fl: fl}, nil
 }
 
+// Held reports whether a host holds the lock of home: it asks for a shared
+// lock without waiting, which the kernel refuses while a host holds its
+// exclusive one, and lets go at once. It creates nothing: a home without a
+// lock file is not held.
+func Held(home string) bool {
+	fl := flock.New(filepath.Join(home, LockFileName), flock.SetFlag(os.O_RDONLY|unix.O_NOFOLLOW))
+	locked, err := fl.TryRLock()
+	if err != nil {
+		return false
+	}
+	if locked {
+		fl.Unlock()
+	}
+	return !locked
+}
+
 // Path returns the lock file's path.
 func (l *HomeLock) Path() string { return l.path }
 

@@ -31,18 +31,15 @@ func WriteRegistration(dir string, r protocol.Registration) error {
 	return nil
 }
 
-// ReadRegistration reads the registration record at path. A record whose
-// host id is not valid is an error.
+// ReadRegistration reads the registration record at path, decoded and
+// checked by protocol.ParseRegistration.
 func ReadRegistration(path string) (protocol.Registration, error) {
-	var r protocol.Registration
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return r, fmt.Errorf("read registration: %w", err)
+		return protocol.Registration{}, fmt.Errorf("read registration: %w", err)
 	}
-	if err := json.Unmarshal(b, &r); err != nil {
-		return protocol.Registration{}, fmt.Errorf("read registration %s: %w", path, err)
-	}
-	if err := protocol.ValidHostID(r.HostID); err != nil {
+	r, err := protocol.ParseRegistration(b)
+	if err != nil {
 		return protocol.Registration{}, fmt.Errorf("read registration %s: %w", path, err)
 	}
 	return r, nil

@@ -1,4 +1,4 @@
-package client
+package activation
 
 import (
 	"context"
@@ -7,13 +7,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // changes wakes a waiting activation when a file it depends on changes:
-// the registration record is put in place or removed, the activation lock
-// is let go of, the host writes to or closes its stderr. It reads an
+// the registration record is put in place or removed, the host writes to
+// or closes its stderr. It reads an
 // inotify instance through the runtime's poller, so waiting blocks no
 // thread and ends with a deadline or a context, and needs no goroutine.
 //
@@ -38,16 +39,16 @@ type changes struct {
 const (
 	// entryEvents are the events of a directory that change an entry:
 	// created, moved in or out, removed, or closed after a write.
-	entryEvents = syscall.IN_CREATE | syscall.IN_MOVED_TO | syscall.IN_MOVED_FROM |
-		syscall.IN_DELETE | syscall.IN_CLOSE_WRITE
+	entryEvents = unix.IN_CREATE | unix.IN_MOVED_TO | unix.IN_MOVED_FROM |
+		unix.IN_DELETE | unix.IN_CLOSE_WRITE
 	// fileEvents are the events of a file that count: written to, or
 	// closed by a writer (one that exits included).
-	fileEvents = syscall.IN_MODIFY | syscall.IN_CLOSE_WRITE
+	fileEvents = unix.IN_MODIFY | unix.IN_CLOSE_WRITE
 )
 
 func newChanges() *changes {
 	w := &changes{names: make(map[int32][]string)}
-	fd, err := syscall.InotifyInit1(syscall.IN_NONBLOCK | syscall.IN_CLOEXEC)
+	fd, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
 	if err != nil {
 		return w
 	}
@@ -71,7 +72,7 @@ func (w *changes) entry(path string) {
 }
 
 func (w *changes) watchEntry(path string) bool {
-	wd, err := w.add(filepath.Dir(path), entryEvents|syscall.IN_ONLYDIR)
+	wd, err := w.add(filepath.Dir(path), entryEvents|unix.IN_ONLYDIR)
 	if err != nil {
 		return false
 	}
@@ -98,7 +99,7 @@ func (w *changes) add(path string, mask uint32) (int32, error) {
 	var wd int
 	var werr error
 	if err := raw.Control(func(fd uintptr) {
-		wd, werr = syscall.InotifyAddWatch(int(fd), path, mask)
+		wd, werr = unix.InotifyAddWatch(int(fd), path, mask)
 	}); err != nil {
 		return 0, err
 	}
@@ -151,21 +152,21 @@ func (w *changes) wait(ctx context.Context, d time.Duration) (bool, error) {
 // event is struct inotify_event: wd, mask, cookie and len, each 32 bits in
 // the machine's order, then len bytes of NUL-padded name.
 func (w *changes) matches(b []byte) bool {
-	for len(b) >= syscall.SizeofInotifyEvent {
+	for len(b) >= unix.SizeofInotifyEvent {
 		wd := int32(binary.NativeEndian.Uint32(b[0:]))
 		mask := binary.NativeEndian.Uint32(b[4:])
-		end := syscall.SizeofInotifyEvent + int(binary.NativeEndian.Uint32(b[12:]))
+		end := unix.SizeofInotifyEvent + int(binary.NativeEndian.Uint32(b[12:]))
 		if end > len(b) {
 			return false
 		}
-		if mask&syscall.IN_Q_OVERFLOW != 0 {
+		if mask&unix.IN_Q_OVERFLOW != 0 {
 			return true // events were lost: any of them may have counted
 		}
 		names, ok := w.names[wd]
 		if ok && names == nil {
 			return true
 		}
-		name, _, _ := strings.Cut(string(b[syscall.SizeofInotifyEvent:end]), "\x00")
+		name, _, _ := strings.Cut(string(b[unix.SizeofInotifyEvent:end]), "\x00")
 		for _, n := range names {
 			if n == name {
 				return true

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package client
+package activation
 
 import (
 	"context"

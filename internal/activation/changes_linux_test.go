@@ -1,4 +1,4 @@
-package client
+package activation
 
 import (
 	"context"
@@ -65,7 +65,7 @@ func TestChangesWatchADirectoryOnceItExists(t *testing.T) {
 }
 
 func TestChangesWakeWhenAWriterClosesTheFile(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "activation.lock")
+	path := filepath.Join(t.TempDir(), "host.stderr")
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		t.Fatal(err)
@@ -78,7 +78,7 @@ func TestChangesWakeWhenAWriterClosesTheFile(t *testing.T) {
 	w.file(path)
 	f.Close()
 	if changed, err := w.wait(t.Context(), time.Hour); !changed || err != nil {
-		t.Fatalf("wait after the holder closed the file = %v, %v", changed, err)
+		t.Fatalf("wait after the writer closed the file = %v, %v", changed, err)
 	}
 }
 

@@ -1,0 +1,580 @@
+package activation_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/agentd-dev/agentd/client"
+	"github.com/agentd-dev/agentd/internal/activation"
+	"github.com/agentd-dev/agentd/protocol"
+)
+
+// shortTempDir is a t.TempDir() with a short path: a unix socket's path
+// must fit in 108 bytes, and test names make t.TempDir() long.
+func shortTempDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "agentd-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
+func writeRegistration(t *testing.T, dir string, r protocol.Registration) {
+	t.Helper()
+	b, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(protocol.RegistrationPath(dir, r.HostID), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func registration(dir, id string, pid int) protocol.Registration {
+	return protocol.Registration{
+		SchemaVersion: protocol.RegistrationSchemaVersion,
+		HostID:        id,
+		PID:           pid,
+		Endpoint:      protocol.SocketPath(dir, id),
+		Home:          "/nonexistent",
+		HostEpoch:     "e1",
+		State:         protocol.StateReady,
+		ProtocolMin:   1,
+		ProtocolMax:   1,
+	}
+}
+
+// listen starts a real listening socket for host id in dir.
+func listen(t *testing.T, dir, id string) *net.UnixListener {
+	t.Helper()
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: protocol.SocketPath(dir, id), Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	return ln
+}
+
+// staleSocket leaves a socket file that nobody listens on.
+func staleSocket(t *testing.T, dir, id string) {
+	t.Helper()
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: protocol.SocketPath(dir, id), Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln.SetUnlinkOnClose(false)
+	ln.Close()
+}
+
+// deadPID returns the pid of a process that has exited and been waited for.
+func deadPID(t *testing.T) int {
+	t.Helper()
+	cmd := exec.Command("true")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd.ProcessState.Pid()
+}
+
+func exists(path string) bool {
+	_, err := os.Lstat(path)
+	return err == nil
+}
+
+func TestDiscoverRemovesStaleHostsAndSkipsCorruptRecords(t *testing.T) {
+	dir := shortTempDir(t)
+	dead := deadPID(t)
+
+	listen(t, dir, "live")
+	writeRegistration(t, dir, registration(dir, "live", os.Getpid()))
+
+	// Dead pid, socket left behind: both go.
+	staleSocket(t, dir, "dead")
+	writeRegistration(t, dir, registration(dir, "dead", dead))
+	// Dead pid, but something accepts on the socket: the record goes, the
+	// socket stays.
+	listen(t, dir, "deadpid")
+	writeRegistration(t, dir, registration(dir, "deadpid", dead))
+	// Live pid (ours, not a host), socket refuses: both go.
+	staleSocket(t, dir, "refused")
+	writeRegistration(t, dir, registration(dir, "refused", os.Getpid()))
+	// Live pid, no socket at all: the record goes.
+	writeRegistration(t, dir, registration(dir, "nosock", os.Getpid()))
+
+	// Left alone: a corrupt record, a record naming another host, a
+	// writer's temporary file, and other files.
+	keep := map[string]string{
+		"corrupt.json":        "{not json",
+		"other.json":          mustJSON(t, registration(dir, "elsewhere", os.Getpid())),
+		"live.json.tmp-12345": "{",
+		"notes.txt":           "hello",
+		"-notanid.json":       "{}",
+	}
+	for name, content := range keep {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	hosts, err := activation.Discover(t.Context(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hosts) != 1 || hosts[0].HostID != "live" {
+		t.Fatalf("hosts = %+v; want only live", hosts)
+	}
+	for _, id := range []string{"dead", "deadpid", "refused", "nosock"} {
+		if exists(protocol.RegistrationPath(dir, id)) {
+			t.Errorf("stale registration %s kept", id)
+		}
+	}
+	for _, id := range []string{"dead", "refused"} {
+		if exists(protocol.SocketPath(dir, id)) {
+			t.Errorf("dead socket %s kept", id)
+		}
+	}
+	if !exists(protocol.SocketPath(dir, "deadpid")) {
+		t.Error("a socket that accepts connections was removed")
+	}
+	if !exists(protocol.SocketPath(dir, "live")) || !exists(protocol.RegistrationPath(dir, "live")) {
+		t.Error("the live host's files were touched")
+	}
+	for name := range keep {
+		if !exists(filepath.Join(dir, name)) {
+			t.Errorf("%s was removed", name)
+		}
+	}
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// The fake host: the test binary itself, run with fakeHostEnv set to a
+// mode, stands in for "agentd host" so that cold activation starts a real
+// process.
+const (
+	fakeHostEnv    = "AGENTD_TEST_FAKE_HOST"
+	fakeHostLogEnv = "AGENTD_TEST_FAKE_HOST_LOG"
+)
+
+// TestFakeHost is not a test: with fakeHostEnv set it is the fake host.
+//
+// Modes: "serve" logs its pid, listens, registers as starting, then as
+// ready, and serves until killed; "fail" writes to stderr and exits 3;
+// "hang" logs its pid and never registers.
+func TestFakeHost(t *testing.T) {
+	mode := os.Getenv(fakeHostEnv)
+	if mode == "" {
+		return
+	}
+	logPID := func() {
+		f, err := os.OpenFile(os.Getenv(fakeHostLogEnv), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "fake host:", err)
+			os.Exit(4)
+		}
+		fmt.Fprintf(f, "%d\n", os.Getpid())
+		f.Close()
+	}
+	switch mode {
+	case "fail":
+		fmt.Fprintln(os.Stderr, "fake host: starting")
+		fmt.Fprintln(os.Stderr, "fake host: cannot open home: boom")
+		os.Exit(3)
+	case "hang":
+		logPID()
+		for {
+			time.Sleep(time.Hour)
+		}
+	case "serve":
+	default:
+		os.Exit(5)
+	}
+	logPID()
+	fmt.Fprintln(os.Stderr, "fake host: starting")
+	dir, id := os.Getenv(protocol.EnvRuntimeDir), os.Getenv(protocol.EnvHostID)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		fmt.Fprintln(os.Stderr, "fake host:", err)
+		os.Exit(4)
+	}
+	ln, err := net.Listen("unix", protocol.SocketPath(dir, id))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "fake host:", err)
+		os.Exit(4)
+	}
+	r := protocol.Registration{
+		SchemaVersion: protocol.RegistrationSchemaVersion,
+		HostID:        id,
+		PID:           os.Getpid(),
+		Endpoint:      protocol.SocketPath(dir, id),
+		Home:          os.Getenv(protocol.EnvHome),
+		State:         protocol.StateStarting,
+		// Version carries the argv after "--" so the test can see it.
+		Version: strings.Join(os.Args[len(os.Args)-countAfterDash():], " "),
+	}
+	publish := func() {
+		b, _ := json.Marshal(r)
+		tmp := protocol.RegistrationPath(dir, id) + ".tmp-" + strconv.Itoa(os.Getpid())
+		if err := os.WriteFile(tmp, b, 0o600); err != nil {
+			os.Exit(4)
+		}
+		if err := os.Rename(tmp, protocol.RegistrationPath(dir, id)); err != nil {
+			os.Exit(4)
+		}
+	}
+	publish()
+	time.Sleep(30 * time.Millisecond)
+	r.State = protocol.StateReady
+	publish()
+	fmt.Fprintln(os.Stderr, "fake host: ready")
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			os.Exit(0)
+		}
+		c.Close()
+	}
+}
+
+func countAfterDash() int {
+	for i, a := range os.Args {
+		if a == "--" {
+			return len(os.Args) - i - 1
+		}
+	}
+	return 0
+}
+
+// fakeHostOptions returns activation options whose host command is the
+// fake host in mode, and the file where fake hosts log their pids. Every
+// logged process is killed when the test ends.
+func fakeHostOptions(t *testing.T, mode string) (activation.Options, string) {
+	t.Helper()
+	base := shortTempDir(t)
+	pidLog := filepath.Join(base, "pids")
+	t.Cleanup(func() {
+		for _, pid := range loggedPIDs(t, pidLog) {
+			syscall.Kill(pid, syscall.SIGKILL)
+			var ws syscall.WaitStatus
+			syscall.Wait4(pid, &ws, 0, nil) // ECHILD when already collected
+		}
+	})
+	return activation.Options{
+		Home:       filepath.Join(base, "home"),
+		RuntimeDir: filepath.Join(base, "run"),
+		HostID:     "h1",
+		Command:    []string{os.Args[0], "-test.run=^TestFakeHost$", "--"},
+		Env:        []string{fakeHostEnv + "=" + mode, fakeHostLogEnv + "=" + pidLog},
+	}, pidLog
+}
+
+func loggedPIDs(t *testing.T, path string) []int {
+	t.Helper()
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var pids []int
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		pid, err := strconv.Atoi(s.Text())
+		if err != nil {
+			t.Fatalf("pid log line %q", s.Text())
+		}
+		pids = append(pids, pid)
+	}
+	return pids
+}
+
+func TestConcurrentColdActivationsStartExactlyOneHost(t *testing.T) {
+	opts, pidLog := fakeHostOptions(t, "serve")
+	opts.IdleGrace = time.Minute
+	// A dead host's leftovers do not stop activation.
+	if err := os.MkdirAll(opts.RuntimeDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	staleSocket(t, opts.RuntimeDir, opts.HostID)
+	writeRegistration(t, opts.RuntimeDir, registration(opts.RuntimeDir, opts.HostID, deadPID(t)))
+
+	const n = 8
+	type result struct {
+		info    client.HostInfo
+		started bool
+		err     error
+	}
+	results := make([]result, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			info, started, err := activation.EnsureHost(t.Context(), opts)
+			results[i] = result{info, started, err}
+		})
+	}
+	wg.Wait()
+
+	pids := loggedPIDs(t, pidLog)
+	if len(pids) != 1 {
+		t.Fatalf("%d hosts started (pids %v); want exactly 1", len(pids), pids)
+	}
+	starters := 0
+	for i, r := range results {
+		if r.err != nil {
+			t.Fatalf("call %d: %v", i, r.err)
+		}
+		if r.info.PID != pids[0] || r.info.State != protocol.StateReady || r.info.HostID != opts.HostID {
+			t.Errorf("call %d got %+v; want the ready host pid %d", i, r.info.Registration, pids[0])
+		}
+		if r.started {
+			starters++
+		}
+	}
+	if starters != 1 {
+		t.Errorf("%d calls say they started the host; want 1", starters)
+	}
+	if got := results[0].info.Version; got != "--idle-grace 1m0s" {
+		t.Errorf("host got arguments %q; want --idle-grace 1m0s", got)
+	}
+	if got := results[0].info.Home; got != opts.Home {
+		t.Errorf("host got home %q; want %q", got, opts.Home)
+	}
+	fi, err := os.Stat(opts.Home)
+	if err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("home: %v, %v; want a 0700 directory", fi, err)
+	}
+	ents, _ := os.ReadDir(opts.Home)
+	for _, e := range ents {
+		if e.Name() != activation.LockName {
+			t.Errorf("activation left %s in the home", e.Name())
+		}
+	}
+
+	// Warm: the next call finds the host without starting one.
+	info, started, err := activation.EnsureHost(t.Context(), opts)
+	if err != nil || started || info.PID != pids[0] {
+		t.Errorf("warm EnsureHost = pid %d, started %v, %v", info.PID, started, err)
+	}
+	if got := loggedPIDs(t, pidLog); len(got) != 1 {
+		t.Errorf("warm call started another host: %v", got)
+	}
+}
+
+func TestColdActivationCopiesHostStderrUntilReady(t *testing.T) {
+	opts, _ := fakeHostOptions(t, "serve")
+	var stderr bytes.Buffer
+	opts.Stderr = &stderr
+	if _, started, err := activation.EnsureHost(t.Context(), opts); err != nil || !started {
+		t.Fatalf("EnsureHost: started %v, %v", started, err)
+	}
+	if !strings.Contains(stderr.String(), "fake host: starting") {
+		t.Errorf("stderr %q lacks the host's output", stderr.String())
+	}
+}
+
+func TestHostThatExitsBeforeReadyReportsItsStderr(t *testing.T) {
+	opts, _ := fakeHostOptions(t, "fail")
+	_, _, err := activation.EnsureHost(t.Context(), opts)
+	if err == nil {
+		t.Fatal("EnsureHost succeeded with a host that exits")
+	}
+	for _, want := range []string{"exited before it was ready", "exit status 3", "cannot open home: boom"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q lacks %q", err, want)
+		}
+	}
+}
+
+func TestActivationReturnsPromptlyWhenContextEnds(t *testing.T) {
+	opts, pidLog := fakeHostOptions(t, "hang")
+	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, _, err := activation.EnsureHost(ctx, opts)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err = %v; want context.DeadlineExceeded", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("EnsureHost took %v after its deadline", d)
+	}
+	// On a loaded machine the deadline may pass before a host is
+	// started, and one started may not have logged its pid yet: what
+	// matters is that no second one was.
+	for deadline := time.Now().Add(5 * time.Second); len(loggedPIDs(t, pidLog)) == 0 && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if pids := loggedPIDs(t, pidLog); len(pids) > 1 {
+		t.Errorf("hosts started: %v; want at most 1", pids)
+	}
+}
+
+func TestActivationWaitingForTheLockEndsWithContext(t *testing.T) {
+	opts, pidLog := fakeHostOptions(t, "serve")
+	if err := os.MkdirAll(opts.Home, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(filepath.Join(opts.Home, activation.LockName), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+
+	ctx, cancel := context.WithCancel(t.Context())
+	time.AfterFunc(100*time.Millisecond, cancel)
+	_, _, err = activation.EnsureHost(ctx, opts)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v; want context.Canceled", err)
+	}
+	if pids := loggedPIDs(t, pidLog); len(pids) != 0 {
+		t.Errorf("a host was started without the activation lock: %v", pids)
+	}
+}
+
+// busyListener listens for host id in dir with the smallest queue of
+// connections not yet accepted, and fills that queue, so that a connect
+// fails at once with EAGAIN, as it does when a storm of connections
+// outruns a host. It returns the listener, to accept from.
+func busyListener(t *testing.T, dir, id string) *net.UnixListener {
+	t.Helper()
+	fd, err := syscall.Socket(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := protocol.SocketPath(dir, id)
+	if err := syscall.Bind(fd, &syscall.SockaddrUnix{Name: path}); err != nil {
+		syscall.Close(fd)
+		t.Fatal(err)
+	}
+	if err := syscall.Listen(fd, 0); err != nil {
+		syscall.Close(fd)
+		t.Fatal(err)
+	}
+	f := os.NewFile(uintptr(fd), path)
+	l, err := net.FileListener(f)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln := l.(*net.UnixListener)
+	ln.SetUnlinkOnClose(true)
+	t.Cleanup(func() { ln.Close() })
+	for range 64 {
+		c, err := net.Dial("unix", path)
+		if errors.Is(err, syscall.EAGAIN) {
+			return ln
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+	}
+	t.Fatal("the listen queue never filled")
+	return nil
+}
+
+func TestActivationFindsABusyHostWithoutStartingAnother(t *testing.T) {
+	opts, pidLog := fakeHostOptions(t, "serve")
+	if err := os.MkdirAll(opts.RuntimeDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	busyListener(t, opts.RuntimeDir, opts.HostID)
+	writeRegistration(t, opts.RuntimeDir, registration(opts.RuntimeDir, opts.HostID, os.Getpid()))
+	info, started, err := activation.EnsureHost(t.Context(), opts)
+	if err != nil || started || info.PID != os.Getpid() {
+		t.Fatalf("EnsureHost = pid %d, started %v, %v; want the busy host, pid %d", info.PID, started, err, os.Getpid())
+	}
+	if pids := loggedPIDs(t, pidLog); len(pids) != 0 {
+		t.Errorf("a second host was started: %v", pids)
+	}
+}
+
+func TestActivationStartsNoHostWhileTheHomeIsHeld(t *testing.T) {
+	opts, pidLog := fakeHostOptions(t, "serve")
+	if err := os.MkdirAll(opts.Home, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	// A host holds the home but has no registration: it is starting, or
+	// draining with its socket already gone.
+	f, err := os.OpenFile(filepath.Join(opts.Home, protocol.HomeLockName), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	defer cancel()
+	_, _, err = activation.EnsureHost(ctx, opts)
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "a host holds home "+opts.Home) {
+		t.Fatalf("err = %v; want a deadline naming the held home", err)
+	}
+	if pids := loggedPIDs(t, pidLog); len(pids) != 0 {
+		t.Fatalf("a second host was started: %v", pids)
+	}
+
+	// Once the holder lets go, activation starts one.
+	syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	if _, started, err := activation.EnsureHost(t.Context(), opts); err != nil || !started {
+		t.Fatalf("EnsureHost after the holder let go: started %v, %v", started, err)
+	}
+}
+
+func TestActivationWithoutACommandSaysSo(t *testing.T) {
+	opts, _ := fakeHostOptions(t, "serve")
+	opts.Command = nil
+	_, _, err := activation.EnsureHost(t.Context(), opts)
+	if err == nil || !strings.Contains(err.Error(), "Command is empty") {
+		t.Fatalf("EnsureHost without a command = %v; want an error naming Command", err)
+	}
+	_, _, _, err = activation.Open(t.Context(), activation.OpenOptions{Activation: opts})
+	if err == nil || !strings.Contains(err.Error(), "Activation.Command is empty") {
+		t.Fatalf("Open without a command = %v; want an error naming Activation.Command", err)
+	}
+}
+
+func TestWaitExitedReturnsOnceTheHostExits(t *testing.T) {
+	opts, _ := fakeHostOptions(t, "serve")
+	info, started, err := activation.EnsureHost(t.Context(), opts)
+	if err != nil || !started {
+		t.Fatalf("EnsureHost: started %v, %v", started, err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := activation.WaitExited(ctx, info); !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "did not exit") {
+		t.Fatalf("WaitExited of a running host with an ended context = %v", err)
+	}
+	if err := syscall.Kill(info.PID, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := activation.WaitExited(t.Context(), info); err != nil {
+		t.Fatalf("WaitExited of a host sent SIGTERM = %v", err)
+	}
+}
