@@ -237,6 +237,59 @@ func TestAPTYIsSeenByEveryClientThatChoosesItAndControlledByOneAtATime(t *testin
 	}
 }
 
+// Seed 004: a controller acquire result fits the wire limit by trimming
+// the oldest PTY output. A PTY of 300×250 cells, each row full of cells in
+// colours of their own, is a screen well past a message encoded; acquired
+// through the host from its worker, the result fits in a message, with
+// the newest rows and the cursor, without the oldest.
+func TestAnAcquireOfAFullStyledScreenFitsTheWireLimit(t *testing.T) {
+	_, c, work := newHost(t, time.Hour)
+	ctx := agentdtest.Context(t)
+	s := createSession(t, c, work)
+	const draw = `stty -echo; awk 'BEGIN {
+		for (i = 0; i < 250; i++) {
+			printf "row%03d|", i
+			for (j = 0; j < 280; j++) printf "\033[38;5;%dm%d", 16 + (i + j) % 200, j % 10
+			printf "\033[0m"
+			if (i < 249) printf "\r\n"
+		}
+		printf "END\033[250;5H"
+	}'; cat`
+	pty, err := client.Call(ctx, c, protocol.OpRuntimeResourceStart, protocol.ResourceStartInput{
+		SessionID: s.SessionID, LaunchID: "l1", Command: draw, PTY: true, Cols: 300, Rows: 250,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := protocol.ResourceRef{SessionID: s.SessionID, Ref: pty.Ref}
+	// Acquiring again answers the same controller, with the screen as it
+	// is then: asked until the whole drawing is on it.
+	var ctl protocol.ControllerAcquireResult
+	poll.Until(t, "the drawing on the acquired screen", func() bool {
+		ctl, err = client.Call(ctx, c, protocol.OpRuntimeResourceControllerAcquire, ref)
+		if err != nil {
+			t.Fatalf("acquiring the PTY: %v", err)
+		}
+		return strings.Contains(ctl.Screen, "END")
+	})
+	b, err := json.Marshal(ctl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) > protocol.MaxMessageBytes {
+		t.Fatalf("the acquire result is %d bytes encoded, past the wire limit of %d", len(b), protocol.MaxMessageBytes)
+	}
+	if !strings.Contains(ctl.Screen, "row249|") || !strings.HasSuffix(ctl.Screen, "\x1b[250;5H") {
+		t.Fatalf("the acquired screen lacks the newest row or the cursor; it ends %q", ctl.Screen[max(0, len(ctl.Screen)-200):])
+	}
+	if strings.Contains(ctl.Screen, "row000|") {
+		t.Fatal("the acquired screen keeps the oldest row: nothing was left out")
+	}
+	if len(b) < protocol.MaxMessageBytes/2 {
+		t.Fatalf("the acquire result is %d bytes: more was left out than the limit needs", len(b))
+	}
+}
+
 func exitedIn(rs []protocol.Resource, ref string) bool {
 	for _, r := range rs {
 		if r.Ref == ref && r.State == protocol.ResourceExited {
