@@ -5,13 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"os"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/agentd-dev/agentd/client"
 	"github.com/agentd-dev/agentd/internal/agentdtest"
 	"github.com/agentd-dev/agentd/internal/agentdtest/poll"
+	"github.com/agentd-dev/agentd/internal/home"
 	"github.com/agentd-dev/agentd/internal/sessions"
 	"github.com/agentd-dev/agentd/protocol"
 )
@@ -342,6 +346,66 @@ func TestResourceMutationsOfAnArchivedSessionFailAndOfAnUnknownOneAreNotFound(t 
 	}
 	_, err = client.Call(ctx, c, protocol.OpRuntimeResourceStart, protocol.ResourceStartInput{SessionID: "nosuchsession", LaunchID: "l3", Command: "true"})
 	wantCode(t, err, protocol.CodeNotFound)
+}
+
+// Seed 004: a started shell runs in the session's working directory,
+// admitted atomically with the header read. Starts race an archive of
+// their session: each runs before the archive returns (and is stopped
+// with the session's worker) or is refused; once the archive has returned
+// and every start has answered, nothing of the session runs, and no
+// worker serves it.
+func TestNothingStartsInASessionOnceItsArchiveHasReturned(t *testing.T) {
+	var homeDir string
+	_, c, work := newHostWith(t, func(cfg *sessions.Config) { homeDir = cfg.Home })
+	ctx := agentdtest.Context(t)
+	s := createSession(t, c, work)
+	started := make(chan struct{}, 1)
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			// Each starts until its session is archived.
+			for i := 0; ; i++ {
+				_, err := client.Call(ctx, c, protocol.OpRuntimeResourceStart, protocol.ResourceStartInput{
+					SessionID: s.SessionID, LaunchID: fmt.Sprint("race-", g, "-", i), Command: "sleep 1000",
+				})
+				var re *client.RemoteError
+				switch {
+				case err == nil:
+					select {
+					case started <- struct{}{}:
+					default:
+					}
+				case errors.As(err, &re) && re.Code == protocol.CodeSessionArchived:
+					return
+				case ctx.Err() != nil:
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	<-started
+	if _, err := client.Call(ctx, c, protocol.OpSessionArchive, protocol.SessionRef{SessionID: s.SessionID}); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if _, err := os.Stat(home.WorkerRegistrationPath(homeDir, s.SessionID)); err == nil {
+		t.Fatal("a worker serves the archived session")
+	}
+	records, _ := filepath.Glob(filepath.Join(homeDir, "sessions", s.SessionID, "resources", "*.json"))
+	if len(records) == 0 {
+		t.Fatal("no start ran before the archive")
+	}
+	for _, path := range records {
+		b, err := os.ReadFile(path)
+		var r protocol.Resource
+		if err != nil || json.Unmarshal(b, &r) != nil {
+			t.Fatalf("the record %s: %v %q", path, err, b)
+		}
+		if r.State != protocol.ResourceExited {
+			t.Fatalf("%s of the archived session is %s once the archive has returned", r.Ref, r.State)
+		}
+	}
 }
 
 // A worker whose session runs a resource is not idle: it stops once the
