@@ -1,9 +1,12 @@
 package worker_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -809,8 +812,9 @@ func TestAForegroundBashCallIsAShellRunOfTheSession(t *testing.T) {
 // Seed 002: fences superseded attachment hydration by attachment
 // generation. A host's connection supersedes the host connections before
 // it: the earlier one is closed, its stream with it, and a subscription it
-// asks for afterwards (a hydration of the generation it belonged to) is
-// never opened.
+// asks for (a hydration of the generation it belonged to) is never opened,
+// though its request was already on its way when the newer host attached:
+// nothing reaches the earlier connection after that.
 func TestANewerHostConnectionSupersedesTheEarlierOne(t *testing.T) {
 	r := start(t, protocol.ApprovalAsk, "", "", "")
 	ctx := agentdtest.Context(t)
@@ -823,39 +827,66 @@ func TestANewerHostConnectionSupersedesTheEarlierOne(t *testing.T) {
 		t.Cleanup(func() { c.Close() })
 		return c
 	}
-	first := dialHost()
-	in := protocol.SubscriptionOpenInput{SessionID: "s1", Transcript: protocol.TranscriptBootstrap{Kind: protocol.TranscriptNone}}
-	open, err := client.Call(ctx, first, protocol.OpSubscriptionOpen, in)
+	// The first host speaks the protocol itself, so that a request can be
+	// on its way, all but its last byte written, while another host
+	// attaches.
+	first, err := net.Dial("unix", sock)
 	if err != nil {
 		t.Fatal(err)
 	}
-	feed := first.Follow(open.SubscriptionID)
-	defer feed.Close()
-	if _, err := client.Call(ctx, first, protocol.OpSubscriptionReady, protocol.SubscriptionRef{SubscriptionID: open.SubscriptionID}); err != nil {
-		t.Fatal(err)
+	defer first.Close()
+	first.SetDeadline(time.Now().Add(agentdtest.Timeout))
+	lines := bufio.NewReader(first)
+	send := func(v any, end string) {
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := first.Write(append(b, end...)); err != nil {
+			t.Fatal(err)
+		}
 	}
+	send(protocol.Hello{
+		Kind: "hello", ClientInstanceID: "first-host", ProtocolMin: protocol.ProtocolVersion, ProtocolMax: protocol.ProtocolVersion,
+		CompatibilityEpoch: protocol.CompatibilityEpoch, CompositionID: protocol.CompositionWorker, Surface: protocol.SurfaceHost,
+	}, "\n")
+	if line, err := lines.ReadString('\n'); err != nil || !strings.Contains(line, `"accepted"`) {
+		t.Fatalf("the first host's hello was answered %q, %v", line, err)
+	}
+	// Its first call attaches it as the worker's host.
+	send(protocol.Request{RequestID: "r1", Operation: string(protocol.OpSessionTodoQuery), Input: json.RawMessage(`{"sessionId":"s1"}`)}, "\n")
+	if line, err := lines.ReadString('\n'); err != nil || !strings.Contains(line, `"ok":true`) {
+		t.Fatalf("the first host's call was answered %q, %v", line, err)
+	}
+	in := protocol.SubscriptionOpenInput{SessionID: "s1", Transcript: protocol.TranscriptBootstrap{Kind: protocol.TranscriptNone}}
+	raw, _ := json.Marshal(in)
+	send(protocol.Request{RequestID: "r2", Operation: string(protocol.OpSubscriptionOpen), Input: raw}, "")
 
 	second := dialHost()
 	if _, err := client.Call(ctx, second, protocol.OpSessionTodoQuery, protocol.SessionRef{SessionID: "s1"}); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-first.Done():
-	case <-ctx.Done():
-		t.Fatal("the superseded host connection stayed open")
+	// The open's last byte: whether the superseded connection is closed
+	// already or not, the open is never answered as opened, and no frame
+	// of any kind reaches it.
+	first.Write([]byte("\n"))
+	rest, err := io.ReadAll(lines)
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("the superseded host connection stayed open; it read %q", rest)
 	}
-	if _, err := feed.Next(ctx); err == nil {
-		t.Fatal("the superseded connection's stream goes on")
-	}
-	if _, err := client.Call(ctx, first, protocol.OpSubscriptionOpen, in); err == nil {
-		t.Fatal("a superseded connection opened a subscription")
+	if len(rest) > 0 {
+		t.Fatalf("the superseded host connection read %q after another host attached", rest)
 	}
 	// A client that is not a host (a test's, a tool's) supersedes nothing.
-	if _, err := client.Dial(ctx, sock, client.Options{CompositionID: protocol.CompositionWorker}); err != nil {
+	other, err := client.Dial(ctx, sock, client.Options{CompositionID: protocol.CompositionWorker})
+	if err != nil {
 		t.Fatal(err)
 	}
-	open, err = client.Call(ctx, second, protocol.OpSubscriptionOpen, in)
-	if err != nil {
+	defer other.Close()
+	if _, err := client.Call(ctx, other, protocol.OpSessionTodoQuery, protocol.SessionRef{SessionID: "s1"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.Call(ctx, second, protocol.OpSubscriptionOpen, in); err != nil {
 		t.Fatalf("the current host's connection: %v", err)
 	}
 	if second.Err() != nil {
