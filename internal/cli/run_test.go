@@ -681,7 +681,10 @@ func TestAHostKilledMidTurnLeavesTheTurnToFinish(t *testing.T) {
 	cmd, stderr := runUntilTool(t, p, id, "run `sleep 1; echo finished-after-the-crash`")
 	pid := workerPID(t, p, id)
 	killHost(t, p)
-	if err := cmd.Wait(); err != nil {
+	// Whichever of the run and this starts the next host, it adopts the
+	// worker before it serves.
+	wantServed(t, p.open(t), id)
+	if err := waitCommand(t, cmd, "the run whose host was killed"); err != nil {
 		t.Fatalf("run whose host was killed: %v: %s", err, stderr)
 	}
 	if !strings.Contains(stderr.String(), "reconnected") {
