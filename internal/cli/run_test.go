@@ -240,7 +240,16 @@ func TestWorkerKilledMidTurnFailsTheTurnAndIsReplaced(t *testing.T) {
 	cmd, stderr := runUntilTool(t, p, id, "run `echo $$ > tool.pid; exec sleep 100`")
 	tool := toolPID(t, dir)
 	pid := workerPID(t, p, id)
+	c := p.open(t)
 	syscall.Kill(pid, syscall.SIGKILL)
+	// The host sees its worker's end: the session is no longer running.
+	poll.Until(t, "the host to let go of its killed worker", func() bool {
+		list, err := client.Call(agentdtest.Context(t), c, protocol.OpSessionList, protocol.SessionListInput{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(list.Sessions) == 1 && list.Sessions[0].Status != protocol.SessionRunning
+	})
 	err := waitCommand(t, cmd, "the run whose worker was killed")
 	if err == nil || !strings.Contains(stderr.String(), "worker exited: signal 9") {
 		t.Fatalf("run after the worker was killed: %v: %s", err, stderr.String())
