@@ -66,17 +66,18 @@ func TestUpgradeAdoptsTheWorkersAndTheirClientsResume(t *testing.T) {
 		t.Fatalf("upgrade: host %d → %d: %s", before, after, up)
 	}
 	waitProcessGone(t, before)
-	if !processGone(worker) && workerPID(t, p, busy) != worker {
-		t.Fatal("the busy session's worker was not adopted")
-	}
 	if processGone(worker) {
 		t.Fatal("the worker died in the hand-off")
+	}
+	wantServed(t, p.open(t), busy)
+	if workerPID(t, p, busy) != worker {
+		t.Fatal("the busy session's worker was not adopted")
 	}
 	if ls := p.mustRun("ls"); !strings.Contains(ls, busy) || !strings.Contains(ls, other) {
 		t.Fatalf("ls after the upgrade:\n%s", ls)
 	}
 	os.WriteFile(filepath.Join(dir, "go"), nil, 0o644)
-	if err := run.Wait(); err != nil {
+	if err := waitCommand(t, run, "the run across the upgrade"); err != nil {
 		t.Fatalf("run across the upgrade: %v\n%s\n%s", err, out.String(), errOut.String())
 	}
 	if !strings.Contains(errOut.String(), "host_replaced") || !strings.Contains(errOut.String(), "reconnected") {
@@ -126,20 +127,55 @@ func TestAnAdoptedWorkerNobodyClaimsRetiresAfterItsGrace(t *testing.T) {
 }
 
 // adoptedPID asks the host which worker serves session id: the pid in the
-// session's worker registration, once the host reports the session
-// running.
+// session's worker registration, once the host has said it serves the
+// session's worker.
 func adoptedPID(t *testing.T, p *place, id string) int {
 	t.Helper()
-	poll.Until(t, "the session running on the new host", func() bool {
-		return strings.Contains(p.mustRun("ls", "--json"), `"status":"running"`)
-	})
+	wantServed(t, p.open(t), id)
 	return workerPID(t, p, id)
+}
+
+// wantServed fails the test at once unless the host of c lists session id
+// running: a host serves once it has adopted the workers it found, so a
+// session whose worker it did not adopt is listed idle.
+func wantServed(t *testing.T, c *client.Conn, id string) {
+	t.Helper()
+	list, err := client.Call(agentdtest.Context(t), c, protocol.OpSessionList, protocol.SessionListInput{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range list.Sessions {
+		if s.SessionID == id {
+			if s.Status != protocol.SessionRunning {
+				t.Fatalf("the new host lists session %s %s: it did not adopt the session's worker", id, s.Status)
+			}
+			return
+		}
+	}
+	t.Fatalf("the new host does not list session %s: %+v", id, list.Sessions)
+}
+
+// awaitTurnEnd reads s until turn id ends, and returns how.
+func awaitTurnEnd(t *testing.T, s *client.Session, id string) string {
+	t.Helper()
+	ctx := agentdtest.Context(t)
+	for {
+		ev, err := s.Next(ctx)
+		if err != nil {
+			t.Fatalf("the session's stream ended before its turn: %v", err)
+		}
+		if d := ev.Delta; d.Event == protocol.EventRunEnd && d.Turn != nil && d.Turn.TurnID == id {
+			return d.Turn.Status
+		}
+	}
 }
 
 // Seed 002: restores tracked sessions that are outside the replacement
 // catalog. The host is killed and the session's header lost while its
 // worker runs; the next host adopts the worker, puts the session back in
-// the catalog from the worker's copy, and serves it.
+// the catalog from the worker's copy, and serves it: it lists the session
+// running, the same worker process serves its stream, and the held turn
+// completes on that stream.
 func TestALiveWorkersSessionMissingFromTheCatalogIsRestored(t *testing.T) {
 	p := newPlace(t)
 	dir := p.workDir()
@@ -154,11 +190,24 @@ func TestALiveWorkersSessionMissingFromTheCatalogIsRestored(t *testing.T) {
 	if !strings.Contains(ls, id) || !strings.Contains(ls, dir) {
 		t.Fatalf("ls after the header was lost:\n%s", ls)
 	}
+	c := p.open(t)
+	wantServed(t, c, id)
+	s, err := c.OpenSession(agentdtest.Context(t), id, client.SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	turn := s.Snapshot().RootTurn
+	if turn == nil || turn.Status != protocol.TurnRunning {
+		t.Fatalf("the held turn on the new host: %+v", turn)
+	}
 	if got := workerPID(t, p, id); got != worker {
 		t.Fatalf("the session is served by worker %d, not the adopted %d", got, worker)
 	}
 	release()
-	poll.Until(t, "the held turn to end", func() bool { return strings.Contains(p.mustRun("log", id), "── completed") })
+	if status := awaitTurnEnd(t, s, turn.TurnID); status != protocol.TurnCompleted {
+		t.Fatalf("the held turn ended %s on the new host", status)
+	}
 	if _, err := os.Stat(filepath.Join(p.home, "sessions", id, "header.json")); err != nil {
 		t.Fatalf("the header was not restored: %v", err)
 	}
@@ -283,6 +332,7 @@ func TestAShellAttachmentReconnectsAcrossAnUpgrade(t *testing.T) {
 	s.waitText("before-6")
 	worker := workerPID(t, p, id)
 	p.mustRun("upgrade")
+	wantServed(t, p.open(t), id)
 	poll.Until(t, "the shell command to reconnect", func() bool { return strings.Contains(stderr.String(), "reconnected") })
 	s.typeKeys("echo after-$((3*3)) $$\r")
 	screen := s.waitText("after-9")
@@ -321,6 +371,7 @@ func TestAttachFollowsATurnAcrossAnUpgrade(t *testing.T) {
 	s.typeLine("run `echo first-half; touch half; while [ ! -e go ]; do sleep 0.02; done; echo second-half`")
 	s.waitText("│ first-half")
 	p.mustRun("upgrade")
+	wantServed(t, p.open(t), id)
 	s.waitText("· reconnected")
 	os.WriteFile(filepath.Join(dir, "go"), nil, 0o644)
 	text := s.waitText("── completed")

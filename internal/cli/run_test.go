@@ -241,7 +241,16 @@ func TestWorkerKilledMidTurnFailsTheTurnAndIsReplaced(t *testing.T) {
 	cmd, stderr := runUntilTool(t, p, id, "run `echo $$ > tool.pid; exec sleep 100`")
 	tool := toolPID(t, dir)
 	pid := workerPID(t, p, id)
+	c := p.open(t)
 	syscall.Kill(pid, syscall.SIGKILL)
+	// The host sees its worker's end: the session is no longer running.
+	poll.Until(t, "the host to let go of its killed worker", func() bool {
+		list, err := client.Call(agentdtest.Context(t), c, protocol.OpSessionList, protocol.SessionListInput{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(list.Sessions) == 1 && list.Sessions[0].Status != protocol.SessionRunning
+	})
 	err := waitCommand(t, cmd, "the run whose worker was killed")
 	if err == nil || !strings.Contains(stderr.String(), "worker exited: signal 9") {
 		t.Fatalf("run after the worker was killed: %v: %s", err, stderr.String())
@@ -682,7 +691,10 @@ func TestAHostKilledMidTurnLeavesTheTurnToFinish(t *testing.T) {
 	cmd, stderr := runUntilTool(t, p, id, "run `sleep 1; echo finished-after-the-crash`")
 	pid := workerPID(t, p, id)
 	killHost(t, p)
-	if err := cmd.Wait(); err != nil {
+	// Whichever of the run and this starts the next host, it adopts the
+	// worker before it serves.
+	wantServed(t, p.open(t), id)
+	if err := waitCommand(t, cmd, "the run whose host was killed"); err != nil {
 		t.Fatalf("run whose host was killed: %v: %s", err, stderr)
 	}
 	if !strings.Contains(stderr.String(), "reconnected") {

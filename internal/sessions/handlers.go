@@ -123,11 +123,29 @@ func (s *Service) archive(_ context.Context, _ *server.Call, in *protocol.Sessio
 	if err != nil {
 		return protocol.Session{}, err
 	}
-	s.stopWorker(h.ID)
-	if h, err = s.cat.Archive(h.ID); err != nil {
+	// A request that read the session before the archive began starts
+	// no worker once its worker is stopped: nothing of the session runs
+	// once the archive returns.
+	id := h.ID
+	s.setArchived(id, true)
+	s.stopWorker(id)
+	if h, err = s.cat.Archive(id); err != nil {
+		s.setArchived(id, false)
 		return protocol.Session{}, catalogError(err)
 	}
 	return s.session(h), nil
+}
+
+// setArchived records whether session id is archived (or being
+// archived), for ensureWorker.
+func (s *Service) setArchived(id string, archived bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if archived {
+		s.archived[id] = true
+	} else {
+		delete(s.archived, id)
+	}
 }
 
 func (s *Service) unarchive(_ context.Context, _ *server.Call, in *protocol.SessionRef) (protocol.Session, error) {
@@ -138,6 +156,7 @@ func (s *Service) unarchive(_ context.Context, _ *server.Call, in *protocol.Sess
 	if h, err = s.cat.Unarchive(h.ID); err != nil {
 		return protocol.Session{}, catalogError(err)
 	}
+	s.setArchived(h.ID, false)
 	return s.session(h), nil
 }
 

@@ -4,14 +4,18 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/agentd-dev/agentd/client"
 	"github.com/agentd-dev/agentd/internal/agentdtest"
 	"github.com/agentd-dev/agentd/internal/agentdtest/poll"
+	"github.com/agentd-dev/agentd/internal/home"
 	"github.com/agentd-dev/agentd/internal/sessions"
 	"github.com/agentd-dev/agentd/protocol"
 )
@@ -297,6 +301,59 @@ func TestAPTYIsSeenByEveryClientThatChoosesItAndControlledByOneAtATime(t *testin
 	}
 }
 
+// Seed 004: a controller acquire result fits the wire limit by trimming
+// the oldest PTY output. A PTY of 300×250 cells, each row full of cells in
+// colours of their own, is a screen well past a message encoded; acquired
+// through the host from its worker, the result fits in a message, with
+// the newest rows and the cursor, without the oldest.
+func TestAnAcquireOfAFullStyledScreenFitsTheWireLimit(t *testing.T) {
+	_, c, work := newHost(t, time.Hour)
+	ctx := agentdtest.Context(t)
+	s := createSession(t, c, work)
+	const draw = `stty -echo; awk 'BEGIN {
+		for (i = 0; i < 250; i++) {
+			printf "row%03d|", i
+			for (j = 0; j < 280; j++) printf "\033[38;5;%dm%d", 16 + (i + j) % 200, j % 10
+			printf "\033[0m"
+			if (i < 249) printf "\r\n"
+		}
+		printf "END\033[250;5H"
+	}'; cat`
+	pty, err := client.Call(ctx, c, protocol.OpRuntimeResourceStart, protocol.ResourceStartInput{
+		SessionID: s.SessionID, LaunchID: "l1", Command: draw, PTY: true, Cols: 300, Rows: 250,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := protocol.ResourceRef{SessionID: s.SessionID, Ref: pty.Ref}
+	// Acquiring again answers the same controller, with the screen as it
+	// is then: asked until the whole drawing is on it.
+	var ctl protocol.ControllerAcquireResult
+	poll.Until(t, "the drawing on the acquired screen", func() bool {
+		ctl, err = client.Call(ctx, c, protocol.OpRuntimeResourceControllerAcquire, ref)
+		if err != nil {
+			t.Fatalf("acquiring the PTY: %v", err)
+		}
+		return strings.Contains(ctl.Screen, "END")
+	})
+	b, err := json.Marshal(ctl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) > protocol.MaxMessageBytes {
+		t.Fatalf("the acquire result is %d bytes encoded, past the wire limit of %d", len(b), protocol.MaxMessageBytes)
+	}
+	if !strings.Contains(ctl.Screen, "row249|") || !strings.HasSuffix(ctl.Screen, "\x1b[250;5H") {
+		t.Fatalf("the acquired screen lacks the newest row or the cursor; it ends %q", ctl.Screen[max(0, len(ctl.Screen)-200):])
+	}
+	if strings.Contains(ctl.Screen, "row000|") {
+		t.Fatal("the acquired screen keeps the oldest row: nothing was left out")
+	}
+	if len(b) < protocol.MaxMessageBytes/2 {
+		t.Fatalf("the acquire result is %d bytes: more was left out than the limit needs", len(b))
+	}
+}
+
 func exitedIn(rs []protocol.Resource, ref string) bool {
 	for _, r := range rs {
 		if r.Ref == ref && r.State == protocol.ResourceExited {
@@ -349,6 +406,66 @@ func TestResourceMutationsOfAnArchivedSessionFailAndOfAnUnknownOneAreNotFound(t 
 	}
 	_, err = client.Call(ctx, c, protocol.OpRuntimeResourceStart, protocol.ResourceStartInput{SessionID: "nosuchsession", LaunchID: "l3", Command: "true"})
 	wantCode(t, err, protocol.CodeNotFound)
+}
+
+// Seed 004: a started shell runs in the session's working directory,
+// admitted atomically with the header read. Starts race an archive of
+// their session: each runs before the archive returns (and is stopped
+// with the session's worker) or is refused; once the archive has returned
+// and every start has answered, nothing of the session runs, and no
+// worker serves it.
+func TestNothingStartsInASessionOnceItsArchiveHasReturned(t *testing.T) {
+	var homeDir string
+	_, c, work := newHostWith(t, func(cfg *sessions.Config) { homeDir = cfg.Home })
+	ctx := agentdtest.Context(t)
+	s := createSession(t, c, work)
+	started := make(chan struct{}, 1)
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			// Each starts until its session is archived.
+			for i := 0; ; i++ {
+				_, err := client.Call(ctx, c, protocol.OpRuntimeResourceStart, protocol.ResourceStartInput{
+					SessionID: s.SessionID, LaunchID: fmt.Sprint("race-", g, "-", i), Command: "sleep 1000",
+				})
+				var re *client.RemoteError
+				switch {
+				case err == nil:
+					select {
+					case started <- struct{}{}:
+					default:
+					}
+				case errors.As(err, &re) && re.Code == protocol.CodeSessionArchived:
+					return
+				case ctx.Err() != nil:
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	<-started
+	if _, err := client.Call(ctx, c, protocol.OpSessionArchive, protocol.SessionRef{SessionID: s.SessionID}); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if _, err := os.Stat(home.WorkerRegistrationPath(homeDir, s.SessionID)); err == nil {
+		t.Fatal("a worker serves the archived session")
+	}
+	records, _ := filepath.Glob(filepath.Join(homeDir, "sessions", s.SessionID, "resources", "*.json"))
+	if len(records) == 0 {
+		t.Fatal("no start ran before the archive")
+	}
+	for _, path := range records {
+		b, err := os.ReadFile(path)
+		var r protocol.Resource
+		if err != nil || json.Unmarshal(b, &r) != nil {
+			t.Fatalf("the record %s: %v %q", path, err, b)
+		}
+		if r.State != protocol.ResourceExited {
+			t.Fatalf("%s of the archived session is %s once the archive has returned", r.Ref, r.State)
+		}
+	}
 }
 
 // A worker whose session runs a resource is not idle: it stops once the

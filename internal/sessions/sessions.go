@@ -104,9 +104,13 @@ type Service struct {
 	// workers.
 	detached chan struct{}
 
-	mu       sync.Mutex
-	workers  map[string]*worker // guarded by mu: by session id
-	draining bool               // guarded by mu
+	mu      sync.Mutex
+	workers map[string]*worker // guarded by mu: by session id
+	// archived holds the sessions archived while this host runs, from
+	// the moment their archive begins: no worker starts for them,
+	// whatever a request read of the catalog before. Guarded by mu.
+	archived map[string]bool
+	draining bool // guarded by mu
 }
 
 // ErrClosed is the cause of the service's context once it closed.
@@ -145,7 +149,7 @@ func New(ctx context.Context, h *server.Server, cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening the session catalog: %w", err)
 	}
-	s := &Service{cfg: cfg, host: h, sup: sup, cat: cat, log: cfg.Logger, workers: map[string]*worker{}, detached: make(chan struct{})}
+	s := &Service{cfg: cfg, host: h, sup: sup, cat: cat, log: cfg.Logger, workers: map[string]*worker{}, archived: map[string]bool{}, detached: make(chan struct{})}
 	s.ctx, s.cancel = context.WithCancelCause(ctx)
 	s.table = s.handlers()
 	s.adoptAll()

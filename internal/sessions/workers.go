@@ -85,6 +85,11 @@ func (s *Service) ensureWorker(ctx context.Context, h catalog.Header) (*worker, 
 			s.mu.Unlock()
 			return nil, protocol.Errorf(protocol.CodeDraining, "the host is draining")
 		}
+		if s.archived[h.ID] && !h.Archived {
+			// h was read before the session's archive began.
+			s.mu.Unlock()
+			return nil, protocol.Errorf(protocol.CodeSessionArchived, "session %s was archived while the request was on its way", h.ID)
+		}
 		w, ok := s.workers[h.ID]
 		if ok {
 			select {

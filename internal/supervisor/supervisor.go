@@ -70,7 +70,16 @@ type Config struct {
 	// (a crash's trace). Default: stderr.
 	Log    io.Writer
 	Logger *slog.Logger
+	// StopGrace bounds how long a worker this host started may run on
+	// once its connection ended before it is killed with its process
+	// group: a worker stopping closes its connections first, then drains
+	// (its resources have a grace of their own between SIGTERM and
+	// SIGKILL). Default: DefaultStopGrace.
+	StopGrace time.Duration
 }
+
+// DefaultStopGrace is the default of Config.StopGrace.
+const DefaultStopGrace = 10 * time.Second
 
 // Supervisor starts and adopts workers and follows their processes.
 type Supervisor struct {
@@ -93,6 +102,12 @@ func New(cfg Config) (*Supervisor, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.StopGrace < 0 {
+		return nil, fmt.Errorf("supervisor: StopGrace is %v; want a positive duration, or 0 for the default", cfg.StopGrace)
+	}
+	if cfg.StopGrace == 0 {
+		cfg.StopGrace = DefaultStopGrace
 	}
 	return &Supervisor{cfg: cfg, log: cfg.Logger}, nil
 }
@@ -176,29 +191,46 @@ func (w *Worker) Release() {
 
 // watch follows the worker until it ends for this host. The process's exit
 // is a pidfd becoming readable; the connection's end a channel. Whichever
-// comes first, the other follows at once for a worker that exits: an
-// adopted worker whose connection ended but whose process runs on after
-// exitWait was taken over by another host. A worker this host started is
-// its child, and waited for however long it takes; one whose connection a
-// newer host took runs on only while this host hands off, and is let go
-// of then.
+// comes first, the other follows at once for a worker that exits. A worker
+// whose connection ended but whose process runs on is not waited for
+// without end: an adopted one that runs on after exitWait was taken over
+// by another host, and runs on for it; one this host started (its child,
+// which no other host takes over before this one lets go of it) that runs
+// on after the supervisor's StopGrace is killed with its process group,
+// and waited for. Release lets go of either at once.
 func (w *Worker) watch() {
 	waited := make(chan struct{})
 	w.sup.wg.Go(func() {
 		select {
 		case <-w.Conn.Done():
-			if w.cmd == nil {
-				w.pidfd.SetReadDeadline(time.Now().Add(exitWait))
-			}
-			select {
-			case <-w.release:
-				w.pidfd.SetReadDeadline(time.Now())
-			case <-waited:
-			}
 		case <-w.release:
 			w.pidfd.SetReadDeadline(time.Now())
+			return
 		case <-waited:
+			return
 		}
+		grace := exitWait
+		if w.cmd != nil {
+			grace = w.sup.cfg.StopGrace
+		}
+		t := time.NewTimer(grace)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-w.release:
+			w.pidfd.SetReadDeadline(time.Now())
+			return
+		case <-waited:
+			return
+		}
+		if w.cmd == nil {
+			w.pidfd.SetReadDeadline(time.Now())
+			return
+		}
+		// Not waited for yet, the child keeps its pid, and its process
+		// group is its own (it leads a session).
+		w.sup.log.Warn("a worker whose connection ended runs on; it is killed", "session", w.SessionID, "pid", w.PID)
+		syscall.Kill(-w.PID, syscall.SIGKILL)
 	})
 	exitErr := awaitExit(w.pidfd)
 	close(waited)

@@ -276,3 +276,51 @@ func TestAdoptionRefusesAProcessThatIsNotTheRegisteredWorker(t *testing.T) {
 	default:
 	}
 }
+
+// TestAStartedWorkerWhoseConnectionEndsButRunsOnIsKilled: a worker this
+// host started whose connection ends (another host's connection superseded
+// it, here) while its process runs on is not waited for without end: after
+// the grace it is killed with its process group, and waited for.
+func TestAStartedWorkerWhoseConnectionEndsButRunsOnIsKilled(t *testing.T) {
+	p := newPlace(t)
+	childFile := filepath.Join(p.work, "child.pid")
+	t.Setenv("AGENTD_TEST_LEAVE_CHILD", childFile)
+	p.cfg.StopGrace = 100 * time.Millisecond
+	w := p.start(p.supervisor(), "s1")
+	pidfd, err := supervisor.OpenPidfd(w.PID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pidfd.Close()
+	b, err := os.ReadFile(childFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	child, _ := strconv.Atoi(string(b))
+	childfd, err := supervisor.OpenPidfd(child)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer childfd.Close()
+	reg, err := p.registration("s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A second supervisor takes the worker's connection: the worker
+	// closes the first one's and runs on. (Killed as the grace ends, it
+	// may be gone before the second one has checked it answers.)
+	if other, err := p.supervisor().Adopt(agentdtest.Context(t), reg); err == nil {
+		defer other.Kill()
+	}
+	select {
+	case <-w.Conn.Done():
+	case <-time.After(agentdtest.Timeout):
+		t.Fatal("the worker kept its first connection when a second host connected")
+	}
+	awaitDone(t, w, "its connection ended")
+	if !w.Exited() || w.Cause() != "worker exited: signal 9" {
+		t.Fatalf("a started worker whose connection ended ended with %v (%s)", w.Err(), w.Cause())
+	}
+	awaitGone(t, w.PID, pidfd)
+	awaitGone(t, child, childfd)
+}

@@ -361,6 +361,11 @@ func (s *session) openSubscription(_ context.Context, call *server.Call, in *pro
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if conn.id.Surface == link.SurfaceHost && s.host != conn {
+		// Dispatched before another host superseded this one's connection,
+		// which is closing: its hydration is fenced off.
+		return protocol.SubscriptionOpenResult{}, protocol.Errorf(protocol.CodeOperationConflict, "another host took the worker over")
+	}
 	snap, err := json.Marshal(s.projectionLocked())
 	if err != nil {
 		return protocol.SubscriptionOpenResult{}, err

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -152,7 +153,8 @@ func failedWith(err error, code protocol.Code) bool {
 }
 
 // dialAsTool connects to the worker's socket as a client that is not a
-// host does, a tool or a bench, and runs the handshake.
+// host does, a tool or a bench, runs the handshake and makes one call of
+// session s1, as a host's first call would attach it.
 func dialAsTool(t *testing.T, sock string) {
 	t.Helper()
 	nc, err := net.Dial("unix", sock)
@@ -167,9 +169,17 @@ func dialAsTool(t *testing.T, sock string) {
 	if _, err := nc.Write(append(hello, '\n')); err != nil {
 		t.Fatal(err)
 	}
-	line, err := bufio.NewReader(nc).ReadBytes('\n')
+	lines := bufio.NewReader(nc)
+	line, err := lines.ReadBytes('\n')
 	if err != nil || !bytes.Contains(line, []byte(`"kind":"accepted"`)) {
 		t.Fatalf("a tool's handshake with the worker: %s, %v", line, err)
+	}
+	// A call, which from a host's connection would attach it.
+	if _, err := nc.Write([]byte(`{"requestId":"t1","operation":"session.todo.query","input":{"sessionId":"s1"}}` + "\n")); err != nil {
+		t.Fatal(err)
+	}
+	if line, err = lines.ReadBytes('\n'); err != nil || !bytes.Contains(line, []byte(`"ok":true`)) {
+		t.Fatalf("a tool's call to the worker was answered %s, %v", line, err)
 	}
 }
 
@@ -840,8 +850,9 @@ func TestAForegroundBashCallIsAShellRunOfTheSession(t *testing.T) {
 // Seed 002: fences superseded attachment hydration by attachment
 // generation. A host's connection supersedes the host connections before
 // it: the earlier one is closed, its stream with it, and a subscription it
-// asks for afterwards (a hydration of the generation it belonged to) is
-// never opened.
+// asks for (a hydration of the generation it belonged to) is never opened,
+// though its request was already on its way when the newer host attached:
+// nothing reaches the earlier connection after that.
 func TestANewerHostConnectionSupersedesTheEarlierOne(t *testing.T) {
 	r := start(t, protocol.ApprovalAsk, "", "", "")
 	ctx := agentdtest.Context(t)
@@ -854,37 +865,59 @@ func TestANewerHostConnectionSupersedesTheEarlierOne(t *testing.T) {
 		t.Cleanup(func() { c.Close() })
 		return c
 	}
-	first := dialHost()
-	in := protocol.SubscriptionOpenInput{SessionID: "s1", Transcript: protocol.TranscriptBootstrap{Kind: protocol.TranscriptNone}}
-	open, err := link.Call(ctx, first, protocol.OpSubscriptionOpen, in)
+	// The first host speaks the protocol itself, so that a request can be
+	// on its way, all but its last byte written, while another host
+	// attaches.
+	first, err := net.Dial("unix", sock)
 	if err != nil {
 		t.Fatal(err)
 	}
-	feed := first.Stream(open.SubscriptionID)
-	defer feed.Close()
-	if _, err := link.Call(ctx, first, protocol.OpSubscriptionReady, protocol.SubscriptionRef{SubscriptionID: open.SubscriptionID}); err != nil {
-		t.Fatal(err)
+	defer first.Close()
+	first.SetDeadline(time.Now().Add(agentdtest.Timeout))
+	lines := bufio.NewReader(first)
+	send := func(v any, end string) {
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := first.Write(append(b, end...)); err != nil {
+			t.Fatal(err)
+		}
 	}
+	send(protocol.Hello{
+		Kind: "hello", ClientInstanceID: "first-host", ProtocolMin: protocol.ProtocolVersion, ProtocolMax: protocol.ProtocolVersion,
+		CompatibilityEpoch: protocol.CompatibilityEpoch, CompositionID: link.CompositionWorker, Surface: link.SurfaceHost,
+	}, "\n")
+	if line, err := lines.ReadString('\n'); err != nil || !strings.Contains(line, `"accepted"`) {
+		t.Fatalf("the first host's hello was answered %q, %v", line, err)
+	}
+	// Its first call attaches it as the worker's host.
+	send(protocol.Request{RequestID: "r1", Operation: string(protocol.OpSessionTodoQuery), Input: json.RawMessage(`{"sessionId":"s1"}`)}, "\n")
+	if line, err := lines.ReadString('\n'); err != nil || !strings.Contains(line, `"ok":true`) {
+		t.Fatalf("the first host's call was answered %q, %v", line, err)
+	}
+	in := protocol.SubscriptionOpenInput{SessionID: "s1", Transcript: protocol.TranscriptBootstrap{Kind: protocol.TranscriptNone}}
+	raw, _ := json.Marshal(in)
+	send(protocol.Request{RequestID: "r2", Operation: string(protocol.OpSubscriptionOpen), Input: raw}, "")
 
 	second := dialHost()
 	if _, err := link.Call(ctx, second, protocol.OpSessionTodoQuery, protocol.SessionRef{SessionID: "s1"}); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-first.Done():
-	case <-ctx.Done():
-		t.Fatal("the superseded host connection stayed open")
+	// The open's last byte: whether the superseded connection is closed
+	// already or not, the open is never answered as opened, and no frame
+	// of any kind reaches it.
+	first.Write([]byte("\n"))
+	rest, err := io.ReadAll(lines)
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("the superseded host connection stayed open; it read %q", rest)
 	}
-	if _, err := feed.Next(ctx); err == nil {
-		t.Fatal("the superseded connection's stream goes on")
-	}
-	if _, err := link.Call(ctx, first, protocol.OpSubscriptionOpen, in); err == nil {
-		t.Fatal("a superseded connection opened a subscription")
+	if len(rest) > 0 {
+		t.Fatalf("the superseded host connection read %q after another host attached", rest)
 	}
 	// A client that is not a host (a test's, a tool's) supersedes nothing.
 	dialAsTool(t, sock)
-	open, err = link.Call(ctx, second, protocol.OpSubscriptionOpen, in)
-	if err != nil {
+	if _, err := link.Call(ctx, second, protocol.OpSubscriptionOpen, in); err != nil {
 		t.Fatalf("the current host's connection: %v", err)
 	}
 	if second.Err() != nil {
