@@ -128,7 +128,7 @@ func (w *worker) redraw(ref string) {
 // screen it sends again. Called with w.interest held.
 func (w *worker) choose(ctx context.Context, refs, redraw []string) error {
 	fwd := protocol.PtyInterestInput{SubscriptionID: w.feedID, Refs: refs, Redraw: redraw}
-	if err := w.conn.Call(ctx, nil, string(protocol.OpSubscriptionPtyInterestSet), fwd, nil); err != nil {
+	if _, err := link.Call(ctx, w.conn, protocol.OpSubscriptionPtyInterestSet, fwd); err != nil {
 		return err
 	}
 	w.watched = refs
@@ -302,8 +302,8 @@ func resources(ctx context.Context, c *link.Conn, sessionID string) ([]protocol.
 	var all []protocol.Resource
 	in := protocol.ResourceQueryInput{SessionID: sessionID}
 	for {
-		var page protocol.ResourceQueryResult
-		if err := c.Call(ctx, nil, string(protocol.OpRuntimeResourceQuery), in, &page); err != nil {
+		page, err := link.Call(ctx, c, protocol.OpRuntimeResourceQuery, in)
+		if err != nil {
 			return nil, err
 		}
 		all = append(all, page.Resources...)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentd-dev/agentd/internal/fanout"
+	"github.com/agentd-dev/agentd/internal/link"
 	"github.com/agentd-dev/agentd/internal/server"
 	"github.com/agentd-dev/agentd/internal/transport"
 	"github.com/agentd-dev/agentd/protocol"
@@ -540,8 +541,8 @@ func (sub *subscription) catchUp() bool {
 		SessionID: sub.w.sessionID, Direction: "newer", AnchorSequence: &anchor, ThroughSequence: &through, MaxBytes: pageBytes,
 	}
 	for {
-		var page protocol.TranscriptPage
-		if err := sub.w.conn.Call(ctx, nil, string(protocol.OpSessionTranscriptPage), in, &page); err != nil {
+		page, err := link.Call(ctx, sub.w.conn, protocol.OpSessionTranscriptPage, in)
+		if err != nil {
 			sub.s.log.Warn("reading the transcript for a resuming subscriber", "subscription", sub.id, "err", err)
 			sub.close(protocol.ClosedWorkerExited)
 			return true // its closed frame follows
