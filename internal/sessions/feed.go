@@ -17,9 +17,9 @@ import (
 // every delta. The host follows it for as long as the worker lives,
 // whatever the number of subscribers.
 func (w *worker) openFeed(ctx context.Context) (*link.Stream, error) {
-	var open protocol.SubscriptionOpenResult
 	in := protocol.SubscriptionOpenInput{SessionID: w.sessionID, Transcript: protocol.TranscriptBootstrap{Kind: protocol.TranscriptNone}}
-	if err := w.conn.Call(ctx, nil, string(protocol.OpSubscriptionOpen), in, &open); err != nil {
+	open, err := link.Call(ctx, w.conn, protocol.OpSubscriptionOpen, in)
+	if err != nil {
 		return nil, fmt.Errorf("opening the worker's stream: %w", err)
 	}
 	var snap protocol.SessionProjection
@@ -34,7 +34,7 @@ func (w *worker) openFeed(ctx context.Context) (*link.Stream, error) {
 	w.mu.Unlock()
 	w.feedID = open.SubscriptionID
 	watch := w.conn.Stream(open.SubscriptionID)
-	if err := w.conn.Call(ctx, nil, string(protocol.OpSubscriptionReady), protocol.SubscriptionRef{SubscriptionID: open.SubscriptionID}, nil); err != nil {
+	if _, err := link.Call(ctx, w.conn, protocol.OpSubscriptionReady, protocol.SubscriptionRef{SubscriptionID: open.SubscriptionID}); err != nil {
 		watch.Close()
 		return nil, fmt.Errorf("starting the worker's stream: %w", err)
 	}

@@ -21,17 +21,13 @@ type ptyState int
 
 const (
 	// ptyAwaiting: the PTY's screen has not reached the subscription yet;
-	// its output until then is in that screen.
+	// its output until then is in that screen, and its updates (its exit)
+	// wait for it.
 	ptyAwaiting ptyState = iota + 1
 	// ptyStreaming: the subscription has the screen and gets the output.
 	ptyStreaming
 )
 
-// publishResource fans out a runtime resource frame of the worker's
-// stream: a resource's state to every subscription, a PTY's output to the
-// subscriptions that chose the PTY (its screen to those awaiting it). It
-// takes f: its bytes are given back once every subscription is done with
-// them.
 // learn records what the answer to a request op says of the worker's
 // state before the request lets go of it: a resource the worker answers
 // it started runs, though its update frame may not have reached the host
@@ -53,6 +49,12 @@ func (w *worker) learn(op string, out any) {
 	w.mu.Unlock()
 }
 
+// publishResource fans out a runtime resource frame of the worker's
+// stream: a resource's state to every subscription (held by those
+// awaiting the PTY's screen until it has gone out), a PTY's output to the
+// subscriptions that chose the PTY (its screen to those awaiting it). It
+// takes f: its bytes are given back once every subscription is done with
+// them.
 func (w *worker) publishResource(f link.Frame) error {
 	kind := f.Kind
 	it := &item{kind: kind}
@@ -74,7 +76,7 @@ func (w *worker) publishResource(f link.Frame) error {
 			w.ended[r.Ref] = true
 		}
 		for sub := range w.subs {
-			sub.push(it)
+			sub.pushUpdateLocked(r.Ref, it)
 		}
 		w.mu.Unlock()
 		w.armIdle()
@@ -103,6 +105,7 @@ func (w *worker) publishResource(f link.Frame) error {
 		case d.Screen && st == ptyAwaiting:
 			sub.ptys[d.Ref] = ptyStreaming
 			sub.push(it)
+			sub.releaseHeldLocked()
 		case !d.Screen && st == ptyStreaming:
 			// One that lags past its bound skips ahead to the screen.
 			sub.push(it)
@@ -125,7 +128,7 @@ func (w *worker) redraw(ref string) {
 // screen it sends again. Called with w.interest held.
 func (w *worker) choose(ctx context.Context, refs, redraw []string) error {
 	fwd := protocol.PtyInterestInput{SubscriptionID: w.feedID, Refs: refs, Redraw: redraw}
-	if err := w.conn.Call(ctx, nil, string(protocol.OpSubscriptionPtyInterestSet), fwd, nil); err != nil {
+	if _, err := link.Call(ctx, w.conn, protocol.OpSubscriptionPtyInterestSet, fwd); err != nil {
 		return err
 	}
 	w.watched = refs
@@ -180,6 +183,7 @@ func (s *Service) setPtyInterest(ctx context.Context, call *server.Call, in *pro
 	for _, ref := range fresh {
 		sub.ptys[ref] = ptyAwaiting
 	}
+	sub.releaseHeldLocked() // of the PTYs it let go
 	watched := w.watchedLocked()
 	w.mu.Unlock()
 
@@ -194,6 +198,7 @@ func (s *Service) setPtyInterest(ctx context.Context, call *server.Call, in *pro
 	if err := w.choose(ctx, watched, redraw); err != nil {
 		w.mu.Lock()
 		sub.ptys = was
+		sub.releaseHeldLocked()
 		w.mu.Unlock()
 		return protocol.SubscriptionRef{}, err
 	}
@@ -297,8 +302,8 @@ func resources(ctx context.Context, c *link.Conn, sessionID string) ([]protocol.
 	var all []protocol.Resource
 	in := protocol.ResourceQueryInput{SessionID: sessionID}
 	for {
-		var page protocol.ResourceQueryResult
-		if err := c.Call(ctx, nil, string(protocol.OpRuntimeResourceQuery), in, &page); err != nil {
+		page, err := link.Call(ctx, c, protocol.OpRuntimeResourceQuery, in)
+		if err != nil {
 			return nil, err
 		}
 		all = append(all, page.Resources...)

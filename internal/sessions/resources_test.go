@@ -653,3 +653,109 @@ func TestAWatcherThatLagsOnAPTYIsSkippedToItsScreen(t *testing.T) {
 		t.Fatal("no screen came after output: the watcher got the whole flood, so it never lagged and the test shows nothing")
 	}
 }
+
+// A PTY that exits while a subscriber that reads slowly is skipped ahead
+// on it ends, for that subscriber, on its screen: the exit waits for the
+// screen the skip owes it, so a client that stops at the exit never ends
+// on output the skip tore. The subscriber reads nothing until the PTY has
+// exited, and its backlog holds a byte: past its first screen, each piece
+// of the flood's output is skipped and the screen asked for again, so
+// the flood's last output is skipped too and the PTY exits before the
+// screen it owes can come.
+func TestAPTYsExitFollowsTheScreenASkipOwes(t *testing.T) {
+	h, c, work := newHostWith(t, func(cfg *sessions.Config) { cfg.BacklogBytes, cfg.BacklogAge = 1, time.Hour })
+	ctx := agentdtest.Context(t)
+	s, pty := sessionWithPTY(t, c, work, "stty -echo; read go; seq 1 100000; echo flood-done")
+	watcher := &rawFeed{rc: dialRaw(t, h.Endpoint())}
+	var open protocol.SubscriptionOpenResult
+	raw := watcher.request(string(protocol.OpSubscriptionOpen), protocol.SubscriptionOpenInput{SessionID: s.SessionID, Transcript: protocol.TranscriptBootstrap{Kind: protocol.TranscriptNone}})
+	if err := json.Unmarshal(raw, &open); err != nil {
+		t.Fatal(err)
+	}
+	sub := protocol.SubscriptionRef{SubscriptionID: open.SubscriptionID}
+	watcher.request(string(protocol.OpSubscriptionReady), sub)
+	watcher.request(string(protocol.OpSubscriptionPtyInterestSet), protocol.PtyInterestInput{SubscriptionID: open.SubscriptionID, Refs: []string{pty.Ref}})
+
+	// Another client waits for the PTY's exit, told as its resource's
+	// state.
+	states, _ := followSession(t, c, s.SessionID)
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		for {
+			f, err := states.Next(ctx)
+			if err != nil {
+				return
+			}
+			var u protocol.RuntimeResourceUpdateFrame
+			var r protocol.Resource
+			if f.Kind == protocol.KindRuntimeResourceUpdate && f.Decode(&u) == nil && json.Unmarshal(u.Resource, &r) == nil && r.State == protocol.ResourceExited {
+				return
+			}
+		}
+	}()
+	ctl, err := client.Call(ctx, c, protocol.OpRuntimeResourceControllerAcquire, protocol.ResourceRef{SessionID: s.SessionID, Ref: pty.Ref})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.Call(ctx, c, protocol.OpRuntimeResourceControllerControl, protocol.ControlInput{
+		SessionID: s.SessionID, Ref: pty.Ref, ControllerID: ctl.ControllerID, Sequence: 1, Data: "\n",
+	}); err != nil {
+		t.Fatal(err)
+	}
+	<-ended
+	if ctx.Err() != nil {
+		t.Fatal("the flood never ended")
+	}
+
+	// The watcher reads: what its PTY shows when the exit comes (its last
+	// screen and the output after it) is the flood's end.
+	var shown strings.Builder
+	screens := 0
+	for exited := false; !exited; {
+		f, err := watcher.next()
+		if err != nil {
+			t.Fatalf("after %d screens: %v", screens, err)
+		}
+		switch f.Kind {
+		case protocol.KindRuntimeResourcePtyData:
+			var d protocol.RuntimeResourcePtyDataFrame
+			if err := f.Decode(&d); err != nil {
+				t.Fatal(err)
+			}
+			if d.Screen {
+				screens++
+				shown.Reset()
+			}
+			shown.WriteString(d.Data)
+		case protocol.KindRuntimeResourceUpdate:
+			var u protocol.RuntimeResourceUpdateFrame
+			var r protocol.Resource
+			if err := f.Decode(&u); err != nil || json.Unmarshal(u.Resource, &r) != nil {
+				t.Fatalf("an update frame: %s", f.Raw)
+			}
+			exited = r.Ref == pty.Ref && r.State == protocol.ResourceExited
+		}
+	}
+	if !strings.Contains(shown.String(), "flood-done") {
+		have := shown.String()
+		t.Fatalf("the PTY's exit came after %d screens, its last showing %q: not the flood's end", screens, have[max(0, len(have)-200):])
+	}
+	if screens < 2 {
+		t.Fatalf("%d screens came: the watcher was never skipped, so the test shows nothing", screens)
+	}
+
+	// Nothing of the PTY follows its exit: its closed frame comes next.
+	watcher.request(string(protocol.OpSubscriptionClose), sub)
+	for {
+		f, err := watcher.next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.Kind == protocol.KindSubscriptionClosed {
+			break
+		}
+		t.Fatalf("after the PTY's exit: %s", f.Raw)
+	}
+	t.Logf("the watcher was skipped to the PTY's screen %d times", screens-1)
+}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentd-dev/agentd/internal/fanout"
+	"github.com/agentd-dev/agentd/internal/link"
 	"github.com/agentd-dev/agentd/internal/server"
 	"github.com/agentd-dev/agentd/internal/transport"
 	"github.com/agentd-dev/agentd/protocol"
@@ -20,10 +21,11 @@ import (
 // each once; a tool's output, a model's text and a PTY's output merge
 // while it lags and, past DefaultBacklogBytes or once older than liveAge
 // with newer output behind them, are skipped ahead (a delta's Skipped
-// says how much; a PTY gets its screen again); a subscriber that takes
-// nothing for its stall age (DefaultBacklogAge), or whose records pass
-// recordBytes, is closed with slow_consumer, and neither its connection,
-// nor its sibling subscriptions, nor the session notice.
+// says how much; a PTY gets its screen again, and its exit, a record,
+// waits for that screen); a subscriber that takes nothing for its stall
+// age (DefaultBacklogAge), or whose records pass recordBytes, is closed
+// with slow_consumer, and neither its connection, nor its sibling
+// subscriptions, nor the session notice.
 const (
 	// DefaultBacklogBytes bounds the live output a subscription holds.
 	DefaultBacklogBytes = 1 << 20
@@ -289,6 +291,7 @@ type subscription struct {
 	ended chan struct{}           // closed once it has closed
 
 	ptys map[string]ptyState // guarded by w.mu: the PTYs whose output it chose
+	held []heldUpdate        // guarded by w.mu: updates of PTYs awaiting their screen, in order
 
 	once     sync.Once     // ends it once
 	readied  sync.Once     // starts its pump once
@@ -327,15 +330,61 @@ func (sub *subscription) push(it *item) {
 	}
 }
 
+// heldUpdate is a PTY's update a subscription holds until the PTY's
+// screen has gone out.
+type heldUpdate struct {
+	ref string
+	it  *item
+}
+
+// pushUpdateLocked queues resource ref's update it for the
+// subscription. That of a PTY whose screen the subscription awaits (it
+// chose the PTY, or skipped its output) waits for the screen, so that the
+// PTY's exit never overtakes it: a client that stops at the exit ends on
+// the last screen, not on output torn where the skip cut it. Call with
+// w.mu held.
+func (sub *subscription) pushUpdateLocked(ref string, it *item) {
+	if sub.ptys[ref] == ptyAwaiting {
+		sub.held = append(sub.held, heldUpdate{ref, it})
+		return
+	}
+	sub.push(it)
+}
+
+// releaseHeldLocked queues, in the order they came, the updates held for
+// PTYs whose screen the subscription no longer awaits: the screen has
+// been queued, or the subscription let the PTY go.
+func (sub *subscription) releaseHeldLocked() {
+	kept := sub.held[:0]
+	for _, h := range sub.held {
+		if sub.ptys[h.ref] == ptyAwaiting {
+			kept = append(kept, h)
+			continue
+		}
+		sub.push(h.it)
+	}
+	clear(sub.held[len(kept):])
+	sub.held = kept
+}
+
 // ptyRef returns the PTY a stream is the output of.
 func ptyRef(stream string) (string, bool) {
 	return strings.CutPrefix(stream, ptyStream(""))
 }
 
 // close ends the subscription with reason: its closed frame follows what
-// it holds, once it is ready. The worker and the connection forget it.
+// it holds, once it is ready, the updates of PTYs whose screen it awaits
+// among them. The worker and the connection forget it.
 func (sub *subscription) close(reason string) {
-	sub.end(func() { sub.q.Close(fanout.Reason(reason)) })
+	sub.end(func() {
+		sub.w.mu.Lock()
+		for _, h := range sub.held {
+			sub.q.Push(newPending(h.it))
+		}
+		sub.held = nil
+		sub.w.mu.Unlock()
+		sub.q.Close(fanout.Reason(reason))
+	})
 }
 
 // abort ends the subscription of a connection that has gone: what it
@@ -492,8 +541,8 @@ func (sub *subscription) catchUp() bool {
 		SessionID: sub.w.sessionID, Direction: "newer", AnchorSequence: &anchor, ThroughSequence: &through, MaxBytes: pageBytes,
 	}
 	for {
-		var page protocol.TranscriptPage
-		if err := sub.w.conn.Call(ctx, nil, string(protocol.OpSessionTranscriptPage), in, &page); err != nil {
+		page, err := link.Call(ctx, sub.w.conn, protocol.OpSessionTranscriptPage, in)
+		if err != nil {
 			sub.s.log.Warn("reading the transcript for a resuming subscriber", "subscription", sub.id, "err", err)
 			sub.close(protocol.ClosedWorkerExited)
 			return true // its closed frame follows

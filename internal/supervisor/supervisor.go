@@ -166,7 +166,7 @@ func (w *Worker) Cause() string { return describeExit(w.Err()) }
 // Stop asks the worker to drain and exit, kills it when it has not by the
 // end of ctx, and returns once it ended.
 func (w *Worker) Stop(ctx context.Context) {
-	w.Conn.Call(ctx, nil, string(protocol.OpHostShutdown), protocol.ShutdownInput{}, nil)
+	link.Call(ctx, w.Conn, protocol.OpHostShutdown, protocol.ShutdownInput{})
 	select {
 	case <-w.done:
 		return
