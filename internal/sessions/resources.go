@@ -115,12 +115,34 @@ func (w *worker) publishResource(f link.Frame) error {
 }
 
 // redraw asks the worker for a PTY's screen again, for the subscriptions
-// awaiting it.
+// awaiting it. Should the worker not send it (it refused, or failed to
+// answer in time, while it runs on), those subscriptions end as too slow:
+// without the screen the output they skipped is lost, and the PTY's
+// exit they hold for it would wait for ever. A client opens again and
+// starts from the screen as it is then.
 func (w *worker) redraw(ref string) {
 	w.interest.Lock()
 	defer w.interest.Unlock()
-	if slices.Contains(w.watched, ref) {
-		w.chooseNow(w.watched, []string{ref}, "asking again for a PTY's screen")
+	if slices.Contains(w.watched, ref) && w.chooseNow(w.watched, []string{ref}, "asking again for a PTY's screen") == nil {
+		return
+	}
+	select {
+	case <-w.exited: // its subscriptions end with it
+		return
+	case <-w.s.ctx.Done(): // the host closes them
+		return
+	default:
+	}
+	w.mu.Lock()
+	var stranded []*subscription
+	for sub := range w.subs {
+		if sub.ptys[ref] == ptyAwaiting {
+			stranded = append(stranded, sub)
+		}
+	}
+	w.mu.Unlock()
+	for _, sub := range stranded {
+		sub.close(protocol.ClosedSlowConsumer)
 	}
 }
 
@@ -136,11 +158,12 @@ func (w *worker) choose(ctx context.Context, refs, redraw []string) error {
 }
 
 // chooseNow is choose for the host's own ends, with no client waiting:
-// a failure is logged as what, unless the worker has gone.
-func (w *worker) chooseNow(refs, redraw []string, what string) {
+// a failure is logged as what, unless the worker has gone, and returned.
+func (w *worker) chooseNow(refs, redraw []string, what string) error {
 	ctx, cancel := context.WithTimeout(w.s.ctx, hostRequestTimeout)
 	defer cancel()
-	if err := w.choose(ctx, refs, redraw); err != nil {
+	err := w.choose(ctx, refs, redraw)
+	if err != nil {
 		select {
 		case <-w.exited: // the stream went with its worker
 		case <-w.s.ctx.Done(): // the host closes
@@ -148,6 +171,7 @@ func (w *worker) chooseNow(refs, redraw []string, what string) {
 			w.s.log.Warn(what, "session", w.sessionID, "err", err)
 		}
 	}
+	return err
 }
 
 // setPtyInterest chooses the PTYs whose output a subscription receives.
