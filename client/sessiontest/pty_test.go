@@ -73,9 +73,9 @@ func TestAPTYStreamReadLateIsWholeOrGoesOnFromAScreenAndTellsTheExit(t *testing.
 		return strings.Contains(last, "flood-done") || strings.HasSuffix(runs[len(runs)-1], "flood-done\r\n")
 	}
 	exited := false
-	// The PTY's exit may come before the screen a skip is answered with:
-	// the stream is read on to its end.
-	for !exited || !ended() {
+	// The PTY's exit comes after the screen a skip is answered with: the
+	// stream, read to the exit, has shown the flood's end by then.
+	for !exited {
 		ev, err := s.Next(ctx)
 		if err != nil {
 			t.Fatalf("after %d screens (exited: %v): %v", screens, exited, err)
@@ -98,6 +98,9 @@ func TestAPTYStreamReadLateIsWholeOrGoesOnFromAScreenAndTellsTheExit(t *testing.
 			last = ""
 			outputs++
 		}
+	}
+	if !ended() {
+		t.Fatalf("the PTY's exit came after %d screens before the stream showed the flood's end", screens)
 	}
 	at := 0
 	for i, run := range runs {
