@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 
 	"github.com/spf13/cobra"
 
@@ -40,12 +41,26 @@ func newAttachCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			// The newest page of the transcript is read while the stream
+			// opens, on the same connection, for the first frame.
+			var first *client.TranscriptPage
+			var reading sync.WaitGroup
+			if screen {
+				reading.Go(func() {
+					pctx, cancel := context.WithTimeout(ctx, requestTimeout)
+					defer cancel()
+					if p, err := tui.ReadFirstPage(pctx, c, id); err == nil {
+						first = &p
+					}
+				})
+			}
 			f, err := follow(ctx, id, c, client.SessionOptions{Resources: screen})
+			reading.Wait()
 			if err != nil {
 				return err
 			}
 			if screen {
-				opts := tui.Options{Follower: f, Input: e.stdin, Output: e.stdout}
+				opts := tui.Options{Follower: f, FirstPage: first, Input: e.stdin, Output: e.stdout}
 				if in, out, err := ptyTerminal(e); err == nil {
 					opts.OpenPTY = func(ctx context.Context, ref string) (string, error) {
 						return openPTY(ctx, f.SessionID(), ref, in, out)

@@ -3,6 +3,7 @@ package cli_test
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os/exec"
 	"regexp"
@@ -174,6 +175,34 @@ func TestAttachShowsTheTranscriptSoFar(t *testing.T) {
 	s.waitText("❯ run `echo earlier-turn`")
 	s.waitText("│ earlier-turn")
 	s.waitText("── completed")
+}
+
+// TestAttachDrawsTheNewestTurnsFirstAndTheOlderOnScrollingUp: the first
+// screen of a session with more turns than it holds shows the last reply
+// above the input line; scrolling up shows the older turns, back to the
+// first.
+func TestAttachDrawsTheNewestTurnsFirstAndTheOlderOnScrollingUp(t *testing.T) {
+	p := newSessionPlace(t)
+	id := strings.TrimSpace(p.mustRun("new", "--cwd", p.workDir()))
+	for i := 1; i <= 14; i++ {
+		p.mustRun("run", "--session", id, fmt.Sprintf("prompt %02d", i))
+	}
+	s := p.screen(t, "attach", id)
+	s.waitFor("the last reply above the input line", func(text string) bool {
+		i := strings.Index(text, `You said: "prompt 14"`)
+		return i >= 0 && strings.Contains(text[i:], "\n> ")
+	})
+	if text := s.text(); strings.Contains(text, "❯ prompt 01") {
+		t.Fatalf("the first turn shows on the first screen of 14:\n%s", text)
+	}
+	for i := 0; !strings.Contains(s.text(), "❯ prompt 01"); i++ {
+		if i == 100 {
+			t.Fatalf("the first turn does not show after 100 pages up:\n%s", s.text())
+		}
+		before := s.text()
+		s.typeKeys("\x1b[5~") // page up
+		s.waitFor("the page up drawn", func(text string) bool { return text != before || strings.Contains(text, "❯ prompt 01") })
+	}
 }
 
 // TestAttachWithoutASessionPicksTheDirectorysLatestOrStartsOne: --new
