@@ -171,11 +171,7 @@ func openPTY(ctx context.Context, id, ref string, in, out *os.File) (string, err
 		return "", err
 	}
 	defer l.conn.Close()
-	r, err := findPTY(setup, l.conn, id, ref)
-	if err != nil {
-		return "", err
-	}
-	end, err := viewPTY(ctx, l.conn, ptyView{in: in, out: out, mode: attachControl}, r)
+	end, err := viewPTY(ctx, l.conn, ptyView{in: in, out: out, mode: attachControl, find: true}, protocol.Resource{SessionID: l.session.SessionID, Ref: ref})
 	var note string
 	switch {
 	case err != nil:

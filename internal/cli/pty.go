@@ -179,7 +179,7 @@ func newShellCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return attachPTY(cmd.Context(), e, c, in, out, r, attachControl)
+			return attachPTY(cmd.Context(), e, c, ptyView{in: in, out: out, mode: attachControl}, r)
 		},
 	}
 	return cmd
@@ -206,15 +206,11 @@ func newPtyCmd(e *env) *cobra.Command {
 				return err
 			}
 			defer l.conn.Close()
-			r, err := findPTY(setup, l.conn, l.session.SessionID, args[1])
-			if err != nil {
-				return err
-			}
-			mode := attachControl
+			view := ptyView{in: in, out: out, mode: attachControl, find: true}
 			if watch {
-				mode = attachWatch
+				view.mode = attachWatch
 			}
-			return attachPTY(cmd.Context(), e, l.conn, in, out, r, mode)
+			return attachPTY(cmd.Context(), e, l.conn, view, protocol.Resource{SessionID: l.session.SessionID, Ref: args[1]})
 		},
 	}
 	cmd.Flags().BoolVar(&watch, "watch", false, "watch only, never taking control")
@@ -277,8 +273,8 @@ const (
 // attachPTY shows PTY r on the terminal in raw mode, as viewPTY does, for
 // agentd pty and agentd shell: what the person should know is said on
 // stderr; when the PTY's program exits, the command exits with its code.
-func attachPTY(ctx context.Context, e *env, c *client.Conn, in, out *os.File, r protocol.Resource, mode attachMode) error {
-	view := ptyView{in: in, out: out, mode: mode, notes: e.stderr}
+func attachPTY(ctx context.Context, e *env, c *client.Conn, view ptyView, r protocol.Resource) error {
+	view.notes = e.stderr
 	for {
 		end, err := viewPTY(ctx, c, view, r)
 		if err != nil && ctx.Err() == nil && connectionLost(c, err) {
@@ -289,7 +285,7 @@ func attachPTY(ctx context.Context, e *env, c *client.Conn, in, out *os.File, r 
 				return rerr
 			}
 			defer nc.Close()
-			c, r = nc, nr
+			c, r, view.find = nc, nr, false
 			fmt.Fprintln(e.stderr, "agentd: reconnected")
 			continue
 		}
@@ -352,6 +348,9 @@ func reconnectPTY(ctx context.Context, r protocol.Resource) (*client.Conn, proto
 type ptyView struct {
 	in, out *os.File // the terminal
 	mode    attachMode
+	// find, when set, has the view look the PTY up (findPTY) while its
+	// stream opens: the resource it is given names the PTY alone.
+	find bool
 	// notes is where what the person should know (that another client
 	// controls the PTY) is said too, before the PTY's screen is drawn
 	// (which then says it on its last line): the command's stderr. Nil
@@ -380,15 +379,37 @@ func viewPTY(ctx context.Context, c *client.Conn, v ptyView, r protocol.Resource
 	defer cancel()
 	setup, setupDone := context.WithTimeout(ctx, requestTimeout)
 	defer setupDone()
-	// Chosen before control is taken: the stream's screen is the one
-	// drawn, and its output follows it with nothing missing, so the
+	// The PTY is looked up, its stream opened and its control taken (and
+	// the PTY sized as the terminal) at once, each a round trip or more
+	// to its worker. The stream's screen is the one drawn, its output
+	// following it with nothing missing, whenever control is taken: the
 	// acquire result's screen is not drawn.
-	stream, err := c.WatchPTY(setup, r.SessionID, r.Ref)
-	if err != nil {
-		return ptyEnd{}, err
+	var (
+		opening                   sync.WaitGroup
+		found                     protocol.Resource
+		stream                    *client.PTYStream
+		ctl                       *client.Controller
+		findErr, watchErr, ctlErr error
+	)
+	if v.find {
+		opening.Go(func() { found, findErr = findPTY(setup, c, r.SessionID, r.Ref) })
 	}
-	defer stream.Close()
-	a := &attachment{c: c, res: r, mayTake: v.mode == attachControl, stream: stream, out: v.out, wake: make(chan struct{}, 1)}
+	opening.Go(func() { stream, watchErr = c.WatchPTY(setup, r.SessionID, r.Ref) })
+	if v.mode == attachControl {
+		opening.Go(func() {
+			if ctl, ctlErr = c.AcquirePTY(setup, r.SessionID, r.Ref); ctlErr != nil {
+				return
+			}
+			if cols, rows := windowSize(v.in); cols > 0 && rows > 0 {
+				ctlErr = ctl.Control(setup, nil, cols, rows)
+			}
+		})
+	}
+	opening.Wait()
+	if stream != nil {
+		defer stream.Close()
+	}
+	a := &attachment{c: c, res: r, mayTake: v.mode == attachControl, stream: stream, out: v.out, wake: make(chan struct{}, 1), ctl: ctl}
 	defer func() {
 		if ctl := a.controller(); ctl != nil {
 			rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), requestTimeout)
@@ -396,27 +417,24 @@ func viewPTY(ctx context.Context, c *client.Conn, v ptyView, r protocol.Resource
 			ctl.Release(rctx) // an exited PTY's control is gone already
 		}
 	}()
-	if v.mode == attachControl {
-		ctl, err := c.AcquirePTY(setup, r.SessionID, r.Ref)
-		switch {
-		case errors.Is(err, client.ErrOperationConflict):
-			note, leave := fmt.Sprintf("another client controls %s: watching it read-only until it is free and a key is typed", r.Ref), "returns"
-			if v.notes != nil {
-				fmt.Fprintf(v.notes, "agentd: %s (ctrl+\\ detaches)\n", note)
-				leave = "detaches"
-			}
-			cols, rows := windowSize(v.in)
-			a.banner, a.bannerRow = bannerLine(fmt.Sprintf("agentd: %s (ctrl+\\ %s)", note, leave), cols, rows), max(rows, 1)
-		case err != nil:
-			return ptyEnd{}, err
-		default:
-			a.ctl = ctl
-			if cols, rows := windowSize(v.in); cols > 0 && rows > 0 {
-				if err := ctl.Control(setup, nil, cols, rows); err != nil {
-					return ptyEnd{}, err
-				}
-			}
+	switch {
+	case findErr != nil:
+		return ptyEnd{}, findErr
+	case watchErr != nil:
+		return ptyEnd{}, watchErr
+	case errors.Is(ctlErr, client.ErrOperationConflict) && ctl == nil:
+		note, leave := fmt.Sprintf("another client controls %s: watching it read-only until it is free and a key is typed", r.Ref), "returns"
+		if v.notes != nil {
+			fmt.Fprintf(v.notes, "agentd: %s (ctrl+\\ detaches)\n", note)
+			leave = "detaches"
 		}
+		cols, rows := windowSize(v.in)
+		a.banner, a.bannerRow = bannerLine(fmt.Sprintf("agentd: %s (ctrl+\\ %s)", note, leave), cols, rows), max(rows, 1)
+	case ctlErr != nil:
+		return ptyEnd{}, ctlErr
+	}
+	if v.find {
+		a.res = found
 	}
 	setupDone()
 

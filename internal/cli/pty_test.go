@@ -261,6 +261,20 @@ func TestAttachingToAPTYNeedsATerminalAndARunningPTY(t *testing.T) {
 	if err := s.waitExit(); err == nil || !strings.Contains(errOut.String(), "pty-7") {
 		t.Fatalf("pty of an unknown ref: %v: %q", err, errOut.String())
 	}
+	// A shell run is refused as what it is, though its stream was opened
+	// while it was looked up; its terminal is given back untouched.
+	c := p.open(t)
+	run, err := client.Call(agentdtest.Context(t), c, protocol.OpRuntimeResourceStart, protocol.ResourceStartInput{SessionID: id, LaunchID: "l-run", Command: "sleep 60"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, errOut = p.ptyScreen(t, p.workDir(), "pty", id, run.Ref)
+	if err := s.waitExit(); err == nil || !strings.Contains(errOut.String(), run.Ref+" is a shell run, not a PTY") {
+		t.Fatalf("pty of a shell run: %v: %q", err, errOut.String())
+	}
+	if text := strings.TrimSpace(s.text()); text != "" {
+		t.Fatalf("pty of a shell run drew on the terminal:\n%s", text)
+	}
 }
 
 // TestPsListsWhatRunsAndTheLastEndedRuns: every command the agent runs is
