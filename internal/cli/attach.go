@@ -34,9 +34,6 @@ func newAttachCmd(e *env) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			screen := isTerminal(e.stdin) && isTerminal(e.stdout) && !asJSON
-			if screen {
-				tui.Warm()
-			}
 			id, c, err := chooseSession(ctx, e, args, create, cwd, model, screen)
 			if err != nil {
 				return err

@@ -113,8 +113,9 @@ func Run(ctx context.Context, opts Options) error {
 		// that frame draws it again.
 		drawn = m.drawFirst(tty, profile) == nil
 	}
-	p := tea.NewProgram(m, popts...)
 	var wg sync.WaitGroup
+	wg.Go(warmWidths) // after the first frame, which it would slow on a busy machine
+	p := tea.NewProgram(m, popts...)
 	wg.Go(func() { m.in.read(ctx, opts.Follower) })
 	if tty != nil {
 		wg.Go(func() { followSize(ctx, p, tty, winch) })
@@ -135,14 +136,14 @@ func Run(ctx context.Context, opts Options) error {
 	return err
 }
 
-// Warm starts, on a goroutine of its own, the work a first frame would
-// otherwise wait on: measuring the first character above U+02FF on a
-// terminal without grapheme clustering (mode 2027), as most are, builds
-// go-runewidth's 2 MiB width table. Where page faults are dear that takes
-// tens of milliseconds; an attach calls Warm before it finds its session,
-// so the two overlap.
-func Warm() {
-	go ansi.WcWidth.StringWidth("─")
+// warmWidths does the work Bubble Tea's first frame would otherwise wait
+// on: measuring the first character above U+02FF on a terminal without
+// grapheme clustering (mode 2027), as most are, builds go-runewidth's
+// 2 MiB width table. Where page faults are dear that takes milliseconds
+// to tens of them. The screen's own first frame (drawFirst) measures
+// without it.
+func warmWidths() {
+	ansi.WcWidth.StringWidth("─")
 }
 
 // ReadFirstPage reads the newest page of session id's transcript on c,
