@@ -25,12 +25,23 @@ type located struct {
 // A selector matching on no host is not found; on several, ambiguous,
 // and the error lists where.
 func locateSession(ctx context.Context, selector string) (located, error) {
+	return locateSessionWith(ctx, selector, nil)
+}
+
+// locateSessionWith is locateSession calling opened, when set, with the
+// connection to this home's host as soon as it is open, before the
+// session is looked up: for a request about the session that need not
+// wait for it, its answer used when the session is found on that host.
+func locateSessionWith(ctx context.Context, selector string, opened func(*client.Conn)) (located, error) {
 	if selector == "" {
 		return located{}, usagef("the session must not be empty: give its id or a prefix of it")
 	}
 	own, info, _, err := client.Open(ctx, openOptions())
 	if err != nil {
 		return located{}, err
+	}
+	if opened != nil {
+		opened(own)
 	}
 	var found []located
 	var lastErr error

@@ -55,6 +55,17 @@ func TestTheFirstFrameDrawsTheNewestRecordsAndScrollingUpShowsTheOlder(t *testin
 	if i := strings.Index(s, "answer 40"); i < 0 || !strings.Contains(s[i:], "\n>") {
 		t.Fatalf("the first frame:\n%s", s)
 	}
+	// Bubble Tea's first size, the one the screen was drawn at, leaves
+	// the older blocks out still; another size draws them all.
+	hidden := m.hidden
+	m.Update(tea.WindowSizeMsg{Width: 100, Height: 30})
+	if m.hidden != hidden {
+		t.Fatalf("the same size drew %d blocks more", hidden-m.hidden)
+	}
+	m.Update(tea.WindowSizeMsg{Width: 100, Height: 40})
+	if s := m.screen(); m.hidden != 0 || !strings.Contains(s, "answer 40") {
+		t.Fatalf("laid out for 40 rows, %d blocks left out:\n%s", m.hidden, s)
+	}
 	for range 200 {
 		if strings.Contains(m.screen(), "question 1\n") {
 			break

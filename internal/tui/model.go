@@ -353,8 +353,10 @@ func (m *model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 func (m *model) update(msg tea.Msg) tea.Cmd {
 	switch msg := msg.(type) {
 	case tea.WindowSizeMsg:
+		if msg.Width != m.width || msg.Height != m.height {
+			m.hidden = 0 // laid out anew for another size
+		}
 		m.width, m.height = msg.Width, msg.Height
-		m.hidden = 0
 		m.input.SetWidth(max(msg.Width-3, 1))
 		m.refresh()
 		return nil
