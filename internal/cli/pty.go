@@ -201,12 +201,18 @@ func newPtyCmd(e *env) *cobra.Command {
 			}
 			setup, cancel := context.WithTimeout(cmd.Context(), requestTimeout)
 			defer cancel()
-			l, err := locateSession(setup, args[0])
+			// The PTY's stream opens on this home's host while the session
+			// is looked up, and is used when the session is found there.
+			var early *ptyOpening
+			l, err := locateSessionWith(setup, args[0], func(c *client.Conn) { early = openPTYStream(setup, c, args[0], args[1], true) })
 			if err != nil {
+				if early != nil {
+					early.close()
+				}
 				return err
 			}
 			defer l.conn.Close()
-			view := ptyView{in: in, out: out, mode: attachControl, find: true}
+			view := ptyView{in: in, out: out, mode: attachControl, find: true, opening: early}
 			if watch {
 				view.mode = attachWatch
 			}
@@ -285,7 +291,7 @@ func attachPTY(ctx context.Context, e *env, c *client.Conn, view ptyView, r prot
 				return rerr
 			}
 			defer nc.Close()
-			c, r, view.find = nc, nr, false
+			c, r, view.find, view.opening = nc, nr, false, nil
 			fmt.Fprintln(e.stderr, "agentd: reconnected")
 			continue
 		}
@@ -351,6 +357,9 @@ type ptyView struct {
 	// find, when set, has the view look the PTY up (findPTY) while its
 	// stream opens: the resource it is given names the PTY alone.
 	find bool
+	// opening, when set, is the PTY's stream opened already, on the
+	// view's connection or another, which then closes it.
+	opening *ptyOpening
 	// notes is where what the person should know (that another client
 	// controls the PTY) is said too, before the PTY's screen is drawn
 	// (which then says it on its last line): the command's stderr. Nil
@@ -379,36 +388,26 @@ func viewPTY(ctx context.Context, c *client.Conn, v ptyView, r protocol.Resource
 	defer cancel()
 	setup, setupDone := context.WithTimeout(ctx, requestTimeout)
 	defer setupDone()
-	// The PTY is looked up, its stream opened and its control taken (and
-	// the PTY sized as the terminal) at once, each a round trip or more
-	// to its worker. The stream's screen is the one drawn, its output
-	// following it with nothing missing, whenever control is taken: the
-	// acquire result's screen is not drawn.
-	var (
-		opening                   sync.WaitGroup
-		found                     protocol.Resource
-		stream                    *client.PTYStream
-		ctl                       *client.Controller
-		findErr, watchErr, ctlErr error
-	)
-	if v.find {
-		opening.Go(func() { found, findErr = findPTY(setup, c, r.SessionID, r.Ref) })
+	// The PTY is looked up, its stream opened and its control taken at
+	// once, each a round trip or more to its worker; the PTY is sized as
+	// the terminal once its screen is shown. The stream's screen is the
+	// one drawn, its output following it with nothing missing, whenever
+	// control is taken: the acquire result's screen is not drawn.
+	o := v.opening
+	if o == nil || o.c != c {
+		if o != nil {
+			o.close()
+		}
+		o = openPTYStream(setup, c, r.SessionID, r.Ref, v.find)
 	}
-	opening.Go(func() { stream, watchErr = c.WatchPTY(setup, r.SessionID, r.Ref) })
+	defer o.close()
+	var ctl *client.Controller
+	var ctlErr error
 	if v.mode == attachControl {
-		opening.Go(func() {
-			if ctl, ctlErr = c.AcquirePTY(setup, r.SessionID, r.Ref); ctlErr != nil {
-				return
-			}
-			if cols, rows := windowSize(v.in); cols > 0 && rows > 0 {
-				ctlErr = ctl.Control(setup, nil, cols, rows)
-			}
-		})
+		ctl, ctlErr = c.AcquirePTY(setup, r.SessionID, r.Ref)
 	}
-	opening.Wait()
-	if stream != nil {
-		defer stream.Close()
-	}
+	o.wg.Wait()
+	found, findErr, stream, watchErr := o.found, o.findErr, o.stream, o.watchErr
 	a := &attachment{c: c, res: r, mayTake: v.mode == attachControl, stream: stream, out: v.out, wake: make(chan struct{}, 1), ctl: ctl}
 	defer func() {
 		if ctl := a.controller(); ctl != nil {
@@ -437,6 +436,7 @@ func viewPTY(ctx context.Context, c *client.Conn, v ptyView, r protocol.Resource
 		a.res = found
 	}
 	setupDone()
+	a.resize(windowSize(v.in))
 
 	raw, err := makeRaw(v.in)
 	if err != nil {
@@ -495,6 +495,36 @@ func viewPTY(ctx context.Context, c *client.Conn, v ptyView, r protocol.Resource
 		return ptyEnd{watched: watched}, nil
 	}
 	return ptyEnd{}, end
+}
+
+// ptyOpening is a PTY's stream opening on one connection, the PTY looked
+// up beside it when asked.
+type ptyOpening struct {
+	c  *client.Conn // constant
+	wg sync.WaitGroup
+	// Set once wg is done.
+	found             protocol.Resource
+	stream            *client.PTYStream
+	findErr, watchErr error
+}
+
+// openPTYStream starts opening a stream of PTY ref of session (an id or a
+// unique prefix of one) on c, and looking the PTY up when find is set.
+func openPTYStream(ctx context.Context, c *client.Conn, session, ref string, find bool) *ptyOpening {
+	o := &ptyOpening{c: c}
+	if find {
+		o.wg.Go(func() { o.found, o.findErr = findPTY(ctx, c, session, ref) })
+	}
+	o.wg.Go(func() { o.stream, o.watchErr = c.WatchPTY(ctx, session, ref) })
+	return o
+}
+
+// close waits for the opening to end and closes the stream it opened.
+func (o *ptyOpening) close() {
+	o.wg.Wait()
+	if o.stream != nil {
+		o.stream.Close()
+	}
 }
 
 // What a view opened from agentd attach writes to the terminal around the

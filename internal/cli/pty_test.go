@@ -117,7 +117,7 @@ func TestAShellRunsOnAPTYOfTheSessionAndOutlivesItsDetach(t *testing.T) {
 		t.Fatalf("ps after the detach:\n%s", table)
 	}
 
-	a, _ := p.ptyScreen(t, work, "pty", id, ref)
+	a, _ := p.ptyScreen(t, work, "pty", id[:5], ref) // a prefix names the session too
 	a.waitText("hello-42 in " + work)
 	b, bErr := p.ptyScreen(t, work, "pty", id, ref)
 	b.waitText("hello-42 in " + work)
