@@ -376,3 +376,33 @@ func (p *place) runIn(dir string, args ...string) (string, string, int) {
 	}
 	return stdout.String(), stderr.String(), code
 }
+
+// TestAttachAndPtyShowASessionOfAnotherHost: a screen and a PTY's view of
+// a session another host of the runtime directory serves show it, though
+// each asks this home's host first, before the session is found.
+func TestAttachAndPtyShowASessionOfAnotherHost(t *testing.T) {
+	first := newSessionPlace(t)
+	first.hostID = "first"
+	second := newSessionPlace(t)
+	second.rundir = first.rundir
+	second.hostID = "second"
+	first.mustRun("new", "--id", "here", "--cwd", first.workDir())
+	second.mustRun("new", "--id", "afar", "--cwd", second.workDir())
+	second.mustRun("run", "--session", "afar", "a question from afar")
+	c := second.open(t)
+	r, err := client.Call(agentdtest.Context(t), c, protocol.OpRuntimeResourceStart, protocol.ResourceStartInput{SessionID: "afar", LaunchID: "l-afar", Command: "echo pty-of-afar; sleep 60", PTY: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	s := first.screen(t, "attach", "afar")
+	s.waitText(`You said: "a question from afar"`)
+	s.waitText("agentd · afar")
+	s.typeKeys(keyQuit)
+	if err := s.waitExit(); err != nil {
+		t.Fatalf("detach: %v", err)
+	}
+
+	v, _ := first.ptyScreen(t, first.workDir(), "pty", "afar", r.Ref)
+	v.waitText("pty-of-afar")
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/spf13/cobra"
 
@@ -58,10 +59,14 @@ func locateSessionWith(ctx context.Context, selector string, opened func(*client
 		}
 		return false
 	}
+	// The other hosts are found while this home's host is asked.
+	var hosts []client.HostInfo
+	var discovering sync.WaitGroup
+	discovering.Go(func() { hosts, _ = client.Discover(ctx, mustRuntimeDir()) })
 	if !try(own, info.HostID, info.Home) {
 		defer own.Close()
 	}
-	hosts, _ := client.Discover(ctx, mustRuntimeDir())
+	discovering.Wait()
 	for _, h := range hosts {
 		if h.HostID == info.HostID {
 			continue
