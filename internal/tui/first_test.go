@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	tea "charm.land/bubbletea/v2"
+	"github.com/charmbracelet/x/ansi"
 
 	"github.com/agentd-dev/agentd/client"
 	"github.com/agentd-dev/agentd/protocol"
@@ -119,5 +120,31 @@ func TestAFirstPageThatCannotJoinTheStreamIsReadAgain(t *testing.T) {
 	m = firstScreen(t, 4, client.TranscriptPage{Through: 12, Records: rs[8:]})
 	if m.started {
 		t.Fatal("a page starting after the snapshot was used: the stream brings its records")
+	}
+}
+
+// TestALineWiderThanTheScreenIsCut: a line no wrapping breaks (a turn's
+// rule with a long id) is cut at the screen's edge, the lines below it
+// where they belong.
+func TestALineWiderThanTheScreenIsCut(t *testing.T) {
+	long := "t" + strings.Repeat("x", 150)
+	rs := []protocol.TranscriptRecord{
+		record(1, protocol.RecordTurnStart, long, protocol.TurnStartData{RunID: "run-1"}),
+		record(2, protocol.RecordUserMessage, long, protocol.UserMessageData{Text: "a question"}),
+		record(3, protocol.RecordAssistantMessage, long, protocol.MessageData{Role: "assistant", Parts: []protocol.MessagePart{{Type: protocol.PartText, Text: "an answer"}}}),
+		record(4, protocol.RecordTurnEnd, long, protocol.TurnEndData{Status: protocol.TurnCompleted}),
+	}
+	m := firstScreen(t, 4, client.TranscriptPage{Through: 4, Records: rs})
+	s := m.screen()
+	if !strings.Contains(s, "── turn "+long[:80]) {
+		t.Fatalf("the turn's rule is not drawn:\n%s", s)
+	}
+	for l := range strings.Lines(s) {
+		if w := ansi.StringWidth(strings.TrimSuffix(l, "\n")); w > 100 {
+			t.Fatalf("a line %d wide on a screen 100 wide:\n%s", w, s)
+		}
+	}
+	if i := strings.Index(s, "a question"); i < 0 || !strings.Contains(s[i:], "an answer\n── completed") {
+		t.Fatalf("the lines below the cut one:\n%s", s)
 	}
 }

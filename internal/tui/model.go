@@ -246,6 +246,7 @@ type model struct {
 
 	width, height int
 	view          viewport.Model
+	lines         []string // the view's content, line by line (transcript)
 	input         textinput.Model
 	render        *renderer
 

@@ -6,6 +6,7 @@ import (
 
 	tea "charm.land/bubbletea/v2"
 	"charm.land/lipgloss/v2"
+	"github.com/charmbracelet/x/ansi"
 
 	"github.com/agentd-dev/agentd/protocol"
 )
@@ -210,7 +211,8 @@ func (m *model) refresh() {
 			}
 		}
 	}
-	m.view.SetContent(strings.Join(parts, "\n"))
+	m.lines = strings.Split(strings.Join(parts, "\n"), "\n")
+	m.view.SetContentLines(m.lines)
 	m.layout()
 }
 
@@ -255,6 +257,27 @@ func (m *model) showAll() {
 	m.hidden = 0
 	m.refresh()
 	m.view.SetYOffset(at + m.view.TotalLineCount() - before)
+}
+
+// transcript is what the transcript's view shows: its lines from its
+// offset, as many as its height, a line wider than the screen cut. The
+// viewport's own View pads each line to the width through lipgloss
+// besides, which the terminal's renderer has no need of, at six times
+// the cost a frame.
+func (m *model) transcript() string {
+	h := m.view.Height()
+	if m.width == 0 || h == 0 {
+		return ""
+	}
+	top := min(m.view.YOffset(), len(m.lines))
+	shown := make([]string, h)
+	for i, l := range m.lines[top:min(top+h, len(m.lines))] {
+		if ansi.StringWidth(l) > m.width {
+			l = ansi.Truncate(l, m.width, "")
+		}
+		shown[i] = l
+	}
+	return strings.Join(shown, "\n")
 }
 
 // layout sizes the transcript's view to the room the rest leaves it.
@@ -345,7 +368,7 @@ func (m *model) View() tea.View {
 	var b strings.Builder
 	b.WriteString(m.header())
 	b.WriteString("\n")
-	b.WriteString(m.view.View())
+	b.WriteString(m.transcript())
 	if panel := m.panel(); panel != "" {
 		b.WriteString("\n")
 		b.WriteString(panel)
