@@ -75,11 +75,20 @@ func (c *Conn) WatchPTY(ctx context.Context, sessionID, ref string) (*PTYStream,
 		return nil, err
 	}
 	s := &PTYStream{c: c, w: c.Watch(open.SubscriptionID), subscription: open.SubscriptionID, session: sessionID, ref: ref}
-	if _, err := Call(ctx, c, protocol.OpSubscriptionReady, protocol.SubscriptionRef{SubscriptionID: open.SubscriptionID}); err != nil {
-		s.Close()
-		return nil, err
+	// The subscription is readied and the PTY chosen at once: the host
+	// holds a subscription's frames until it is ready, so the PTY's
+	// screen comes first whichever of the two it takes first.
+	var readying sync.WaitGroup
+	var readyErr error
+	readying.Go(func() {
+		_, readyErr = Call(ctx, c, protocol.OpSubscriptionReady, protocol.SubscriptionRef{SubscriptionID: open.SubscriptionID})
+	})
+	_, err = Call(ctx, c, protocol.OpSubscriptionPtyInterestSet, protocol.PtyInterestInput{SubscriptionID: open.SubscriptionID, Refs: []string{ref}})
+	readying.Wait()
+	if readyErr != nil {
+		err = readyErr
 	}
-	if _, err := Call(ctx, c, protocol.OpSubscriptionPtyInterestSet, protocol.PtyInterestInput{SubscriptionID: open.SubscriptionID, Refs: []string{ref}}); err != nil {
+	if err != nil {
 		s.Close()
 		return nil, err
 	}

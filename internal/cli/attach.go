@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 
 	"github.com/spf13/cobra"
 
@@ -33,19 +34,28 @@ func newAttachCmd(e *env) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			screen := isTerminal(e.stdin) && isTerminal(e.stdout) && !asJSON
+			// The newest page of the transcript is read while the session
+			// is found and its stream opens, for the first frame.
+			var first firstPage
+			defer first.wg.Wait()
+			var early func(context.Context, *client.Conn, string)
 			if screen {
-				tui.Warm()
+				early = first.read
 			}
-			id, c, err := chooseSession(ctx, e, args, create, cwd, model, screen)
+			id, c, err := chooseSession(ctx, e, args, create, cwd, model, screen, early)
 			if err != nil {
 				return err
+			}
+			if screen && first.conn == nil {
+				first.read(ctx, c, id)
 			}
 			f, err := follow(ctx, id, c, client.SessionOptions{Resources: screen})
+			page := first.of(c, id)
 			if err != nil {
 				return err
 			}
 			if screen {
-				opts := tui.Options{Follower: f, Input: e.stdin, Output: e.stdout}
+				opts := tui.Options{Follower: f, FirstPage: page, Input: e.stdin, Output: e.stdout}
 				if in, out, err := ptyTerminal(e); err == nil {
 					opts.OpenPTY = func(ctx context.Context, ref string) (string, error) {
 						return openPTY(ctx, f.SessionID(), ref, in, out)
@@ -91,15 +101,52 @@ func attachEnded(e *env, id string, err error) error {
 	return nil
 }
 
+// firstPage is the newest page of a session's transcript, read beside the
+// requests that find the session and open its stream.
+type firstPage struct {
+	wg   sync.WaitGroup
+	conn *client.Conn           // where it is read; nil before read
+	page *client.TranscriptPage // once wg is done: the page, or nil
+}
+
+// read starts reading the page of session selector on c.
+func (p *firstPage) read(ctx context.Context, c *client.Conn, selector string) {
+	p.conn = c
+	p.wg.Go(func() {
+		ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+		defer cancel()
+		if page, err := tui.ReadFirstPage(ctx, c, selector); err == nil {
+			p.page = &page
+		}
+	})
+}
+
+// of returns the page once read, when it is session id's, read on c; nil
+// when it could not be read, or was read of a session of this home's
+// host that another host's named the same.
+func (p *firstPage) of(c *client.Conn, id string) *client.TranscriptPage {
+	p.wg.Wait()
+	if p.page == nil || p.conn != c || p.page.SessionID != id {
+		return nil
+	}
+	return p.page
+}
+
 // chooseSession returns the id of the session to attach to: the one
 // named, a new one, or the latest of the current directory (a picker on a
 // terminal when it has several); with the connection to the host that
-// serves it, for the stream to open on.
-func chooseSession(ctx context.Context, e *env, args []string, create bool, cwd, model string, screen bool) (string, *client.Conn, error) {
+// serves it, for the stream to open on. Early, when set, is given a
+// session named at once, with the connection to this home's host, before
+// it is looked up.
+func chooseSession(ctx context.Context, e *env, args []string, create bool, cwd, model string, screen bool, early func(context.Context, *client.Conn, string)) (string, *client.Conn, error) {
 	setup, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
 	if len(args) == 1 {
-		l, err := locateSession(setup, args[0])
+		var opened func(*client.Conn)
+		if early != nil {
+			opened = func(c *client.Conn) { early(ctx, c, args[0]) }
+		}
+		l, err := locateSessionWith(setup, args[0], opened)
 		if err != nil {
 			return "", nil, err
 		}
@@ -156,11 +203,7 @@ func openPTY(ctx context.Context, id, ref string, in, out *os.File) (string, err
 		return "", err
 	}
 	defer l.conn.Close()
-	r, err := findPTY(setup, l.conn, id, ref)
-	if err != nil {
-		return "", err
-	}
-	end, err := viewPTY(ctx, l.conn, ptyView{in: in, out: out, mode: attachControl}, r)
+	end, err := viewPTY(ctx, l.conn, ptyView{in: in, out: out, mode: attachControl, find: true}, protocol.Resource{SessionID: l.session.SessionID, Ref: ref})
 	var note string
 	switch {
 	case err != nil:

@@ -3,6 +3,7 @@ package cli_test
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os/exec"
 	"regexp"
@@ -176,6 +177,34 @@ func TestAttachShowsTheTranscriptSoFar(t *testing.T) {
 	s.waitText("── completed")
 }
 
+// TestAttachDrawsTheNewestTurnsFirstAndTheOlderOnScrollingUp: the first
+// screen of a session with more turns than it holds shows the last reply
+// above the input line; scrolling up shows the older turns, back to the
+// first.
+func TestAttachDrawsTheNewestTurnsFirstAndTheOlderOnScrollingUp(t *testing.T) {
+	p := newSessionPlace(t)
+	id := strings.TrimSpace(p.mustRun("new", "--cwd", p.workDir()))
+	for i := 1; i <= 14; i++ {
+		p.mustRun("run", "--session", id, fmt.Sprintf("prompt %02d", i))
+	}
+	s := p.screen(t, "attach", id)
+	s.waitFor("the last reply above the input line", func(text string) bool {
+		i := strings.Index(text, `You said: "prompt 14"`)
+		return i >= 0 && strings.Contains(text[i:], "\n> ")
+	})
+	if text := s.text(); strings.Contains(text, "❯ prompt 01") {
+		t.Fatalf("the first turn shows on the first screen of 14:\n%s", text)
+	}
+	for i := 0; !strings.Contains(s.text(), "❯ prompt 01"); i++ {
+		if i == 100 {
+			t.Fatalf("the first turn does not show after 100 pages up:\n%s", s.text())
+		}
+		before := s.text()
+		s.typeKeys("\x1b[5~") // page up
+		s.waitFor("the page up drawn", func(text string) bool { return text != before || strings.Contains(text, "❯ prompt 01") })
+	}
+}
+
 // TestAttachWithoutASessionPicksTheDirectorysLatestOrStartsOne: --new
 // starts a session of the current directory; with no id, attach finds it.
 func TestAttachWithoutASessionPicksTheDirectorysLatestOrStartsOne(t *testing.T) {
@@ -346,4 +375,34 @@ func (p *place) runIn(dir string, args ...string) (string, string, int) {
 		p.t.Fatal(err)
 	}
 	return stdout.String(), stderr.String(), code
+}
+
+// TestAttachAndPtyShowASessionOfAnotherHost: a screen and a PTY's view of
+// a session another host of the runtime directory serves show it, though
+// each asks this home's host first, before the session is found.
+func TestAttachAndPtyShowASessionOfAnotherHost(t *testing.T) {
+	first := newSessionPlace(t)
+	first.hostID = "first"
+	second := newSessionPlace(t)
+	second.rundir = first.rundir
+	second.hostID = "second"
+	first.mustRun("new", "--id", "here", "--cwd", first.workDir())
+	second.mustRun("new", "--id", "afar", "--cwd", second.workDir())
+	second.mustRun("run", "--session", "afar", "a question from afar")
+	c := second.open(t)
+	r, err := client.Call(agentdtest.Context(t), c, protocol.OpRuntimeResourceStart, protocol.ResourceStartInput{SessionID: "afar", LaunchID: "l-afar", Command: "echo pty-of-afar; sleep 60", PTY: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	s := first.screen(t, "attach", "afar")
+	s.waitText(`You said: "a question from afar"`)
+	s.waitText("agentd · afar")
+	s.typeKeys(keyQuit)
+	if err := s.waitExit(); err != nil {
+		t.Fatalf("detach: %v", err)
+	}
+
+	v, _ := first.ptyScreen(t, first.workDir(), "pty", "afar", r.Ref)
+	v.waitText("pty-of-afar")
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/spf13/cobra"
 
@@ -26,12 +27,23 @@ type located struct {
 // A selector matching on no host is not found; on several, ambiguous,
 // and the error lists where.
 func locateSession(ctx context.Context, selector string) (located, error) {
+	return locateSessionWith(ctx, selector, nil)
+}
+
+// locateSessionWith is locateSession calling opened, when set, with the
+// connection to this home's host as soon as it is open, before the
+// session is looked up: for a request about the session that need not
+// wait for it, its answer used when the session is found on that host.
+func locateSessionWith(ctx context.Context, selector string, opened func(*client.Conn)) (located, error) {
 	if selector == "" {
 		return located{}, usagef("the session must not be empty: give its id or a prefix of it")
 	}
 	own, info, err := openOwn(ctx)
 	if err != nil {
 		return located{}, err
+	}
+	if opened != nil {
+		opened(own)
 	}
 	var found []located
 	var lastErr error
@@ -48,10 +60,14 @@ func locateSession(ctx context.Context, selector string) (located, error) {
 		}
 		return false
 	}
+	// The other hosts are found while this home's host is asked.
+	var hosts []client.HostInfo
+	var discovering sync.WaitGroup
+	discovering.Go(func() { hosts, _ = activation.Discover(ctx, mustRuntimeDir()) })
 	if !try(own, info.HostID, info.Home) {
 		defer own.Close()
 	}
-	hosts, _ := activation.Discover(ctx, mustRuntimeDir())
+	discovering.Wait()
 	for _, h := range hosts {
 		if h.HostID == info.HostID {
 			continue

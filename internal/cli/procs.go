@@ -23,8 +23,8 @@ import (
 // 0.9 ms against 2.5 ms and the keystroke echo p99 at 2.6× tmux against
 // 5.2×, and put host.status p50 at 1.24× the JSON echo server against
 // 1.30×; the PTY relay was within the noise (1.44× tmux against 1.78×).
-// Client commands keep the default: their start builds tables on a
-// goroutine of its own beside the request path (tui.Warm).
+// Client commands keep the default: agentd attach builds a table on a
+// goroutine of its own beside its screen's (tui.Run).
 func oneProcessor() {
 	if os.Getenv("GOMAXPROCS") == "" {
 		runtime.GOMAXPROCS(1)

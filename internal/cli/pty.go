@@ -179,7 +179,7 @@ func newShellCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return attachPTY(cmd.Context(), e, c, in, out, r, attachControl)
+			return attachPTY(cmd.Context(), e, c, ptyView{in: in, out: out, mode: attachControl}, r)
 		},
 	}
 	return cmd
@@ -201,20 +201,22 @@ func newPtyCmd(e *env) *cobra.Command {
 			}
 			setup, cancel := context.WithTimeout(cmd.Context(), requestTimeout)
 			defer cancel()
-			l, err := locateSession(setup, args[0])
+			// The PTY's stream opens on this home's host while the session
+			// is looked up, and is used when the session is found there.
+			var early *ptyOpening
+			l, err := locateSessionWith(setup, args[0], func(c *client.Conn) { early = openPTYStream(setup, c, args[0], args[1], true) })
 			if err != nil {
+				if early != nil {
+					early.close()
+				}
 				return err
 			}
 			defer l.conn.Close()
-			r, err := findPTY(setup, l.conn, l.session.SessionID, args[1])
-			if err != nil {
-				return err
-			}
-			mode := attachControl
+			view := ptyView{in: in, out: out, mode: attachControl, find: true, opening: early}
 			if watch {
-				mode = attachWatch
+				view.mode = attachWatch
 			}
-			return attachPTY(cmd.Context(), e, l.conn, in, out, r, mode)
+			return attachPTY(cmd.Context(), e, l.conn, view, protocol.Resource{SessionID: l.session.SessionID, Ref: args[1]})
 		},
 	}
 	cmd.Flags().BoolVar(&watch, "watch", false, "watch only, never taking control")
@@ -277,8 +279,8 @@ const (
 // attachPTY shows PTY r on the terminal in raw mode, as viewPTY does, for
 // agentd pty and agentd shell: what the person should know is said on
 // stderr; when the PTY's program exits, the command exits with its code.
-func attachPTY(ctx context.Context, e *env, c *client.Conn, in, out *os.File, r protocol.Resource, mode attachMode) error {
-	view := ptyView{in: in, out: out, mode: mode, notes: e.stderr}
+func attachPTY(ctx context.Context, e *env, c *client.Conn, view ptyView, r protocol.Resource) error {
+	view.notes = e.stderr
 	for {
 		end, err := viewPTY(ctx, c, view, r)
 		if err != nil && ctx.Err() == nil && connectionLost(c, err) {
@@ -289,7 +291,7 @@ func attachPTY(ctx context.Context, e *env, c *client.Conn, in, out *os.File, r 
 				return rerr
 			}
 			defer nc.Close()
-			c, r = nc, nr
+			c, r, view.find, view.opening = nc, nr, false, nil
 			fmt.Fprintln(e.stderr, "agentd: reconnected")
 			continue
 		}
@@ -352,6 +354,12 @@ func reconnectPTY(ctx context.Context, r protocol.Resource) (*client.Conn, proto
 type ptyView struct {
 	in, out *os.File // the terminal
 	mode    attachMode
+	// find, when set, has the view look the PTY up (findPTY) while its
+	// stream opens: the resource it is given names the PTY alone.
+	find bool
+	// opening, when set, is the PTY's stream opened already, on the
+	// view's connection or another, which then closes it.
+	opening *ptyOpening
 	// notes is where what the person should know (that another client
 	// controls the PTY) is said too, before the PTY's screen is drawn
 	// (which then says it on its last line): the command's stderr. Nil
@@ -380,15 +388,27 @@ func viewPTY(ctx context.Context, c *client.Conn, v ptyView, r protocol.Resource
 	defer cancel()
 	setup, setupDone := context.WithTimeout(ctx, requestTimeout)
 	defer setupDone()
-	// Chosen before control is taken: the stream's screen is the one
-	// drawn, and its output follows it with nothing missing, so the
-	// acquire result's screen is not drawn.
-	stream, err := c.WatchPTY(setup, r.SessionID, r.Ref)
-	if err != nil {
-		return ptyEnd{}, err
+	// The PTY is looked up, its stream opened and its control taken at
+	// once, each a round trip or more to its worker; the PTY is sized as
+	// the terminal once its screen is shown. The stream's screen is the
+	// one drawn, its output following it with nothing missing, whenever
+	// control is taken: the acquire result's screen is not drawn.
+	o := v.opening
+	if o == nil || o.c != c {
+		if o != nil {
+			o.close()
+		}
+		o = openPTYStream(setup, c, r.SessionID, r.Ref, v.find)
 	}
-	defer stream.Close()
-	a := &attachment{c: c, res: r, mayTake: v.mode == attachControl, stream: stream, out: v.out, wake: make(chan struct{}, 1)}
+	defer o.close()
+	var ctl *client.Controller
+	var ctlErr error
+	if v.mode == attachControl {
+		ctl, ctlErr = c.AcquirePTY(setup, r.SessionID, r.Ref)
+	}
+	o.wg.Wait()
+	found, findErr, stream, watchErr := o.found, o.findErr, o.stream, o.watchErr
+	a := &attachment{c: c, res: r, mayTake: v.mode == attachControl, stream: stream, out: v.out, wake: make(chan struct{}, 1), ctl: ctl}
 	defer func() {
 		if ctl := a.controller(); ctl != nil {
 			rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), requestTimeout)
@@ -396,29 +416,27 @@ func viewPTY(ctx context.Context, c *client.Conn, v ptyView, r protocol.Resource
 			ctl.Release(rctx) // an exited PTY's control is gone already
 		}
 	}()
-	if v.mode == attachControl {
-		ctl, err := c.AcquirePTY(setup, r.SessionID, r.Ref)
-		switch {
-		case errors.Is(err, client.ErrOperationConflict):
-			note, leave := fmt.Sprintf("another client controls %s: watching it read-only until it is free and a key is typed", r.Ref), "returns"
-			if v.notes != nil {
-				fmt.Fprintf(v.notes, "agentd: %s (ctrl+\\ detaches)\n", note)
-				leave = "detaches"
-			}
-			cols, rows := windowSize(v.in)
-			a.banner, a.bannerRow = bannerLine(fmt.Sprintf("agentd: %s (ctrl+\\ %s)", note, leave), cols, rows), max(rows, 1)
-		case err != nil:
-			return ptyEnd{}, err
-		default:
-			a.ctl = ctl
-			if cols, rows := windowSize(v.in); cols > 0 && rows > 0 {
-				if err := ctl.Control(setup, nil, cols, rows); err != nil {
-					return ptyEnd{}, err
-				}
-			}
+	switch {
+	case findErr != nil:
+		return ptyEnd{}, findErr
+	case watchErr != nil:
+		return ptyEnd{}, watchErr
+	case errors.Is(ctlErr, client.ErrOperationConflict) && ctl == nil:
+		note, leave := fmt.Sprintf("another client controls %s: watching it read-only until it is free and a key is typed", r.Ref), "returns"
+		if v.notes != nil {
+			fmt.Fprintf(v.notes, "agentd: %s (ctrl+\\ detaches)\n", note)
+			leave = "detaches"
 		}
+		cols, rows := windowSize(v.in)
+		a.banner, a.bannerRow = bannerLine(fmt.Sprintf("agentd: %s (ctrl+\\ %s)", note, leave), cols, rows), max(rows, 1)
+	case ctlErr != nil:
+		return ptyEnd{}, ctlErr
+	}
+	if v.find {
+		a.res = found
 	}
 	setupDone()
+	a.resize(windowSize(v.in))
 
 	raw, err := makeRaw(v.in)
 	if err != nil {
@@ -477,6 +495,36 @@ func viewPTY(ctx context.Context, c *client.Conn, v ptyView, r protocol.Resource
 		return ptyEnd{watched: watched}, nil
 	}
 	return ptyEnd{}, end
+}
+
+// ptyOpening is a PTY's stream opening on one connection, the PTY looked
+// up beside it when asked.
+type ptyOpening struct {
+	c  *client.Conn // constant
+	wg sync.WaitGroup
+	// Set once wg is done.
+	found             protocol.Resource
+	stream            *client.PTYStream
+	findErr, watchErr error
+}
+
+// openPTYStream starts opening a stream of PTY ref of session (an id or a
+// unique prefix of one) on c, and looking the PTY up when find is set.
+func openPTYStream(ctx context.Context, c *client.Conn, session, ref string, find bool) *ptyOpening {
+	o := &ptyOpening{c: c}
+	if find {
+		o.wg.Go(func() { o.found, o.findErr = findPTY(ctx, c, session, ref) })
+	}
+	o.wg.Go(func() { o.stream, o.watchErr = c.WatchPTY(ctx, session, ref) })
+	return o
+}
+
+// close waits for the opening to end and closes the stream it opened.
+func (o *ptyOpening) close() {
+	o.wg.Wait()
+	if o.stream != nil {
+		o.stream.Close()
+	}
 }
 
 // What a view opened from agentd attach writes to the terminal around the

@@ -117,7 +117,7 @@ func TestAShellRunsOnAPTYOfTheSessionAndOutlivesItsDetach(t *testing.T) {
 		t.Fatalf("ps after the detach:\n%s", table)
 	}
 
-	a, _ := p.ptyScreen(t, work, "pty", id, ref)
+	a, _ := p.ptyScreen(t, work, "pty", id[:5], ref) // a prefix names the session too
 	a.waitText("hello-42 in " + work)
 	b, bErr := p.ptyScreen(t, work, "pty", id, ref)
 	b.waitText("hello-42 in " + work)
@@ -260,6 +260,20 @@ func TestAttachingToAPTYNeedsATerminalAndARunningPTY(t *testing.T) {
 	s, errOut := p.ptyScreen(t, p.workDir(), "pty", id, "pty-7")
 	if err := s.waitExit(); err == nil || !strings.Contains(errOut.String(), "pty-7") {
 		t.Fatalf("pty of an unknown ref: %v: %q", err, errOut.String())
+	}
+	// A shell run is refused as what it is, though its stream was opened
+	// while it was looked up; its terminal is given back untouched.
+	c := p.open(t)
+	run, err := client.Call(agentdtest.Context(t), c, protocol.OpRuntimeResourceStart, protocol.ResourceStartInput{SessionID: id, LaunchID: "l-run", Command: "sleep 60"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, errOut = p.ptyScreen(t, p.workDir(), "pty", id, run.Ref)
+	if err := s.waitExit(); err == nil || !strings.Contains(errOut.String(), run.Ref+" is a shell run, not a PTY") {
+		t.Fatalf("pty of a shell run: %v: %q", err, errOut.String())
+	}
+	if text := strings.TrimSpace(s.text()); text != "" {
+		t.Fatalf("pty of a shell run drew on the terminal:\n%s", text)
 	}
 }
 

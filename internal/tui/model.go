@@ -45,6 +45,12 @@ type Options struct {
 	Output io.Writer
 	// Env is the terminal's environment (TERM, …); the process's when nil.
 	Env []string
+	// FirstPage, when set, is the newest page of the session's transcript
+	// (ReadFirstPage), read while Follower's stream opened: the first
+	// frame is drawn from it at once instead of after a request of its
+	// own. A page that cannot be joined to the stream's snapshot without a
+	// gap is left out, and the screen reads its own.
+	FirstPage *client.TranscriptPage
 	// OpenPTY, when set, shows the session's PTY ref full screen on the
 	// terminal, which the screen lets go of meanwhile, until the person
 	// comes back or the PTY exits; it returns what to tell the person
@@ -78,6 +84,7 @@ func Run(ctx context.Context, opts Options) error {
 	if err != nil {
 		tty = nil
 	}
+	var profile colorprofile.Profile
 	if tty == nil {
 		popts = append(popts, tea.WithOutput(opts.Output))
 	} else {
@@ -90,15 +97,33 @@ func Run(ctx context.Context, opts Options) error {
 		if env == nil {
 			env = os.Environ()
 		}
-		popts = append(popts, tea.WithOutput(writer{tty}), tea.WithColorProfile(colorprofile.Detect(tty, env)), tea.WithWindowSize(cols, rows))
+		profile = colorprofile.Detect(tty, env)
+		popts = append(popts, tea.WithOutput(writer{tty}), tea.WithColorProfile(profile), tea.WithWindowSize(cols, rows))
 	}
-	p := tea.NewProgram(m, popts...)
+	if tty != nil {
+		m.update(tea.WindowSizeMsg{Width: cols, Height: rows})
+	}
+	if opts.FirstPage != nil {
+		m.firstPage(*opts.FirstPage)
+	}
+	drawn := false
+	if tty != nil && m.started {
+		// Bubble Tea writes its first frame on its renderer's first tick,
+		// a frame's time after it starts: the screen is drawn now, and
+		// that frame draws it again.
+		drawn = m.drawFirst(tty, profile) == nil
+	}
 	var wg sync.WaitGroup
+	wg.Go(warmWidths) // after the first frame, which it would slow on a busy machine
+	p := tea.NewProgram(m, popts...)
 	wg.Go(func() { m.in.read(ctx, opts.Follower) })
 	if tty != nil {
 		wg.Go(func() { followSize(ctx, p, tty, winch) })
 	}
 	_, err = p.Run()
+	if drawn && err != nil && !errors.Is(err, tea.ErrProgramKilled) {
+		tty.WriteString(firstFrameUndo) // Bubble Tea may not have started
+	}
 	cancel()
 	wg.Wait()
 	opts.Follower.Close()
@@ -111,14 +136,41 @@ func Run(ctx context.Context, opts Options) error {
 	return err
 }
 
-// Warm starts, on a goroutine of its own, the work a first frame would
-// otherwise wait on: measuring the first character above U+02FF on a
-// terminal without grapheme clustering (mode 2027), as most are, builds
-// go-runewidth's 2 MiB width table. Where page faults are dear that takes
-// tens of milliseconds; an attach calls Warm before it finds its session,
-// so the two overlap.
-func Warm() {
-	go ansi.WcWidth.StringWidth("─")
+// warmWidths does the work Bubble Tea's first frame would otherwise wait
+// on: measuring the first character above U+02FF on a terminal without
+// grapheme clustering (mode 2027), as most are, builds go-runewidth's
+// 2 MiB width table. Where page faults are dear that takes milliseconds
+// to tens of them. The screen's own first frame (drawFirst) measures
+// without it.
+func warmWidths() {
+	ansi.WcWidth.StringWidth("─")
+}
+
+// ReadFirstPage reads the newest page of session id's transcript on c,
+// sized for a first screen, for Options.FirstPage.
+func ReadFirstPage(ctx context.Context, c *client.Conn, id string) (client.TranscriptPage, error) {
+	return c.TranscriptPage(ctx, id, client.PageRequest{Direction: client.PageOlder, MaxBytes: firstPageBytes})
+}
+
+// What drawFirst writes before the first frame, and what undoes it: the
+// terminal's alternate screen, cleared, the cursor hidden, as Bubble Tea
+// has it.
+const (
+	firstFrameSetup = "\x1b[?1049h\x1b[?25l\x1b[H\x1b[2J"
+	firstFrameUndo  = "\x1b[?25h\x1b[?1049l"
+)
+
+// drawFirst writes the screen's first frame to terminal w in colour
+// profile p.
+func (m *model) drawFirst(w io.Writer, p colorprofile.Profile) error {
+	frame := firstFrameSetup + strings.ReplaceAll(m.View().Content, "\n", "\r\n")
+	if p < colorprofile.ANSI256 {
+		// The screen's colours are the 256 of ANSI at most: only a
+		// terminal with fewer needs them brought down.
+		w = &colorprofile.Writer{Forward: w, Profile: p}
+	}
+	_, err := io.WriteString(w, frame)
+	return err
 }
 
 // writer is a terminal as a writer alone.
@@ -177,10 +229,16 @@ type model struct {
 	proj    *protocol.Projector
 	feed    *Feed    // what the stream brought since the screen opened
 	history []*Block // older blocks, paged in as the person scrolls up
+	hidden  int      // the history's oldest blocks not drawn yet (hideOlder)
 	through uint64   // the last record history pages read through
 	cursor  string   // the next older page's cursor; "" before the first
 	paging  bool     // an older page is being read
 	noOlder bool     // history reaches the transcript's start, or cannot be read
+	// started is set when the history started with a page read before the
+	// screen (Options.FirstPage); afterFirst is what Init then does for
+	// the history: read on while the screen is not full.
+	started    bool
+	afterFirst tea.Cmd
 	// awaited are the history's tool calls that ran as the screen opened,
 	// by call id, until the feed has a block for them (joinCalls).
 	awaited map[string]*Block
@@ -188,6 +246,7 @@ type model struct {
 
 	width, height int
 	view          viewport.Model
+	lines         []string // the view's content, line by line (transcript)
 	input         textinput.Model
 	render        *renderer
 
@@ -223,7 +282,33 @@ func newModel(ctx context.Context, f *client.Follower) *model {
 }
 
 func (m *model) Init() tea.Cmd {
-	return tea.Batch(m.next(), m.older(), m.readResources(), textinput.Blink)
+	history := m.afterFirst
+	if !m.started {
+		history = m.older()
+	}
+	return tea.Batch(m.next(), history, m.readResources(), textinput.Blink)
+}
+
+// firstPage starts the history with page p, the transcript's newest,
+// read while the stream opened, unless it cannot be joined to the
+// stream's snapshot: read through less than it, the records between
+// would be missing; starting after it, the stream brings its records
+// too. Its records after the snapshot's last are left to the stream.
+func (m *model) firstPage(p client.TranscriptPage) {
+	snap := m.through
+	if p.Through < snap || len(p.Records) > 0 && p.Records[0].Seq > snap {
+		return
+	}
+	kept := p.Records[:0:0]
+	for _, r := range p.Records {
+		if r.Seq <= snap {
+			kept = append(kept, r)
+		}
+	}
+	p.Records, p.Through = kept, snap
+	m.paging = true
+	m.afterFirst = m.page(pageMsg{page: p})
+	m.started = true
 }
 
 // next takes the follower's next events.
@@ -269,6 +354,9 @@ func (m *model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 func (m *model) update(msg tea.Msg) tea.Cmd {
 	switch msg := msg.(type) {
 	case tea.WindowSizeMsg:
+		if msg.Width != m.width || msg.Height != m.height {
+			m.hidden = 0 // laid out anew for another size
+		}
 		m.width, m.height = msg.Width, msg.Height
 		m.input.SetWidth(max(msg.Width-3, 1))
 		m.refresh()
@@ -372,11 +460,15 @@ func (m *model) page(msg pageMsg) tea.Cmd {
 	if m.cursor == "" && msg.page.Through != 0 {
 		m.through = msg.page.Through
 	}
+	first := m.cursor == "" && len(m.history) == 0
 	m.cursor = msg.page.NextCursor
 	m.noOlder = m.cursor == ""
 	before := m.view.TotalLineCount()
 	blocks := m.joinCalls(older.Blocks)
 	m.history = append(blocks, m.history...)
+	if first {
+		m.hideOlder()
+	}
 	m.refresh()
 	if !m.follow {
 		m.view.SetYOffset(m.view.YOffset() + m.view.TotalLineCount() - before)
@@ -501,6 +593,9 @@ func (m *model) key(k tea.KeyPressMsg) tea.Cmd {
 }
 
 func (m *model) scroll(key string, dir int) {
+	if dir < 0 {
+		m.showAll()
+	}
 	switch key {
 	case "pgup", "pgdown":
 		if dir < 0 {

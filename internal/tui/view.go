@@ -6,6 +6,7 @@ import (
 
 	tea "charm.land/bubbletea/v2"
 	"charm.land/lipgloss/v2"
+	"github.com/charmbracelet/x/ansi"
 
 	"github.com/agentd-dev/agentd/protocol"
 )
@@ -192,14 +193,15 @@ func truncate(s string, width int) string {
 	return string(rs) + "…"
 }
 
-// refresh lays the screen out again after a change.
+// refresh lays the screen out again after a change. The oldest blocks of
+// the history that hideOlder left out are not drawn.
 func (m *model) refresh() {
 	if m.width == 0 {
 		return
 	}
 	m.render.setWidth(m.width)
 	var parts []string
-	for _, bs := range [][]*Block{m.history, m.feed.Blocks} {
+	for _, bs := range [][]*Block{m.history[m.hidden:], m.feed.Blocks} {
 		for _, b := range bs {
 			if b.Done {
 				delete(m.skips, b) // its whole text replaced what streamed
@@ -209,8 +211,73 @@ func (m *model) refresh() {
 			}
 		}
 	}
-	m.view.SetContent(strings.Join(parts, "\n"))
+	m.lines = strings.Split(strings.Join(parts, "\n"), "\n")
+	m.view.SetContentLines(m.lines)
 	m.layout()
+}
+
+// hideOlder leaves out of the view, while it follows the transcript's
+// end, the oldest blocks of the history that a full screen does not
+// need: a first screen draws only the newest records that fit. They are
+// drawn once the person scrolls up (showAll).
+func (m *model) hideOlder() {
+	if m.width == 0 || !m.follow {
+		return
+	}
+	m.render.setWidth(m.width)
+	lines := 0
+	for _, b := range m.feed.Blocks {
+		lines += m.blockLines(b)
+	}
+	m.hidden = 0
+	for i := len(m.history) - 1; i > 0 && lines < m.height; i-- {
+		lines += m.blockLines(m.history[i])
+		if lines >= m.height {
+			m.hidden = i
+		}
+	}
+}
+
+// blockLines returns how many lines block b takes on the screen.
+func (m *model) blockLines(b *Block) int {
+	s := m.render.block(b, m.skips[b])
+	if s == "" {
+		return 0
+	}
+	return strings.Count(s, "\n") + 1
+}
+
+// showAll draws the blocks hideOlder left out, above what the view
+// shows, which stays where it is.
+func (m *model) showAll() {
+	if m.hidden == 0 {
+		return
+	}
+	before, at := m.view.TotalLineCount(), m.view.YOffset()
+	m.hidden = 0
+	m.refresh()
+	m.view.SetYOffset(at + m.view.TotalLineCount() - before)
+}
+
+// transcript is what the transcript's view shows: its lines from its
+// offset, as many as its height, a line wider than the screen cut. The
+// viewport's own View pads each line to the width through lipgloss
+// besides, which the terminal's renderer has no need of, at six times
+// the cost a frame.
+func (m *model) transcript() string {
+	h := m.view.Height()
+	if m.width == 0 || h == 0 {
+		return ""
+	}
+	top := min(m.view.YOffset(), len(m.lines))
+	shown := make([]string, h)
+	for i, l := range m.lines[top:min(top+h, len(m.lines))] {
+		if ansi.StringWidth(l) > m.width {
+			l = ansi.Truncate(l, m.width, "")
+		}
+		shown[i] = l
+	}
+	return strings.Join(shown, "\n")
 }
 
 // layout sizes the transcript's view to the room the rest leaves it.
@@ -301,7 +368,7 @@ func (m *model) View() tea.View {
 	var b strings.Builder
 	b.WriteString(m.header())
 	b.WriteString("\n")
-	b.WriteString(m.view.View())
+	b.WriteString(m.transcript())
 	if panel := m.panel(); panel != "" {
 		b.WriteString("\n")
 		b.WriteString(panel)
