@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -15,77 +14,9 @@ import (
 	"time"
 
 	"github.com/agentd-dev/agentd/client"
+	"github.com/agentd-dev/agentd/internal/agentdtest"
 	"github.com/agentd-dev/agentd/protocol"
 )
-
-// shortTempDir is a t.TempDir() with a short path: a unix socket's path
-// must fit in 108 bytes, and test names make t.TempDir() long.
-func shortTempDir(t *testing.T) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "agentd-test-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	return dir
-}
-
-func writeRegistration(t *testing.T, dir string, r protocol.Registration) {
-	t.Helper()
-	b, err := json.Marshal(r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(protocol.RegistrationPath(dir, r.HostID), b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func registration(dir, id string, pid int) protocol.Registration {
-	return protocol.Registration{
-		SchemaVersion: protocol.RegistrationSchemaVersion,
-		HostID:        id,
-		PID:           pid,
-		Endpoint:      protocol.SocketPath(dir, id),
-		Home:          "/nonexistent",
-		HostEpoch:     "e1",
-		State:         protocol.StateReady,
-		ProtocolMin:   1,
-		ProtocolMax:   1,
-	}
-}
-
-// listen starts a real listening socket for host id in dir.
-func listen(t *testing.T, dir, id string) *net.UnixListener {
-	t.Helper()
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: protocol.SocketPath(dir, id), Net: "unix"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	return ln
-}
-
-// staleSocket leaves a socket file that nobody listens on.
-func staleSocket(t *testing.T, dir, id string) {
-	t.Helper()
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: protocol.SocketPath(dir, id), Net: "unix"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln.SetUnlinkOnClose(false)
-	ln.Close()
-}
-
-// deadPID returns the pid of a process that has exited and been waited for.
-func deadPID(t *testing.T) int {
-	t.Helper()
-	cmd := exec.Command("true")
-	if err := cmd.Run(); err != nil {
-		t.Fatal(err)
-	}
-	return cmd.ProcessState.Pid()
-}
 
 func exists(path string) bool {
 	_, err := os.Lstat(path)
@@ -100,10 +31,10 @@ func TestDiscoverOfMissingDirectoryIsEmpty(t *testing.T) {
 }
 
 func TestDiscoverListsLiveHostsSortedByID(t *testing.T) {
-	dir := shortTempDir(t)
+	dir := agentdtest.ShortDir(t)
 	for _, id := range []string{"c", "a", "b-1", "a-2"} {
-		listen(t, dir, id)
-		writeRegistration(t, dir, registration(dir, id, os.Getpid()))
+		agentdtest.Listen(t, dir, id)
+		agentdtest.WriteRegistration(t, dir, agentdtest.Registration(dir, id, os.Getpid()))
 	}
 	hosts, err := client.Discover(t.Context(), dir)
 	if err != nil {
@@ -125,22 +56,22 @@ func TestDiscoverListsLiveHostsSortedByID(t *testing.T) {
 }
 
 func TestDiscoverSkipsDeadHostsAndCorruptRecordsAndChangesNothing(t *testing.T) {
-	dir := shortTempDir(t)
-	listen(t, dir, "live")
-	writeRegistration(t, dir, registration(dir, "live", os.Getpid()))
+	dir := agentdtest.ShortDir(t)
+	agentdtest.Listen(t, dir, "live")
+	agentdtest.WriteRegistration(t, dir, agentdtest.Registration(dir, "live", os.Getpid()))
 	// A socket that refuses connections, and no socket at all: dead hosts.
-	staleSocket(t, dir, "refused")
-	writeRegistration(t, dir, registration(dir, "refused", os.Getpid()))
-	writeRegistration(t, dir, registration(dir, "nosock", os.Getpid()))
+	agentdtest.StaleSocket(t, dir, "refused")
+	agentdtest.WriteRegistration(t, dir, agentdtest.Registration(dir, "refused", os.Getpid()))
+	agentdtest.WriteRegistration(t, dir, agentdtest.Registration(dir, "nosock", os.Getpid()))
 	// Not registrations of live hosts: a corrupt record, one without an
 	// endpoint, one naming another host, a writer's temporary file, and
 	// other files.
-	noEndpoint := registration(dir, "noendpoint", os.Getpid())
+	noEndpoint := agentdtest.Registration(dir, "noendpoint", os.Getpid())
 	noEndpoint.Endpoint = ""
 	files := map[string]string{
 		"corrupt.json":        "{not json",
 		"noendpoint.json":     mustJSON(t, noEndpoint),
-		"other.json":          mustJSON(t, registration(dir, "live", os.Getpid())),
+		"other.json":          mustJSON(t, agentdtest.Registration(dir, "live", os.Getpid())),
 		"live.json.tmp-12345": "{",
 		"notes.txt":           "hello",
 		"-notanid.json":       "{}",
@@ -172,11 +103,11 @@ func TestDiscoverSkipsDeadHostsAndCorruptRecordsAndChangesNothing(t *testing.T) 
 }
 
 func TestFindHostFindsALiveHostAndOnlyThat(t *testing.T) {
-	dir := shortTempDir(t)
-	listen(t, dir, "h1")
-	writeRegistration(t, dir, registration(dir, "h1", os.Getpid()))
-	staleSocket(t, dir, "h2")
-	writeRegistration(t, dir, registration(dir, "h2", os.Getpid()))
+	dir := agentdtest.ShortDir(t)
+	agentdtest.Listen(t, dir, "h1")
+	agentdtest.WriteRegistration(t, dir, agentdtest.Registration(dir, "h1", os.Getpid()))
+	agentdtest.StaleSocket(t, dir, "h2")
+	agentdtest.WriteRegistration(t, dir, agentdtest.Registration(dir, "h2", os.Getpid()))
 
 	info, err := client.FindHost(t.Context(), dir, "h1")
 	if err != nil || info.HostID != "h1" || info.PID != os.Getpid() || info.RegistrationPath != protocol.RegistrationPath(dir, "h1") {
@@ -193,16 +124,16 @@ func TestFindHostFindsALiveHostAndOnlyThat(t *testing.T) {
 }
 
 func TestReadRegistrationNamesWhatIsWrong(t *testing.T) {
-	dir := shortTempDir(t)
+	dir := agentdtest.ShortDir(t)
 	if _, err := client.ReadRegistration(dir, "h1"); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("no record: %v; want fs.ErrNotExist", err)
 	}
-	noPID := registration(dir, "h1", 0)
-	writeRegistration(t, dir, noPID)
+	noPID := agentdtest.Registration(dir, "h1", 0)
+	agentdtest.WriteRegistration(t, dir, noPID)
 	if _, err := client.ReadRegistration(dir, "h1"); err == nil || !strings.Contains(err.Error(), "pid") {
 		t.Errorf("a record without a pid: %v; want an error naming pid", err)
 	}
-	other := registration(dir, "h2", os.Getpid())
+	other := agentdtest.Registration(dir, "h2", os.Getpid())
 	b := mustJSON(t, other)
 	if err := os.WriteFile(protocol.RegistrationPath(dir, "h1"), []byte(b), 0o600); err != nil {
 		t.Fatal(err)
@@ -222,9 +153,9 @@ func mustJSON(t *testing.T, v any) string {
 }
 
 func TestDiscoverHonoursCancelledContext(t *testing.T) {
-	dir := shortTempDir(t)
-	listen(t, dir, "a")
-	writeRegistration(t, dir, registration(dir, "a", os.Getpid()))
+	dir := agentdtest.ShortDir(t)
+	agentdtest.Listen(t, dir, "a")
+	agentdtest.WriteRegistration(t, dir, agentdtest.Registration(dir, "a", os.Getpid()))
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	if _, err := client.Discover(ctx, dir); !errors.Is(err, context.Canceled) {
@@ -278,9 +209,9 @@ func busyListener(t *testing.T, dir, id string) *net.UnixListener {
 }
 
 func TestDiscoverCountsABusyHostLive(t *testing.T) {
-	dir := shortTempDir(t)
+	dir := agentdtest.ShortDir(t)
 	busyListener(t, dir, "h1")
-	writeRegistration(t, dir, registration(dir, "h1", os.Getpid()))
+	agentdtest.WriteRegistration(t, dir, agentdtest.Registration(dir, "h1", os.Getpid()))
 	hosts, err := client.Discover(t.Context(), dir)
 	if err != nil {
 		t.Fatal(err)
@@ -294,7 +225,7 @@ func TestDiscoverCountsABusyHostLive(t *testing.T) {
 }
 
 func TestDialWaitsForABusyHostUntilItsContextEnds(t *testing.T) {
-	dir := shortTempDir(t)
+	dir := agentdtest.ShortDir(t)
 	busyListener(t, dir, "h1")
 	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
 	defer cancel()

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -20,77 +19,9 @@ import (
 
 	"github.com/agentd-dev/agentd/client"
 	"github.com/agentd-dev/agentd/internal/activation"
+	"github.com/agentd-dev/agentd/internal/agentdtest"
 	"github.com/agentd-dev/agentd/protocol"
 )
-
-// shortTempDir is a t.TempDir() with a short path: a unix socket's path
-// must fit in 108 bytes, and test names make t.TempDir() long.
-func shortTempDir(t *testing.T) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "agentd-test-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	return dir
-}
-
-func writeRegistration(t *testing.T, dir string, r protocol.Registration) {
-	t.Helper()
-	b, err := json.Marshal(r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(protocol.RegistrationPath(dir, r.HostID), b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func registration(dir, id string, pid int) protocol.Registration {
-	return protocol.Registration{
-		SchemaVersion: protocol.RegistrationSchemaVersion,
-		HostID:        id,
-		PID:           pid,
-		Endpoint:      protocol.SocketPath(dir, id),
-		Home:          "/nonexistent",
-		HostEpoch:     "e1",
-		State:         protocol.StateReady,
-		ProtocolMin:   1,
-		ProtocolMax:   1,
-	}
-}
-
-// listen starts a real listening socket for host id in dir.
-func listen(t *testing.T, dir, id string) *net.UnixListener {
-	t.Helper()
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: protocol.SocketPath(dir, id), Net: "unix"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	return ln
-}
-
-// staleSocket leaves a socket file that nobody listens on.
-func staleSocket(t *testing.T, dir, id string) {
-	t.Helper()
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: protocol.SocketPath(dir, id), Net: "unix"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln.SetUnlinkOnClose(false)
-	ln.Close()
-}
-
-// deadPID returns the pid of a process that has exited and been waited for.
-func deadPID(t *testing.T) int {
-	t.Helper()
-	cmd := exec.Command("true")
-	if err := cmd.Run(); err != nil {
-		t.Fatal(err)
-	}
-	return cmd.ProcessState.Pid()
-}
 
 func exists(path string) bool {
 	_, err := os.Lstat(path)
@@ -98,30 +29,30 @@ func exists(path string) bool {
 }
 
 func TestDiscoverRemovesStaleHostsAndSkipsCorruptRecords(t *testing.T) {
-	dir := shortTempDir(t)
-	dead := deadPID(t)
+	dir := agentdtest.ShortDir(t)
+	dead := agentdtest.DeadPID(t)
 
-	listen(t, dir, "live")
-	writeRegistration(t, dir, registration(dir, "live", os.Getpid()))
+	agentdtest.Listen(t, dir, "live")
+	agentdtest.WriteRegistration(t, dir, agentdtest.Registration(dir, "live", os.Getpid()))
 
 	// Dead pid, socket left behind: both go.
-	staleSocket(t, dir, "dead")
-	writeRegistration(t, dir, registration(dir, "dead", dead))
+	agentdtest.StaleSocket(t, dir, "dead")
+	agentdtest.WriteRegistration(t, dir, agentdtest.Registration(dir, "dead", dead))
 	// Dead pid, but something accepts on the socket: the record goes, the
 	// socket stays.
-	listen(t, dir, "deadpid")
-	writeRegistration(t, dir, registration(dir, "deadpid", dead))
+	agentdtest.Listen(t, dir, "deadpid")
+	agentdtest.WriteRegistration(t, dir, agentdtest.Registration(dir, "deadpid", dead))
 	// Live pid (ours, not a host), socket refuses: both go.
-	staleSocket(t, dir, "refused")
-	writeRegistration(t, dir, registration(dir, "refused", os.Getpid()))
+	agentdtest.StaleSocket(t, dir, "refused")
+	agentdtest.WriteRegistration(t, dir, agentdtest.Registration(dir, "refused", os.Getpid()))
 	// Live pid, no socket at all: the record goes.
-	writeRegistration(t, dir, registration(dir, "nosock", os.Getpid()))
+	agentdtest.WriteRegistration(t, dir, agentdtest.Registration(dir, "nosock", os.Getpid()))
 
 	// Left alone: a corrupt record, a record naming another host, a
 	// writer's temporary file, and other files.
 	keep := map[string]string{
 		"corrupt.json":        "{not json",
-		"other.json":          mustJSON(t, registration(dir, "elsewhere", os.Getpid())),
+		"other.json":          mustJSON(t, agentdtest.Registration(dir, "elsewhere", os.Getpid())),
 		"live.json.tmp-12345": "{",
 		"notes.txt":           "hello",
 		"-notanid.json":       "{}",
@@ -272,7 +203,7 @@ func countAfterDash() int {
 // logged process is killed when the test ends.
 func fakeHostOptions(t *testing.T, mode string) (activation.Options, string) {
 	t.Helper()
-	base := shortTempDir(t)
+	base := agentdtest.ShortDir(t)
 	pidLog := filepath.Join(base, "pids")
 	t.Cleanup(func() {
 		for _, pid := range loggedPIDs(t, pidLog) {
@@ -319,8 +250,8 @@ func TestConcurrentColdActivationsStartExactlyOneHost(t *testing.T) {
 	if err := os.MkdirAll(opts.RuntimeDir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	staleSocket(t, opts.RuntimeDir, opts.HostID)
-	writeRegistration(t, opts.RuntimeDir, registration(opts.RuntimeDir, opts.HostID, deadPID(t)))
+	agentdtest.StaleSocket(t, opts.RuntimeDir, opts.HostID)
+	agentdtest.WriteRegistration(t, opts.RuntimeDir, agentdtest.Registration(opts.RuntimeDir, opts.HostID, agentdtest.DeadPID(t)))
 
 	const n = 8
 	type result struct {
@@ -505,7 +436,7 @@ func TestActivationFindsABusyHostWithoutStartingAnother(t *testing.T) {
 		t.Fatal(err)
 	}
 	busyListener(t, opts.RuntimeDir, opts.HostID)
-	writeRegistration(t, opts.RuntimeDir, registration(opts.RuntimeDir, opts.HostID, os.Getpid()))
+	agentdtest.WriteRegistration(t, opts.RuntimeDir, agentdtest.Registration(opts.RuntimeDir, opts.HostID, os.Getpid()))
 	info, started, err := activation.EnsureHost(t.Context(), opts)
 	if err != nil || started || info.PID != os.Getpid() {
 		t.Fatalf("EnsureHost = pid %d, started %v, %v; want the busy host, pid %d", info.PID, started, err, os.Getpid())

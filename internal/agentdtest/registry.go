@@ -1,0 +1,74 @@
+package agentdtest
+
+import (
+	"encoding/json"
+	"net"
+	"os"
+	"os/exec"
+	"testing"
+
+	"github.com/agentd-dev/agentd/protocol"
+)
+
+// Registration is a ready host's registration record for host id in
+// runtime directory dir, its process pid.
+func Registration(dir, id string, pid int) protocol.Registration {
+	return protocol.Registration{
+		SchemaVersion: protocol.RegistrationSchemaVersion,
+		HostID:        id,
+		PID:           pid,
+		Endpoint:      protocol.SocketPath(dir, id),
+		Home:          "/nonexistent",
+		HostEpoch:     "e1",
+		State:         protocol.StateReady,
+		ProtocolMin:   1,
+		ProtocolMax:   1,
+	}
+}
+
+// WriteRegistration publishes r in runtime directory dir, as a host does.
+func WriteRegistration(t testing.TB, dir string, r protocol.Registration) {
+	t.Helper()
+	b, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(protocol.RegistrationPath(dir, r.HostID), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Listen starts a real listening socket for host id in dir, closed when
+// the test ends.
+func Listen(t testing.TB, dir, id string) *net.UnixListener {
+	t.Helper()
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: protocol.SocketPath(dir, id), Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	return ln
+}
+
+// StaleSocket leaves the socket file of host id in dir with nobody
+// listening on it, as a host killed outright does.
+func StaleSocket(t testing.TB, dir, id string) {
+	t.Helper()
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: protocol.SocketPath(dir, id), Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln.SetUnlinkOnClose(false)
+	ln.Close()
+}
+
+// DeadPID returns the pid of a process that has exited and been waited
+// for.
+func DeadPID(t testing.TB) int {
+	t.Helper()
+	cmd := exec.Command("true")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd.ProcessState.Pid()
+}
