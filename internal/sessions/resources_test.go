@@ -572,7 +572,6 @@ func TestAWatcherThatLagsOnAPTYIsSkippedToItsScreen(t *testing.T) {
 	// 6 MB on the wire, is twice what its connection's queue and socket
 	// take in besides.
 	h, c, work := newHostWith(t, func(cfg *sessions.Config) { cfg.BacklogBytes, cfg.BacklogAge = 256<<10, time.Hour })
-	ctx := agentdtest.Context(t)
 	s, pty := sessionWithPTY(t, c, work, "stty -echo; read go; seq 1 600000; echo flood-done")
 
 	// The watcher reads by hand, so it can stop reading.
@@ -595,37 +594,8 @@ func TestAWatcherThatLagsOnAPTYIsSkippedToItsScreen(t *testing.T) {
 	request("ready", fmt.Sprintf(`{"requestId":"ready","operation":"subscription.ready","input":{"subscriptionId":%q}}`, open.SubscriptionID))
 	request("interest", fmt.Sprintf(`{"requestId":"interest","operation":"subscription.pty_interest.set","input":{"subscriptionId":%q,"refs":[%q]}}`, open.SubscriptionID, pty.Ref))
 
-	// Another client waits for the PTY's end, told as its resource's state.
-	ended := make(chan struct{})
-	states, _ := followSession(t, c, s.SessionID)
-	go func() {
-		defer close(ended)
-		for {
-			f, err := states.Next(ctx)
-			if err != nil {
-				return
-			}
-			var u protocol.RuntimeResourceUpdateFrame
-			var r protocol.Resource
-			if f.Kind == protocol.KindRuntimeResourceUpdate && f.Decode(&u) == nil && json.Unmarshal(u.Resource, &r) == nil && r.State == protocol.ResourceExited {
-				return
-			}
-		}
-	}()
-	ctl, err := client.Call(ctx, c, protocol.OpRuntimeResourceControllerAcquire, protocol.ResourceRef{SessionID: s.SessionID, Ref: pty.Ref})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := client.Call(ctx, c, protocol.OpRuntimeResourceControllerControl, protocol.ControlInput{
-		SessionID: s.SessionID, Ref: pty.Ref, ControllerID: ctl.ControllerID, Sequence: 1, Data: "\n",
-	}); err != nil {
-		t.Fatal(err)
-	}
 	// The flood runs to its end while the watcher reads nothing.
-	<-ended
-	if ctx.Err() != nil {
-		t.Fatal("the flood never ended")
-	}
+	floodToExit(t, c, s.SessionID, pty.Ref)
 
 	// The watcher reads again: it was skipped to a screen somewhere, and its
 	// stream goes on to the end, open. (Its first screen, from choosing
@@ -664,7 +634,6 @@ func TestAWatcherThatLagsOnAPTYIsSkippedToItsScreen(t *testing.T) {
 // screen it owes can come.
 func TestAPTYsExitFollowsTheScreenASkipOwes(t *testing.T) {
 	h, c, work := newHostWith(t, func(cfg *sessions.Config) { cfg.BacklogBytes, cfg.BacklogAge = 1, time.Hour })
-	ctx := agentdtest.Context(t)
 	s, pty := sessionWithPTY(t, c, work, "stty -echo; read go; seq 1 100000; echo flood-done")
 	watcher := &rawFeed{rc: dialRaw(t, h.Endpoint())}
 	var open protocol.SubscriptionOpenResult
@@ -676,37 +645,7 @@ func TestAPTYsExitFollowsTheScreenASkipOwes(t *testing.T) {
 	watcher.request(string(protocol.OpSubscriptionReady), sub)
 	watcher.request(string(protocol.OpSubscriptionPtyInterestSet), protocol.PtyInterestInput{SubscriptionID: open.SubscriptionID, Refs: []string{pty.Ref}})
 
-	// Another client waits for the PTY's exit, told as its resource's
-	// state.
-	states, _ := followSession(t, c, s.SessionID)
-	ended := make(chan struct{})
-	go func() {
-		defer close(ended)
-		for {
-			f, err := states.Next(ctx)
-			if err != nil {
-				return
-			}
-			var u protocol.RuntimeResourceUpdateFrame
-			var r protocol.Resource
-			if f.Kind == protocol.KindRuntimeResourceUpdate && f.Decode(&u) == nil && json.Unmarshal(u.Resource, &r) == nil && r.State == protocol.ResourceExited {
-				return
-			}
-		}
-	}()
-	ctl, err := client.Call(ctx, c, protocol.OpRuntimeResourceControllerAcquire, protocol.ResourceRef{SessionID: s.SessionID, Ref: pty.Ref})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := client.Call(ctx, c, protocol.OpRuntimeResourceControllerControl, protocol.ControlInput{
-		SessionID: s.SessionID, Ref: pty.Ref, ControllerID: ctl.ControllerID, Sequence: 1, Data: "\n",
-	}); err != nil {
-		t.Fatal(err)
-	}
-	<-ended
-	if ctx.Err() != nil {
-		t.Fatal("the flood never ended")
-	}
+	floodToExit(t, c, s.SessionID, pty.Ref)
 
 	// The watcher reads: what its PTY shows when the exit comes (its last
 	// screen and the output after it) is the flood's end.
@@ -758,4 +697,41 @@ func TestAPTYsExitFollowsTheScreenASkipOwes(t *testing.T) {
 		t.Fatalf("after the PTY's exit: %s", f.Raw)
 	}
 	t.Logf("the watcher was skipped to the PTY's screen %d times", screens-1)
+}
+
+// floodToExit types the line PTY ref of session sessionID waits for
+// before its flood, and returns once another client has seen the PTY
+// exit, told as its resource's state.
+func floodToExit(t *testing.T, c *client.Conn, sessionID, ref string) {
+	t.Helper()
+	ctx := agentdtest.Context(t)
+	states, _ := followSession(t, c, sessionID)
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		for {
+			f, err := states.Next(ctx)
+			if err != nil {
+				return
+			}
+			var u protocol.RuntimeResourceUpdateFrame
+			var r protocol.Resource
+			if f.Kind == protocol.KindRuntimeResourceUpdate && f.Decode(&u) == nil && json.Unmarshal(u.Resource, &r) == nil && r.State == protocol.ResourceExited {
+				return
+			}
+		}
+	}()
+	ctl, err := client.Call(ctx, c, protocol.OpRuntimeResourceControllerAcquire, protocol.ResourceRef{SessionID: sessionID, Ref: ref})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.Call(ctx, c, protocol.OpRuntimeResourceControllerControl, protocol.ControlInput{
+		SessionID: sessionID, Ref: ref, ControllerID: ctl.ControllerID, Sequence: 1, Data: "\n",
+	}); err != nil {
+		t.Fatal(err)
+	}
+	<-ended
+	if ctx.Err() != nil {
+		t.Fatal("the flood never ended")
+	}
 }
