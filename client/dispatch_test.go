@@ -2,10 +2,8 @@ package client_test
 
 import (
 	"bufio"
-	"encoding/json"
 	"errors"
 	"net"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -13,42 +11,6 @@ import (
 	"github.com/agentd-dev/agentd/internal/agentdtest"
 	"github.com/agentd-dev/agentd/protocol"
 )
-
-// dyingPeer listens on a socket of the test's as a host would, accepts
-// one connection, answers its hello, and then does die to it, as a host
-// dying would, and closes it; or, with hold, keeps it until the test
-// ends. It returns the endpoint and a channel closed once die has run.
-func dyingPeer(t *testing.T, die func(*net.UnixConn, *bufio.Reader), hold bool) (string, <-chan struct{}) {
-	t.Helper()
-	endpoint := filepath.Join(agentdtest.ShortDir(t), "h.sock")
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: endpoint, Net: "unix"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	died, served, release := make(chan struct{}), make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(served)
-		uc, err := ln.AcceptUnix()
-		ln.Close()
-		if err != nil {
-			close(died)
-			return
-		}
-		defer uc.Close()
-		r := bufio.NewReader(uc)
-		if _, err := r.ReadBytes('\n'); err == nil {
-			b, _ := json.Marshal(protocol.Accepted{Kind: protocol.KindAccepted, HostEpoch: "e1", ConnectionID: "c1", Protocol: protocol.ProtocolVersion})
-			uc.Write(append(b, '\n'))
-			die(uc, r)
-		}
-		close(died)
-		if hold {
-			<-release
-		}
-	}()
-	t.Cleanup(func() { close(release); ln.Close(); <-served })
-	return endpoint, died
-}
 
 // A command whose write fails before any of it reaches the socket (its
 // peer gone: EPIPE) was not dispatched: it is safe to send again. One
@@ -82,7 +44,7 @@ func TestACommandIsDispatchedOnlyOnceSomeOfItReachedTheSocket(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			// Its connection stays open: the client's reader sees nothing
 			// of the peer's going, its write alone fails.
-			endpoint, died := dyingPeer(t, tc.die, !tc.dispatched)
+			endpoint, died := agentdtest.DyingPeer(t, tc.die, !tc.dispatched)
 			ctx := agentdtest.Context(t)
 			c, err := client.Dial(ctx, endpoint, client.Options{})
 			if err != nil {

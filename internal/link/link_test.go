@@ -316,33 +316,9 @@ func TestClosingTheLinkEndsItsStreamsAndGivesTheirBuffersBack(t *testing.T) {
 // socket (the worker gone: EPIPE) was not dispatched, and is safe to ask
 // again; the link has ended with it.
 func TestARequestNoneOfWhichReachedTheWorkerWasNotDispatched(t *testing.T) {
-	endpoint := filepath.Join(agentdtest.ShortDir(t), "w.sock")
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: endpoint, Net: "unix"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	shut, served, release := make(chan struct{}), make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(served)
-		uc, err := ln.AcceptUnix()
-		ln.Close()
-		if err != nil {
-			close(shut)
-			return
-		}
-		defer uc.Close()
-		r := bufio.NewReader(uc)
-		if _, err := r.ReadBytes('\n'); err == nil {
-			b, _ := json.Marshal(protocol.Accepted{Kind: protocol.KindAccepted, HostEpoch: "e1", ConnectionID: "c1", Protocol: protocol.ProtocolVersion})
-			uc.Write(append(b, '\n'))
-			// Shut for reading, the socket refuses writes at once, and
-			// the link's reader sees nothing of it.
-			uc.CloseRead()
-		}
-		close(shut)
-		<-release
-	}()
-	t.Cleanup(func() { close(release); ln.Close(); <-served })
+	// Shut for reading, the socket refuses writes at once, and the link's
+	// reader sees nothing of it.
+	endpoint, shut := agentdtest.DyingPeer(t, func(uc *net.UnixConn, _ *bufio.Reader) { uc.CloseRead() }, true)
 	ctx := agentdtest.Context(t)
 	c, err := link.Dial(ctx, endpoint)
 	if err != nil {
