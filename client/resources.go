@@ -66,33 +66,18 @@ type PTYStream struct {
 }
 
 // WatchPTY opens a subscription of session sessionID that chooses PTY
-// ref. Its frames wait in a bounded watcher (see Watcher); one that
-// fills reopens the stream from the PTY's screen.
+// ref, in one call: the open chooses the PTY and starts the
+// subscription's frames, the PTY's screen first. Its frames wait in a
+// bounded watcher (see Watcher); one that fills reopens the stream from
+// the PTY's screen. A ref that is not a PTY of the session is refused,
+// and nothing stays open.
 func (c *Conn) WatchPTY(ctx context.Context, sessionID, ref string) (*PTYStream, error) {
-	in := protocol.SubscriptionOpenInput{SessionID: sessionID, Transcript: protocol.TranscriptBootstrap{Kind: protocol.TranscriptNone}}
-	open, err := Call(ctx, c, protocol.OpSubscriptionOpen, in)
+	in := protocol.SubscriptionOpenInput{SessionID: sessionID, Transcript: protocol.TranscriptBootstrap{Kind: protocol.TranscriptNone}, Ptys: []string{ref}}
+	open, w, err := c.openWatched(ctx, in)
 	if err != nil {
 		return nil, err
 	}
-	s := &PTYStream{c: c, w: c.Watch(open.SubscriptionID), subscription: open.SubscriptionID, session: sessionID, ref: ref}
-	// The subscription is readied and the PTY chosen at once: the host
-	// holds a subscription's frames until it is ready, so the PTY's
-	// screen comes first whichever of the two it takes first.
-	var readying sync.WaitGroup
-	var readyErr error
-	readying.Go(func() {
-		_, readyErr = Call(ctx, c, protocol.OpSubscriptionReady, protocol.SubscriptionRef{SubscriptionID: open.SubscriptionID})
-	})
-	_, err = Call(ctx, c, protocol.OpSubscriptionPtyInterestSet, protocol.PtyInterestInput{SubscriptionID: open.SubscriptionID, Refs: []string{ref}})
-	readying.Wait()
-	if readyErr != nil {
-		err = readyErr
-	}
-	if err != nil {
-		s.Close()
-		return nil, err
-	}
-	return s, nil
+	return &PTYStream{c: c, w: w, subscription: open.SubscriptionID, session: sessionID, ref: ref}, nil
 }
 
 // Next returns the PTY's next output or state change. Frames of the
