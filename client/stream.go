@@ -99,9 +99,13 @@ func (c *Conn) openWatched(ctx context.Context, in protocol.SubscriptionOpenInpu
 		w.Close()
 		return protocol.SubscriptionOpenResult{}, nil, err
 	}
-	if w.id != open.SubscriptionID {
+	if w.id == "" || w.id != open.SubscriptionID {
 		// The connection ended as the response came.
-		w.end(c.Err())
+		err := c.Err()
+		if err == nil {
+			err = ErrClosed
+		}
+		w.end(err)
 	}
 	return open, w, nil
 }
