@@ -19,10 +19,12 @@ import (
 // stream's reader to fall behind on. The nth subscription that chooses it
 // is sent the screen "screen n"; the first is sent, besides, more output
 // than a watcher holds (flood) or a few lines and then its closing as a
-// slow consumer, all as soon as the open is answered, so that a reader
-// that reads only once WatchPTY returns is behind.
+// slow consumer, all as soon as the open (on an older host, the choice)
+// is answered, so that a reader that reads only once WatchPTY returns is
+// behind.
 type ptyHost struct {
 	flood  bool          // constant: the first subscription overflows its watcher
+	older  bool          // constant: subscription.open takes no PTYs, as before it did
 	state  string        // constant: the PTY's state, as runtime.resource.query tells it
 	sent   chan struct{} // closed once the first subscription's frames are flushed
 	mu     sync.Mutex
@@ -45,16 +47,35 @@ func (h *ptyHost) BeginDrain()                 {}
 func (h *ptyHost) Handlers() server.Table {
 	t := server.Table{}
 	server.Handle(t, protocol.OpSubscriptionOpen, func(_ context.Context, call *server.Call, in *protocol.SubscriptionOpenInput) (protocol.SubscriptionOpenResult, error) {
-		if !in.Ready || !slices.Equal(in.Ptys, []string{"p1"}) {
+		if h.older {
+			// Decoded as a host did before the open took PTYs.
+			var before struct {
+				SessionID  string                       `json:"sessionId"`
+				Transcript protocol.TranscriptBootstrap `json:"transcript"`
+			}
+			if err := protocol.DecodeInput(call.Input, &before); err != nil {
+				return protocol.SubscriptionOpenResult{}, &protocol.Error{Code: protocol.CodeInvalidRequest, Message: err.Error()}
+			}
+		} else if !in.Ready || !slices.Equal(in.Ptys, []string{"p1"}) {
 			return protocol.SubscriptionOpenResult{}, protocol.Errorf(protocol.CodeInvalidRequest, "the stream opens with p1 chosen and ready; got %+v", *in)
 		}
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		h.opened++
 		id := fmt.Sprintf("sub-%d", h.opened)
-		out := call.Attachment().(*ptyConn).out
-		call.AfterResponse(func() { h.stream(out, id) })
+		if !h.older {
+			out := call.Attachment().(*ptyConn).out
+			call.AfterResponse(func() { h.stream(out, id) })
+		}
 		return protocol.SubscriptionOpenResult{SubscriptionID: id, NextSequence: 1, Snapshot: json.RawMessage(`{}`)}, nil
+	})
+	server.Handle(t, protocol.OpSubscriptionReady, func(_ context.Context, _ *server.Call, in *protocol.SubscriptionRef) (protocol.SubscriptionRef, error) {
+		return *in, nil
+	})
+	server.Handle(t, protocol.OpSubscriptionPtyInterestSet, func(_ context.Context, call *server.Call, in *protocol.PtyInterestInput) (protocol.SubscriptionRef, error) {
+		out := call.Attachment().(*ptyConn).out
+		call.AfterResponse(func() { h.stream(out, in.SubscriptionID) })
+		return protocol.SubscriptionRef{SubscriptionID: in.SubscriptionID}, nil
 	})
 	server.Handle(t, protocol.OpSubscriptionClose, func(_ context.Context, _ *server.Call, in *protocol.SubscriptionRef) (protocol.SubscriptionRef, error) {
 		h.mu.Lock()
@@ -120,13 +141,16 @@ func TestAPTYStreamThatFallsBehindGoesOnFromTheScreen(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		flood bool
+		older bool
 		state string
 	}{
-		{"its watcher fills, and the PTY exits meanwhile", true, protocol.ResourceExited},
-		{"the host closes it as a slow consumer", false, protocol.ResourceRunning},
+		{"its watcher fills, and the PTY exits meanwhile", true, false, protocol.ResourceExited},
+		{"the host closes it as a slow consumer", false, false, protocol.ResourceRunning},
+		{"on a host whose open takes no PTYs, its watcher fills", true, true, protocol.ResourceRunning},
+		{"on a host whose open takes no PTYs, it is closed as a slow consumer", false, true, protocol.ResourceExited},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ph := &ptyHost{flood: tc.flood, state: tc.state, sent: make(chan struct{})}
+			ph := &ptyHost{flood: tc.flood, older: tc.older, state: tc.state, sent: make(chan struct{})}
 			h := agentdtest.NewHost(t, agentdtest.Options{Compose: func(context.Context, *server.Server) (server.Composition, error) { return ph, nil }})
 			c := h.Connect(t)
 			ctx := agentdtest.Context(t)
