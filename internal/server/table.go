@@ -98,9 +98,10 @@ type Call struct {
 }
 
 // AfterResponse has fn called once the call's successful response has
-// been written to the connection, on the connection's writer (fn must
-// not block): what fn queues follows the response. fn is not called
-// when the call fails or the response is not written.
+// been written to the connection, by the goroutine that wrote it (the
+// connection's writer, or the call's own): fn must not block. What fn
+// queues follows the response. fn is not called when the call fails or
+// the response is not written.
 func (c *Call) AfterResponse(fn func()) { c.afterResponse = fn }
 
 // Decoded returns the call's input, decoded and checked: a pointer to the
