@@ -165,6 +165,9 @@ type pending struct {
 	op     protocol.Operation
 	domain bool
 	done   chan protocol.Response // buffered 1
+	// answered, if set, is called with the response by the reader before
+	// it reads the frame after it.
+	answered func(protocol.Response)
 }
 
 // Conn is a connection to a host. It is safe for concurrent use.
@@ -331,6 +334,12 @@ func (c *Conn) fail(err error) {
 // so a call of the wrong shape does not compile. A failed response is a
 // *RemoteError; a request cut off is an *InterruptedError.
 func Call[In, Out any](ctx context.Context, c *Conn, o protocol.Op[In, Out], in In) (Out, error) {
+	return call(ctx, c, o, in, nil)
+}
+
+// call is Call with answered, if set, called with the response by the
+// connection's reader before it reads the next frame.
+func call[In, Out any](ctx context.Context, c *Conn, o protocol.Op[In, Out], in In, answered func(protocol.Response)) (Out, error) {
 	var out Out
 	op, ok := protocol.Lookup(string(o))
 	if !ok {
@@ -340,7 +349,7 @@ func Call[In, Out any](ctx context.Context, c *Conn, o protocol.Op[In, Out], in 
 	if err != nil {
 		return out, fmt.Errorf("%s: encoding input: %w", op.Name, err)
 	}
-	resp, err := c.roundTrip(ctx, op, raw)
+	resp, err := c.roundTrip(ctx, op, raw, answered)
 	if err != nil {
 		return out, err
 	}
@@ -365,7 +374,7 @@ func (c *Conn) interrupted(op protocol.Operation, id string, dispatched bool, re
 	}
 }
 
-func (c *Conn) roundTrip(ctx context.Context, op protocol.Operation, input []byte) (protocol.Response, error) {
+func (c *Conn) roundTrip(ctx context.Context, op protocol.Operation, input []byte, answered func(protocol.Response)) (protocol.Response, error) {
 	sem := c.domain
 	if !op.Domain() {
 		sem = c.status
@@ -378,7 +387,7 @@ func (c *Conn) roundTrip(ctx context.Context, op protocol.Operation, input []byt
 		return protocol.Response{}, c.interrupted(op, "", false, c.lostReason(), c.Err())
 	}
 	id := "r" + strconv.FormatUint(c.nextID.Add(1), 36)
-	p := &pending{op: op, domain: op.Domain(), done: make(chan protocol.Response, 1)}
+	p := &pending{op: op, domain: op.Domain(), done: make(chan protocol.Response, 1), answered: answered}
 	c.mu.Lock()
 	if c.err != nil {
 		err := c.err
@@ -550,6 +559,9 @@ func (c *Conn) deliver(resp protocol.Response) {
 	c.mu.Unlock()
 	if !ok {
 		return
+	}
+	if p.answered != nil {
+		p.answered(resp)
 	}
 	c.releaseSlot(p)
 	p.done <- resp

@@ -19,11 +19,14 @@ import (
 // stream's reader to fall behind on. The nth subscription that chooses it
 // is sent the screen "screen n"; the first is sent, besides, more output
 // than a watcher holds (flood) or a few lines and then its closing as a
-// slow consumer, all before the choice is answered, so that a reader
-// that reads only once WatchPTY returns is behind.
+// slow consumer, all as soon as the open (on an older host, the choice)
+// is answered, so that a reader that reads only once WatchPTY returns is
+// behind.
 type ptyHost struct {
-	flood  bool   // constant: the first subscription overflows its watcher
-	state  string // constant: the PTY's state, as runtime.resource.query tells it
+	flood  bool          // constant: the first subscription overflows its watcher
+	older  bool          // constant: subscription.open takes no PTYs, as before it did
+	state  string        // constant: the PTY's state, as runtime.resource.query tells it
+	sent   chan struct{} // closed once the first subscription's frames are flushed
 	mu     sync.Mutex
 	opened int      // guarded by mu
 	closed []string // guarded by mu: the subscriptions closed by their client
@@ -43,14 +46,36 @@ func (h *ptyHost) BeginDrain()                 {}
 
 func (h *ptyHost) Handlers() server.Table {
 	t := server.Table{}
-	server.Handle(t, protocol.OpSubscriptionOpen, func(_ context.Context, _ *server.Call, _ *protocol.SubscriptionOpenInput) (protocol.SubscriptionOpenResult, error) {
+	server.Handle(t, protocol.OpSubscriptionOpen, func(_ context.Context, call *server.Call, in *protocol.SubscriptionOpenInput) (protocol.SubscriptionOpenResult, error) {
+		if h.older {
+			// Decoded as a host did before the open took PTYs.
+			var before struct {
+				SessionID  string                       `json:"sessionId"`
+				Transcript protocol.TranscriptBootstrap `json:"transcript"`
+			}
+			if err := protocol.DecodeInput(call.Input, &before); err != nil {
+				return protocol.SubscriptionOpenResult{}, &protocol.Error{Code: protocol.CodeInvalidRequest, Message: err.Error()}
+			}
+		} else if !in.Ready || !slices.Equal(in.Ptys, []string{"p1"}) {
+			return protocol.SubscriptionOpenResult{}, protocol.Errorf(protocol.CodeInvalidRequest, "the stream opens with p1 chosen and ready; got %+v", *in)
+		}
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		h.opened++
-		return protocol.SubscriptionOpenResult{SubscriptionID: fmt.Sprintf("sub-%d", h.opened), NextSequence: 1, Snapshot: json.RawMessage(`{}`)}, nil
+		id := fmt.Sprintf("sub-%d", h.opened)
+		if !h.older {
+			out := call.Attachment().(*ptyConn).out
+			call.AfterResponse(func() { h.stream(out, id) })
+		}
+		return protocol.SubscriptionOpenResult{SubscriptionID: id, NextSequence: 1, Snapshot: json.RawMessage(`{}`)}, nil
 	})
 	server.Handle(t, protocol.OpSubscriptionReady, func(_ context.Context, _ *server.Call, in *protocol.SubscriptionRef) (protocol.SubscriptionRef, error) {
 		return *in, nil
+	})
+	server.Handle(t, protocol.OpSubscriptionPtyInterestSet, func(_ context.Context, call *server.Call, in *protocol.PtyInterestInput) (protocol.SubscriptionRef, error) {
+		out := call.Attachment().(*ptyConn).out
+		call.AfterResponse(func() { h.stream(out, in.SubscriptionID) })
+		return protocol.SubscriptionRef{SubscriptionID: in.SubscriptionID}, nil
 	})
 	server.Handle(t, protocol.OpSubscriptionClose, func(_ context.Context, _ *server.Call, in *protocol.SubscriptionRef) (protocol.SubscriptionRef, error) {
 		h.mu.Lock()
@@ -58,50 +83,54 @@ func (h *ptyHost) Handlers() server.Table {
 		h.closed = append(h.closed, in.SubscriptionID)
 		return *in, nil
 	})
-	server.Handle(t, protocol.OpSubscriptionPtyInterestSet, func(_ context.Context, call *server.Call, in *protocol.PtyInterestInput) (protocol.SubscriptionRef, error) {
-		out := call.Attachment().(*ptyConn).out
-		seq := uint64(0)
-		push := func(class server.Class, b []byte) error {
-			_, err := out.Enqueue(class, b)
-			return err
-		}
-		data := func(text string, screen bool) error {
-			seq++
-			head := protocol.Pushed{Kind: protocol.KindRuntimeResourcePtyData, HostEpoch: "e", SubscriptionID: in.SubscriptionID, Sequence: seq}
-			f := protocol.PtyDataFields{SessionID: "s1", Ref: "p1", PtySequence: seq, Data: protocol.AppendJSONString(nil, text), Screen: screen}
-			return push(server.Control, protocol.AppendPtyDataFrame(nil, head, &f))
-		}
-		if err := data("screen "+strings.TrimPrefix(in.SubscriptionID, "sub-"), true); err != nil {
-			return protocol.SubscriptionRef{}, err
-		}
-		if in.SubscriptionID != "sub-1" {
-			return protocol.SubscriptionRef{SubscriptionID: in.SubscriptionID}, nil
-		}
+	server.Handle(t, protocol.OpRuntimeResourceQuery, func(_ context.Context, _ *server.Call, in *protocol.ResourceQueryInput) (protocol.ResourceQueryResult, error) {
+		return protocol.ResourceQueryResult{Resources: []protocol.Resource{{SessionID: "s1", Ref: "p1", Kind: protocol.ResourcePTY, State: h.state}}}, nil
+	})
+	return t
+}
+
+// stream queues the frames of subscription id, once its open has been
+// answered: its screen, then for the first subscription more output than
+// a watcher holds or a few lines and its closing as a slow consumer,
+// closing sent once they are flushed.
+func (h *ptyHost) stream(out *server.OutboundWriter, id string) {
+	type frame struct {
+		class server.Class
+		b     []byte
+	}
+	var frames []frame
+	seq := uint64(0)
+	data := func(text string, screen bool) {
+		seq++
+		head := protocol.Pushed{Kind: protocol.KindRuntimeResourcePtyData, HostEpoch: "e", SubscriptionID: id, Sequence: seq}
+		f := protocol.PtyDataFields{SessionID: "s1", Ref: "p1", PtySequence: seq, Data: protocol.AppendJSONString(nil, text), Screen: screen}
+		frames = append(frames, frame{server.Control, protocol.AppendPtyDataFrame(nil, head, &f)})
+	}
+	data("screen "+strings.TrimPrefix(id, "sub-"), true)
+	if id == "sub-1" {
 		lines := 10
 		if h.flood {
 			lines = client.WatcherBuffer
 		}
 		for i := 1; i <= lines; i++ {
-			if err := data(fmt.Sprintf("line %d\n", i), false); err != nil {
-				return protocol.SubscriptionRef{}, err
-			}
+			data(fmt.Sprintf("line %d\n", i), false)
 		}
 		if !h.flood {
 			seq++
 			b, _ := json.Marshal(protocol.SubscriptionClosedFrame{
-				Pushed: protocol.Pushed{Kind: protocol.KindSubscriptionClosed, HostEpoch: "e", SubscriptionID: in.SubscriptionID, Sequence: seq},
+				Pushed: protocol.Pushed{Kind: protocol.KindSubscriptionClosed, HostEpoch: "e", SubscriptionID: id, Sequence: seq},
 				Reason: protocol.ClosedSlowConsumer,
 			})
-			if err := push(server.Fence, b); err != nil {
-				return protocol.SubscriptionRef{}, err
-			}
+			frames = append(frames, frame{server.Fence, b})
 		}
-		return protocol.SubscriptionRef{SubscriptionID: in.SubscriptionID}, nil
-	})
-	server.Handle(t, protocol.OpRuntimeResourceQuery, func(_ context.Context, _ *server.Call, in *protocol.ResourceQueryInput) (protocol.ResourceQueryResult, error) {
-		return protocol.ResourceQueryResult{Resources: []protocol.Resource{{SessionID: "s1", Ref: "p1", Kind: protocol.ResourcePTY, State: h.state}}}, nil
-	})
-	return t
+	}
+	for i, f := range frames {
+		var then func()
+		if id == "sub-1" && i == len(frames)-1 {
+			then = func() { close(h.sent) }
+		}
+		out.EnqueueThen(f.class, f.b, then) // a failed writer ends the connection
+	}
 }
 
 // A PTY stream whose reader falls behind goes on from the PTY's screen:
@@ -112,13 +141,16 @@ func TestAPTYStreamThatFallsBehindGoesOnFromTheScreen(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		flood bool
+		older bool
 		state string
 	}{
-		{"its watcher fills, and the PTY exits meanwhile", true, protocol.ResourceExited},
-		{"the host closes it as a slow consumer", false, protocol.ResourceRunning},
+		{"its watcher fills, and the PTY exits meanwhile", true, false, protocol.ResourceExited},
+		{"the host closes it as a slow consumer", false, false, protocol.ResourceRunning},
+		{"on a host whose open takes no PTYs, its watcher fills", true, true, protocol.ResourceRunning},
+		{"on a host whose open takes no PTYs, it is closed as a slow consumer", false, true, protocol.ResourceExited},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ph := &ptyHost{flood: tc.flood, state: tc.state}
+			ph := &ptyHost{flood: tc.flood, older: tc.older, state: tc.state, sent: make(chan struct{})}
 			h := agentdtest.NewHost(t, agentdtest.Options{Compose: func(context.Context, *server.Server) (server.Composition, error) { return ph, nil }})
 			c := h.Connect(t)
 			ctx := agentdtest.Context(t)
@@ -127,6 +159,17 @@ func TestAPTYStreamThatFallsBehindGoesOnFromTheScreen(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer s.Close()
+			// The reader starts behind: every frame of the first
+			// subscription has reached the client (a round trip after them
+			// has come back) before the first is read.
+			select {
+			case <-ph.sent:
+			case <-ctx.Done():
+				t.Fatal("the first subscription's frames were never flushed")
+			}
+			if _, err := c.Status(ctx); err != nil {
+				t.Fatal(err)
+			}
 			next := func() client.PTYEvent {
 				t.Helper()
 				ev, err := s.Next(ctx)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/agentd-dev/agentd/protocol"
@@ -66,18 +67,43 @@ type PTYStream struct {
 }
 
 // WatchPTY opens a subscription of session sessionID that chooses PTY
-// ref. Its frames wait in a bounded watcher (see Watcher); one that
-// fills reopens the stream from the PTY's screen.
+// ref, in one call: the open chooses the PTY and starts the
+// subscription's frames, the PTY's screen first. Its frames wait in a
+// bounded watcher (see Watcher); one that fills reopens the stream from
+// the PTY's screen. A ref that is not a PTY of the session is refused,
+// and nothing stays open.
 func (c *Conn) WatchPTY(ctx context.Context, sessionID, ref string) (*PTYStream, error) {
+	in := protocol.SubscriptionOpenInput{SessionID: sessionID, Transcript: protocol.TranscriptBootstrap{Kind: protocol.TranscriptNone}, Ptys: []string{ref}}
+	open, w, err := c.openWatched(ctx, in)
+	if knowsNoOpenPTYs(err) {
+		return c.watchPTYInCalls(ctx, sessionID, ref)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &PTYStream{c: c, w: w, subscription: open.SubscriptionID, session: sessionID, ref: ref}, nil
+}
+
+// knowsNoOpenPTYs reports whether err is the refusal of a host from
+// before subscription.open took PTYs: its strict decoding knows no such
+// field.
+func knowsNoOpenPTYs(err error) bool {
+	var re *RemoteError
+	return errors.As(err, &re) && re.Code == protocol.CodeInvalidRequest &&
+		strings.Contains(re.Message, `field "input.ptys": is not a known field`)
+}
+
+// watchPTYInCalls is WatchPTY on a host from before subscription.open
+// took PTYs: the open, then the subscription readied and the PTY chosen
+// at once (the host holds a subscription's frames until it is ready, so
+// the PTY's screen comes first whichever of the two it takes first).
+func (c *Conn) watchPTYInCalls(ctx context.Context, sessionID, ref string) (*PTYStream, error) {
 	in := protocol.SubscriptionOpenInput{SessionID: sessionID, Transcript: protocol.TranscriptBootstrap{Kind: protocol.TranscriptNone}}
 	open, err := Call(ctx, c, protocol.OpSubscriptionOpen, in)
 	if err != nil {
 		return nil, err
 	}
 	s := &PTYStream{c: c, w: c.Watch(open.SubscriptionID), subscription: open.SubscriptionID, session: sessionID, ref: ref}
-	// The subscription is readied and the PTY chosen at once: the host
-	// holds a subscription's frames until it is ready, so the PTY's
-	// screen comes first whichever of the two it takes first.
 	var readying sync.WaitGroup
 	var readyErr error
 	readying.Go(func() {

@@ -67,6 +67,49 @@ func (c *Conn) Watch(subscriptionID string) *Watcher {
 	return w
 }
 
+// openWatched opens a subscription with in, started at once (in.Ready),
+// and returns the open's result with a watcher of the subscription's
+// frames. The watcher is bound as the response is read, before any frame
+// after it: the host sends the subscription's frames only after the
+// response. An open cut off before its response is refused nothing; its
+// subscription lasts until the connection closes, its frames dropped.
+func (c *Conn) openWatched(ctx context.Context, in protocol.SubscriptionOpenInput) (protocol.SubscriptionOpenResult, *Watcher, error) {
+	w := &Watcher{c: c, frames: make(chan Frame, watcherBuffer), gone: make(chan struct{})}
+	in.Ready = true
+	open, err := call(ctx, c, protocol.OpSubscriptionOpen, in, func(resp protocol.Response) {
+		var r struct {
+			SubscriptionID string `json:"subscriptionId"`
+		}
+		if !resp.OK || json.Unmarshal(resp.Result, &r) != nil || r.SubscriptionID == "" {
+			return
+		}
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		select {
+		case <-w.gone: // given up on before the response came
+			return
+		default:
+		}
+		w.id = r.SubscriptionID
+		if c.err == nil {
+			c.watchers[w.id] = w
+		}
+	})
+	if err != nil {
+		w.Close()
+		return protocol.SubscriptionOpenResult{}, nil, err
+	}
+	if w.id == "" || w.id != open.SubscriptionID {
+		// The connection ended as the response came.
+		err := c.Err()
+		if err == nil {
+			err = ErrClosed
+		}
+		w.end(err)
+	}
+	return open, w, nil
+}
+
 // Next returns the next frame. It reports ctx's error before the watcher's.
 func (w *Watcher) Next(ctx context.Context) (Frame, error) {
 	if err := ctx.Err(); err != nil {

@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"encoding/json"
+	"strconv"
 	"time"
 )
 
@@ -535,12 +536,23 @@ type TranscriptBootstrap struct {
 type SubscriptionOpenInput struct {
 	SessionID  string              `json:"sessionId"`
 	Transcript TranscriptBootstrap `json:"transcript"`
+	// Ptys are the PTYs the subscription chooses as it opens, as
+	// subscription.pty_interest.set would: each first sends its screen.
+	Ptys []string `json:"ptys,omitempty"`
+	// Ready starts the subscription's frames once the open's response has
+	// been sent, as subscription.ready would: none precedes the response.
+	Ready bool `json:"ready,omitempty"`
 }
 
 // Validate checks the input.
 func (in *SubscriptionOpenInput) Validate() error {
 	if err := requireString("input.sessionId", in.SessionID); err != nil {
 		return err
+	}
+	for i, ref := range in.Ptys {
+		if err := requireString("input.ptys["+strconv.Itoa(i)+"]", ref); err != nil {
+			return err
+		}
 	}
 	switch in.Transcript.Kind {
 	case TranscriptNone, TranscriptTail:

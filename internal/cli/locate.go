@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 
@@ -44,6 +45,9 @@ func locateSessionWith(ctx context.Context, selector string, opened func(*client
 	}
 	if opened != nil {
 		opened(own)
+		// What opened started goes out first: in a process just started
+		// no idle thread may be there to run it beside this one.
+		runtime.Gosched()
 	}
 	var found []located
 	var lastErr error

@@ -38,6 +38,10 @@ type screen struct {
 	seq        uint64       // guarded by mu: the last output sequence emu was fed
 	modes      modeChanges  // guarded by mu: the modes the program changed
 	slept      drawing      // guarded by mu: the screen as it fell asleep
+	// drawn is the model drawn since it last changed, or nil: a PTY's
+	// screen asked for twice in a row (a client's stream and its control,
+	// say) is drawn once.
+	drawn      *drawing // guarded by mu
 	sleepAfter time.Duration
 	onSleep    func() // constant: told after the model is dropped
 
@@ -56,7 +60,8 @@ type screen struct {
 }
 
 // drawing is a screen drawn: its lines, top first, the sequence that puts
-// the cursor where the program left it, and its plain text.
+// the cursor where the program left it, and, for a screen asleep, its
+// plain text.
 type drawing struct {
 	lines  []string
 	cursor string
@@ -143,7 +148,8 @@ func (s *screen) sleepLocked(ended bool) bool {
 		return false
 	}
 	s.slept = s.drawLocked()
-	s.emu = nil
+	s.slept.text = s.emu.String()
+	s.emu, s.drawn = nil, nil
 	s.pmu.Lock()
 	s.spare = nil // a sleeping screen holds no more than its drawing
 	s.pmu.Unlock()
@@ -215,6 +221,7 @@ func (s *screen) catchUpLocked() {
 		return
 	}
 	s.wakeLocked()
+	s.drawn = nil
 	if skipped {
 		// Cancel any sequence the model is inside and reset it: what
 		// follows is drawn on a clean screen.
@@ -278,17 +285,23 @@ func (s *screen) drawingLocked() drawing {
 	if s.emu == nil {
 		return s.slept
 	}
-	return s.drawLocked()
+	if s.drawn == nil {
+		d := s.drawLocked()
+		s.drawn = &d
+	}
+	return *s.drawn
 }
 
-// drawLocked draws the model.
+// drawLocked draws the model: its lines and cursor, not its plain text,
+// which the screens a client is sent do not need (it costs a third as
+// much again as the lines).
 func (s *screen) drawLocked() drawing {
 	pos := s.emu.CursorPosition()
 	lines := strings.Split(s.emu.Render(), "\n")
 	for i, l := range lines {
 		lines[i] = strings.TrimRight(l, " ") // the screen is cleared first
 	}
-	return drawing{lines: lines, cursor: fmt.Sprintf("\x1b[%d;%dH", pos.Y+1, pos.X+1), text: s.emu.String()}
+	return drawing{lines: lines, cursor: fmt.Sprintf("\x1b[%d;%dH", pos.Y+1, pos.X+1)}
 }
 
 // text returns the screen as plain text after all output so far.
@@ -296,7 +309,10 @@ func (s *screen) text() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.catchUpLocked()
-	return s.drawingLocked().text
+	if s.emu == nil {
+		return s.slept.text
+	}
+	return s.emu.String()
 }
 
 // resize resizes the model after taking in the output printed before.
@@ -306,6 +322,7 @@ func (s *screen) resize(cols, rows int) {
 	s.catchUpLocked()
 	s.wakeLocked()
 	s.emu.Resize(cols, rows)
+	s.drawn = nil
 	s.cols, s.rows = cols, rows
 	s.pmu.Lock()
 	s.tail, s.tailRows = tailFor(cols, rows), rows

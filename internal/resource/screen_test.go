@@ -152,3 +152,29 @@ func TestAFloodedScreenShowsItsLastLines(t *testing.T) {
 	}
 	sameDrawing(t, "flooded", flooded, fed)
 }
+
+// A screen drawn again with nothing printed since is the drawing kept
+// from before; after more output, a resize or a sleep it is drawn anew:
+// each time as a screen given the same and drawn only then.
+func TestAScreenDrawnAgainShowsWhatChangedSince(t *testing.T) {
+	steps := []struct {
+		name string
+		do   func(*screen)
+	}{
+		{"output", func(s *screen) { feed(s, "first\r\n") }},
+		{"nothing", func(*screen) {}},
+		{"more output", func(s *screen) { feed(s, "\x1b[1msecond\x1b[0m\r\n") }},
+		{"a resize", func(s *screen) { s.resize(30, 4) }},
+		{"a sleep and more output", func(s *screen) { s.sleep(false); feed(s, "third") }},
+	}
+	s := newScreen(20, 6, time.Hour, nil)
+	for i, step := range steps {
+		step.do(s)
+		s.draw()
+		fresh := newScreen(20, 6, time.Hour, nil)
+		for _, prev := range steps[:i+1] {
+			prev.do(fresh)
+		}
+		sameDrawing(t, "after "+step.name, s, fresh)
+	}
+}

@@ -262,14 +262,14 @@ func (c *connection) dispatch(req *protocol.Request) bool {
 	op, ok := protocol.Lookup(req.Operation)
 	if !ok {
 		c.respond(req.RequestID, req.Operation, nil,
-			protocol.Errorf(protocol.CodeInvalidRequest, "unknown operation %q", req.Operation))
+			protocol.Errorf(protocol.CodeInvalidRequest, "unknown operation %q", req.Operation), nil)
 		return true
 	}
 	// Decoding here, on the reader's already grown stack, spares each
 	// request's goroutine a stack copy; a bad input is answered at once.
 	input := op.NewInput()
 	if err := protocol.DecodeInput(req.Input, input); err != nil {
-		c.respond(req.RequestID, req.Operation, nil, &protocol.Error{Code: protocol.CodeInvalidRequest, Message: err.Error()})
+		c.respond(req.RequestID, req.Operation, nil, &protocol.Error{Code: protocol.CodeInvalidRequest, Message: err.Error()}, nil)
 		return true
 	}
 	caller := c.cfg.identity.caller()
@@ -403,7 +403,11 @@ func (c *connection) serve(call *Call, sl slot, prev, done chan struct{}) {
 	call.attachment = c.attach()
 	result, perr := c.invoke(call)
 	c.release(call.RequestID, sl)
-	c.respond(call.RequestID, call.Operation.Name, result, perr)
+	var then func()
+	if perr == nil {
+		then = call.afterResponse
+	}
+	c.respond(call.RequestID, call.Operation.Name, result, perr, then)
 }
 
 // invoke resolves and runs call's handler, encoding its result.
@@ -447,15 +451,17 @@ func (c *connection) runChecked(h Handler, call *Call) (any, error) {
 	return h(c.ctx, call)
 }
 
-// respond queues a response; a closed writer means the connection is
-// already going away and the response has no one to reach.
-func (c *connection) respond(requestID, operation string, result []byte, perr *protocol.Error) {
+// respond queues a response, with then called once it has been flushed;
+// a closed writer means the connection is already going away and the
+// response has no one to reach.
+func (c *connection) respond(requestID, operation string, result []byte, perr *protocol.Error, then func()) {
 	msg := encodeResponse(requestID, operation, result, perr)
 	if len(msg) > protocol.MaxMessageBytes {
 		msg = encodeResponse(requestID, operation, nil,
 			protocol.Errorf(protocol.CodeInternalFailure, "%s result exceeds %d bytes", operation, protocol.MaxMessageBytes))
+		then = nil
 	}
-	c.writer.Respond(msg)
+	c.writer.Respond(msg, then)
 }
 
 // encodeResponse writes a response frame without re-encoding its result.

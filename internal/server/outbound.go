@@ -141,9 +141,10 @@ func (w *OutboundWriter) EnqueuePooled(class Class, msg []byte, then func()) (*R
 // writer goroutine is idle it writes the frame on the caller's goroutine,
 // sparing a hand-over. It may then block on the transport: only the
 // goroutine serving a request calls it, never one holding a lock that
-// others wait on.
-func (w *OutboundWriter) Respond(msg []byte) (*Receipt, error) {
-	return w.enqueue(outFrame{msg: msg}, Control, true, nil)
+// others wait on. then, if set, is called once msg has been flushed, as
+// with EnqueueThen.
+func (w *OutboundWriter) Respond(msg []byte, then func()) (*Receipt, error) {
+	return w.enqueue(outFrame{msg: msg}, Control, true, then)
 }
 
 func (w *OutboundWriter) enqueue(f outFrame, class Class, direct bool, then func()) (*Receipt, error) {

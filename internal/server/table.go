@@ -91,10 +91,18 @@ type Call struct {
 	// no more requests will come, but this one's response will be sent.
 	InputClosed <-chan struct{}
 
-	op         Admission
-	attachment Attachment
-	input      any // the decoded input, of the operation's input type
+	op            Admission
+	attachment    Attachment
+	input         any    // the decoded input, of the operation's input type
+	afterResponse func() // set by AfterResponse
 }
+
+// AfterResponse has fn called once the call's successful response has
+// been written to the connection, by the goroutine that wrote it (the
+// connection's writer, or the call's own): fn must not block. What fn
+// queues follows the response. fn is not called when the call fails or
+// the response is not written.
+func (c *Call) AfterResponse(fn func()) { c.afterResponse = fn }
 
 // Decoded returns the call's input, decoded and checked: a pointer to the
 // operation's input type.

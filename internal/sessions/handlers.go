@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/agentd-dev/agentd/internal/catalog"
+	"github.com/agentd-dev/agentd/internal/link"
 	"github.com/agentd-dev/agentd/internal/server"
 	"github.com/agentd-dev/agentd/protocol"
 )
@@ -263,7 +264,36 @@ func (s *Service) open(ctx context.Context, call *server.Call, in *protocol.Subs
 		sub.close(protocol.ClosedClientClosed)
 		return protocol.SubscriptionOpenResult{}, err
 	}
+	if len(in.Ptys) > 0 {
+		if err := w.choosePTYs(ctx, sub, in.Ptys, nil); err != nil {
+			// Refused: the subscription goes as if it never opened, and
+			// no frame of it is written.
+			sub.abort()
+			return protocol.SubscriptionOpenResult{}, ptysRefused(err)
+		}
+	}
+	if in.Ready {
+		// The client learns the subscription's id from the response:
+		// its frames follow it.
+		call.AfterResponse(sub.markReady)
+	}
 	return protocol.SubscriptionOpenResult{HostEpoch: s.host.Epoch(), SubscriptionID: sub.id, NextSequence: 1, Snapshot: raw}, nil
+}
+
+// ptysRefused is the error of an open whose PTYs the worker would not
+// stream (not the session's, or a shell run's), naming the open's field.
+func ptysRefused(err error) error {
+	var re *link.RemoteError
+	if !errors.As(err, &re) {
+		return err
+	}
+	reason := re.Message
+	if strings.HasPrefix(reason, `field "`) {
+		if _, after, ok := strings.Cut(reason, `": `); ok {
+			reason = after
+		}
+	}
+	return protocol.Errorf(re.Code, "field %q: %s", "input.ptys", reason)
 }
 
 func (s *Service) ready(_ context.Context, call *server.Call, in *protocol.SubscriptionRef) (protocol.SubscriptionRef, error) {

@@ -183,18 +183,27 @@ func (s *Service) setPtyInterest(ctx context.Context, call *server.Call, in *pro
 	if err != nil {
 		return protocol.SubscriptionRef{}, err
 	}
-	w := sub.w
+	if err := sub.w.choosePTYs(ctx, sub, in.Refs, in.Redraw); err != nil {
+		return protocol.SubscriptionRef{}, err
+	}
+	return protocol.SubscriptionRef{SubscriptionID: in.SubscriptionID}, nil
+}
+
+// choosePTYs sets the PTYs whose output sub receives to refs, and sends
+// it again the screens of those of redraw it had. On failure sub keeps
+// its choice as it was.
+func (w *worker) choosePTYs(ctx context.Context, sub *subscription, refs, redraw []string) error {
 	w.interest.Lock()
 	defer w.interest.Unlock()
 
 	chosen := map[string]bool{}
-	for _, ref := range in.Refs {
+	for _, ref := range refs {
 		chosen[ref] = true
 	}
 	w.mu.Lock()
 	var fresh []string
 	for ref := range chosen {
-		if sub.ptys[ref] == 0 || slices.Contains(in.Redraw, ref) {
+		if sub.ptys[ref] == 0 || slices.Contains(redraw, ref) {
 			fresh = append(fresh, ref)
 		}
 	}
@@ -213,20 +222,20 @@ func (s *Service) setPtyInterest(ctx context.Context, call *server.Call, in *pro
 
 	// The worker sends a screen for a PTY its stream did not carry, and
 	// for one carried already that this subscription newly chose.
-	var redraw []string
+	var again []string
 	for _, ref := range fresh {
 		if slices.Contains(w.watched, ref) {
-			redraw = append(redraw, ref)
+			again = append(again, ref)
 		}
 	}
-	if err := w.choose(ctx, watched, redraw); err != nil {
+	if err := w.choose(ctx, watched, again); err != nil {
 		w.mu.Lock()
 		sub.ptys = was
 		sub.releaseHeldLocked()
 		w.mu.Unlock()
-		return protocol.SubscriptionRef{}, err
+		return err
 	}
-	return protocol.SubscriptionRef{SubscriptionID: in.SubscriptionID}, nil
+	return nil
 }
 
 // narrowInterest stops the worker's stream carrying the PTYs no

@@ -2,6 +2,7 @@ package worker_test
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"strings"
 	"sync"
@@ -105,6 +106,27 @@ func TestAPTYFloodReachesEverySubscriptionThatChoseIt(t *testing.T) {
 				n++
 			}
 			t.Errorf("subscription %d: %d bytes of output, %d expected, differing at byte %d: %q", i+1, len(out), len(want), n, out[n:min(len(out), n+40)])
+		}
+	}
+}
+
+// A worker's subscriptions choose PTYs and start by their own calls: an
+// open that asks for either at once is refused, naming the field.
+func TestAWorkersOpenRefusesPTYsAndAStartAtOnce(t *testing.T) {
+	r := start(t, protocol.ApprovalAll, "", "", "")
+	ctx := agentdtest.Context(t)
+	for _, tc := range []struct {
+		field string
+		in    protocol.SubscriptionOpenInput
+	}{
+		{"input.ptys", protocol.SubscriptionOpenInput{Ptys: []string{"pty-1"}}},
+		{"input.ready", protocol.SubscriptionOpenInput{Ready: true}},
+	} {
+		tc.in.SessionID, tc.in.Transcript = "s1", protocol.TranscriptBootstrap{Kind: "none"}
+		_, err := link.Call(ctx, r.conn, protocol.OpSubscriptionOpen, tc.in)
+		var re *link.RemoteError
+		if !errors.As(err, &re) || re.Code != protocol.CodeInvalidRequest || !strings.Contains(re.Message, `"`+tc.field+`"`) {
+			t.Fatalf("an open with %s: %v, want invalid_request naming it", tc.field, err)
 		}
 	}
 }

@@ -355,6 +355,14 @@ func (s *session) openSubscription(_ context.Context, call *server.Call, in *pro
 	if in.SessionID != s.id {
 		return protocol.SubscriptionOpenResult{}, protocol.Errorf(protocol.CodeNotFound, "this worker serves session %s, not %s", s.id, in.SessionID)
 	}
+	// The host opens its one subscription of a worker plainly, then
+	// chooses PTYs and starts it by their own calls.
+	switch {
+	case len(in.Ptys) > 0:
+		return protocol.SubscriptionOpenResult{}, protocol.InvalidField("input.ptys", "is for a host: a worker's subscription chooses PTYs through subscription.pty_interest.set")
+	case in.Ready:
+		return protocol.SubscriptionOpenResult{}, protocol.InvalidField("input.ready", "is for a host: a worker's subscription starts through subscription.ready")
+	}
 	conn, err := s.connection(call)
 	if err != nil {
 		return protocol.SubscriptionOpenResult{}, err
