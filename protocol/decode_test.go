@@ -356,7 +356,7 @@ func TestDecodeInputErrorNamesTheField(t *testing.T) {
 // Every operation's input decodes from a request's input after
 // DecodeClientFrame, and its only failures are field errors under "input".
 func TestEveryOperationInputDecodesStrictly(t *testing.T) {
-	for _, op := range protocol.Operations {
+	for _, op := range protocol.Operations() {
 		t.Run(op.Name, func(t *testing.T) {
 			frame, err := protocol.DecodeClientFrame([]byte(`{"requestId":"r","operation":"` + op.Name + `"}`))
 			if err != nil {
@@ -496,7 +496,7 @@ func ptr[T any](v T) *T { return &v }
 // the one check at dispatch sees the session it acts on.
 func TestEveryOperationHasAnAccessAndItsSession(t *testing.T) {
 	levels := []protocol.Access{protocol.AccessRead, protocol.AccessWrite, protocol.AccessControl, protocol.AccessOwner}
-	for _, op := range protocol.Operations {
+	for _, op := range protocol.Operations() {
 		if !slices.Contains(levels, op.Access) {
 			t.Errorf("%s has access %q, none of %v", op.Name, op.Access, levels)
 		}

@@ -77,7 +77,7 @@ func TestDocExamplesMatchGoTypes(t *testing.T) {
 			}
 		}
 	}
-	for _, op := range protocol.Operations {
+	for _, op := range protocol.Operations() {
 		if !requests[op.Name] {
 			t.Errorf("%s has no request example", op.Name)
 		}
@@ -274,17 +274,17 @@ func checkPresent(t *testing.T, example, raw json.RawMessage, typ reflect.Type) 
 var operationRow = regexp.MustCompile("(?m)^\\| \\[`([a-z_.]+)`\\]\\(#[a-z_]+\\) \\| ([a-z, ]+) \\| ([a-z]+) \\|")
 
 // The table of operations in docs/protocol.md gives every operation's mode
-// and access level as protocol.Operations has them, in its order.
+// and access level as protocol.Operations() has them, in its order.
 func TestDocOperationTableMatchesTheTable(t *testing.T) {
 	doc, err := os.ReadFile(docPath)
 	if err != nil {
 		t.Fatalf("reading the protocol's description: %v", err)
 	}
 	rows := operationRow.FindAllSubmatch(doc, -1)
-	if len(rows) != len(protocol.Operations) {
-		t.Fatalf("the description's table has %d operations, the protocol %d", len(rows), len(protocol.Operations))
+	if len(rows) != len(protocol.Operations()) {
+		t.Fatalf("the description's table has %d operations, the protocol %d", len(rows), len(protocol.Operations()))
 	}
-	for i, op := range protocol.Operations {
+	for i, op := range protocol.Operations() {
 		name, mode, access := string(rows[i][1]), string(rows[i][2]), string(rows[i][3])
 		want := string(op.Mode)
 		if op.Serial {

@@ -2,7 +2,9 @@ package protocol
 
 import (
 	"reflect"
+	"slices"
 	"sort"
+	"sync"
 )
 
 // Mode says whether an operation is safe to retry.
@@ -119,69 +121,76 @@ func op[In, Out any](name Op[In, Out], mode Mode, access Access, doc string) Ope
 
 func serial(o Operation) Operation { o.Serial = true; return o }
 
-// Operations is the operation table, in documentation order.
-var Operations = []Operation{
-	op(OpHostStatus, Query, AccessRead, "The host's identity, state and load. Always admitted through a reserved slot."),
-	op(OpHostDiagnosticsQuery, Query, AccessOwner, "Recent host diagnostics, newest last, redacted."),
-	op(OpHostResourcesQuery, Query, AccessOwner, "The host's process resources: memory, descriptors, goroutines, workers."),
-	op(OpHostUpgradePrepare, Command, AccessOwner, "Prepares the host to hand its home to a newer host."),
-	op(OpHostShutdown, Command, AccessOwner, "Drains the host and makes it exit."),
+// Operations returns the operation table, in documentation order: a copy
+// the caller may keep.
+func Operations() []Operation { return slices.Clone(operations()) }
 
-	op(OpSessionList, Query, AccessRead, "Lists sessions from the catalog."),
-	op(OpSessionCreate, Command, AccessOwner, "Creates a session."),
-	op(OpSessionGet, Query, AccessRead, "Returns one session's header."),
-	op(OpSessionRename, Command, AccessOwner, "Renames a session."),
-	op(OpSessionArchive, Command, AccessOwner, "Archives a session."),
-	op(OpSessionUnarchive, Command, AccessOwner, "Brings an archived session back."),
-	op(OpSessionRemove, Command, AccessOwner, "Removes a session and its transcript."),
-	serial(op(OpSessionTranscriptPage, Query, AccessRead, "Reads a page of a subscribed session's transcript; serialized per connection.")),
-	op(OpSessionTodoQuery, Query, AccessRead, "Returns the agent's plan for a session."),
+// operations is the operation table, built on first use: a process that
+// makes no call (agentd version, the completions) never needs it.
+var operations = sync.OnceValue(func() []Operation {
+	return []Operation{
+		op(OpHostStatus, Query, AccessRead, "The host's identity, state and load. Always admitted through a reserved slot."),
+		op(OpHostDiagnosticsQuery, Query, AccessOwner, "Recent host diagnostics, newest last, redacted."),
+		op(OpHostResourcesQuery, Query, AccessOwner, "The host's process resources: memory, descriptors, goroutines, workers."),
+		op(OpHostUpgradePrepare, Command, AccessOwner, "Prepares the host to hand its home to a newer host."),
+		op(OpHostShutdown, Command, AccessOwner, "Drains the host and makes it exit."),
 
-	op(OpTurnStart, Command, AccessWrite, "Starts a turn; the same turnId twice starts one turn."),
-	op(OpTurnQuery, Query, AccessRead, "Returns a turn's state."),
-	op(OpTurnStop, Command, AccessWrite, "Stops a turn after its current step."),
-	op(OpTurnInterrupt, Command, AccessWrite, "Aborts a turn now, killing a running tool."),
-	op(OpTurnMessageSubmit, Command, AccessWrite, "Steers the running turn or queues a follow-up for the next."),
-	op(OpQueueRetract, Command, AccessWrite, "Retracts a queued message."),
+		op(OpSessionList, Query, AccessRead, "Lists sessions from the catalog."),
+		op(OpSessionCreate, Command, AccessOwner, "Creates a session."),
+		op(OpSessionGet, Query, AccessRead, "Returns one session's header."),
+		op(OpSessionRename, Command, AccessOwner, "Renames a session."),
+		op(OpSessionArchive, Command, AccessOwner, "Archives a session."),
+		op(OpSessionUnarchive, Command, AccessOwner, "Brings an archived session back."),
+		op(OpSessionRemove, Command, AccessOwner, "Removes a session and its transcript."),
+		serial(op(OpSessionTranscriptPage, Query, AccessRead, "Reads a page of a subscribed session's transcript; serialized per connection.")),
+		op(OpSessionTodoQuery, Query, AccessRead, "Returns the agent's plan for a session."),
 
-	op(OpInteractionQuery, Query, AccessRead, "Lists a session's pending interactions."),
-	op(OpInteractionAnswer, Command, AccessWrite, "Answers a pending interaction; the first answer wins."),
+		op(OpTurnStart, Command, AccessWrite, "Starts a turn; the same turnId twice starts one turn."),
+		op(OpTurnQuery, Query, AccessRead, "Returns a turn's state."),
+		op(OpTurnStop, Command, AccessWrite, "Stops a turn after its current step."),
+		op(OpTurnInterrupt, Command, AccessWrite, "Aborts a turn now, killing a running tool."),
+		op(OpTurnMessageSubmit, Command, AccessWrite, "Steers the running turn or queues a follow-up for the next."),
+		op(OpQueueRetract, Command, AccessWrite, "Retracts a queued message."),
 
-	op(OpModelsList, Query, AccessRead, "Lists configured providers and their models."),
-	op(OpModelsSelect, Command, AccessWrite, "Selects the model of a session, or the default for new sessions."),
-	op(OpModelsThinkingSet, Command, AccessWrite, "Sets a session's thinking level."),
+		op(OpInteractionQuery, Query, AccessRead, "Lists a session's pending interactions."),
+		op(OpInteractionAnswer, Command, AccessWrite, "Answers a pending interaction; the first answer wins."),
 
-	op(OpSubscriptionOpen, Command, AccessRead, "Opens a subscription to a session; frames start after subscription.ready."),
-	op(OpSubscriptionReady, Command, AccessRead, "Starts a subscription's frames."),
-	op(OpSubscriptionClose, Command, AccessRead, "Closes a subscription."),
-	op(OpSubscriptionPtyInterestSet, Command, AccessRead, "Chooses the PTYs whose output a subscription receives."),
+		op(OpModelsList, Query, AccessRead, "Lists configured providers and their models."),
+		op(OpModelsSelect, Command, AccessWrite, "Selects the model of a session, or the default for new sessions."),
+		op(OpModelsThinkingSet, Command, AccessWrite, "Sets a session's thinking level."),
 
-	op(OpRuntimeResourceQuery, Query, AccessRead, "Lists or reads a session's runtime resources, paged by revision and cursor."),
-	op(OpRuntimeResourceStart, Command, AccessOwner, "Starts a shell run or PTY; launchId makes a retry idempotent."),
-	op(OpRuntimeResourceStop, Command, AccessOwner, "Stops a runtime resource."),
-	op(OpRuntimeResourceControllerAcquire, Command, AccessControl, "Takes control of a PTY."),
-	op(OpRuntimeResourceControllerControl, Command, AccessControl, "Writes input to or resizes a controlled PTY, in sequence."),
-	op(OpRuntimeResourceControllerRelease, Command, AccessControl, "Releases control of a PTY."),
-}
+		op(OpSubscriptionOpen, Command, AccessRead, "Opens a subscription to a session; frames start after subscription.ready."),
+		op(OpSubscriptionReady, Command, AccessRead, "Starts a subscription's frames."),
+		op(OpSubscriptionClose, Command, AccessRead, "Closes a subscription."),
+		op(OpSubscriptionPtyInterestSet, Command, AccessRead, "Chooses the PTYs whose output a subscription receives."),
 
-var operationIndex = func() map[string]Operation {
-	m := make(map[string]Operation, len(Operations))
-	for _, o := range Operations {
+		op(OpRuntimeResourceQuery, Query, AccessRead, "Lists or reads a session's runtime resources, paged by revision and cursor."),
+		op(OpRuntimeResourceStart, Command, AccessOwner, "Starts a shell run or PTY; launchId makes a retry idempotent."),
+		op(OpRuntimeResourceStop, Command, AccessOwner, "Stops a runtime resource."),
+		op(OpRuntimeResourceControllerAcquire, Command, AccessControl, "Takes control of a PTY."),
+		op(OpRuntimeResourceControllerControl, Command, AccessControl, "Writes input to or resizes a controlled PTY, in sequence."),
+		op(OpRuntimeResourceControllerRelease, Command, AccessControl, "Releases control of a PTY."),
+	}
+})
+
+var operationIndex = sync.OnceValue(func() map[string]Operation {
+	m := make(map[string]Operation, len(operations()))
+	for _, o := range operations() {
 		m[o.Name] = o
 	}
 	return m
-}()
+})
 
 // Lookup returns the table entry for name.
 func Lookup(name string) (Operation, bool) {
-	o, ok := operationIndex[name]
+	o, ok := operationIndex()[name]
 	return o, ok
 }
 
 // OperationNames returns every operation name, sorted.
 func OperationNames() []string {
-	names := make([]string, 0, len(Operations))
-	for _, o := range Operations {
+	names := make([]string, 0, len(operations()))
+	for _, o := range operations() {
 		names = append(names, o.Name)
 	}
 	sort.Strings(names)

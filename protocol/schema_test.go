@@ -41,7 +41,7 @@ func schemaFiles() []schemaFile {
 		{"schema/closed.json", reflect.TypeFor[protocol.SubscriptionClosedFrame](), false, protocol.KindSubscriptionClosed},
 		{"schema/registration.json", reflect.TypeFor[protocol.Registration](), false, ""},
 	}
-	for _, op := range protocol.Operations {
+	for _, op := range protocol.Operations() {
 		files = append(files,
 			schemaFile{path: "schema/operations/" + op.Name + ".input.json", typ: op.Input, strict: true},
 			schemaFile{path: "schema/operations/" + op.Name + ".result.json", typ: op.Result},

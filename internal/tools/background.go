@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/agentd-dev/agentd/internal/llm"
 	"github.com/agentd-dev/agentd/protocol"
@@ -55,14 +56,17 @@ type bashOutputArgs struct {
 	Ref string `json:"ref"`
 }
 
-var bashOutputSchema = object(props{
-	"ref": nonEmpty("The run's ref, as bash with background true returned it (shell-N or pty-N)."),
-}, "ref")
+var bashOutputSchema = sync.OnceValue(func() *schema {
+	return object(props{
+		"ref": nonEmpty("The run's ref, as bash with background true returned it (shell-N or pty-N)."),
+	}, "ref")
+})
 
-var bashOutputSpec = makeSpec("bash_output",
-	"Read a background run's state and output: for a shell run its latest output (up to 64 KiB; "+
-		"all of it is in its log file), for a PTY its screen as it is now. Use it to see whether a dev "+
-		"server came up or what a watcher printed.", bashOutputSchema)
+var bashOutputSpec = makeSpec("bash_output", bashOutputSchema, func() string {
+	return "Read a background run's state and output: for a shell run its latest output (up to 64 KiB; " +
+		"all of it is in its log file), for a PTY its screen as it is now. Use it to see whether a dev " +
+		"server came up or what a watcher printed."
+})
 
 type bashOutputTool struct{}
 
@@ -73,7 +77,7 @@ func (bashOutputTool) ReadOnly() bool { return true }
 
 func (bashOutputTool) Run(_ context.Context, env *Env, raw json.RawMessage) Result {
 	var a bashOutputArgs
-	if bad, ok := decode("bash_output", bashOutputSchema, raw, &a); !ok {
+	if bad, ok := decode("bash_output", bashOutputSchema(), raw, &a); !ok {
 		return bad
 	}
 	if env.Background == nil {
@@ -98,9 +102,10 @@ func (bashOutputTool) Run(_ context.Context, env *Env, raw json.RawMessage) Resu
 	return Result{Content: b.String()}
 }
 
-var bashStopSpec = makeSpec("bash_stop",
-	"Stop a background run the session started with bash (background true), or one a person started: "+
-		"its processes get SIGTERM, then SIGKILL after 2 seconds, and its final state is returned.", bashOutputSchema)
+var bashStopSpec = makeSpec("bash_stop", bashOutputSchema, func() string {
+	return "Stop a background run the session started with bash (background true), or one a person started: " +
+		"its processes get SIGTERM, then SIGKILL after 2 seconds, and its final state is returned."
+})
 
 type bashStopTool struct{}
 
@@ -111,7 +116,7 @@ func (bashStopTool) ReadOnly() bool { return false }
 
 func (bashStopTool) Run(_ context.Context, env *Env, raw json.RawMessage) Result {
 	var a bashOutputArgs
-	if bad, ok := decode("bash_stop", bashOutputSchema, raw, &a); !ok {
+	if bad, ok := decode("bash_stop", bashOutputSchema(), raw, &a); !ok {
 		return bad
 	}
 	if env.Background == nil {

@@ -40,27 +40,31 @@ type bashArgs struct {
 	PTY            bool   `json:"pty"`
 }
 
-var bashSchema = object(props{
-	"command": nonEmpty("The command line, run with bash -c."),
-	"timeout_seconds": integer(fmt.Sprintf("Seconds before the command is killed (default %d, at most %d).",
-		bashDefaultTimeout, bashMaxTimeout), 1, bashMaxTimeout).withDefault(bashDefaultTimeout),
-	"background": boolean("Start the command as a background run that outlives this turn (a dev server, " +
-		"a test watcher) and return its ref at once, instead of waiting for it. People attached to the " +
-		"session see it. Read it with bash_output, stop it with bash_stop.").withDefault(false),
-	"pty": boolean("With background: run the command on a pseudo-terminal, for a program that wants " +
-		"one (a full-screen tool, a REPL); bash_output then shows its screen.").withDefault(false),
-}, "command")
+var bashSchema = sync.OnceValue(func() *schema {
+	return object(props{
+		"command": nonEmpty("The command line, run with bash -c."),
+		"timeout_seconds": integer(fmt.Sprintf("Seconds before the command is killed (default %d, at most %d).",
+			bashDefaultTimeout, bashMaxTimeout), 1, bashMaxTimeout).withDefault(bashDefaultTimeout),
+		"background": boolean("Start the command as a background run that outlives this turn (a dev server, " +
+			"a test watcher) and return its ref at once, instead of waiting for it. People attached to the " +
+			"session see it. Read it with bash_output, stop it with bash_stop.").withDefault(false),
+		"pty": boolean("With background: run the command on a pseudo-terminal, for a program that wants " +
+			"one (a full-screen tool, a REPL); bash_output then shows its screen.").withDefault(false),
+	}, "command")
+})
 
-var bashSpec = makeSpec("bash", fmt.Sprintf(
-	"Run a shell command with bash -c in the session's working directory and return its combined "+
-		"stdout and stderr followed by its exit status. Each call starts a fresh shell: cd, variables "+
-		"and aliases do not carry over, so chain dependent steps with &&. Stdin is empty, so the command "+
-		"must not wait for input. The command is killed after timeout_seconds (default %d, at most %d), "+
-		"together with every process it started; background processes it leaves running are ended when "+
-		"it exits. Output longer than %d KiB keeps its first and last %d KiB. A non-zero exit status is "+
-		"reported, not treated as a failure of the tool. Prefer read, ls, find and grep for looking at files. "+
-		"For a command that must keep running (a server, a watcher), set background: it starts and returns at once.",
-	bashDefaultTimeout, bashMaxTimeout, 2*bashKeep>>10, bashKeep>>10), bashSchema)
+var bashSpec = makeSpec("bash", bashSchema, func() string {
+	return fmt.Sprintf(
+		"Run a shell command with bash -c in the session's working directory and return its combined "+
+			"stdout and stderr followed by its exit status. Each call starts a fresh shell: cd, variables "+
+			"and aliases do not carry over, so chain dependent steps with &&. Stdin is empty, so the command "+
+			"must not wait for input. The command is killed after timeout_seconds (default %d, at most %d), "+
+			"together with every process it started; background processes it leaves running are ended when "+
+			"it exits. Output longer than %d KiB keeps its first and last %d KiB. A non-zero exit status is "+
+			"reported, not treated as a failure of the tool. Prefer read, ls, find and grep for looking at files. "+
+			"For a command that must keep running (a server, a watcher), set background: it starts and returns at once.",
+		bashDefaultTimeout, bashMaxTimeout, 2*bashKeep>>10, bashKeep>>10)
+})
 
 type bashTool struct{}
 
@@ -71,7 +75,7 @@ func (bashTool) ReadOnly() bool { return false }
 
 func (bashTool) Run(ctx context.Context, env *Env, raw json.RawMessage) Result {
 	var a bashArgs
-	if bad, ok := decode("bash", bashSchema, raw, &a); !ok {
+	if bad, ok := decode("bash", bashSchema(), raw, &a); !ok {
 		return bad
 	}
 	switch {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 
 	"github.com/agentd-dev/agentd/internal/llm"
 )
@@ -17,19 +18,21 @@ type editArgs struct {
 	ReplaceAll bool   `json:"replace_all"`
 }
 
-var editSchema = object(props{
-	"path":        nonEmpty("The file to change, absolute or relative to the working directory."),
-	"old_string":  nonEmpty("The exact text to replace, whitespace included, without read's line numbers."),
-	"new_string":  str("The text to put in its place (may be empty, to delete old_string)."),
-	"replace_all": boolean("Replace every occurrence of old_string rather than requiring it to be unique (default false).").withDefault(false),
-}, "path", "old_string", "new_string")
+var editSchema = sync.OnceValue(func() *schema {
+	return object(props{
+		"path":        nonEmpty("The file to change, absolute or relative to the working directory."),
+		"old_string":  nonEmpty("The exact text to replace, whitespace included, without read's line numbers."),
+		"new_string":  str("The text to put in its place (may be empty, to delete old_string)."),
+		"replace_all": boolean("Replace every occurrence of old_string rather than requiring it to be unique (default false).").withDefault(false),
+	}, "path", "old_string", "new_string")
+})
 
-var editSpec = makeSpec("edit",
-	"Replace exact text in an existing file. old_string must match the file byte for byte, indentation "+
-		"included, and must appear exactly once unless replace_all is set: when it appears several times, "+
-		"include more of the surrounding lines to make it unique. Read the file first. The file is "+
-		"replaced in one step and keeps its permissions. To create a file or rewrite it whole, use write.",
-	editSchema)
+var editSpec = makeSpec("edit", editSchema, func() string {
+	return "Replace exact text in an existing file. old_string must match the file byte for byte, indentation " +
+		"included, and must appear exactly once unless replace_all is set: when it appears several times, " +
+		"include more of the surrounding lines to make it unique. Read the file first. The file is " +
+		"replaced in one step and keeps its permissions. To create a file or rewrite it whole, use write."
+})
 
 type editTool struct{}
 
@@ -40,7 +43,7 @@ func (editTool) ReadOnly() bool { return false }
 
 func (editTool) Run(ctx context.Context, env *Env, raw json.RawMessage) Result {
 	var a editArgs
-	if bad, ok := decode("edit", editSchema, raw, &a); !ok {
+	if bad, ok := decode("edit", editSchema(), raw, &a); !ok {
 		return bad
 	}
 	if a.OldString == a.NewString {

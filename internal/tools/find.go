@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"github.com/agentd-dev/agentd/internal/llm"
 )
@@ -20,18 +21,22 @@ type findArgs struct {
 	Path    string `json:"path"`
 }
 
-var findSchema = object(props{
-	"pattern": nonEmpty(`A glob: * and ? match within a name, [abc] a class, ** any number of directories. ` +
-		`A pattern without a slash matches names at any depth ("*.go"); one with a slash matches the ` +
-		`whole path from the search root ("cmd/**/main.go").`),
-	"path": str("The directory to search, absolute or relative to the working directory (default: the working directory)."),
-}, "pattern")
+var findSchema = sync.OnceValue(func() *schema {
+	return object(props{
+		"pattern": nonEmpty(`A glob: * and ? match within a name, [abc] a class, ** any number of directories. ` +
+			`A pattern without a slash matches names at any depth ("*.go"); one with a slash matches the ` +
+			`whole path from the search root ("cmd/**/main.go").`),
+		"path": str("The directory to search, absolute or relative to the working directory (default: the working directory)."),
+	}, "pattern")
+})
 
-var findSpec = makeSpec("find", fmt.Sprintf(
-	"Find files and directories whose path matches a glob pattern, searching a directory tree. "+
-		"Answers the matching paths relative to the searched directory, sorted (a directory's entries "+
-		"follow it), directories ending with a slash; .git and node_modules are not searched. At most %d paths are shown. Use grep to search "+
-		"file contents.", findMax), findSchema)
+var findSpec = makeSpec("find", findSchema, func() string {
+	return fmt.Sprintf(
+		"Find files and directories whose path matches a glob pattern, searching a directory tree. "+
+			"Answers the matching paths relative to the searched directory, sorted (a directory's entries "+
+			"follow it), directories ending with a slash; .git and node_modules are not searched. At most %d paths are shown. Use grep to search "+
+			"file contents.", findMax)
+})
 
 type findTool struct{}
 
@@ -42,7 +47,7 @@ func (findTool) ReadOnly() bool { return true }
 
 func (findTool) Run(ctx context.Context, env *Env, raw json.RawMessage) Result {
 	var a findArgs
-	if bad, ok := decode("find", findSchema, raw, &a); !ok {
+	if bad, ok := decode("find", findSchema(), raw, &a); !ok {
 		return bad
 	}
 	glob, err := newGlob(a.Pattern)

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/agentd-dev/agentd/internal/llm"
 )
@@ -33,18 +34,22 @@ type grepArgs struct {
 	IgnoreCase bool   `json:"ignore_case"`
 }
 
-var grepSchema = object(props{
-	"pattern":     nonEmpty("A regular expression in Go's RE2 syntax (no backreferences or lookaround), matched against each line."),
-	"path":        str("The file or directory to search, absolute or relative to the working directory (default: the working directory)."),
-	"glob":        str(`Search only files whose path matches this glob, as in find ("*.go", "internal/**/*_test.go").`),
-	"ignore_case": boolean("Match letters regardless of case (default false).").withDefault(false),
-}, "pattern")
+var grepSchema = sync.OnceValue(func() *schema {
+	return object(props{
+		"pattern":     nonEmpty("A regular expression in Go's RE2 syntax (no backreferences or lookaround), matched against each line."),
+		"path":        str("The file or directory to search, absolute or relative to the working directory (default: the working directory)."),
+		"glob":        str(`Search only files whose path matches this glob, as in find ("*.go", "internal/**/*_test.go").`),
+		"ignore_case": boolean("Match letters regardless of case (default false).").withDefault(false),
+	}, "pattern")
+})
 
-var grepSpec = makeSpec("grep", fmt.Sprintf(
-	"Search file contents for lines matching a regular expression, in a file or a directory tree. "+
-		"Answers one line per match as path:line: text, with paths as you would pass them to read, in "+
-		"sorted order. Binary files, .git and node_modules are skipped. At most %d matches are shown and "+
-		"long lines are cut; narrow the pattern, path or glob when there are more.", grepMax), grepSchema)
+var grepSpec = makeSpec("grep", grepSchema, func() string {
+	return fmt.Sprintf(
+		"Search file contents for lines matching a regular expression, in a file or a directory tree. "+
+			"Answers one line per match as path:line: text, with paths as you would pass them to read, in "+
+			"sorted order. Binary files, .git and node_modules are skipped. At most %d matches are shown and "+
+			"long lines are cut; narrow the pattern, path or glob when there are more.", grepMax)
+})
 
 type grepTool struct{}
 
@@ -58,7 +63,7 @@ var errEnough = errors.New("enough matches")
 
 func (grepTool) Run(ctx context.Context, env *Env, raw json.RawMessage) Result {
 	var a grepArgs
-	if bad, ok := decode("grep", grepSchema, raw, &a); !ok {
+	if bad, ok := decode("grep", grepSchema(), raw, &a); !ok {
 		return bad
 	}
 	expr := a.Pattern

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 
 	"github.com/agentd-dev/agentd/internal/llm"
 )
@@ -17,13 +18,17 @@ type lsArgs struct {
 	Path string `json:"path"`
 }
 
-var lsSchema = object(props{
-	"path": str("The directory to list, absolute or relative to the working directory (default: the working directory)."),
+var lsSchema = sync.OnceValue(func() *schema {
+	return object(props{
+		"path": str("The directory to list, absolute or relative to the working directory (default: the working directory)."),
+	})
 })
 
-var lsSpec = makeSpec("ls", fmt.Sprintf(
-	"List the entries of a directory, sorted by name, one per line; directories end with a slash. "+
-		"Hidden entries are included. At most %d entries are shown. Use find to look deeper.", lsMax), lsSchema)
+var lsSpec = makeSpec("ls", lsSchema, func() string {
+	return fmt.Sprintf(
+		"List the entries of a directory, sorted by name, one per line; directories end with a slash. "+
+			"Hidden entries are included. At most %d entries are shown. Use find to look deeper.", lsMax)
+})
 
 type lsTool struct{}
 
@@ -34,7 +39,7 @@ func (lsTool) ReadOnly() bool { return true }
 
 func (lsTool) Run(ctx context.Context, env *Env, raw json.RawMessage) Result {
 	var a lsArgs
-	if bad, ok := decode("ls", lsSchema, raw, &a); !ok {
+	if bad, ok := decode("ls", lsSchema(), raw, &a); !ok {
 		return bad
 	}
 	name := a.Path

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync"
 
 	"github.com/agentd-dev/agentd/internal/llm"
 )
@@ -27,19 +28,23 @@ type readArgs struct {
 	Limit  int    `json:"limit"`
 }
 
-var readSchema = object(props{
-	"path":   nonEmpty("The file to read, absolute or relative to the working directory."),
-	"offset": integer("The line to start at, counting from 1 (default 1).", 1, 0).withDefault(1),
-	"limit":  integer(fmt.Sprintf("How many lines to read (default %d).", readDefaultLimit), 1, 0).withDefault(readDefaultLimit),
-}, "path")
+var readSchema = sync.OnceValue(func() *schema {
+	return object(props{
+		"path":   nonEmpty("The file to read, absolute or relative to the working directory."),
+		"offset": integer("The line to start at, counting from 1 (default 1).", 1, 0).withDefault(1),
+		"limit":  integer(fmt.Sprintf("How many lines to read (default %d).", readDefaultLimit), 1, 0).withDefault(readDefaultLimit),
+	}, "path")
+})
 
-var readSpec = makeSpec("read", fmt.Sprintf(
-	"Read a text file and return its lines numbered from 1, like cat -n (number, tab, text). "+
-		"Reads %d lines from offset unless limit says otherwise; when the file goes on, the answer "+
-		"ends with the offset to continue from. Lines longer than %d bytes are cut, and the answer "+
-		"stops at %d KiB. Directories and binary files are refused: use ls for a directory. The line "+
-		"numbers are not part of the file: leave them out of an edit's old_string.",
-	readDefaultLimit, readMaxLine, readMaxOutput>>10), readSchema)
+var readSpec = makeSpec("read", readSchema, func() string {
+	return fmt.Sprintf(
+		"Read a text file and return its lines numbered from 1, like cat -n (number, tab, text). "+
+			"Reads %d lines from offset unless limit says otherwise; when the file goes on, the answer "+
+			"ends with the offset to continue from. Lines longer than %d bytes are cut, and the answer "+
+			"stops at %d KiB. Directories and binary files are refused: use ls for a directory. The line "+
+			"numbers are not part of the file: leave them out of an edit's old_string.",
+		readDefaultLimit, readMaxLine, readMaxOutput>>10)
+})
 
 type readTool struct{}
 
@@ -50,7 +55,7 @@ func (readTool) ReadOnly() bool { return true }
 
 func (readTool) Run(ctx context.Context, env *Env, raw json.RawMessage) Result {
 	var a readArgs
-	if bad, ok := decode("read", readSchema, raw, &a); !ok {
+	if bad, ok := decode("read", readSchema(), raw, &a); !ok {
 		return bad
 	}
 	offset, limit := max(a.Offset, 1), a.Limit

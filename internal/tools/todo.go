@@ -55,7 +55,7 @@ type todoArgs struct {
 	Items []protocol.TodoItem `json:"items"`
 }
 
-var todoSchema = func() *schema {
+var todoSchema = sync.OnceValue(func() *schema {
 	status := str("pending, in_progress or done.")
 	status.Enum = []string{TodoPending, TodoInProgress, TodoDone}
 	items := &schema{
@@ -69,13 +69,15 @@ var todoSchema = func() *schema {
 	items.MaxItems = new(int)
 	*items.MaxItems = todoMax
 	return object(props{"items": items}, "items")
-}()
+})
 
-var todoSpec = makeSpec("todo", fmt.Sprintf(
-	"Write down your plan for the task as a list of steps, each pending, in_progress or done, and keep "+
-		"it current as you work: every call replaces the whole plan, so send every step each time. The "+
-		"person watching sees the plan. Use it for work of several steps; mark a step in_progress before "+
-		"starting it and done as soon as it is finished. At most %d steps.", todoMax), todoSchema)
+var todoSpec = makeSpec("todo", todoSchema, func() string {
+	return fmt.Sprintf(
+		"Write down your plan for the task as a list of steps, each pending, in_progress or done, and keep "+
+			"it current as you work: every call replaces the whole plan, so send every step each time. The "+
+			"person watching sees the plan. Use it for work of several steps; mark a step in_progress before "+
+			"starting it and done as soon as it is finished. At most %d steps.", todoMax)
+})
 
 type todoTool struct{}
 
@@ -88,7 +90,7 @@ func (todoTool) ReadOnly() bool { return true }
 
 func (todoTool) Run(ctx context.Context, env *Env, raw json.RawMessage) Result {
 	var a todoArgs
-	if bad, ok := decode("todo", todoSchema, raw, &a); !ok {
+	if bad, ok := decode("todo", todoSchema(), raw, &a); !ok {
 		return bad
 	}
 	if env.Todo == nil {

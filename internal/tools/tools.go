@@ -165,16 +165,18 @@ func failf(tool, format string, args ...any) Result {
 	return Result{Content: tool + ": " + fmt.Sprintf(format, args...), IsError: true}
 }
 
-// makeSpec returns a tool's specification, built on first use: only a
-// worker ever asks for one, so other processes skip encoding the schemas.
-// Each call returns a copy the caller may keep.
-func makeSpec(name, description string, args *schema) func() llm.ToolSpec {
+// makeSpec returns a tool's specification, built on first use from its
+// arguments' schema and its description: only a worker ever asks for one,
+// so other processes build neither (the schemas, like the tools' own
+// calls for them, are sync.OnceValue). Each call returns a copy the caller
+// may keep.
+func makeSpec(name string, args func() *schema, describe func() string) func() llm.ToolSpec {
 	spec := sync.OnceValue(func() llm.ToolSpec {
-		params, err := json.Marshal(args)
+		params, err := json.Marshal(args())
 		if err != nil {
 			panic(fmt.Sprintf("tools: schema of %s: %v", name, err))
 		}
-		return llm.ToolSpec{Name: name, Description: description, Parameters: params}
+		return llm.ToolSpec{Name: name, Description: describe(), Parameters: params}
 	})
 	return func() llm.ToolSpec { return cloneSpec(spec()) }
 }

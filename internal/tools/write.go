@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync"
 
 	"github.com/agentd-dev/agentd/internal/llm"
 )
@@ -13,16 +14,18 @@ type writeArgs struct {
 	Content string `json:"content"`
 }
 
-var writeSchema = object(props{
-	"path":    nonEmpty("The file to write, absolute or relative to the working directory."),
-	"content": str("The whole new content of the file."),
-}, "path", "content")
+var writeSchema = sync.OnceValue(func() *schema {
+	return object(props{
+		"path":    nonEmpty("The file to write, absolute or relative to the working directory."),
+		"content": str("The whole new content of the file."),
+	}, "path", "content")
+})
 
-var writeSpec = makeSpec("write",
-	"Create a file, or replace all of an existing file's content, with the given text. Missing parent "+
-		"directories are created. The file is replaced in one step (a reader never sees half of it) and "+
-		"keeps its permissions if it existed. To change part of an existing file, use edit instead.",
-	writeSchema)
+var writeSpec = makeSpec("write", writeSchema, func() string {
+	return "Create a file, or replace all of an existing file's content, with the given text. Missing parent " +
+		"directories are created. The file is replaced in one step (a reader never sees half of it) and " +
+		"keeps its permissions if it existed. To change part of an existing file, use edit instead."
+})
 
 type writeTool struct{}
 
@@ -33,7 +36,7 @@ func (writeTool) ReadOnly() bool { return false }
 
 func (writeTool) Run(ctx context.Context, env *Env, raw json.RawMessage) Result {
 	var a writeArgs
-	if bad, ok := decode("write", writeSchema, raw, &a); !ok {
+	if bad, ok := decode("write", writeSchema(), raw, &a); !ok {
 		return bad
 	}
 	if err := ctx.Err(); err != nil {
