@@ -4,6 +4,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync"
 
 	"charm.land/lipgloss/v2"
 
@@ -19,14 +20,21 @@ func paletteFor(w io.Writer) palette {
 	return palette{on: isTerminal(w) && os.Getenv("NO_COLOR") == "" && os.Getenv("TERM") != "dumb"}
 }
 
-var (
-	styleHeading = lipgloss.NewStyle().Bold(true)
-	styleID      = lipgloss.NewStyle().Foreground(lipgloss.Color("12"))
-	styleDim     = lipgloss.NewStyle().Foreground(lipgloss.Color("8"))
-	styleGood    = lipgloss.NewStyle().Foreground(lipgloss.Color("10"))
-	styleBusy    = lipgloss.NewStyle().Foreground(lipgloss.Color("11"))
-	styleBad     = lipgloss.NewStyle().Foreground(lipgloss.Color("9"))
-)
+// cliStyles are the styles of a command's output.
+type cliStyles struct{ heading, id, dim, good, busy, bad lipgloss.Style }
+
+// styles are made the first time output is painted, not when a process
+// starts: the host and the workers never paint any.
+var styles = sync.OnceValue(func() *cliStyles {
+	return &cliStyles{
+		heading: lipgloss.NewStyle().Bold(true),
+		id:      lipgloss.NewStyle().Foreground(lipgloss.Color("12")),
+		dim:     lipgloss.NewStyle().Foreground(lipgloss.Color("8")),
+		good:    lipgloss.NewStyle().Foreground(lipgloss.Color("10")),
+		busy:    lipgloss.NewStyle().Foreground(lipgloss.Color("11")),
+		bad:     lipgloss.NewStyle().Foreground(lipgloss.Color("9")),
+	}
+})
 
 func (p palette) paint(s lipgloss.Style, text string) string {
 	if !p.on || text == "" {
@@ -39,23 +47,23 @@ func (p palette) paint(s lipgloss.Style, text string) string {
 func (p palette) heading(row string) string {
 	cells := strings.Split(row, "\t")
 	for i, c := range cells {
-		cells[i] = p.paint(styleHeading, c)
+		cells[i] = p.paint(styles().heading, c)
 	}
 	return strings.Join(cells, "\t")
 }
-func (p palette) id(text string) string  { return p.paint(styleID, text) }
-func (p palette) dim(text string) string { return p.paint(styleDim, text) }
+func (p palette) id(text string) string  { return p.paint(styles().id, text) }
+func (p palette) dim(text string) string { return p.paint(styles().dim, text) }
 
 // state colours a session's status or a host's state by what it means:
 // at work, at rest, or in trouble.
 func (p palette) state(text string) string {
 	switch text {
 	case protocol.SessionRunning, protocol.StateReady:
-		return p.paint(styleGood, text)
+		return p.paint(styles().good, text)
 	case protocol.SessionIdle, "archived":
-		return p.paint(styleDim, text)
+		return p.paint(styles().dim, text)
 	case "damaged":
-		return p.paint(styleBad, text)
+		return p.paint(styles().bad, text)
 	}
-	return p.paint(styleBusy, text)
+	return p.paint(styles().busy, text)
 }

@@ -185,7 +185,7 @@ func statusAll(ctx context.Context, w io.Writer, asJSON bool) error {
 	for _, r := range rows {
 		state := pal.state(r.State)
 		if r.Error != "" {
-			state = pal.paint(styleBad, "unreachable: "+r.Error)
+			state = pal.paint(styles().bad, "unreachable: "+r.Error)
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%d\t%d\t%s\n", r.HostID, r.PID, state, r.Version,
 			(time.Duration(r.UptimeMillis) * time.Millisecond).Round(time.Second), r.Connections, r.ActiveOperations, r.Home)

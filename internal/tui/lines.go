@@ -131,7 +131,7 @@ func (l *Lines) Tick(now time.Time) {
 	}
 	l.frame = (l.frame + 1) % len(spinner)
 	elapsed := now.Sub(l.since[quiet]).Truncate(time.Second)
-	line := fmt.Sprintf("  %s %s · %s", l.style(styleRunning, spinner[l.frame]), Visible(quiet.Tool.Name), elapsed)
+	line := fmt.Sprintf("  %s %s · %s", l.style(styles().running, spinner[l.frame]), Visible(quiet.Tool.Name), elapsed)
 	io.WriteString(l.w, "\r\x1b[K"+line)
 	l.status = true
 }
@@ -159,30 +159,30 @@ func (l *Lines) style(st lipgloss.Style, s string) string {
 
 // head writes the line a block starts with.
 func (l *Lines) head(b *Block) {
-	rule := l.style(styleDim, "──")
+	rule := l.style(styles().dim, "──")
 	switch b.Kind {
 	case BlockTurn:
 		if b.Time.IsZero() {
-			l.write(fmt.Sprintf("%s %s\n", rule, l.style(styleDim, "turn "+b.TurnID)))
+			l.write(fmt.Sprintf("%s %s\n", rule, l.style(styles().dim, "turn "+b.TurnID)))
 		} else {
-			l.write(fmt.Sprintf("%s %s\n", rule, l.style(styleDim, "turn "+b.TurnID+" · "+b.Time.Local().Format("2006-01-02 15:04:05"))))
+			l.write(fmt.Sprintf("%s %s\n", rule, l.style(styles().dim, "turn "+b.TurnID+" · "+b.Time.Local().Format("2006-01-02 15:04:05"))))
 		}
 	case BlockUser:
-		mark := l.style(styleUser, ">")
+		mark := l.style(styles().user, ">")
 		l.write(fmt.Sprintf("%s %s\n", mark, strings.ReplaceAll(Visible(b.Text), "\n", "\n"+mark+" ")))
 	case BlockTool:
-		l.write(fmt.Sprintf("%s %s\n", l.style(styleTool, "→"), Visible(DescribeTool(b.Tool))))
+		l.write(fmt.Sprintf("%s %s\n", l.style(styles().tool, "→"), Visible(DescribeTool(b.Tool))))
 	case BlockEnd:
 		if b.Error {
-			l.write(fmt.Sprintf("%s %s\n", l.style(styleError, "──"), l.style(styleError, Visible(b.Text))))
+			l.write(fmt.Sprintf("%s %s\n", l.style(styles().err, "──"), l.style(styles().err, Visible(b.Text))))
 		} else {
-			l.write(fmt.Sprintf("%s %s\n", rule, l.style(styleDim, Visible(b.Text))))
+			l.write(fmt.Sprintf("%s %s\n", rule, l.style(styles().dim, Visible(b.Text))))
 		}
 	case BlockNote:
 		if b.Error {
-			l.write(fmt.Sprintf("%s %s\n", l.style(styleError, "·"), Visible(b.Text)))
+			l.write(fmt.Sprintf("%s %s\n", l.style(styles().err, "·"), Visible(b.Text)))
 		} else {
-			l.write(fmt.Sprintf("%s %s\n", l.style(styleAsk, "·"), Visible(b.Text)))
+			l.write(fmt.Sprintf("%s %s\n", l.style(styles().ask, "·"), Visible(b.Text)))
 		}
 	}
 }
@@ -209,7 +209,7 @@ func (l *Lines) output(b *Block, s string) {
 		l.endLine()
 	}
 	l.cur = b
-	gutter := "  " + l.style(styleDim, "│") + " "
+	gutter := "  " + l.style(styles().dim, "│") + " "
 	for _, line := range strings.SplitAfter(Visible(s), "\n") {
 		if line == "" {
 			continue

@@ -6,7 +6,6 @@ import (
 	"strings"
 	"sync"
 
-	"charm.land/lipgloss/v2"
 	"github.com/charmbracelet/x/ansi"
 	"github.com/yuin/goldmark/ast"
 	"github.com/yuin/goldmark/parser"
@@ -56,12 +55,6 @@ const (
 	markDim
 )
 
-// Styles of Markdown.
-var (
-	styleMdCode = lipgloss.NewStyle().Foreground(lipgloss.Color("6"))
-	styleMdLink = lipgloss.NewStyle().Foreground(lipgloss.Color("12"))
-)
-
 // style is the SGR sequence of m, made directly rather than by lipgloss,
 // which styles underlined text one character at a time.
 func (m mark) style() ansi.Style {
@@ -77,11 +70,11 @@ func (m mark) style() ansi.Style {
 	}
 	switch {
 	case m&markCode != 0:
-		st = st.ForegroundColor(styleMdCode.GetForeground())
+		st = st.ForegroundColor(styles().mdCode.GetForeground())
 	case m&(markURL|markDim) != 0:
-		st = st.ForegroundColor(styleDim.GetForeground())
+		st = st.ForegroundColor(styles().dim.GetForeground())
 	case m&(markHead1|markHead2|markLink) != 0:
-		st = st.ForegroundColor(styleMdLink.GetForeground())
+		st = st.ForegroundColor(styles().mdLink.GetForeground())
 	}
 	return st
 }

@@ -218,7 +218,7 @@ func TestASkippedStretchIsMarkedWhereItWasUntilTheWholeComes(t *testing.T) {
 			t.Fatalf("the screen lacks %q:\n%s", want, s)
 		}
 	}
-	if !strings.Contains(m.View().Content, styleDim.Render(skippedText(12_345_678))) {
+	if !strings.Contains(m.View().Content, styles().dim.Render(skippedText(12_345_678))) {
 		t.Errorf("the mark is not dim: %q", m.View().Content)
 	}
 	m.apply(

@@ -62,7 +62,7 @@ func (p *picker) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 
 func (p *picker) View() tea.View {
 	var b strings.Builder
-	b.WriteString(styleHeader.Render("sessions of this directory") + "\n")
+	b.WriteString(styles().header.Render("sessions of this directory") + "\n")
 	for i, s := range p.sessions {
 		mark := "  "
 		if i == p.at {
@@ -70,11 +70,11 @@ func (p *picker) View() tea.View {
 		}
 		line := fmt.Sprintf("%s%s  %-24s  %-8s  %s", mark, s.SessionID, plain(s.Title), s.Status, Ago(s.LastActivityAt))
 		if i == p.at {
-			line = styleUser.Render(line)
+			line = styles().user.Render(line)
 		}
 		b.WriteString(truncate(line, max(p.width, 20)) + "\n")
 	}
-	b.WriteString(styleDim.Render("↑/↓ choose · enter attach · esc leave"))
+	b.WriteString(styles().dim.Render("↑/↓ choose · enter attach · esc leave"))
 	return tea.NewView(b.String())
 }
 

@@ -249,7 +249,7 @@ func (m *model) resourceLines() []string {
 		for _, r := range run {
 			refs = append(refs, plain(r.Ref))
 		}
-		return []string{styleDim.Render(truncate(fmt.Sprintf("running: %s · tab lists the session's resources", strings.Join(refs, ", ")), m.width))}
+		return []string{styles().dim.Render(truncate(fmt.Sprintf("running: %s · tab lists the session's resources", strings.Join(refs, ", ")), m.width))}
 	}
 	n := len(m.res.list)
 	at := m.res.chosen()
@@ -262,12 +262,12 @@ func (m *model) resourceLines() []string {
 	if to < n {
 		head += fmt.Sprintf(" · %d below", n-to)
 	}
-	lines := []string{styleDim.Render(truncate(head, m.width))}
+	lines := []string{styles().dim.Render(truncate(head, m.width))}
 	now := time.Now()
 	for i := from; i < to; i++ {
 		row := ResourceRow(m.res.list[i], now)
 		if i == at {
-			lines = append(lines, styleHeader.Render(truncate("❯ "+row, m.width)))
+			lines = append(lines, styles().header.Render(truncate("❯ "+row, m.width)))
 		} else {
 			lines = append(lines, truncate("  "+row, m.width))
 		}

@@ -3,6 +3,7 @@ package tui
 import (
 	"fmt"
 	"strings"
+	"sync"
 
 	tea "charm.land/bubbletea/v2"
 	"charm.land/lipgloss/v2"
@@ -11,17 +12,28 @@ import (
 	"github.com/agentd-dev/agentd/protocol"
 )
 
-// Styles of the screen.
-var (
-	styleDim     = lipgloss.NewStyle().Foreground(lipgloss.Color("8"))
-	styleHeader  = lipgloss.NewStyle().Bold(true)
-	styleUser    = lipgloss.NewStyle().Foreground(lipgloss.Color("12")).Bold(true)
-	styleTool    = lipgloss.NewStyle().Foreground(lipgloss.Color("11"))
-	styleToolOK  = lipgloss.NewStyle().Foreground(lipgloss.Color("10"))
-	styleError   = lipgloss.NewStyle().Foreground(lipgloss.Color("9"))
-	styleAsk     = lipgloss.NewStyle().Foreground(lipgloss.Color("13")).Bold(true)
-	styleRunning = lipgloss.NewStyle().Foreground(lipgloss.Color("11")).Bold(true)
-)
+// screenStyles are the styles of the screen.
+type screenStyles struct {
+	dim, header, user, tool, toolOK, err, ask, running lipgloss.Style
+	mdCode, mdLink                                     lipgloss.Style // Markdown's code and links
+}
+
+// styles are made the first time a screen is drawn, not when a process
+// starts: most agentd processes never draw one.
+var styles = sync.OnceValue(func() *screenStyles {
+	return &screenStyles{
+		dim:     lipgloss.NewStyle().Foreground(lipgloss.Color("8")),
+		header:  lipgloss.NewStyle().Bold(true),
+		user:    lipgloss.NewStyle().Foreground(lipgloss.Color("12")).Bold(true),
+		tool:    lipgloss.NewStyle().Foreground(lipgloss.Color("11")),
+		toolOK:  lipgloss.NewStyle().Foreground(lipgloss.Color("10")),
+		err:     lipgloss.NewStyle().Foreground(lipgloss.Color("9")),
+		ask:     lipgloss.NewStyle().Foreground(lipgloss.Color("13")).Bold(true),
+		running: lipgloss.NewStyle().Foreground(lipgloss.Color("11")).Bold(true),
+		mdCode:  lipgloss.NewStyle().Foreground(lipgloss.Color("6")),
+		mdLink:  lipgloss.NewStyle().Foreground(lipgloss.Color("12")),
+	}
+})
 
 // toolLines bounds the output lines a tool call shows: its last ones.
 const toolLines = 30
@@ -99,13 +111,13 @@ func (r *renderer) draw(b *Block, skips []skip) string {
 		if !b.Time.IsZero() {
 			s += " · " + b.Time.Local().Format("2006-01-02 15:04")
 		}
-		return styleDim.Render(s)
+		return styles().dim.Render(s)
 	case BlockUser:
 		label := "❯ "
 		if b.Steering {
 			label = "❯ (into the turn) "
 		}
-		return styleUser.Render(r.wrap(label + plain(b.Text)))
+		return styles().user.Render(r.wrap(label + plain(b.Text)))
 	case BlockAssistant:
 		text := plain(b.Text)
 		if strings.TrimSpace(text) == "" {
@@ -119,42 +131,42 @@ func (r *renderer) draw(b *Block, skips []skip) string {
 			var s strings.Builder
 			s.WriteString(plain(pieces[0]))
 			for i, sk := range between {
-				s.WriteString("\n" + styleDim.Render(skippedText(sk.n)) + "\n")
+				s.WriteString("\n" + styles().dim.Render(skippedText(sk.n)) + "\n")
 				s.WriteString(plain(pieces[i+1]))
 			}
 			text = s.String()
 		}
 		return r.wrap(text)
 	case BlockTool:
-		head, style := "● ", styleTool
+		head, style := "● ", styles().tool
 		switch {
 		case b.Done && b.Error:
-			style = styleError
+			style = styles().err
 		case b.Done:
-			style = styleToolOK
+			style = styles().toolOK
 		}
 		lines := []string{style.Render(r.wrap(head + plain(DescribeTool(b.Tool))))}
 		pieces, between := split(b.Tool.Output, skips)
 		out := r.outputLines(nil, pieces[0])
 		for i, sk := range between {
-			out = append(out, styleDim.Render("  │ "+truncate(skippedText(sk.n), r.width-4)))
+			out = append(out, styles().dim.Render("  │ "+truncate(skippedText(sk.n), r.width-4)))
 			out = r.outputLines(out, pieces[i+1])
 		}
 		if len(out) > toolLines {
-			lines = append(lines, styleDim.Render(fmt.Sprintf("  │ … %d lines above", len(out)-toolLines)))
+			lines = append(lines, styles().dim.Render(fmt.Sprintf("  │ … %d lines above", len(out)-toolLines)))
 			out = out[len(out)-toolLines:]
 		}
 		return strings.Join(append(lines, out...), "\n")
 	case BlockEnd:
 		if b.Error {
-			return styleError.Render("── " + plain(b.Text))
+			return styles().err.Render("── " + plain(b.Text))
 		}
-		return styleDim.Render("── " + plain(b.Text))
+		return styles().dim.Render("── " + plain(b.Text))
 	case BlockNote:
 		if b.Error {
-			return styleError.Render(r.wrap("· " + plain(b.Text)))
+			return styles().err.Render(r.wrap("· " + plain(b.Text)))
 		}
-		return styleDim.Render(r.wrap("· " + plain(b.Text)))
+		return styles().dim.Render(r.wrap("· " + plain(b.Text)))
 	}
 	return ""
 }
@@ -167,7 +179,7 @@ func (r *renderer) outputLines(lines []string, output string) []string {
 		return lines
 	}
 	for l := range strings.SplitSeq(out, "\n") {
-		lines = append(lines, styleDim.Render("  │ ")+truncate(l, r.width-4))
+		lines = append(lines, styles().dim.Render("  │ ")+truncate(l, r.width-4))
 	}
 	return lines
 }
@@ -300,11 +312,11 @@ func (m *model) header() string {
 	if status == "" {
 		status = protocol.SessionIdle
 	}
-	st := styleDim
+	st := styles().dim
 	if status != protocol.SessionIdle {
-		st = styleRunning
+		st = styles().running
 	}
-	parts := []string{styleHeader.Render("agentd · " + s.SessionID)}
+	parts := []string{styles().header.Render("agentd · " + s.SessionID)}
 	if s.Title != "" {
 		parts = append(parts, plain(s.Title))
 	}
@@ -314,7 +326,7 @@ func (m *model) header() string {
 	parts = append(parts, st.Render(status))
 	line := strings.Join(parts, " · ")
 	if m.conn != "" {
-		line += " · " + styleError.Render(m.conn)
+		line += " · " + styles().err.Render(m.conn)
 	}
 	return truncate(line, m.width)
 }
@@ -325,7 +337,7 @@ func (m *model) panel() string {
 	p := m.proj.Projection()
 	var lines []string
 	if len(p.Todo) > 0 {
-		lines = append(lines, styleDim.Render("plan"))
+		lines = append(lines, styles().dim.Render("plan"))
 		for _, t := range p.Todo {
 			mark := "[ ]"
 			switch t.Status {
@@ -338,21 +350,21 @@ func (m *model) panel() string {
 		}
 	}
 	for _, q := range p.Queue.Steering {
-		lines = append(lines, truncate(styleDim.Render("steering: ")+plain(firstLine(q.Content.Text)), m.width))
+		lines = append(lines, truncate(styles().dim.Render("steering: ")+plain(firstLine(q.Content.Text)), m.width))
 	}
 	for _, q := range p.Queue.FollowUp {
-		lines = append(lines, truncate(styleDim.Render("queued: ")+plain(firstLine(q.Content.Text)), m.width))
+		lines = append(lines, truncate(styles().dim.Render("queued: ")+plain(firstLine(q.Content.Text)), m.width))
 	}
 	if ins := m.pending(); len(ins) > 0 {
 		s := fmt.Sprintf("? %s   y allow · n deny · a allow %s always", plain(ins[0].Prompt), plain(ins[0].Tool()))
 		if len(ins) > 1 {
 			s += fmt.Sprintf(" (%d more)", len(ins)-1)
 		}
-		lines = append(lines, styleAsk.Render(wrapTo(s, m.width)))
+		lines = append(lines, styles().ask.Render(wrapTo(s, m.width)))
 	}
 	lines = append(lines, m.resourceLines()...)
 	if m.flash != "" {
-		lines = append(lines, styleError.Render(truncate(plain(m.flash), m.width)))
+		lines = append(lines, styles().err.Render(truncate(plain(m.flash), m.width)))
 	}
 	return strings.Join(lines, "\n")
 }
@@ -380,7 +392,7 @@ func (m *model) View() tea.View {
 	if m.paneOpen {
 		help = paneHelp
 	}
-	b.WriteString(styleDim.Render(truncate(help, m.width)))
+	b.WriteString(styles().dim.Render(truncate(help, m.width)))
 	v := tea.NewView(b.String())
 	v.AltScreen = true
 	return v
