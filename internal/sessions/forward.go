@@ -83,7 +83,7 @@ func (s *Service) keepRequested(in any) {
 
 // Authorize implements server.Authorizer: the one place the host decides
 // whether a call's caller may run its operation, from the operation's
-// access level (protocol.Operations), the caller's principal and the
+// access level (protocol.Operations()), the caller's principal and the
 // session the input names, which it resolves in place to the session's
 // id. The local owner may run every operation. Anyone else may not see a
 // session its grants do not name, so an operation on one answers
