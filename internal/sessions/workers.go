@@ -110,6 +110,11 @@ func (s *Service) ensureWorker(ctx context.Context, h catalog.Header) (*worker, 
 			}
 			continue
 		}
+		if !ok && s.removedLocked(h.ID) {
+			// h was read before the session's remove began.
+			s.mu.Unlock()
+			return nil, protocol.Errorf(protocol.CodeNotFound, "session %s was removed while the request was on its way", h.ID)
+		}
 		if !ok {
 			w = &worker{s: s, sessionID: h.ID, ready: make(chan struct{}), exited: make(chan struct{}), subs: map[*subscription]struct{}{}}
 			s.workers[h.ID] = w
@@ -134,6 +139,16 @@ func (s *Service) ensureWorker(ctx context.Context, h catalog.Header) (*worker, 
 			return nil, ctx.Err()
 		}
 	}
+}
+
+// removedLocked reports whether session id is being removed, or is no
+// longer in the catalog: no worker may start for it.
+func (s *Service) removedLocked(id string) bool {
+	if s.removing[id] > 0 {
+		return true
+	}
+	_, err := s.cat.Get(id)
+	return err != nil
 }
 
 // connEnded reports whether the connection to a started worker has
