@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -20,6 +21,7 @@ import (
 	"github.com/agentd-dev/agentd/client"
 	"github.com/agentd-dev/agentd/internal/activation"
 	"github.com/agentd-dev/agentd/internal/agentdtest"
+	"github.com/agentd-dev/agentd/internal/agentdtest/poll"
 	"github.com/agentd-dev/agentd/internal/proc"
 	"github.com/agentd-dev/agentd/protocol"
 )
@@ -35,8 +37,65 @@ type place struct {
 func newPlace(t *testing.T) *place {
 	base := agentdtest.ShortDir(t)
 	p := &place{t: t, home: filepath.Join(base, "home"), rundir: filepath.Join(base, "run")}
+	// After the hosts are stopped, before the place is removed: nothing
+	// the test started outlives it, whatever way the test ended.
+	t.Cleanup(func() { killAll(runningIn(base)) })
+	t.Cleanup(func() { awaitNoneRunIn(t, base) })
 	t.Cleanup(p.stopAll)
 	return p
+}
+
+// awaitNoneRunIn fails the test unless every process it started under dir
+// ends within Timeout once the hosts are stopped: none names dir in its
+// command line (a host, a worker) or works in it (a command a worker ran).
+func awaitNoneRunIn(t *testing.T, dir string) {
+	t.Helper()
+	if left := runningIn(dir); len(left) > 0 {
+		t.Logf("still running as the test ends: %v", left)
+		poll.Until(t, "the processes the test started to end", func() bool { return len(runningIn(dir)) == 0 })
+	}
+}
+
+// runningIn lists the processes (by pid, with their command lines) that
+// run with dir in their command line, or in dir or under it.
+func runningIn(dir string) map[int][]string {
+	ents, _ := os.ReadDir("/proc")
+	left := map[int][]string{}
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		args, _ := proc.Args(pid)
+		cwd, _ := os.Readlink("/proc/" + e.Name() + "/cwd")
+		in := cwd == dir || strings.HasPrefix(cwd, dir+"/") || strings.Contains(strings.Join(args, " ")+" ", dir+"/")
+		if in && proc.Running(pid) {
+			left[pid] = args
+		}
+	}
+	return left
+}
+
+// killAll kills the processes procs lists.
+func killAll(procs map[int][]string) {
+	for pid := range procs {
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
+}
+
+// killSession kills what runs in the process session sid, its leader
+// included: a worker and the commands it ran.
+func killSession(sid int) {
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if st, err := proc.ReadStat(pid); err == nil && st.Session == sid {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
 }
 
 func (p *place) env() []string {

@@ -223,8 +223,19 @@ func TestAHungWorkerIsStoppedAsLostAndDoesNotHoldTheNewHostBack(t *testing.T) {
 	holdTurn(t, p, id, dir)
 	worker := workerPID(t, p, id)
 	killHost(t, p)
+	st, err := proc.ReadStat(worker)
+	if err != nil {
+		t.Fatal(err)
+	}
 	syscall.Kill(worker, syscall.SIGSTOP)
-	t.Cleanup(func() { syscall.Kill(worker, syscall.SIGKILL) })
+	// Should the new host not kill it, the worker is killed with the
+	// command it runs, which would otherwise poll on for ever; once its
+	// pid may name another process, it is left be.
+	t.Cleanup(func() {
+		if proc.RunningSince(worker, st.StartTime) {
+			killSession(worker)
+		}
+	})
 	p.mustRun("status")
 	waitProcessGone(t, worker)
 	out, errOut, code := p.run("run", "--session", id, "hello")

@@ -248,8 +248,14 @@ func (c *Conn) fail(err error) {
 // o's types checked as the caller compiles. A failed response is a
 // *RemoteError; a request cut off is an *InterruptedError.
 func Call[In, Out any](ctx context.Context, c *Conn, o protocol.Op[In, Out], in In) (Out, error) {
+	return CallFor(ctx, c, nil, o, in)
+}
+
+// CallFor is Call on behalf of caller, a client of the host (nil: for the
+// host itself), whom the worker learns acted.
+func CallFor[In, Out any](ctx context.Context, c *Conn, caller *protocol.Caller, o protocol.Op[In, Out], in In) (Out, error) {
 	var out Out
-	err := c.Call(ctx, nil, string(o), &in, &out)
+	err := c.Call(ctx, caller, string(o), &in, &out)
 	return out, err
 }
 
@@ -287,9 +293,7 @@ func (c *Conn) Call(ctx context.Context, caller *protocol.Caller, operation stri
 
 // Status runs host.status on the worker, through its own slot.
 func (c *Conn) Status(ctx context.Context) (protocol.HostStatus, error) {
-	var st protocol.HostStatus
-	err := c.Call(ctx, nil, string(protocol.OpHostStatus), nil, &st)
-	return st, err
+	return Call(ctx, c, protocol.OpHostStatus, protocol.HostStatusInput{})
 }
 
 func (c *Conn) interrupted(op protocol.Operation, dispatched bool, reason string, err error) *InterruptedError {

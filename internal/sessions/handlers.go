@@ -166,11 +166,26 @@ func (s *Service) remove(_ context.Context, _ *server.Call, in *protocol.Session
 	if err != nil {
 		return protocol.SessionRef{}, catalogError(err)
 	}
+	// A request that read the session before the remove began starts no
+	// worker while the remove runs, nor after it, when the catalog no
+	// longer has the session: nothing of it runs once the remove returns.
+	s.fenceRemove(h.ID, 1)
+	defer s.fenceRemove(h.ID, -1)
 	s.stopWorker(h.ID)
 	if err := s.cat.Remove(h.ID); err != nil {
 		return protocol.SessionRef{}, catalogError(err)
 	}
 	return protocol.SessionRef{SessionID: h.ID}, nil
+}
+
+// fenceRemove counts a remove of session id beginning (+1) or ending
+// (-1), for ensureWorker.
+func (s *Service) fenceRemove(id string, delta int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.removing[id] += delta; s.removing[id] == 0 {
+		delete(s.removing, id)
+	}
 }
 
 // stopWorker stops a session's worker, if one runs, closing its

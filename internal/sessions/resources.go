@@ -322,7 +322,7 @@ func (s *Service) releaseControllers(held []controllerHeld) {
 			// closes meanwhile: it may run on for the next host.
 			ctx, cancel := context.WithTimeout(context.WithoutCancel(s.ctx), hostRequestTimeout)
 			defer cancel()
-			if err := w.conn.Call(ctx, &h.caller, string(protocol.OpRuntimeResourceControllerRelease), &h.in, nil); err != nil {
+			if _, err := link.CallFor(ctx, w.conn, &h.caller, protocol.OpRuntimeResourceControllerRelease, h.in); err != nil {
 				s.log.Warn("releasing a closed connection's PTY controller", "session", h.in.SessionID, "ref", h.in.Ref, "err", err)
 			}
 		})

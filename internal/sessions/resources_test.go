@@ -419,36 +419,11 @@ func TestNothingStartsInASessionOnceItsArchiveHasReturned(t *testing.T) {
 	_, c, work := newHostWith(t, func(cfg *sessions.Config) { homeDir = cfg.Home })
 	ctx := agentdtest.Context(t)
 	s := createSession(t, c, work)
-	started := make(chan struct{}, 1)
-	var wg sync.WaitGroup
-	for g := range 4 {
-		wg.Go(func() {
-			// Each starts until its session is archived.
-			for i := 0; ; i++ {
-				_, err := client.Call(ctx, c, protocol.OpRuntimeResourceStart, protocol.ResourceStartInput{
-					SessionID: s.SessionID, LaunchID: fmt.Sprint("race-", g, "-", i), Command: "sleep 1000",
-				})
-				var re *client.RemoteError
-				switch {
-				case err == nil:
-					select {
-					case started <- struct{}{}:
-					default:
-					}
-				case errors.As(err, &re) && re.Code == protocol.CodeSessionArchived:
-					return
-				case ctx.Err() != nil:
-					t.Error(err)
-					return
-				}
-			}
-		})
-	}
-	<-started
+	wait := startUntilRefused(t, c, s.SessionID, protocol.CodeSessionArchived)
 	if _, err := client.Call(ctx, c, protocol.OpSessionArchive, protocol.SessionRef{SessionID: s.SessionID}); err != nil {
 		t.Fatal(err)
 	}
-	wg.Wait()
+	wait()
 	if _, err := os.Stat(home.WorkerRegistrationPath(homeDir, s.SessionID)); err == nil {
 		t.Fatal("a worker serves the archived session")
 	}
@@ -466,6 +441,73 @@ func TestNothingStartsInASessionOnceItsArchiveHasReturned(t *testing.T) {
 			t.Fatalf("%s of the archived session is %s once the archive has returned", r.Ref, r.State)
 		}
 	}
+}
+
+// A start that read the session before its remove began starts no worker
+// once the remove has begun: the session's one worker is the one that ran
+// the starts before, and once the remove has returned no worker serves
+// the session and nothing recreates its folder. Each worker's start is
+// counted by the command that runs it.
+func TestNothingStartsInASessionOnceItsRemoveHasReturned(t *testing.T) {
+	var homeDir, starts string
+	_, c, work := newHostWith(t, func(cfg *sessions.Config) {
+		homeDir = cfg.Home
+		starts = filepath.Join(filepath.Dir(cfg.Home), "starts")
+		cfg.WorkerCommand = append([]string{"/bin/sh", "-c", fmt.Sprintf(`echo start >> %q; exec "$@"`, starts), "sh"}, cfg.WorkerCommand...)
+	})
+	ctx := agentdtest.Context(t)
+	s := createSession(t, c, work)
+	wait := startUntilRefused(t, c, s.SessionID, protocol.CodeNotFound)
+	if _, err := client.Call(ctx, c, protocol.OpSessionRemove, protocol.SessionRef{SessionID: s.SessionID}); err != nil {
+		t.Fatal(err)
+	}
+	wait()
+	if b, _ := os.ReadFile(starts); strings.Count(string(b), "start\n") != 1 {
+		t.Fatalf("workers started for the session: %d, want the one before its remove", strings.Count(string(b), "start\n"))
+	}
+	if _, err := os.Stat(home.WorkerRegistrationPath(homeDir, s.SessionID)); err == nil {
+		t.Fatal("a worker serves the removed session")
+	}
+	if _, err := os.Stat(filepath.Join(homeDir, "sessions", s.SessionID)); err == nil {
+		t.Fatal("the removed session's folder is back")
+	}
+}
+
+// startUntilRefused starts shell runs in session id from four goroutines,
+// each until a start is refused with code, and returns once one start has
+// run; the function it returns waits for the four.
+func startUntilRefused(t *testing.T, c *client.Conn, id string, code protocol.Code) (wait func()) {
+	ctx := agentdtest.Context(t)
+	started := make(chan struct{}, 1)
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				_, err := client.Call(ctx, c, protocol.OpRuntimeResourceStart, protocol.ResourceStartInput{
+					SessionID: id, LaunchID: fmt.Sprint("race-", g, "-", i), Command: "sleep 1000",
+				})
+				var re *client.RemoteError
+				switch {
+				case err == nil:
+					select {
+					case started <- struct{}{}:
+					default:
+					}
+				case errors.As(err, &re) && re.Code == code:
+					return
+				case ctx.Err() != nil:
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	select {
+	case <-started:
+	case <-ctx.Done():
+		t.Fatal("no start ran")
+	}
+	return wg.Wait
 }
 
 // A worker whose session runs a resource is not idle: it stops once the

@@ -104,12 +104,19 @@ type Service struct {
 	// workers.
 	detached chan struct{}
 
+	// Lock order: mu before the catalog's own lock (ensureWorker asks
+	// the catalog whether a session still exists under mu).
 	mu      sync.Mutex
 	workers map[string]*worker // guarded by mu: by session id
 	// archived holds the sessions archived while this host runs, from
 	// the moment their archive begins: no worker starts for them,
 	// whatever a request read of the catalog before. Guarded by mu.
 	archived map[string]bool
+	// removing counts the removes of each session that run now: no
+	// worker starts for the session meanwhile, and none after, since
+	// the catalog no longer has it; a session put back in the catalog
+	// under the same id later gets its workers. Guarded by mu.
+	removing map[string]int
 	draining bool // guarded by mu
 }
 
@@ -149,7 +156,7 @@ func New(ctx context.Context, h *server.Server, cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening the session catalog: %w", err)
 	}
-	s := &Service{cfg: cfg, host: h, sup: sup, cat: cat, log: cfg.Logger, workers: map[string]*worker{}, archived: map[string]bool{}, detached: make(chan struct{})}
+	s := &Service{cfg: cfg, host: h, sup: sup, cat: cat, log: cfg.Logger, workers: map[string]*worker{}, archived: map[string]bool{}, removing: map[string]int{}, detached: make(chan struct{})}
 	s.ctx, s.cancel = context.WithCancelCause(ctx)
 	s.table = s.handlers()
 	s.adoptAll()

@@ -36,6 +36,7 @@ type worker struct {
 	subs     map[*subscription]struct{} // guarded by mu: client subscriptions
 	proj     *protocol.Projector        // guarded by mu: the session as the worker's stream says
 	uses     int                        // guarded by mu: requests holding the worker
+	holds    uint64                     // guarded by mu: requests that held the worker, ever
 	idle     *time.Timer                // guarded by mu
 	busy     bool                       // guarded by mu: a turn runs or waits, as the stream says
 	live     map[string]bool            // guarded by mu: the runtime resources running, as the stream says
@@ -109,6 +110,11 @@ func (s *Service) ensureWorker(ctx context.Context, h catalog.Header) (*worker, 
 			}
 			continue
 		}
+		if !ok && s.removedLocked(h.ID) {
+			// h was read before the session's remove began.
+			s.mu.Unlock()
+			return nil, protocol.Errorf(protocol.CodeNotFound, "session %s was removed while the request was on its way", h.ID)
+		}
 		if !ok {
 			w = &worker{s: s, sessionID: h.ID, ready: make(chan struct{}), exited: make(chan struct{}), subs: map[*subscription]struct{}{}}
 			s.workers[h.ID] = w
@@ -133,6 +139,16 @@ func (s *Service) ensureWorker(ctx context.Context, h catalog.Header) (*worker, 
 			return nil, ctx.Err()
 		}
 	}
+}
+
+// removedLocked reports whether session id is being removed, or is no
+// longer in the catalog: no worker may start for it.
+func (s *Service) removedLocked(id string) bool {
+	if s.removing[id] > 0 {
+		return true
+	}
+	_, err := s.cat.Get(id)
+	return err != nil
 }
 
 // connEnded reports whether the connection to a started worker has
@@ -167,6 +183,7 @@ func (w *worker) hold() bool {
 		return false
 	}
 	w.uses++
+	w.holds++
 	if w.idle != nil {
 		w.idle.Stop()
 		w.idle = nil
@@ -302,7 +319,7 @@ func (w *worker) stop() {
 func (w *worker) armIdle() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.s.handingOff.Load() || w.stopping || w.activeLocked() || len(w.subs) > 0 || w.uses > 0 {
+	if !w.idleLocked() {
 		return
 	}
 	if w.idle == nil {
@@ -310,18 +327,75 @@ func (w *worker) armIdle() {
 	}
 }
 
-// idleFired stops the worker if it is still idle.
+// idleFired stops the worker if it is still idle, once the worker has
+// said so too.
 func (w *worker) idleFired() {
 	w.mu.Lock()
 	w.idle = nil
-	if w.s.handingOff.Load() || w.stopping || w.activeLocked() || len(w.subs) > 0 || w.uses > 0 {
+	if !w.idleLocked() {
+		w.mu.Unlock()
+		return
+	}
+	holds := w.holds
+	w.mu.Unlock()
+	w.s.wg.Go(func() { w.stopIfIdle(holds) })
+}
+
+// idleLocked reports whether nothing holds the worker, as far as the host
+// knows: no subscriber, no request, no stop under way, and its stream says
+// no turn or runtime resource runs.
+func (w *worker) idleLocked() bool {
+	return !w.s.handingOff.Load() && !w.stopping && !w.activeLocked() && len(w.subs) == 0 && w.uses == 0
+}
+
+// stopIfIdle stops the worker when it says it is idle and nothing held it
+// since its idle timer fired (holds is the count of holds then). The
+// host's view of the worker comes from its stream, which may lag behind
+// the worker's answers: a turn.start is answered before the stream says
+// the turn runs, and the request's release would otherwise find the
+// worker idle and stop it under its new turn. The worker itself is asked.
+// A worker that does not answer is stopped (and killed if it does not
+// stop then either).
+func (w *worker) stopIfIdle(holds uint64) {
+	ctx, cancel := context.WithTimeout(w.s.ctx, hostRequestTimeout)
+	idle, err := w.idleNow(ctx)
+	cancel()
+	if w.s.ctx.Err() != nil {
+		return // the service stops its workers itself
+	}
+	w.mu.Lock()
+	if !w.idleLocked() || w.holds != holds || w.idle != nil || (err == nil && !idle) {
+		// Held since, or busy: its stream's end of the turn, or the
+		// hold's release, arms the timer again.
 		w.mu.Unlock()
 		return
 	}
 	w.stopping = true
 	w.mu.Unlock()
 	w.s.log.Info("stopping idle worker", "session", w.sessionID)
-	w.s.wg.Go(w.stop)
+	w.stop()
+}
+
+// idleNow asks the worker whether a turn or a runtime resource of its
+// session runs.
+func (w *worker) idleNow(ctx context.Context) (bool, error) {
+	sess, err := link.Call(ctx, w.conn, protocol.OpSessionGet, protocol.SessionRef{SessionID: w.sessionID})
+	if err != nil {
+		return false, err
+	}
+	if sess.Status != protocol.SessionIdle {
+		return false, nil
+	}
+	res, err := resources(ctx, w.conn, w.sessionID)
+	if err != nil {
+		return false, err
+	}
+	for _, r := range res {
+		if r.State == protocol.ResourceRunning {
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 // hostRequestTimeout bounds a request the host makes of a worker on its
