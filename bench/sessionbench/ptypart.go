@@ -157,13 +157,16 @@ func (b *bench) idlePTYs(ctx context.Context, c *client.Conn, home string) error
 	r.rssBefore = rssBytes(pid)
 	// Each prints a screenful and a prompt, as a shell that ran a command
 	// does, then waits; the worker drops an idle PTY's screen model after
-	// resource.DefaultScreenSleep, so the count is taken after that.
+	// resource.DefaultScreenSleep, and gives the memory back to the system
+	// a second after a screen fell asleep, so the count is taken after
+	// both and a settle. (Taken a settle after the first alone, the count
+	// raced the giving back: it read 15 or 26 MiB, the same executable.)
 	for i := range idlePTYs {
 		if err := startResource(ctx, c, sub.session, fmt.Sprint("idle-", i), "seq 1 100; printf 'idle $ '; exec sleep 3600", true); err != nil {
 			return err
 		}
 	}
-	time.Sleep(resource.DefaultScreenSleep + b.cfg.settle)
+	time.Sleep(resource.DefaultScreenSleep + time.Second + b.cfg.settle)
 	r.rssAfter = rssBytes(pid)
 	fmt.Printf("  worker RSS %s with no PTY, %s with %d idle PTYs\n", mib(r.rssBefore), mib(r.rssAfter), idlePTYs)
 	return nil
