@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io/fs"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -166,51 +165,9 @@ func TestDiscoverHonoursCancelledContext(t *testing.T) {
 	}
 }
 
-// busyListener listens for host id in dir with the smallest queue of
-// connections not yet accepted, and fills that queue, so that a connect
-// fails at once with EAGAIN, as it does when a storm of connections
-// outruns a host. It returns the listener, to accept from.
-func busyListener(t *testing.T, dir, id string) *net.UnixListener {
-	t.Helper()
-	fd, err := syscall.Socket(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := protocol.SocketPath(dir, id)
-	if err := syscall.Bind(fd, &syscall.SockaddrUnix{Name: path}); err != nil {
-		syscall.Close(fd)
-		t.Fatal(err)
-	}
-	if err := syscall.Listen(fd, 0); err != nil {
-		syscall.Close(fd)
-		t.Fatal(err)
-	}
-	f := os.NewFile(uintptr(fd), path)
-	l, err := net.FileListener(f)
-	f.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln := l.(*net.UnixListener)
-	ln.SetUnlinkOnClose(true)
-	t.Cleanup(func() { ln.Close() })
-	for range 64 {
-		c, err := net.Dial("unix", path)
-		if errors.Is(err, syscall.EAGAIN) {
-			return ln
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-	}
-	t.Fatal("the listen queue never filled")
-	return nil
-}
-
 func TestDiscoverCountsABusyHostLive(t *testing.T) {
 	dir := agentdtest.ShortDir(t)
-	busyListener(t, dir, "h1")
+	agentdtest.BusyListener(t, dir, "h1")
 	agentdtest.WriteRegistration(t, dir, agentdtest.Registration(dir, "h1", os.Getpid()))
 	hosts, err := client.Discover(t.Context(), dir)
 	if err != nil {
@@ -226,7 +183,7 @@ func TestDiscoverCountsABusyHostLive(t *testing.T) {
 
 func TestDialWaitsForABusyHostUntilItsContextEnds(t *testing.T) {
 	dir := agentdtest.ShortDir(t)
-	busyListener(t, dir, "h1")
+	agentdtest.BusyListener(t, dir, "h1")
 	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
 	defer cancel()
 	_, err := client.Dial(ctx, protocol.SocketPath(dir, "h1"), client.Options{})

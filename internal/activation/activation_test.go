@@ -388,54 +388,12 @@ func TestActivationWaitingForTheLockEndsWithContext(t *testing.T) {
 	}
 }
 
-// busyListener listens for host id in dir with the smallest queue of
-// connections not yet accepted, and fills that queue, so that a connect
-// fails at once with EAGAIN, as it does when a storm of connections
-// outruns a host. It returns the listener, to accept from.
-func busyListener(t *testing.T, dir, id string) *net.UnixListener {
-	t.Helper()
-	fd, err := syscall.Socket(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := protocol.SocketPath(dir, id)
-	if err := syscall.Bind(fd, &syscall.SockaddrUnix{Name: path}); err != nil {
-		syscall.Close(fd)
-		t.Fatal(err)
-	}
-	if err := syscall.Listen(fd, 0); err != nil {
-		syscall.Close(fd)
-		t.Fatal(err)
-	}
-	f := os.NewFile(uintptr(fd), path)
-	l, err := net.FileListener(f)
-	f.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln := l.(*net.UnixListener)
-	ln.SetUnlinkOnClose(true)
-	t.Cleanup(func() { ln.Close() })
-	for range 64 {
-		c, err := net.Dial("unix", path)
-		if errors.Is(err, syscall.EAGAIN) {
-			return ln
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-	}
-	t.Fatal("the listen queue never filled")
-	return nil
-}
-
 func TestActivationFindsABusyHostWithoutStartingAnother(t *testing.T) {
 	opts, pidLog := fakeHostOptions(t, "serve")
 	if err := os.MkdirAll(opts.RuntimeDir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	busyListener(t, opts.RuntimeDir, opts.HostID)
+	agentdtest.BusyListener(t, opts.RuntimeDir, opts.HostID)
 	agentdtest.WriteRegistration(t, opts.RuntimeDir, agentdtest.Registration(opts.RuntimeDir, opts.HostID, os.Getpid()))
 	info, started, err := activation.EnsureHost(t.Context(), opts)
 	if err != nil || started || info.PID != os.Getpid() {
