@@ -3,6 +3,7 @@ package client_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/agentd-dev/agentd/client"
 	"github.com/agentd-dev/agentd/internal/agentdtest"
+	"github.com/agentd-dev/agentd/internal/agentdtest/poll"
 	"github.com/agentd-dev/agentd/internal/server"
 	"github.com/agentd-dev/agentd/protocol"
 )
@@ -23,13 +25,16 @@ import (
 // is answered, so that a reader that reads only once WatchPTY returns is
 // behind.
 type ptyHost struct {
-	flood  bool          // constant: the first subscription overflows its watcher
-	older  bool          // constant: subscription.open takes no PTYs, as before it did
-	state  string        // constant: the PTY's state, as runtime.resource.query tells it
-	sent   chan struct{} // closed once the first subscription's frames are flushed
-	mu     sync.Mutex
-	opened int      // guarded by mu
-	closed []string // guarded by mu: the subscriptions closed by their client
+	flood bool   // constant: the first subscription overflows its watcher
+	older bool   // constant: subscription.open takes no PTYs, as before it did
+	state string // constant: the PTY's state, as runtime.resource.query tells it
+	// hold, when set, holds an open's answer until it is closed; holding
+	// is closed as the open waits.
+	hold, holding chan struct{}
+	sent          chan struct{} // closed once the first subscription's frames are flushed
+	mu            sync.Mutex
+	opened        int      // guarded by mu
+	closed        []string // guarded by mu: the subscriptions closed by their client
 }
 
 // ptyConn is a connection's attachment: where its frames are written.
@@ -58,6 +63,10 @@ func (h *ptyHost) Handlers() server.Table {
 			}
 		} else if !in.Ready || !slices.Equal(in.Ptys, []string{"p1"}) {
 			return protocol.SubscriptionOpenResult{}, protocol.Errorf(protocol.CodeInvalidRequest, "the stream opens with p1 chosen and ready; got %+v", *in)
+		}
+		if h.hold != nil {
+			close(h.holding)
+			<-h.hold
 		}
 		h.mu.Lock()
 		defer h.mu.Unlock()
@@ -209,4 +218,35 @@ func TestAPTYStreamThatFallsBehindGoesOnFromTheScreen(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A PTY stream whose open is given up on before its answer (the caller's
+// context ended) leaves nothing open: the subscription the host opened
+// for it, started, is closed once the answer comes.
+func TestAPTYStreamGivenUpOnBeforeItsOpenIsAnsweredLeavesNothingOpen(t *testing.T) {
+	ph := &ptyHost{state: protocol.ResourceRunning, sent: make(chan struct{}), hold: make(chan struct{}), holding: make(chan struct{})}
+	h := agentdtest.NewHost(t, agentdtest.Options{Compose: func(context.Context, *server.Server) (server.Composition, error) { return ph, nil }})
+	c := h.Connect(t)
+	ctx, cancel := context.WithCancel(agentdtest.Context(t))
+	opened := make(chan error, 1)
+	go func() {
+		_, err := c.WatchPTY(ctx, "s1", "p1")
+		opened <- err
+	}()
+	// The open is on its way, held by the host: the caller gives up.
+	select {
+	case <-ph.holding:
+	case <-agentdtest.Context(t).Done():
+		t.Fatal("the open never reached the host")
+	}
+	cancel()
+	if err := <-opened; !errors.Is(err, context.Canceled) {
+		t.Fatalf("WatchPTY given up on: %v, want context.Canceled", err)
+	}
+	close(ph.hold)
+	poll.Until(t, "the abandoned subscription to be closed", func() bool {
+		ph.mu.Lock()
+		defer ph.mu.Unlock()
+		return slices.Equal(ph.closed, []string{"sub-1"})
+	})
 }

@@ -71,8 +71,8 @@ func (c *Conn) Watch(subscriptionID string) *Watcher {
 // and returns the open's result with a watcher of the subscription's
 // frames. The watcher is bound as the response is read, before any frame
 // after it: the host sends the subscription's frames only after the
-// response. An open cut off before its response is refused nothing; its
-// subscription lasts until the connection closes, its frames dropped.
+// response. The subscription of an open cut off before its response is
+// closed once the response comes.
 func (c *Conn) openWatched(ctx context.Context, in protocol.SubscriptionOpenInput) (protocol.SubscriptionOpenResult, *Watcher, error) {
 	w := &Watcher{c: c, frames: make(chan Frame, watcherBuffer), gone: make(chan struct{})}
 	in.Ready = true
@@ -86,7 +86,11 @@ func (c *Conn) openWatched(ctx context.Context, in protocol.SubscriptionOpenInpu
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		select {
-		case <-w.gone: // given up on before the response came
+		case <-w.gone:
+			// Given up on before the response came: the host opened a
+			// subscription, started, for no one. It is closed, off the
+			// reader's goroutine.
+			go c.closeSubscription(r.SubscriptionID)
 			return
 		default:
 		}
