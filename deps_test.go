@@ -51,6 +51,7 @@ var arrows = map[string][]string{
 	"internal/provider/openai":       {"internal/llm", "internal/provider", "internal/redact"},
 	"internal/provider/providertest": {"internal/llm"},
 	"internal/redact":                {},
+	"internal/startenv":              {},
 	"internal/resource":              {"internal/atomicfile", "internal/proc", "protocol"},
 	"internal/server":                {"internal/home", "internal/redact", "internal/transport", "protocol"},
 	// the host's own connection to a session's worker, never the public client
@@ -67,7 +68,7 @@ var arrows = map[string][]string{
 	"internal/worker": {"internal/agent", "internal/fanout", "internal/home", "internal/link", "internal/llm", "internal/proc", "internal/resource", "internal/server", "internal/tools", "internal/transcript", "internal/transport", "protocol"},
 	"internal/cli": {
 		"client", "internal/activation", "internal/credentials", "internal/home", "internal/host", "internal/llm", "internal/proc", "internal/provider", "internal/provider/anthropic", "internal/provider/faux",
-		"internal/provider/openai", "internal/redact", "internal/sessions", "internal/tools", "internal/transcript",
+		"internal/provider/openai", "internal/redact", "internal/sessions", "internal/startenv", "internal/tools", "internal/transcript",
 		"internal/tui", "internal/version", "internal/worker", "protocol",
 	},
 

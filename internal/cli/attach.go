@@ -39,8 +39,12 @@ func newAttachCmd(e *env) *cobra.Command {
 			var first firstPage
 			defer first.wg.Wait()
 			var early func(context.Context, *client.Conn, string)
+			var colours *tui.Colours
 			if screen {
 				early = first.read
+				// Inside tmux this asks tmux, a process: meanwhile the
+				// session is found.
+				colours = tui.DetectColours(e.stdout, nil)
 			}
 			id, c, err := chooseSession(ctx, e, args, create, cwd, model, screen, early)
 			if err != nil {
@@ -55,7 +59,7 @@ func newAttachCmd(e *env) *cobra.Command {
 				return err
 			}
 			if screen {
-				opts := tui.Options{Follower: f, FirstPage: page, Input: e.stdin, Output: e.stdout}
+				opts := tui.Options{Follower: f, FirstPage: page, Input: e.stdin, Output: e.stdout, Colours: colours}
 				if in, out, err := ptyTerminal(e); err == nil {
 					opts.OpenPTY = func(ctx context.Context, ref string) (string, error) {
 						return openPTY(ctx, f.SessionID(), ref, in, out)

@@ -15,9 +15,14 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/agentd-dev/agentd/internal/startenv"
 	"github.com/agentd-dev/agentd/internal/version"
 	"github.com/agentd-dev/agentd/protocol"
 )
+
+// The libraries this package imports have initialised, without TMUX
+// (see startenv): it is back for the commands.
+func init() { startenv.Restore() }
 
 // Exit codes.
 const (

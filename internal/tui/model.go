@@ -57,6 +57,38 @@ type Options struct {
 	// then. Follower should follow with SessionOptions.Resources, for the
 	// list of resources to follow their changes.
 	OpenPTY func(ctx context.Context, ref string) (string, error)
+	// Colours, when set, is the detection of Output's colours, started
+	// while the session was found (DetectColours); Run detects them
+	// itself otherwise.
+	Colours *Colours
+}
+
+// Colours is the detection of a terminal's colour profile, run in the
+// background: inside tmux it asks tmux (`tmux info`, a process), which a
+// command need not wait for while it finds its session.
+type Colours struct {
+	done    chan struct{}
+	profile colorprofile.Profile // set before done closes
+}
+
+// DetectColours starts detecting the colours of terminal out, from env
+// (the process's when nil).
+func DetectColours(out io.Writer, env []string) *Colours {
+	if env == nil {
+		env = os.Environ()
+	}
+	c := &Colours{done: make(chan struct{})}
+	go func() {
+		defer close(c.done)
+		c.profile = colorprofile.Detect(out, env)
+	}()
+	return c
+}
+
+// Profile waits for the detection and returns the profile it found.
+func (c *Colours) Profile() colorprofile.Profile {
+	<-c.done
+	return c.profile
 }
 
 // Run mirrors a session on a terminal until the person detaches (Ctrl-\),
@@ -93,11 +125,11 @@ func Run(ctx context.Context, opts Options) error {
 		// back from a PTY's view (tea.Exec) when the size changed
 		// meanwhile. It is given a writer, and the screen follows the
 		// size itself.
-		env := opts.Env
-		if env == nil {
-			env = os.Environ()
+		colours := opts.Colours
+		if colours == nil {
+			colours = DetectColours(tty, opts.Env)
 		}
-		profile = colorprofile.Detect(tty, env)
+		profile = colours.Profile()
 		popts = append(popts, tea.WithOutput(writer{tty}), tea.WithColorProfile(profile), tea.WithWindowSize(cols, rows))
 	}
 	if tty != nil {

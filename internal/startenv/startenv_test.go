@@ -1,0 +1,51 @@
+package startenv_test
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/agentd-dev/agentd/internal/startenv"
+)
+
+// envShow makes the test binary print TMUX as its tests start and after
+// Restore, instead of testing.
+const envShow = "STARTENV_TEST_SHOW"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(envShow) == "1" {
+		before := os.Getenv("TMUX")
+		startenv.Restore()
+		fmt.Printf("before %q after %q", before, os.Getenv("TMUX"))
+		os.Exit(0)
+	}
+	goleak.VerifyTestMain(m)
+}
+
+// TMUX is hidden while packages initialise and given back by Restore,
+// as it was; a process without it gets none.
+func TestTmuxIsHiddenUntilRestored(t *testing.T) {
+	for _, tc := range []struct{ env, want string }{
+		{"TMUX=/run/tmux/default,1,0", `before "" after "/run/tmux/default,1,0"`},
+		{"", `before "" after ""`},
+	} {
+		cmd := exec.Command(os.Args[0])
+		for _, kv := range os.Environ() {
+			if !strings.HasPrefix(kv, "TMUX=") {
+				cmd.Env = append(cmd.Env, kv)
+			}
+		}
+		cmd.Env = append(cmd.Env, envShow+"=1")
+		if tc.env != "" {
+			cmd.Env = append(cmd.Env, tc.env)
+		}
+		out, err := cmd.Output()
+		if err != nil || string(out) != tc.want {
+			t.Errorf("with %q: %q, %v; want %q", tc.env, out, err, tc.want)
+		}
+	}
+}
