@@ -2,7 +2,6 @@ package client_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"io/fs"
 	"os"
@@ -16,11 +15,6 @@ import (
 	"github.com/agentd-dev/agentd/internal/agentdtest"
 	"github.com/agentd-dev/agentd/protocol"
 )
-
-func exists(path string) bool {
-	_, err := os.Lstat(path)
-	return err == nil
-}
 
 func TestDiscoverOfMissingDirectoryIsEmpty(t *testing.T) {
 	hosts, err := client.Discover(t.Context(), filepath.Join(t.TempDir(), "missing"))
@@ -69,8 +63,8 @@ func TestDiscoverSkipsDeadHostsAndCorruptRecordsAndChangesNothing(t *testing.T) 
 	noEndpoint.Endpoint = ""
 	files := map[string]string{
 		"corrupt.json":        "{not json",
-		"noendpoint.json":     mustJSON(t, noEndpoint),
-		"other.json":          mustJSON(t, agentdtest.Registration(dir, "live", os.Getpid())),
+		"noendpoint.json":     agentdtest.MustJSON(t, noEndpoint),
+		"other.json":          agentdtest.MustJSON(t, agentdtest.Registration(dir, "live", os.Getpid())),
 		"live.json.tmp-12345": "{",
 		"notes.txt":           "hello",
 		"-notanid.json":       "{}",
@@ -133,22 +127,13 @@ func TestReadRegistrationNamesWhatIsWrong(t *testing.T) {
 		t.Errorf("a record without a pid: %v; want an error naming pid", err)
 	}
 	other := agentdtest.Registration(dir, "h2", os.Getpid())
-	b := mustJSON(t, other)
+	b := agentdtest.MustJSON(t, other)
 	if err := os.WriteFile(protocol.RegistrationPath(dir, "h1"), []byte(b), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := client.ReadRegistration(dir, "h1"); err == nil || !strings.Contains(err.Error(), "hostId") {
 		t.Errorf("a record naming another host: %v; want an error naming hostId", err)
 	}
-}
-
-func mustJSON(t *testing.T, v any) string {
-	t.Helper()
-	b, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
 }
 
 func TestDiscoverHonoursCancelledContext(t *testing.T) {
@@ -160,7 +145,7 @@ func TestDiscoverHonoursCancelledContext(t *testing.T) {
 	if _, err := client.Discover(ctx, dir); !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v; want context.Canceled", err)
 	}
-	if !exists(protocol.RegistrationPath(dir, "a")) {
+	if !agentdtest.Exists(protocol.RegistrationPath(dir, "a")) {
 		t.Error("a cancelled Discover removed a registration")
 	}
 }
@@ -176,7 +161,7 @@ func TestDiscoverCountsABusyHostLive(t *testing.T) {
 	if len(hosts) != 1 || hosts[0].HostID != "h1" {
 		t.Fatalf("Discover = %+v; want the busy host h1", hosts)
 	}
-	if !exists(protocol.RegistrationPath(dir, "h1")) || !exists(protocol.SocketPath(dir, "h1")) {
+	if !agentdtest.Exists(protocol.RegistrationPath(dir, "h1")) || !agentdtest.Exists(protocol.SocketPath(dir, "h1")) {
 		t.Error("Discover removed a busy host's files")
 	}
 }

@@ -23,11 +23,6 @@ import (
 	"github.com/agentd-dev/agentd/protocol"
 )
 
-func exists(path string) bool {
-	_, err := os.Lstat(path)
-	return err == nil
-}
-
 func TestDiscoverRemovesStaleHostsAndSkipsCorruptRecords(t *testing.T) {
 	dir := agentdtest.ShortDir(t)
 	dead := agentdtest.DeadPID(t)
@@ -52,7 +47,7 @@ func TestDiscoverRemovesStaleHostsAndSkipsCorruptRecords(t *testing.T) {
 	// writer's temporary file, and other files.
 	keep := map[string]string{
 		"corrupt.json":        "{not json",
-		"other.json":          mustJSON(t, agentdtest.Registration(dir, "elsewhere", os.Getpid())),
+		"other.json":          agentdtest.MustJSON(t, agentdtest.Registration(dir, "elsewhere", os.Getpid())),
 		"live.json.tmp-12345": "{",
 		"notes.txt":           "hello",
 		"-notanid.json":       "{}",
@@ -71,35 +66,26 @@ func TestDiscoverRemovesStaleHostsAndSkipsCorruptRecords(t *testing.T) {
 		t.Fatalf("hosts = %+v; want only live", hosts)
 	}
 	for _, id := range []string{"dead", "deadpid", "refused", "nosock"} {
-		if exists(protocol.RegistrationPath(dir, id)) {
+		if agentdtest.Exists(protocol.RegistrationPath(dir, id)) {
 			t.Errorf("stale registration %s kept", id)
 		}
 	}
 	for _, id := range []string{"dead", "refused"} {
-		if exists(protocol.SocketPath(dir, id)) {
+		if agentdtest.Exists(protocol.SocketPath(dir, id)) {
 			t.Errorf("dead socket %s kept", id)
 		}
 	}
-	if !exists(protocol.SocketPath(dir, "deadpid")) {
+	if !agentdtest.Exists(protocol.SocketPath(dir, "deadpid")) {
 		t.Error("a socket that accepts connections was removed")
 	}
-	if !exists(protocol.SocketPath(dir, "live")) || !exists(protocol.RegistrationPath(dir, "live")) {
+	if !agentdtest.Exists(protocol.SocketPath(dir, "live")) || !agentdtest.Exists(protocol.RegistrationPath(dir, "live")) {
 		t.Error("the live host's files were touched")
 	}
 	for name := range keep {
-		if !exists(filepath.Join(dir, name)) {
+		if !agentdtest.Exists(filepath.Join(dir, name)) {
 			t.Errorf("%s was removed", name)
 		}
 	}
-}
-
-func mustJSON(t *testing.T, v any) string {
-	t.Helper()
-	b, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
 }
 
 // The fake host: the test binary itself, run with fakeHostEnv set to a

@@ -7,6 +7,8 @@ import (
 	"io/fs"
 	"net"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -27,7 +29,8 @@ const probeTimeout = time.Second
 // refuses connections, and the host's socket file when that socket does
 // not accept connections. A registration it cannot read or decode is left
 // alone, as is one whose liveness it cannot decide (a dial that fails
-// otherwise). It then returns the live hosts, sorted by host id.
+// otherwise). It returns the live hosts, sorted by host id: those
+// client.Discover returns, from one read and one dial of each.
 func Discover(ctx context.Context, dir string) ([]client.HostInfo, error) {
 	reapActivated()
 	ents, err := os.ReadDir(dir)
@@ -37,16 +40,22 @@ func Discover(ctx context.Context, dir string) ([]client.HostInfo, error) {
 	if err != nil {
 		return nil, fmt.Errorf("discover hosts: %w", err)
 	}
+	var hosts []client.HostInfo
 	for _, e := range ents {
 		id := protocol.HostIDOfRegistration(e.Name())
 		if id == "" || !e.Type().IsRegular() {
 			continue
 		}
-		if _, _, err := inspectHost(ctx, dir, id); err != nil {
+		info, h, err := inspectHost(ctx, dir, id)
+		if err != nil {
 			return nil, fmt.Errorf("discover hosts: %w", err)
 		}
+		if h == hostLive {
+			hosts = append(hosts, info)
+		}
 	}
-	return client.Discover(ctx, dir)
+	slices.SortFunc(hosts, func(a, b client.HostInfo) int { return strings.Compare(a.HostID, b.HostID) })
+	return hosts, nil
 }
 
 // hostHealth is what inspectHost found of one registration.

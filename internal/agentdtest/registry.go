@@ -116,3 +116,19 @@ func BusyListener(t testing.TB, dir, id string) *net.UnixListener {
 	t.Fatal("the listen queue never filled")
 	return nil
 }
+
+// Exists reports whether a file of any kind is at path.
+func Exists(path string) bool {
+	_, err := os.Lstat(path)
+	return err == nil
+}
+
+// MustJSON returns v encoded as JSON.
+func MustJSON(t testing.TB, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}

@@ -9,6 +9,10 @@
 // back to whether kill(2) finds the process, zombies included, and
 // ReadStat fails.
 //
+// On Linux it also holds a process by a pidfd: waiting for its exit as an
+// event (WaitExit, AwaitPidfd) and signalling it without the risk of a
+// reused pid (SignalPidfd).
+//
 // It knows nothing of hosts, workers or tools.
 package proc
 

@@ -46,7 +46,7 @@ func (s *Supervisor) Registrations() []home.WorkerRegistration {
 // the end of ctx (hung, say) is killed as lost (ErrLost), so that it
 // cannot hold the new host back.
 func (s *Supervisor) Adopt(ctx context.Context, reg home.WorkerRegistration) (*Worker, error) {
-	pidfd, err := openPidfd(reg.PID)
+	pidfd, err := proc.OpenPidfd(reg.PID)
 	// Checked once the pidfd is open: it names the process of that start
 	// time, not one that took the pid since.
 	if err != nil || !proc.RunningSince(reg.PID, reg.ProcessStart) {
@@ -88,9 +88,9 @@ func (s *Supervisor) Adopt(ctx context.Context, reg home.WorkerRegistration) (*W
 // after it.
 func (s *Supervisor) stopLost(pidfd *os.File, reg home.WorkerRegistration) {
 	defer pidfd.Close()
-	signal(pidfd, syscall.SIGKILL)
+	proc.SignalPidfd(pidfd, syscall.SIGKILL)
 	pidfd.SetReadDeadline(time.Now().Add(exitWait))
-	if err := awaitExit(pidfd); err != nil {
+	if err := proc.AwaitPidfd(pidfd); err != nil {
 		s.log.Warn("a lost worker killed has not exited yet", "session", reg.SessionID, "pid", reg.PID, "err", err)
 	}
 	s.cleanUpAfter(reg.SessionID, reg.PID)

@@ -2,8 +2,4 @@ package supervisor
 
 // For the package's external tests, which start real workers through the
 // command-line package (and so cannot be in this package).
-var (
-	OpenPidfd = openPidfd
-	AwaitExit = awaitExit
-	SessionOf = sessionOf
-)
+var SessionOf = sessionOf

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentd-dev/agentd/internal/link"
+	"github.com/agentd-dev/agentd/internal/proc"
 	"github.com/agentd-dev/agentd/protocol"
 )
 
@@ -49,7 +50,7 @@ func (s *Supervisor) Start(ctx context.Context, sessionID string, args []string)
 	}
 	pid := cmd.Process.Pid
 	// Not waited for yet, the child keeps its pid: the pidfd names it.
-	pidfd, err := openPidfd(pid)
+	pidfd, err := proc.OpenPidfd(pid)
 	var conn *link.Conn
 	if err == nil {
 		conn, err = dial(ctx, readyR, sock, pid)

@@ -31,6 +31,7 @@ import (
 
 	"github.com/agentd-dev/agentd/internal/home"
 	"github.com/agentd-dev/agentd/internal/link"
+	"github.com/agentd-dev/agentd/internal/proc"
 	"github.com/agentd-dev/agentd/protocol"
 )
 
@@ -177,7 +178,7 @@ func (w *Worker) Stop(ctx context.Context) {
 
 // Kill kills the worker's process, and returns once it ended.
 func (w *Worker) Kill() {
-	signal(w.pidfd, syscall.SIGKILL)
+	proc.SignalPidfd(w.pidfd, syscall.SIGKILL)
 	<-w.done
 }
 
@@ -232,7 +233,7 @@ func (w *Worker) watch() {
 		w.sup.log.Warn("a worker whose connection ended runs on; it is killed", "session", w.SessionID, "pid", w.PID)
 		syscall.Kill(-w.PID, syscall.SIGKILL)
 	})
-	exitErr := awaitExit(w.pidfd)
+	exitErr := proc.AwaitPidfd(w.pidfd)
 	close(waited)
 	switch {
 	case exitErr == nil:

@@ -106,7 +106,7 @@ func awaitDone(t *testing.T, w *supervisor.Worker, what string) {
 func awaitGone(t *testing.T, pid int, pidfd *os.File) {
 	t.Helper()
 	pidfd.SetReadDeadline(time.Now().Add(agentdtest.Timeout))
-	if err := supervisor.AwaitExit(pidfd); err != nil {
+	if err := proc.AwaitPidfd(pidfd); err != nil {
 		t.Fatalf("process %d still runs: %v", pid, err)
 	}
 }
@@ -149,16 +149,7 @@ func TestAKilledWorkersExitIsAnEventAndWhatItLeftIsEnded(t *testing.T) {
 	t.Setenv("AGENTD_TEST_LEAVE_CHILD", childFile)
 	s := p.supervisor()
 	w := p.start(s, "s1")
-	b, err := os.ReadFile(childFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	child, _ := strconv.Atoi(string(b))
-	childfd, err := supervisor.OpenPidfd(child)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer childfd.Close()
+	child, childfd := leftChild(t, childFile)
 	if supervisor.SessionOf(child) != w.PID {
 		t.Fatalf("the worker's child is in session %d, not the worker's (%d)", supervisor.SessionOf(child), w.PID)
 	}
@@ -287,21 +278,12 @@ func TestAStartedWorkerWhoseConnectionEndsButRunsOnIsKilled(t *testing.T) {
 	t.Setenv("AGENTD_TEST_LEAVE_CHILD", childFile)
 	p.cfg.StopGrace = 100 * time.Millisecond
 	w := p.start(p.supervisor(), "s1")
-	pidfd, err := supervisor.OpenPidfd(w.PID)
+	pidfd, err := proc.OpenPidfd(w.PID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer pidfd.Close()
-	b, err := os.ReadFile(childFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	child, _ := strconv.Atoi(string(b))
-	childfd, err := supervisor.OpenPidfd(child)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer childfd.Close()
+	child, childfd := leftChild(t, childFile)
 	reg, err := p.registration("s1")
 	if err != nil {
 		t.Fatal(err)
@@ -323,4 +305,21 @@ func TestAStartedWorkerWhoseConnectionEndsButRunsOnIsKilled(t *testing.T) {
 	}
 	awaitGone(t, w.PID, pidfd)
 	awaitGone(t, child, childfd)
+}
+
+// leftChild returns the pid the worker's child wrote to file, and a
+// pidfd of it, closed when the test ends.
+func leftChild(t *testing.T, file string) (int, *os.File) {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	child, _ := strconv.Atoi(string(b))
+	childfd, err := proc.OpenPidfd(child)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { childfd.Close() })
+	return child, childfd
 }

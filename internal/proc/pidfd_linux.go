@@ -1,4 +1,4 @@
-package supervisor
+package proc
 
 import (
 	"errors"
@@ -9,9 +9,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// openPidfd opens a pidfd of process pid, as a file the runtime's poller
-// waits on: it becomes readable once the process has exited.
-func openPidfd(pid int) (*os.File, error) {
+// OpenPidfd opens a pidfd of process pid, as a file the runtime's poller
+// waits on: it becomes readable once the process has exited. The process
+// need not be a child of this one.
+func OpenPidfd(pid int) (*os.File, error) {
 	fd, err := unix.PidfdOpen(pid, unix.PIDFD_NONBLOCK)
 	if err != nil {
 		return nil, os.NewSyscallError("pidfd_open", err)
@@ -19,10 +20,10 @@ func openPidfd(pid int) (*os.File, error) {
 	return os.NewFile(uintptr(fd), "pidfd:"+strconv.Itoa(pid)), nil
 }
 
-// awaitExit blocks until the process of pidfd has exited (nil), or until
-// the wait is cut off: pidfd's read deadline passed (an error matching
-// os.ErrDeadlineExceeded) or it was closed.
-func awaitExit(pidfd *os.File) error {
+// AwaitPidfd blocks until the process of pidfd has exited (nil), or
+// until the wait is cut off: pidfd's read deadline passed (an error
+// matching os.ErrDeadlineExceeded) or it was closed.
+func AwaitPidfd(pidfd *os.File) error {
 	rc, err := pidfd.SyscallConn()
 	if err != nil {
 		return err
@@ -50,9 +51,9 @@ func awaitExit(pidfd *os.File) error {
 	return pollErr
 }
 
-// signal sends sig to the process of pidfd; one that has exited is not
-// signalled, and neither is whatever process took its pid since.
-func signal(pidfd *os.File, sig syscall.Signal) error {
+// SignalPidfd sends sig to the process of pidfd; one that has exited is
+// not signalled, and neither is whatever process took its pid since.
+func SignalPidfd(pidfd *os.File, sig syscall.Signal) error {
 	rc, err := pidfd.SyscallConn()
 	if err != nil {
 		return err
