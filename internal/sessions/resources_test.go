@@ -570,39 +570,76 @@ func TestAPTYFloodReachesItsWatchersInOrder(t *testing.T) {
 		b.WriteString(strconv.Itoa(i))
 		b.WriteString("\r\n")
 	}
-	b.WriteString("flood-done")
+	b.WriteString("flood-done\r\n")
 	want := b.String()
 	for n, w := range ws {
 		w.until("flood-done")
-		// The output between one screen and the next follows on from
-		// where the last such run ended, or from further on after a skip.
-		var runs []string
-		for _, f := range w.frames[1:] {
-			if f.Screen || len(runs) == 0 {
-				runs = append(runs, "")
+		// The output after the first screen follows on from the flood's
+		// start, and that after a later screen from where the screen
+		// shows the flood to be: never before where the output before it
+		// ended. A screen may come once the flood has printed its last
+		// number, with only its end to follow.
+		at, skips := 0, 0
+		for i := 1; i < len(w.frames); {
+			from := at
+			if f := w.frames[i]; f.Screen {
+				var ok bool
+				if from, ok = screenEnd(f.Data, want); !ok || from < at {
+					t.Fatalf("watcher %d: frame %d, a screen, does not show the flood from byte %d on: %q", n+1, i, at, f.Data)
+				}
+				skips++
+				i++
 			}
-			if !f.Screen {
-				runs[len(runs)-1] += f.Data
+			var run strings.Builder
+			for ; i < len(w.frames) && !w.frames[i].Screen; i++ {
+				run.WriteString(w.frames[i].Data)
 			}
+			out := run.String()
+			if from == 0 {
+				out = strings.TrimLeft(out, "\r\n") // the line typed to start it
+			}
+			if !strings.HasPrefix(want[from:], out) {
+				t.Fatalf("watcher %d: %d bytes of the flood's output (from %q) do not follow on from byte %d", n+1, len(out), out[:min(len(out), 40)], from)
+			}
+			at = from + len(out)
 		}
-		at := 0
-		for i, run := range runs {
-			run, _, _ = strings.Cut(run, "flood-done")
-			if i == 0 {
-				run = strings.TrimLeft(run, "\r\n") // the line typed to start it
-			}
-			j := strings.Index(want[at:], run)
-			if j < 0 || (i == 0 && j != 0) {
-				t.Fatalf("watcher %d: run %d of %d of the flood's output (%d bytes, from %q) does not follow on from byte %d", n+1, i+1, len(runs), len(run), run[:min(len(run), 40)], at)
-			}
-			at += j + len(run)
+		if end := len(want) - len("\r\n"); at < end {
+			t.Fatalf("watcher %d: the flood's output ended at byte %d of %d", n+1, at, end)
 		}
-		last := w.frames[len(w.frames)-1]
-		if last.Screen && !strings.Contains(last.Data, "flood-done") || !last.Screen && at != len(want)-len("flood-done") {
-			t.Fatalf("watcher %d: the flood's output ended at byte %d of %d", n+1, at, len(want))
-		}
-		t.Logf("watcher %d was skipped to the screen %d times", n+1, len(runs)-1)
+		t.Logf("watcher %d was skipped to the screen %d times", n+1, skips)
 	}
+}
+
+// screenEnd returns where a PTY's screen, drawn after the PTY printed a
+// prefix of want, puts its cursor in want: the screen shows the prefix's
+// last rows, the cursor's row perhaps in part. It reports false when the
+// screen shows no one place of want.
+func screenEnd(screen, want string) (int, bool) {
+	body, ok := strings.CutPrefix(screen, "\x1b[H\x1b[2J")
+	k := strings.LastIndex(body, "\x1b[")
+	var row, col int
+	if !ok || k < 0 {
+		return 0, false
+	}
+	if _, err := fmt.Sscanf(body[k:], "\x1b[%d;%dH", &row, &col); err != nil {
+		return 0, false
+	}
+	rows := strings.Split(body[:k], "\r\n")
+	if row < 1 || row > len(rows) || col < 1 || col-1 > len(rows[row-1]) {
+		return 0, false
+	}
+	shown := strings.Join(append(rows[:row-1:row-1], rows[row-1][:col-1]), "\r\n")
+	shown = strings.TrimLeft(shown, "\r\n") // rows above the flood's first
+	if shown == "" {
+		return 0, true
+	}
+	// The rows shown start a line of want: where they show it once.
+	lines := "\r\n" + want
+	j := strings.Index(lines, "\r\n"+shown)
+	if j < 0 || j != strings.LastIndex(lines, "\r\n"+shown) {
+		return 0, false
+	}
+	return j + len(shown), true
 }
 
 // A client that stops reading while a PTY floods is not closed as a slow
