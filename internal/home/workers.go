@@ -13,8 +13,8 @@ import (
 
 // WorkerRegistration is what a session's worker publishes in the home so
 // that a host, this one or the next, can find and adopt it. The worker
-// writes it once it serves and removes it when it exits; the host's
-// supervisor reads it. It is agentd's own file, no part of the client
+// writes it once it serves, again each time a host connects, and removes
+// it when it exits; the host's supervisor reads it. It is agentd's own file, no part of the client
 // contract.
 type WorkerRegistration struct {
 	SessionID string `json:"sessionId"`
@@ -27,6 +27,11 @@ type WorkerRegistration struct {
 	// Epoch identifies this run of the worker: its generation.
 	Epoch     string    `json:"epoch"`
 	StartedAt time.Time `json:"startedAt"`
+	// Host is the client instance of the host connection the worker
+	// serves: the latest to connect, which closed those before it. It is
+	// empty before a host connected, and for a worker of a version that
+	// did not name its host.
+	Host string `json:"host,omitempty"`
 }
 
 // WorkerRegistryDir is the folder of home where workers register.

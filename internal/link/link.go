@@ -118,6 +118,7 @@ type Conn struct {
 
 	nc       net.Conn          // constant
 	endpoint string            // constant
+	instance string            // constant: the client instance it named in its hello
 	accepted protocol.Accepted // constant after Dial
 
 	// The slots of requests in flight, as the protocol allows a
@@ -159,13 +160,16 @@ func Dial(ctx context.Context, endpoint string) (*Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connecting to the worker at %s: %w", endpoint, err)
 	}
-	accepted, r, err := handshake(ctx, nc)
+	id := make([]byte, 8)
+	rand.Read(id)
+	instance := "host-" + hex.EncodeToString(id)
+	accepted, r, err := handshake(ctx, nc, instance)
 	if err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("handshake with the worker at %s: %w", endpoint, err)
 	}
 	c := &Conn{
-		nc: nc, endpoint: endpoint, accepted: accepted,
+		nc: nc, endpoint: endpoint, instance: instance, accepted: accepted,
 		domain:  make(chan struct{}, protocol.ClientInFlightDomainRequests),
 		status:  make(chan struct{}, 1),
 		pending: make(map[string]*pending),
@@ -177,15 +181,14 @@ func Dial(ctx context.Context, endpoint string) (*Conn, error) {
 	return c, nil
 }
 
-// handshake sends the host's hello and reads the worker's answer.
-func handshake(ctx context.Context, nc net.Conn) (protocol.Accepted, *protocol.LineReader, error) {
+// handshake sends the host's hello, naming it the client instance, and
+// reads the worker's answer.
+func handshake(ctx context.Context, nc net.Conn, instance string) (protocol.Accepted, *protocol.LineReader, error) {
 	deadline, _ := ctx.Deadline()
 	nc.SetDeadline(deadline)
 	defer nc.SetDeadline(time.Time{})
-	id := make([]byte, 8)
-	rand.Read(id)
 	hello, _ := json.Marshal(protocol.Hello{
-		Kind: protocol.KindHello, ClientInstanceID: "host-" + hex.EncodeToString(id),
+		Kind: protocol.KindHello, ClientInstanceID: instance,
 		ProtocolMin: protocol.ProtocolVersion, ProtocolMax: protocol.ProtocolVersion,
 		CompatibilityEpoch: protocol.CompatibilityEpoch,
 		CompositionID:      CompositionWorker, Surface: SurfaceHost,
@@ -210,6 +213,11 @@ func handshake(ctx context.Context, nc net.Conn) (protocol.Accepted, *protocol.L
 
 // Accepted returns the worker's answer to the handshake.
 func (c *Conn) Accepted() protocol.Accepted { return c.accepted }
+
+// InstanceID returns the client instance the link named itself in its
+// hello, unique to the link: the worker names the host it serves by it in
+// its registration.
+func (c *Conn) InstanceID() string { return c.instance }
 
 // Endpoint returns the socket the link is on.
 func (c *Conn) Endpoint() string { return c.endpoint }

@@ -36,7 +36,7 @@ import (
 )
 
 // ErrSuperseded ends an adopted worker that closed its connection to this
-// host yet runs on: another host took it over.
+// host for another host's: its registration names that host.
 var ErrSuperseded = errors.New("another host took the worker over")
 
 // ErrReleased ends a worker this host let go of (Release) for the host
@@ -51,9 +51,11 @@ var ErrGone = errors.New("the registered worker no longer runs")
 // answer as that worker; it was killed, and what it left cleaned up.
 var ErrLost = errors.New("the registered worker did not answer, and was stopped")
 
-// exitWait bounds how long the process of a worker whose connection ended
-// may take to exit, and the other way round: an adopted worker that has
-// not exited by then runs on for another host.
+// exitWait bounds how long the connection of a worker whose process
+// exited may take to end, and how long a lost worker killed may take to
+// exit. A worker of a version that does not name its host in its
+// registration that runs on this long after its connection ended was
+// taken over by another host.
 const exitWait = 2 * time.Second
 
 // Config configures a supervisor.
@@ -71,11 +73,11 @@ type Config struct {
 	// (a crash's trace). Default: stderr.
 	Log    io.Writer
 	Logger *slog.Logger
-	// StopGrace bounds how long a worker this host started may run on
-	// once its connection ended before it is killed with its process
-	// group: a worker stopping closes its connections first, then drains
-	// (its resources have a grace of their own between SIGTERM and
-	// SIGKILL). Default: DefaultStopGrace.
+	// StopGrace bounds how long a worker of this host may run on once its
+	// connection ended before it is killed (one this host started, with
+	// its process group): a worker stopping closes its connections first,
+	// then drains (its resources have a grace of their own between
+	// SIGTERM and SIGKILL). Default: DefaultStopGrace.
 	StopGrace time.Duration
 }
 
@@ -193,12 +195,12 @@ func (w *Worker) Release() {
 // watch follows the worker until it ends for this host. The process's exit
 // is a pidfd becoming readable; the connection's end a channel. Whichever
 // comes first, the other follows at once for a worker that exits. A worker
-// whose connection ended but whose process runs on is not waited for
-// without end: an adopted one that runs on after exitWait was taken over
-// by another host, and runs on for it; one this host started (its child,
-// which no other host takes over before this one lets go of it) that runs
-// on after the supervisor's StopGrace is killed with its process group,
-// and waited for. Release lets go of either at once.
+// whose connection ended is then waited for unless its registration names
+// another host, which took it over (only an adopted one: no other host
+// takes over a child of this one before this one lets go of it); it runs
+// on for that host. One of this host that runs on after the supervisor's
+// StopGrace is killed (a child with its process group), and waited for.
+// Release lets go of any at once.
 func (w *Worker) watch() {
 	waited := make(chan struct{})
 	w.sup.wg.Go(func() {
@@ -210,9 +212,20 @@ func (w *Worker) watch() {
 		case <-waited:
 			return
 		}
-		grace := exitWait
-		if w.cmd != nil {
-			grace = w.sup.cfg.StopGrace
+		grace, unnamed := w.sup.cfg.StopGrace, false
+		if w.cmd == nil {
+			switch host, ok := w.registeredHost(); {
+			case !ok || host == w.Conn.InstanceID():
+				// Exiting (its registration goes once it has drained), or
+				// still this host's.
+			case host == "":
+				// A worker that does not name its host: one that runs on
+				// after exitWait was taken over.
+				grace, unnamed = exitWait, true
+			default:
+				w.pidfd.SetReadDeadline(time.Now())
+				return
+			}
 		}
 		t := time.NewTimer(grace)
 		defer t.Stop()
@@ -224,14 +237,18 @@ func (w *Worker) watch() {
 		case <-waited:
 			return
 		}
-		if w.cmd == nil {
+		switch {
+		case unnamed:
 			w.pidfd.SetReadDeadline(time.Now())
-			return
+		case w.cmd == nil:
+			w.sup.log.Warn("an adopted worker whose connection ended runs on; it is killed", "session", w.SessionID, "pid", w.PID)
+			proc.SignalPidfd(w.pidfd, syscall.SIGKILL)
+		default:
+			// Not waited for yet, the child keeps its pid, and its process
+			// group is its own (it leads a session).
+			w.sup.log.Warn("a worker whose connection ended runs on; it is killed", "session", w.SessionID, "pid", w.PID)
+			syscall.Kill(-w.PID, syscall.SIGKILL)
 		}
-		// Not waited for yet, the child keeps its pid, and its process
-		// group is its own (it leads a session).
-		w.sup.log.Warn("a worker whose connection ended runs on; it is killed", "session", w.SessionID, "pid", w.PID)
-		syscall.Kill(-w.PID, syscall.SIGKILL)
 	})
 	exitErr := proc.AwaitPidfd(w.pidfd)
 	close(waited)
@@ -266,6 +283,16 @@ func (w *Worker) watch() {
 	}
 	w.pidfd.Close()
 	close(w.done)
+}
+
+// registeredHost returns the host the worker's registration names, and
+// false when the registration is gone or names another worker.
+func (w *Worker) registeredHost() (string, bool) {
+	reg, err := home.ReadWorkerRegistration(home.WorkerRegistrationPath(w.sup.cfg.Home, w.SessionID))
+	if err != nil || reg.PID != w.PID {
+		return "", false
+	}
+	return reg.Host, true
 }
 
 func isClosed(c <-chan struct{}) bool {

@@ -26,7 +26,9 @@ import (
 // The test binary doubles as the worker command: a real agentd worker.
 // With AGENTD_TEST_LEAVE_CHILD set it first starts a process in its own
 // process session, and names it in that file, for what a killed worker
-// leaves behind.
+// leaves behind. With AGENTD_TEST_HOLD_EXIT set it does not exit once it
+// has stopped serving (its connections closed, its registration gone)
+// until it is killed: a worker whose exit is slow.
 func TestMain(m *testing.M) {
 	if os.Getenv("AGENTD_TEST_AS_CLI") == "1" {
 		if path := os.Getenv("AGENTD_TEST_LEAVE_CHILD"); path != "" {
@@ -36,7 +38,11 @@ func TestMain(m *testing.M) {
 			}
 			os.WriteFile(path, []byte(strconv.Itoa(child.Process.Pid)), 0o600)
 		}
-		os.Exit(cli.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+		code := cli.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+		for os.Getenv("AGENTD_TEST_HOLD_EXIT") != "" {
+			unix.Pause()
+		}
+		os.Exit(code)
 	}
 	goleak.VerifyTestMain(m)
 }
@@ -204,6 +210,90 @@ func TestANewSupervisorAdoptsTheRunningWorker(t *testing.T) {
 	}
 	if _, err := p.registration("s1"); err == nil {
 		t.Fatal("the adopted worker's registration is left after its exit")
+	}
+}
+
+// TestAnAdoptedWorkerThatRunsOnOnceItsConnectionEndedIsStillThisHosts:
+// an adopted worker asked to stop closes its connection, and its exit may
+// take long (its resources drain); its registration names no other host,
+// so it is not taken for taken over: it is waited for, killed once it runs
+// on past the grace (this one never exits of itself), and what it left is
+// ended.
+func TestAnAdoptedWorkerThatRunsOnOnceItsConnectionEndedIsStillThisHosts(t *testing.T) {
+	p := newPlace(t)
+	childFile := filepath.Join(p.work, "child.pid")
+	t.Setenv("AGENTD_TEST_LEAVE_CHILD", childFile)
+	t.Setenv("AGENTD_TEST_HOLD_EXIT", "1")
+	first := p.start(p.supervisor(), "s1")
+	pidfd, err := proc.OpenPidfd(first.PID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pidfd.Close()
+	defer reap(first.PID)
+	defer proc.SignalPidfd(pidfd, syscall.SIGKILL) // should the test fail, it never exits
+	child, childfd := leftChild(t, childFile)
+	first.Release()
+	reg, err := p.registration("s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.cfg.StopGrace = 100 * time.Millisecond
+	w, err := p.supervisor().Adopt(agentdtest.Context(t), reg)
+	if err != nil {
+		t.Fatalf("adopting the worker: %v", err)
+	}
+	defer w.Kill()
+	w.Stop(agentdtest.Context(t))
+	if !w.Exited() {
+		t.Fatalf("an adopted worker that ran on once its connection ended ended with %v", w.Err())
+	}
+	awaitGone(t, w.PID, pidfd)
+	awaitGone(t, child, childfd)
+	if _, err := p.registration("s1"); err == nil {
+		t.Fatal("the worker's registration is left")
+	}
+}
+
+// TestAnAdoptedWorkerTakenOverRunsOnForTheOtherHost: a host that adopts a
+// worker another host adopted is named in its registration before the
+// worker closes the other's connection; the other host lets it run on at
+// once, however short its grace, and leaves what it runs alone.
+func TestAnAdoptedWorkerTakenOverRunsOnForTheOtherHost(t *testing.T) {
+	p := newPlace(t)
+	childFile := filepath.Join(p.work, "child.pid")
+	t.Setenv("AGENTD_TEST_LEAVE_CHILD", childFile)
+	first := p.start(p.supervisor(), "s1")
+	defer reap(first.PID)
+	child, _ := leftChild(t, childFile)
+	first.Release()
+	reg, err := p.registration("s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.cfg.StopGrace = time.Millisecond
+	w, err := p.supervisor().Adopt(agentdtest.Context(t), reg)
+	if err != nil {
+		t.Fatalf("adopting the worker: %v", err)
+	}
+	defer w.Kill()
+	other, err := p.supervisor().Adopt(agentdtest.Context(t), reg)
+	if err != nil {
+		t.Fatalf("taking the worker over: %v", err)
+	}
+	defer other.Kill()
+	awaitDone(t, w, "taken over")
+	if !errors.Is(w.Err(), supervisor.ErrSuperseded) {
+		t.Fatalf("a worker taken over ended with %v, want supervisor.ErrSuperseded", w.Err())
+	}
+	if reg, err := p.registration("s1"); err != nil || reg.Host != other.Conn.InstanceID() {
+		t.Fatalf("registration %+v %v, want it to name the host that took the worker over (%s)", reg, err, other.Conn.InstanceID())
+	}
+	if st, err := other.Conn.Status(agentdtest.Context(t)); err != nil || st.PID != first.PID {
+		t.Fatalf("the worker taken over: status %+v %v", st, err)
+	}
+	if supervisor.SessionOf(child) != first.PID {
+		t.Fatal("the process the worker started was ended")
 	}
 }
 

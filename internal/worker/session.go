@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentd-dev/agentd/internal/agent"
 	"github.com/agentd-dev/agentd/internal/fanout"
+	"github.com/agentd-dev/agentd/internal/home"
 	"github.com/agentd-dev/agentd/internal/llm"
 	"github.com/agentd-dev/agentd/internal/resource"
 	"github.com/agentd-dev/agentd/internal/server"
@@ -63,6 +64,7 @@ type session struct {
 	fanout    fanout.Counters   // what the subscriptions' queues merged, skipped and evicted
 	base      context.Context   // cancelled when the worker stops
 	checkIdle func()            // constant once serving: the host's CheckIdle
+	homeDir   string            // constant: the home the worker registers in
 	header    protocol.Session  // guarded by mu: with the session's model, thinking and approval policy
 
 	mu       sync.Mutex
@@ -79,6 +81,7 @@ type session struct {
 	lastTurn *protocol.TurnSnapshot         // guarded by mu: the latest turn, recovered ones included
 	claimed  bool                           // guarded by mu: a host has attached
 	host     *connection                    // guarded by mu: the latest host connection
+	reg      home.WorkerRegistration        // guarded by mu: the worker's registration, once serving
 	messages map[string]protocol.QueueEntry // guarded by mu: submitted messages by id, as they stand
 	allowed  map[string]bool                // guarded by mu: tools a person allowed for the rest of the session
 }

@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentd-dev/agentd/internal/fanout"
+	"github.com/agentd-dev/agentd/internal/home"
 	"github.com/agentd-dev/agentd/internal/link"
 	"github.com/agentd-dev/agentd/internal/server"
 	"github.com/agentd-dev/agentd/internal/transport"
@@ -295,7 +296,9 @@ type connection struct {
 // connection supersedes the host connections before it: a host that
 // adopts the worker is its only host from then on, and what an earlier
 // one (replaced, or thought dead) still sends is never applied, as its
-// connection is closed.
+// connection is closed. The registration names the new host before the
+// earlier one's connection closes, so that the earlier host, reading it
+// then, knows it was taken over, however long the worker runs on.
 func (s *session) AttachConnection(id server.Identity, out *server.OutboundWriter) server.Attachment {
 	c := &connection{s: s, id: id, out: out}
 	s.mu.Lock()
@@ -303,6 +306,10 @@ func (s *session) AttachConnection(id server.Identity, out *server.OutboundWrite
 	prev := s.host
 	if id.Surface == link.SurfaceHost {
 		s.host = c
+		s.reg.Host = id.ClientInstanceID
+		if err := home.WriteWorkerRegistration(s.homeDir, s.reg); err != nil {
+			s.logger.Warn("naming the host in the worker's registration", "err", err)
+		}
 	} else {
 		prev = nil
 	}

@@ -98,6 +98,7 @@ func Run(ctx context.Context, cfg Config) error {
 		logger:    logger,
 		todo:      &tools.Todo{},
 		base:      base,
+		homeDir:   cfg.Home,
 		header:    cfg.Session,
 		turns:     map[string]*turn{},
 		pending:   map[string]*interaction{},
@@ -134,6 +135,9 @@ func Run(ctx context.Context, cfg Config) error {
 			if st, err := proc.ReadStat(reg.PID); err == nil {
 				reg.ProcessStart = st.StartTime
 			}
+			s.mu.Lock()
+			s.reg = reg
+			s.mu.Unlock()
 			if err := home.WriteWorkerRegistration(cfg.Home, reg); err != nil {
 				logger.Warn("registering the worker", "err", err)
 			}
