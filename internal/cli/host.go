@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"github.com/agentd-dev/agentd/client"
 	"github.com/agentd-dev/agentd/internal/activation"
@@ -36,7 +37,14 @@ func newHostCmd(e *env) *cobra.Command {
 		Short: "Run the agentd host for this home in the foreground.",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := undumpable(); err != nil {
+				return err
+			}
+			keys := takeEnvKeys()
 			oneProcessor()
+			if _, err := toolEnvExtra(); err != nil {
+				return usagef("%v", err)
+			}
 			if idleGrace < 0 {
 				return usagef("--idle-grace must not be negative")
 			}
@@ -53,11 +61,11 @@ func newHostCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			reg, _, err := providers(act.Home)
+			reg, ring, err := providers(act.Home, keys)
 			if err != nil {
 				return err
 			}
-			m := models{reg: reg}
+			m := models{reg: reg, keys: ring}
 			if defModel != "" {
 				if _, _, err := reg.Lookup(defModel); err != nil {
 					return fmt.Errorf("--default-model: %w", err)
@@ -98,7 +106,7 @@ func newHostCmd(e *env) *cobra.Command {
 					c.Compose = sessions.Compose(sessions.Config{
 						Home: act.Home, RuntimeDir: act.RuntimeDir, HostID: act.HostID,
 						WorkerIdleGrace: workerGrace, WorkerLog: out, WorkerLogFormat: logFormat,
-						Models: m, Logger: logger,
+						Models: m, Logger: logger, WorkerKeys: keys,
 					})
 					return nil
 				},
@@ -121,6 +129,18 @@ func newHostCmd(e *env) *cobra.Command {
 	cmd.Flags().BoolVar(&replace, "replace", false, "take the home over from the host running for it, which hands its live sessions to this one")
 	cmd.Flags().StringVar(&defModel, "default-model", "", "the model (provider/model) of new sessions when none was selected")
 	return cmd
+}
+
+// undumpable makes this process undumpable, as ssh-agent does, before it
+// holds a key: no core dump, and its /proc/<pid>/environ, mem and the like
+// closed, as ptrace is, to every process without CAP_SYS_PTRACE, those of
+// the same user (the agent's commands) included. The host and the workers
+// call it first thing.
+func undumpable() error {
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return fmt.Errorf("making the process undumpable: %w", err)
+	}
+	return nil
 }
 
 // takeOverTimeout bounds how long a replacing host waits for the host it

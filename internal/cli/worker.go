@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -9,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/agentd-dev/agentd/internal/credentials"
 	"github.com/agentd-dev/agentd/internal/tools"
 	"github.com/agentd-dev/agentd/internal/version"
 	"github.com/agentd-dev/agentd/internal/worker"
@@ -34,16 +37,60 @@ const systemPrompt = `You are a coding agent working in a person's project direc
 Read before you change; prefer small, exact edits; run commands to check your work.
 When you are done, answer briefly with what you did and what you found.`
 
+// handedKeys reads the keys a worker's host hands it on the file
+// descriptor fd (none when fd is 0): one JSON object of provider name to
+// key, up to the end of the file, which it closes.
+func handedKeys(fd int) (map[string]string, error) {
+	keys := map[string]string{}
+	if fd <= 0 {
+		return keys, nil
+	}
+	f := os.NewFile(uintptr(fd), "keys")
+	if f == nil {
+		return nil, usagef("--keys-fd %d: not an open file descriptor", fd)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, credentials.MaxFileBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("--keys-fd: reading the keys: %w", err)
+	}
+	if len(data) > credentials.MaxFileBytes {
+		return nil, fmt.Errorf("--keys-fd: more than %d bytes of keys", credentials.MaxFileBytes)
+	}
+	if err := json.Unmarshal(data, &keys); err != nil {
+		return nil, fmt.Errorf("--keys-fd: not a JSON object of keys by provider")
+	}
+	for name, key := range keys {
+		if err := credentials.CheckProvider(name); err != nil {
+			return nil, fmt.Errorf("--keys-fd: %w", err)
+		}
+		if err := credentials.CheckKey(key); err != nil {
+			return nil, fmt.Errorf("--keys-fd: the %s key: %w", name, err)
+		}
+	}
+	return keys, nil
+}
+
 func newWorkerCmd(e *env) *cobra.Command {
 	var cfg worker.Config
 	var logFormat string
-	var readyFD int
+	var readyFD, keysFD int
 	cmd := &cobra.Command{
 		Use:    "worker",
 		Short:  "Run one session's worker; the host starts it, never a person.",
 		Hidden: true,
 		Args:   noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := undumpable(); err != nil {
+				return err
+			}
+			// The worker's keys are those its host hands it, never its
+			// environment's.
+			takeEnvKeys()
+			keys, err := handedKeys(keysFD)
+			if err != nil {
+				return err
+			}
 			oneProcessor()
 			for flag, v := range map[string]string{"--session": cfg.Session.SessionID, "--socket": cfg.SocketPath, "--home": cfg.Home, "--cwd": cfg.Session.Cwd, "--transcript": cfg.TranscriptPath} {
 				if v == "" {
@@ -54,12 +101,16 @@ func newWorkerCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			reg, keys, err := providers(cfg.Home)
+			extra, err := toolEnvExtra()
+			if err != nil {
+				return err
+			}
+			reg, ring, err := providers(cfg.Home, keys)
 			if err != nil {
 				return err
 			}
 			cfg.Providers = models{reg: reg}
-			cfg.ToolEnv = keys.toolEnv
+			cfg.ToolEnv = func() []string { return ring.toolEnv(extra) }
 			cfg.Tools = tools.Builtin()
 			cfg.System = systemPrompt
 			cfg.Logger = logger.With("role", "worker")
@@ -86,5 +137,6 @@ func newWorkerCmd(e *env) *cobra.Command {
 	fl.DurationVar(&cfg.OrphanGrace, "orphan-grace", 0, "how long to live on with no host connected and no turn running (0: forever)")
 	fl.StringVar(&logFormat, "log-format", "text", "log format: text or json")
 	fl.IntVar(&readyFD, "ready-fd", 0, "a file descriptor to write to once the worker serves")
+	fl.IntVar(&keysFD, "keys-fd", 0, "a file descriptor to read the providers' keys from, as one JSON object, to its end")
 	return cmd
 }
