@@ -59,15 +59,18 @@ var arrows = map[string][]string{
 	"internal/sessions":   {"internal/catalog", "internal/fanout", "internal/home", "internal/link", "internal/server", "internal/supervisor", "internal/transport", "protocol"},
 	"internal/supervisor": {"internal/home", "internal/link", "internal/proc", "protocol"},
 	"internal/tools":      {"internal/atomicfile", "internal/llm", "internal/proc", "protocol"},
-	"internal/transcript": {"protocol"},
+	// its file opened without following a symbolic link
+	"internal/transcript": {"internal/atomicfile", "protocol"},
 	"internal/transport":  {"protocol"},
 	"internal/tui":        {"client", "protocol"},
 	"internal/version":    {},
 	// the worker names the composition it serves and the host surface it
 	// trusts as the link defines them, the two ends of one connection
 	"internal/worker": {"internal/agent", "internal/fanout", "internal/home", "internal/link", "internal/llm", "internal/proc", "internal/resource", "internal/server", "internal/tools", "internal/transcript", "internal/transport", "protocol"},
+	// the host's log opened without following a symbolic link, as every
+	// file agentd keeps in its own directories
 	"internal/cli": {
-		"client", "internal/activation", "internal/credentials", "internal/home", "internal/host", "internal/llm", "internal/proc", "internal/provider", "internal/provider/anthropic", "internal/provider/faux",
+		"client", "internal/activation", "internal/atomicfile", "internal/credentials", "internal/home", "internal/host", "internal/llm", "internal/proc", "internal/provider", "internal/provider/anthropic", "internal/provider/faux",
 		"internal/provider/openai", "internal/redact", "internal/sessions", "internal/startenv", "internal/tools", "internal/transcript",
 		"internal/tui", "internal/version", "internal/worker", "protocol",
 	},

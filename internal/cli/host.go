@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentd-dev/agentd/client"
 	"github.com/agentd-dev/agentd/internal/activation"
+	"github.com/agentd-dev/agentd/internal/atomicfile"
 	"github.com/agentd-dev/agentd/internal/home"
 	"github.com/agentd-dev/agentd/internal/host"
 	"github.com/agentd-dev/agentd/internal/redact"
@@ -94,14 +95,18 @@ func newHostCmd(e *env) *cobra.Command {
 				Version: version.String(), IdleGrace: idleGrace, LogFile: logFile,
 				Held: func(c *host.Config) error {
 					var out io.Writer = e.stderr
+					replaced := false
 					if logFile != "" {
-						f, err := openLog(logFile)
+						f, linked, err := openLog(logFile)
 						if err != nil {
 							return err
 						}
-						logf, out = f, f
+						logf, out, replaced = f, f, linked
 					}
 					logger = logTo(out)
+					if replaced {
+						logger.Warn("the log's path held a symbolic link: it was replaced by the log, not followed", "path", logFile)
+					}
 					c.Logger = logger
 					c.Compose = sessions.Compose(sessions.Config{
 						Home: act.Home, RuntimeDir: act.RuntimeDir, HostID: act.HostID,
@@ -232,14 +237,21 @@ func loggerFor(format, level string) (func(io.Writer) *slog.Logger, error) {
 const maxLogBytes = 8 << 20
 
 // openLog opens path for appending, first moving it to path.1 when it has
-// grown past maxLogBytes.
-func openLog(path string) (*os.File, error) {
-	if fi, err := os.Stat(path); err == nil && fi.Size() > maxLogBytes {
+// grown past maxLogBytes. A symbolic link at path is never followed: it
+// is replaced by the log, which replaced reports.
+func openLog(path string) (f *os.File, replaced bool, err error) {
+	if fi, err := os.Lstat(path); err == nil && fi.Mode().IsRegular() && fi.Size() > maxLogBytes {
 		os.Rename(path, path+".1")
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("opening the log: %w", err)
+	f, err = atomicfile.Open(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if errors.Is(err, atomicfile.ErrSymlink) {
+		replaced = true
+		if err = os.Remove(path); err == nil {
+			f, err = atomicfile.Open(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|os.O_EXCL, 0o600)
+		}
 	}
-	return f, nil
+	if err != nil {
+		return nil, replaced, fmt.Errorf("opening the log: %w", err)
+	}
+	return f, replaced, nil
 }

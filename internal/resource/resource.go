@@ -21,6 +21,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/agentd-dev/agentd/internal/atomicfile"
 	"github.com/agentd-dev/agentd/internal/proc"
 	"github.com/agentd-dev/agentd/protocol"
 )
@@ -236,7 +237,7 @@ func (m *Manager) start(in StartInput, watch func([]byte)) (protocol.Resource, <
 	}
 	if m.cfg.Dir != "" {
 		if err := os.MkdirAll(m.cfg.Dir, 0o700); err == nil {
-			r.log, err = os.OpenFile(filepath.Join(m.cfg.Dir, ref+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+			r.log, err = atomicfile.Open(filepath.Join(m.cfg.Dir, ref+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 		}
 		if err != nil {
 			m.cfg.Logger.Error("a resource's output log cannot be written; its output is kept in memory only", "ref", ref, "err", err)
