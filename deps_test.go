@@ -52,8 +52,10 @@ var arrows = map[string][]string{
 	"internal/provider/providertest": {"internal/llm"},
 	"internal/redact":                {},
 	"internal/startenv":              {},
-	"internal/resource":              {"internal/atomicfile", "internal/proc", "protocol"},
-	"internal/server":                {"internal/home", "internal/redact", "internal/transport", "protocol"},
+	// a command's output kept, logged and sent without the keys the
+	// process holds
+	"internal/resource": {"internal/atomicfile", "internal/proc", "internal/redact", "protocol"},
+	"internal/server":   {"internal/home", "internal/redact", "internal/transport", "protocol"},
 	// the host's own connection to a session's worker, never the public client
 	"internal/link":       {"internal/transport", "protocol"},
 	"internal/sessions":   {"internal/catalog", "internal/fanout", "internal/home", "internal/link", "internal/server", "internal/supervisor", "internal/transport", "protocol"},
@@ -65,8 +67,9 @@ var arrows = map[string][]string{
 	"internal/tui":        {"client", "protocol"},
 	"internal/version":    {},
 	// the worker names the composition it serves and the host surface it
-	// trusts as the link defines them, the two ends of one connection
-	"internal/worker": {"internal/agent", "internal/fanout", "internal/home", "internal/link", "internal/llm", "internal/proc", "internal/resource", "internal/server", "internal/tools", "internal/transcript", "internal/transport", "protocol"},
+	// trusts as the link defines them, the two ends of one connection;
+	// what it records and sends is redacted of the keys it holds
+	"internal/worker": {"internal/agent", "internal/fanout", "internal/home", "internal/link", "internal/llm", "internal/proc", "internal/redact", "internal/resource", "internal/server", "internal/tools", "internal/transcript", "internal/transport", "protocol"},
 	// the host's log opened without following a symbolic link, as every
 	// file agentd keeps in its own directories
 	"internal/cli": {

@@ -45,7 +45,20 @@ func newKeyring(home string, env map[string]string) *keyring {
 	for _, key := range env {
 		redact.Register(key)
 	}
-	return &keyring{env: env, file: credentials.NewStore(home)}
+	k := &keyring{env: env, file: credentials.NewStore(home)}
+	k.stored()
+	return k
+}
+
+// stored returns the credentials file as it is now, its keys made known
+// to redaction: no log, transcript or output of this process shows one,
+// used or not.
+func (k *keyring) stored() credentials.File {
+	f, _ := k.file.Current()
+	for _, key := range f.Keys {
+		redact.Register(key)
+	}
+	return f
 }
 
 // takeEnvKeys takes the providers' keys out of this process's
@@ -73,8 +86,7 @@ func takeEnvKeys() map[string]string {
 
 // Key returns the key of the provider named name and where it comes from.
 func (k *keyring) Key(name string) (string, string) {
-	if key := k.file.Key(name); key != "" {
-		redact.Register(key)
+	if key := k.stored().Keys[name]; key != "" {
 		return key, provider.SourceFile
 	}
 	if key := k.env[name]; key != "" {
@@ -142,8 +154,7 @@ func (k *keyring) toolEnv(extra []string) []string {
 	for _, key := range k.env {
 		keys[key] = true
 	}
-	f, _ := k.file.Current()
-	for _, key := range f.Keys {
+	for _, key := range k.stored().Keys {
 		keys[key] = true
 	}
 	var env []string

@@ -6,6 +6,7 @@
 package redact
 
 import (
+	"bytes"
 	"context"
 	"log/slog"
 	"regexp"
@@ -101,6 +102,140 @@ func registered(s string) string {
 		s = strings.ReplaceAll(s, secret[len(secret)-minSuffix:], Marker)
 	}
 	return s
+}
+
+// Secrets returns s with every registered secret, and every run of its
+// last characters String would remove, replaced by Marker. Unlike String
+// it leaves the shapes of keys and key=value pairs alone: it is for
+// content (a transcript, a command's output, a session's deltas), where
+// those shapes are ordinary text and only the keys this process holds
+// must not pass.
+func Secrets(s string) string {
+	if !holds(s) {
+		return s
+	}
+	return registered(s)
+}
+
+// Bytes is Secrets for b. It returns b itself, without copying, when b
+// holds no registered secret.
+func Bytes(b []byte) []byte {
+	if !holds(b) {
+		return b
+	}
+	return []byte(registered(string(b)))
+}
+
+// holds reports whether s holds the tail of a registered secret, as every
+// text with a whole one does.
+func holds[T string | []byte](s T) bool {
+	secrets.mu.RLock()
+	defer secrets.mu.RUnlock()
+	for _, secret := range secrets.list {
+		tail := secret[len(secret)-minSuffix:]
+		switch s := any(s).(type) {
+		case string:
+			if strings.Contains(s, tail) {
+				return true
+			}
+		case []byte:
+			if bytes.Contains(s, []byte(tail)) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// minHold is the shortest start of a secret a Stream holds back at the end
+// of a piece. Shorter starts go out at once, so that a terminal's echo of
+// a key stroke is never held; the rest of a secret they start is
+// recognised at the start of the next piece.
+const minHold = 4
+
+// Stream removes the registered secrets from output that arrives in
+// pieces, a secret cut in two by the end of a piece included: the end of
+// a piece that may begin a secret (minHold bytes of it or more) is held
+// back until the next piece shows whether it does; the rest of a secret
+// whose first bytes went out with the last piece is replaced at the start
+// of the next. The zero Stream is ready to use; it is not safe for
+// concurrent use.
+type Stream struct {
+	held []byte // the end of the last piece, held back
+	sent []byte // the last bytes that went out, up to minHold-1
+}
+
+// Redact returns what of p (after what was held back) may go out now, the
+// registered secrets replaced by Marker. The result may share memory with
+// p and is valid until the next call.
+func (s *Stream) Redact(p []byte) []byte {
+	secrets.mu.RLock()
+	list := secrets.list
+	secrets.mu.RUnlock()
+	if len(list) == 0 && len(s.held) == 0 {
+		return p
+	}
+	data := p
+	if len(s.held) > 0 {
+		data = append(s.held, p...)
+		s.held = nil
+	}
+	data = s.restOfSent(data, list)
+	keep := len(data)
+	for _, secret := range list {
+		keep = min(keep, len(data)-partialEnd(data, secret))
+	}
+	if keep < len(data) {
+		s.held = append([]byte(nil), data[keep:]...)
+	}
+	out := Bytes(data[:keep])
+	s.remember(out)
+	return out
+}
+
+// Flush returns what is held back, at the end of the output.
+func (s *Stream) Flush() []byte {
+	out := Bytes(s.held)
+	s.held = nil
+	s.remember(out)
+	return out
+}
+
+// remember keeps the last bytes of out, which went out, for restOfSent.
+func (s *Stream) remember(out []byte) {
+	if len(out) >= minHold-1 {
+		s.sent = append(s.sent[:0], out[len(out)-(minHold-1):]...)
+		return
+	}
+	s.sent = append(s.sent, out...)
+	if len(s.sent) > minHold-1 {
+		s.sent = s.sent[len(s.sent)-(minHold-1):]
+	}
+}
+
+// restOfSent replaces the start of data when it is the rest of a secret
+// whose first bytes (fewer than minHold) ended what went out before.
+func (s *Stream) restOfSent(data []byte, list []string) []byte {
+	for _, secret := range list {
+		for k := min(len(s.sent), minHold-1); k > 0; k-- {
+			if string(s.sent[len(s.sent)-k:]) == secret[:k] && strings.HasPrefix(string(data), secret[k:]) {
+				return append([]byte(Marker), data[len(secret)-k:]...)
+			}
+		}
+	}
+	return data
+}
+
+// partialEnd returns the length of the longest end of data, minHold bytes
+// or more and shorter than secret, that secret starts with; 0 when none.
+func partialEnd(data []byte, secret string) int {
+	from := max(0, len(data)-len(secret)+1)
+	for i := from; i <= len(data)-minHold; i++ {
+		if data[i] == secret[0] && strings.HasPrefix(secret, string(data[i:])) {
+			return len(data) - i
+		}
+	}
+	return 0
 }
 
 // Handler wraps an slog.Handler so that messages and string attributes are
