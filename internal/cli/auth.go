@@ -109,16 +109,18 @@ func newAuthCmd(e *env) *cobra.Command {
 }
 
 // sayDefault tells, once a key of provider name is stored, that the
-// default model of new sessions has not changed, which it is, and how to
-// choose one of the provider's.
+// default model of new sessions has not changed, which it is when a host
+// runs to say it (none is started for it), and how to choose one of the
+// provider's.
 func sayDefault(cmd *cobra.Command, w io.Writer, name string) {
 	def, model := "", name+"/MODEL"
-	err := withHost(cmd, func(ctx context.Context, c *client.Conn) error {
+	ctx, cancel := context.WithTimeout(cmd.Context(), requestTimeout)
+	defer cancel()
+	c, _, _, err := activation.Open(ctx, activation.OpenOptions{NoStart: true, Options: client.Options{Surface: protocol.SurfaceCLI}})
+	if err == nil {
+		defer c.Close()
 		res, err := client.Call(ctx, c, protocol.OpModelsList, protocol.ModelsListInput{})
-		if err != nil {
-			return err
-		}
-		if res.Default != nil {
+		if err == nil && res.Default != nil {
 			def = res.Default.Provider + "/" + res.Default.ModelID
 		}
 		for _, m := range res.Models {
@@ -127,9 +129,8 @@ func sayDefault(cmd *cobra.Command, w io.Writer, name string) {
 				break
 			}
 		}
-		return nil
-	})
-	if err != nil || def == "" {
+	}
+	if def == "" {
 		fmt.Fprintf(w, "the default model of new sessions is unchanged (`agentd models` marks it); `agentd models select %s` makes a %s model the default\n", model, name)
 		return
 	}
