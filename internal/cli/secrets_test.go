@@ -1,11 +1,13 @@
 package cli_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -27,6 +29,8 @@ const envProbe = "PROBE_WITHOUT_CAPS"
 // file: "label: readable", "label: denied" or "label: <error>". The test
 // runs as root, whose CAP_SYS_PTRACE opens any process's files: without
 // it, what stays closed is closed to any process of the same user.
+// (Without capabilities it may open the files only of processes without
+// more capabilities than it has, dumpable ones.)
 func probeWithoutCaps(args []string) int {
 	// Capabilities belong to a thread: the opens below run on this one.
 	runtime.LockOSThread()
@@ -54,6 +58,23 @@ func probeWithoutCaps(args []string) int {
 	return 0
 }
 
+// startWithoutCaps starts cmd with an empty capability bounding set: run
+// as root, it and what it starts have no capabilities, as processes of
+// an ordinary user have none. The bounding set belongs to a thread and is
+// inherited by what it forks: it is dropped on a thread of its own, which
+// ends with its goroutine, never unlocked.
+func startWithoutCaps(cmd *exec.Cmd) error {
+	started := make(chan error)
+	go func() {
+		runtime.LockOSThread()
+		for c := 0; c <= unix.CAP_LAST_CAP; c++ {
+			unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0)
+		}
+		started <- cmd.Start()
+	}()
+	return <-started
+}
+
 func TestNoProcessTheAgentsCommandsReachHoldsAReadableKey(t *testing.T) {
 	p := newPlace(t)
 	const envKey, storedKey = "sk-ant-env-Pw83nVbXcZaQeRtY", "sk-stored-Lm47dJqHkWoPuIyT"
@@ -62,7 +83,26 @@ func TestNoProcessTheAgentsCommandsReachHoldsAReadableKey(t *testing.T) {
 	}
 	// The worker lives on after the run, for its environment to be read.
 	p.extraEnv = append(append(p.extraEnv, noKeys...), "ANTHROPIC_API_KEY="+envKey, "AGENTD_WORKER_IDLE_GRACE=1h")
-	host := p.statusJSON().PID
+	// The host, its workers and their commands run without capabilities,
+	// as an ordinary user's processes do: a process of the same user then
+	// reads another's /proc files unless it is undumpable.
+	status := p.command("status", "--json")
+	var stdout, stderr bytes.Buffer
+	status.Stdout, status.Stderr = &stdout, &stderr
+	if err := startWithoutCaps(status); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitCommand(t, status, "agentd status"); err != nil {
+		t.Fatalf("status: %v: %s", err, stderr.String())
+	}
+	var st protocol.HostStatus
+	if err := json.Unmarshal(stdout.Bytes(), &st); err != nil {
+		t.Fatal(err)
+	}
+	host := st.PID
+	if caps := capsOf(t, host); caps != "0000000000000000" {
+		t.Fatalf("the host runs with capabilities %s", caps)
+	}
 
 	// The agent's command probes, without capabilities, its worker (its
 	// shell's parent) and the host; the shell itself, of the same user,
@@ -102,6 +142,22 @@ func TestNoProcessTheAgentsCommandsReachHoldsAReadableKey(t *testing.T) {
 			t.Errorf("the worker's environment holds %q", banned)
 		}
 	}
+}
+
+// capsOf returns the permitted capabilities of process pid, in hex.
+func capsOf(t *testing.T, pid int) string {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(string(b)) {
+		if rest, ok := strings.CutPrefix(line, "CapPrm:"); ok {
+			return strings.TrimSpace(rest)
+		}
+	}
+	t.Fatalf("no CapPrm in the status of %d", pid)
+	return ""
 }
 
 func TestAKeyAToolPrintsReachesNoTranscriptResourceLogDeltaOrHostLog(t *testing.T) {

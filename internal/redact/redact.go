@@ -59,7 +59,7 @@ const minSecret = 12
 // secrets are the values Register was given, longest first.
 var secrets struct {
 	mu   sync.RWMutex
-	list []string // guarded by mu
+	list []string // guarded by mu; replaced whole, never changed in place
 }
 
 // Register makes String remove secret, and any run of its last minSuffix
@@ -76,8 +76,10 @@ func Register(secret string) {
 	if slices.Contains(secrets.list, secret) {
 		return
 	}
-	secrets.list = append(secrets.list, secret)
-	slices.SortFunc(secrets.list, func(a, b string) int { return len(b) - len(a) })
+	// A new list: a Stream reads the one it got without the lock.
+	list := append(slices.Clone(secrets.list), secret)
+	slices.SortFunc(list, func(a, b string) int { return len(b) - len(a) })
+	secrets.list = list
 }
 
 // String returns s with every secret it recognises replaced by Marker.
@@ -147,22 +149,24 @@ func holds[T string | []byte](s T) bool {
 	return false
 }
 
-// minHold is the shortest start of a secret a Stream holds back at the end
-// of a piece. Shorter starts go out at once, so that a terminal's echo of
-// a key stroke is never held; the rest of a secret they start is
-// recognised at the start of the next piece.
-const minHold = 4
+// minHold is how much of a secret's start a Stream must have seen before
+// it holds output back: a shorter start goes out at once, so that a
+// terminal's echo of ordinary text is not held, and the rest of the
+// secret is recognised as it comes. It is long enough to cover the
+// prefixes keys share (sk-ant-, sk-proj-), which is all that goes out of
+// a secret cut in pieces.
+const minHold = 8
 
 // Stream removes the registered secrets from output that arrives in
-// pieces, a secret cut in two by the end of a piece included: the end of
-// a piece that may begin a secret (minHold bytes of it or more) is held
-// back until the next piece shows whether it does; the rest of a secret
-// whose first bytes went out with the last piece is replaced at the start
-// of the next. The zero Stream is ready to use; it is not safe for
-// concurrent use.
+// pieces, a secret cut in two (or more) by the ends of pieces included:
+// output that may be a secret's start, minHold bytes of it or more, is
+// held back until the next piece shows whether it is; a secret whose
+// first bytes went out before is replaced from where the output goes on
+// with it. The zero Stream is ready to use; it is not safe for concurrent
+// use.
 type Stream struct {
-	held []byte // the end of the last piece, held back
-	sent []byte // the last bytes that went out, up to minHold-1
+	held []byte // output held back: it may be part of a secret
+	sent []byte // the last bytes that went out, fewer than the longest secret's
 }
 
 // Redact returns what of p (after what was held back) may go out now, the
@@ -170,7 +174,7 @@ type Stream struct {
 // p and is valid until the next call.
 func (s *Stream) Redact(p []byte) []byte {
 	secrets.mu.RLock()
-	list := secrets.list
+	list := secrets.list // replaced, never changed in place
 	secrets.mu.RUnlock()
 	if len(list) == 0 && len(s.held) == 0 {
 		return p
@@ -180,7 +184,13 @@ func (s *Stream) Redact(p []byte) []byte {
 		data = append(s.held, p...)
 		s.held = nil
 	}
-	data = s.restOfSent(data, list)
+	switch n, whole := s.continued(data, list); {
+	case n > 0 && !whole:
+		s.held = append([]byte(nil), data...)
+		return nil
+	case n > 0:
+		data = append([]byte(Marker), data[n:]...)
+	}
 	keep := len(data)
 	for _, secret := range list {
 		keep = min(keep, len(data)-partialEnd(data, secret))
@@ -189,7 +199,7 @@ func (s *Stream) Redact(p []byte) []byte {
 		s.held = append([]byte(nil), data[keep:]...)
 	}
 	out := Bytes(data[:keep])
-	s.remember(out)
+	s.remember(out, list)
 	return out
 }
 
@@ -197,33 +207,41 @@ func (s *Stream) Redact(p []byte) []byte {
 func (s *Stream) Flush() []byte {
 	out := Bytes(s.held)
 	s.held = nil
-	s.remember(out)
 	return out
 }
 
-// remember keeps the last bytes of out, which went out, for restOfSent.
-func (s *Stream) remember(out []byte) {
-	if len(out) >= minHold-1 {
-		s.sent = append(s.sent[:0], out[len(out)-(minHold-1):]...)
-		return
-	}
-	s.sent = append(s.sent, out...)
-	if len(s.sent) > minHold-1 {
-		s.sent = s.sent[len(s.sent)-(minHold-1):]
-	}
-}
-
-// restOfSent replaces the start of data when it is the rest of a secret
-// whose first bytes (fewer than minHold) ended what went out before.
-func (s *Stream) restOfSent(data []byte, list []string) []byte {
+// continued reports whether data goes on with a secret whose first bytes
+// went out last: n is how many bytes of data are of that secret, and
+// whole whether they end it (else all of data is its next part, minHold
+// bytes of it or more seen).
+func (s *Stream) continued(data []byte, list []string) (n int, whole bool) {
 	for _, secret := range list {
-		for k := min(len(s.sent), minHold-1); k > 0; k-- {
-			if string(s.sent[len(s.sent)-k:]) == secret[:k] && strings.HasPrefix(string(data), secret[k:]) {
-				return append([]byte(Marker), data[len(secret)-k:]...)
+		for k := min(len(s.sent), len(secret)-1); k > 0; k-- {
+			if !bytes.HasSuffix(s.sent, []byte(secret[:k])) {
+				continue
+			}
+			rest := secret[k:]
+			switch {
+			case bytes.HasPrefix(data, []byte(rest)):
+				return len(rest), true
+			case k+len(data) >= minHold && strings.HasPrefix(rest, string(data)):
+				return len(data), false
 			}
 		}
 	}
-	return data
+	return 0, false
+}
+
+// remember keeps the last bytes of out, which went out, for continued.
+func (s *Stream) remember(out []byte, list []string) {
+	keep := 0
+	for _, secret := range list {
+		keep = max(keep, len(secret)-1)
+	}
+	s.sent = append(s.sent, out...)
+	if len(s.sent) > keep {
+		s.sent = append(s.sent[:0], s.sent[len(s.sent)-keep:]...)
+	}
 }
 
 // partialEnd returns the length of the longest end of data, minHold bytes
