@@ -12,10 +12,13 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/agentd-dev/agentd/internal/activation"
+	"github.com/agentd-dev/agentd/internal/home"
+	"github.com/agentd-dev/agentd/internal/proc"
 	"github.com/agentd-dev/agentd/protocol"
 )
 
@@ -273,5 +276,42 @@ func TestToolEnvNamesThatAreNoVariableAKeyOrAgentdsOwnAreRefused(t *testing.T) {
 		if code != 2 || !strings.Contains(errOut, "AGENTD_TOOL_ENV: "+c.says) {
 			t.Errorf("AGENTD_TOOL_ENV=%s: exit %d %q; want exit 2 saying %q", c.value, code, errOut, c.says)
 		}
+	}
+}
+
+func TestAForgedWorkerRegistrationLeavesTheProcessItNamesRunning(t *testing.T) {
+	p := newPlace(t)
+	sleep := exec.Command("sleep", "1000")
+	if err := sleep.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer sleep.Wait()
+	defer sleep.Process.Kill()
+	st, err := proc.ReadStat(sleep.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Its endpoint names a file of someone's, which stays too.
+	theirs := filepath.Join(t.TempDir(), "theirs.sock")
+	if err := os.WriteFile(theirs, []byte("theirs"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	forged := home.WorkerRegistration{SessionID: "forged", PID: sleep.Process.Pid, ProcessStart: st.StartTime, Endpoint: theirs, Epoch: "e", StartedAt: time.Now()}
+	if err := home.WriteWorkerRegistration(p.home, forged); err != nil {
+		t.Fatal(err)
+	}
+	p.mustRun("status") // a host starts, adopting what is registered before it serves
+	if !proc.RunningSince(sleep.Process.Pid, st.StartTime) {
+		t.Fatal("the process a forged registration names was killed")
+	}
+	if _, err := os.Stat(theirs); err != nil {
+		t.Fatalf("the file the forged registration names as its socket: %v", err)
+	}
+	if _, err := os.Stat(home.WorkerRegistrationPath(p.home, "forged")); err == nil {
+		t.Error("the forged registration is left")
+	}
+	hostLog, _ := os.ReadFile(filepath.Join(p.home, activation.LogFileName))
+	if !strings.Contains(string(hostLog), "not the session's worker") {
+		t.Errorf("the host's log does not say why it left the process alone:\n%s", hostLog)
 	}
 }
