@@ -31,23 +31,35 @@ var keyEnvs = map[string]string{
 
 // keyring is where the providers' keys come from: the home's credentials
 // file, read again whenever it changes, and otherwise the keys the host
-// took from its environment (a worker is handed them by its host). A
-// stored key wins: it is the one a person can change without restarting
-// the host.
+// took from its environment, which a worker is handed by its host once it
+// serves. A stored key wins: it is the one a person can change without
+// restarting the host.
 type keyring struct {
-	env  map[string]string  // constant: provider → key from the host's environment
-	file *credentials.Store // constant
+	file   *credentials.Store // constant
+	handed chan struct{}      // constant; closed once env is set
+	env    map[string]string  // set once, before handed is closed: provider → key
 }
 
-// newKeyring returns the keyring of home's credentials file and env, the
-// keys from the host's environment, which redaction learns.
-func newKeyring(home string, env map[string]string) *keyring {
+func newKeyring(home string) *keyring {
+	k := &keyring{file: credentials.NewStore(home), handed: make(chan struct{})}
+	k.stored()
+	return k
+}
+
+// hand sets the keys from the host's environment, which redaction learns.
+// Call it once.
+func (k *keyring) hand(env map[string]string) {
 	for _, key := range env {
 		redact.Register(key)
 	}
-	k := &keyring{env: env, file: credentials.NewStore(home)}
-	k.stored()
-	return k
+	k.env = env
+	close(k.handed)
+}
+
+// envKeys returns the keys from the host's environment, once handed.
+func (k *keyring) envKeys() map[string]string {
+	<-k.handed
+	return k.env
 }
 
 // stored returns the credentials file as it is now, its keys made known
@@ -89,7 +101,7 @@ func (k *keyring) Key(name string) (string, string) {
 	if key := k.stored().Keys[name]; key != "" {
 		return key, provider.SourceFile
 	}
-	if key := k.env[name]; key != "" {
+	if key := k.envKeys()[name]; key != "" {
 		return key, provider.SourceEnv
 	}
 	return "", ""
@@ -151,8 +163,15 @@ func isEnvName(name string) bool {
 // and LC_*, without any whose value is a key in use.
 func (k *keyring) toolEnv(extra []string) []string {
 	keys := map[string]bool{}
-	for _, key := range k.env {
-		keys[key] = true
+	select {
+	case <-k.handed:
+		for _, key := range k.env {
+			keys[key] = true
+		}
+	default:
+		// Not handed yet (a worker's shells are set up before): no
+		// variable of the worker's holds one of them anyway, since the
+		// host took them out of its environment before it started it.
 	}
 	for _, key := range k.stored().Keys {
 		keys[key] = true
@@ -169,16 +188,14 @@ func (k *keyring) toolEnv(extra []string) []string {
 }
 
 // providers registers the model providers, explicitly, configured from
-// the environment and, for their keys, from home's credentials file and
-// envKeys, the keys the host took from its environment.
-func providers(home string, envKeys map[string]string) (*provider.Registry, *keyring, error) {
+// the environment and, for their keys, from keys.
+func providers(keys *keyring) (*provider.Registry, error) {
 	reg := provider.NewRegistry()
 	f, err := faux.New(faux.Config{ScriptPath: os.Getenv(EnvFauxScript)})
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	reg.Register(f)
-	keys := newKeyring(home, envKeys)
 	retry := provider.DefaultRetryPolicy()
 	anthropicURL := os.Getenv(anthropic.BaseURLEnv)
 	reg.Register(provider.WithRetry(provider.Keyed(anthropic.Name, anthropic.APIKeyEnv, keys, func(key string) llm.Provider {
@@ -188,7 +205,7 @@ func providers(home string, envKeys map[string]string) (*provider.Registry, *key
 	reg.Register(provider.WithRetry(provider.Keyed(openai.Name, openai.APIKeyEnv, keys, func(key string) llm.Provider {
 		return openai.New(openai.Config{APIKey: key, BaseURL: openaiURL})
 	}), retry))
-	return reg, keys, nil
+	return reg, nil
 }
 
 // models adapts the registry to what the host's session service and the
@@ -263,7 +280,7 @@ func (m models) Default() string {
 			}
 			continue
 		}
-		if info.Source == provider.SourceFile && (m.keys == nil || m.keys.env[info.Name] == "") {
+		if info.Source == provider.SourceFile && (m.keys == nil || m.keys.envKeys()[info.Name] == "") {
 			continue
 		}
 		return spec

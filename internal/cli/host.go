@@ -41,7 +41,7 @@ func newHostCmd(e *env) *cobra.Command {
 			if err := undumpable(); err != nil {
 				return err
 			}
-			keys := takeEnvKeys()
+			envKeys := takeEnvKeys()
 			oneProcessor()
 			if _, err := toolEnvExtra(); err != nil {
 				return usagef("%v", err)
@@ -62,11 +62,13 @@ func newHostCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			reg, ring, err := providers(act.Home, keys)
+			keys := newKeyring(act.Home)
+			keys.hand(envKeys)
+			reg, err := providers(keys)
 			if err != nil {
 				return err
 			}
-			m := models{reg: reg, keys: ring}
+			m := models{reg: reg, keys: keys}
 			if defModel != "" {
 				if _, _, err := reg.Lookup(defModel); err != nil {
 					return fmt.Errorf("--default-model: %w", err)
@@ -111,7 +113,7 @@ func newHostCmd(e *env) *cobra.Command {
 					c.Compose = sessions.Compose(sessions.Config{
 						Home: act.Home, RuntimeDir: act.RuntimeDir, HostID: act.HostID,
 						WorkerIdleGrace: workerGrace, WorkerLog: out, WorkerLogFormat: logFormat,
-						Models: m, Logger: logger, WorkerKeys: keys,
+						Models: m, Logger: logger, WorkerKeys: envKeys,
 					})
 					return nil
 				},

@@ -315,3 +315,20 @@ func TestAForgedWorkerRegistrationLeavesTheProcessItNamesRunning(t *testing.T) {
 		t.Errorf("the host's log does not say why it left the process alone:\n%s", hostLog)
 	}
 }
+
+func TestAKeyOfTheHostsEnvironmentIsHandedToItsWorkers(t *testing.T) {
+	p := newSessionPlace(t)
+	fake := fakeAnthropic(t, 1)
+	const key = "sk-ant-env-Gh36jKlZxCvBnMqW"
+	p.extraEnv = append(append(p.extraEnv, noKeys...), "ANTHROPIC_API_KEY="+key, "ANTHROPIC_BASE_URL="+fake.URL)
+	out, errOut, code := p.run("run", "--cwd", p.workDir(), "--model", "anthropic/claude-sonnet-4-5", "hi")
+	if code != 0 || !strings.Contains(out, "Hello, world.") {
+		t.Fatalf("run: exit %d:\n%s\n%s", code, out, errOut)
+	}
+	if reqs := fake.Requests(); len(reqs) != 1 || reqs[0].Header.Get("Authorization") != "Bearer "+key {
+		t.Fatalf("the provider got %d requests, the first with the key: %v", len(reqs), len(reqs) == 1 && reqs[0].Header.Get("Authorization") == "Bearer "+key)
+	}
+	if out := p.mustRun("auth", "ls"); !strings.Contains(out, "the host's environment (ANTHROPIC_API_KEY)") {
+		t.Errorf("auth ls:\n%s", out)
+	}
+}

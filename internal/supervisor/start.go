@@ -46,7 +46,9 @@ func (s *Supervisor) Start(ctx context.Context, sessionID string, args []string)
 	cmd.ExtraFiles = []*os.File{readyW}
 	cmd.Args = append(cmd.Args, "--ready-fd", "3")
 	// The keys go through a pipe of the worker's own (fd 4), never its
-	// environment or argv, which other processes may read.
+	// environment or argv, which other processes may read; and only once
+	// the worker serves, by then undumpable, so that no other process
+	// can read them from its pipe either.
 	var keysW *os.File
 	if len(s.cfg.Keys) > 0 {
 		var keysR *os.File
@@ -64,20 +66,19 @@ func (s *Supervisor) Start(ctx context.Context, sessionID string, args []string)
 	if err != nil {
 		return nil, fmt.Errorf("starting the worker: %w", err)
 	}
-	if keysW != nil {
-		// A few kilobytes at most: the pipe holds them whether or not
-		// the worker reads yet.
-		err = handKeys(keysW, s.cfg.Keys)
-	}
 	pid := cmd.Process.Pid
 	// Not waited for yet, the child keeps its pid: the pidfd names it.
-	var pidfd *os.File
-	if err == nil {
-		pidfd, err = proc.OpenPidfd(pid)
-	}
+	pidfd, err := proc.OpenPidfd(pid)
 	var conn *link.Conn
 	if err == nil {
 		conn, err = dial(ctx, readyR, sock, pid)
+	}
+	if err == nil && keysW != nil {
+		// A few kilobytes at most: the pipe holds them whether or not
+		// the worker reads yet.
+		if err = handKeys(keysW, s.cfg.Keys); err != nil {
+			conn.Close()
+		}
 	}
 	if err != nil {
 		cmd.Process.Kill()
