@@ -57,8 +57,9 @@ var arrows = map[string][]string{
 	"internal/resource": {"internal/atomicfile", "internal/proc", "internal/redact", "protocol"},
 	"internal/server":   {"internal/home", "internal/redact", "internal/transport", "protocol"},
 	// the host's own connection to a session's worker, never the public client
-	"internal/link":       {"internal/transport", "protocol"},
-	"internal/sessions":   {"internal/catalog", "internal/fanout", "internal/home", "internal/link", "internal/server", "internal/supervisor", "internal/transport", "protocol"},
+	"internal/link": {"internal/transport", "protocol"},
+	// why a session's worker ended written without following a link
+	"internal/sessions":   {"internal/atomicfile", "internal/catalog", "internal/fanout", "internal/home", "internal/link", "internal/server", "internal/supervisor", "internal/transport", "protocol"},
 	"internal/supervisor": {"internal/home", "internal/link", "internal/proc", "protocol"},
 	"internal/tools":      {"internal/atomicfile", "internal/llm", "internal/proc", "protocol"},
 	// its file opened without following a symbolic link
