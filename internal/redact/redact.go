@@ -134,19 +134,49 @@ func holds[T string | []byte](s T) bool {
 	secrets.mu.RLock()
 	defer secrets.mu.RUnlock()
 	for _, secret := range secrets.list {
-		tail := secret[len(secret)-minSuffix:]
-		switch s := any(s).(type) {
-		case string:
-			if strings.Contains(s, tail) {
-				return true
-			}
-		case []byte:
-			if bytes.Contains(s, []byte(tail)) {
-				return true
-			}
+		if hasTail(s, secret[len(secret)-minSuffix:]) {
+			return true
 		}
 	}
 	return false
+}
+
+// hasTail reports whether s holds tail. It looks first for the byte of
+// tail that output holds seldom (a digit, else a capital): a key's tail
+// often starts with a letter ordinary text is full of, which a plain
+// search would stop at everywhere.
+func hasTail[T string | []byte](s T, tail string) bool {
+	at := 0
+	for i := range len(tail) {
+		if c := tail[i]; c >= '0' && c <= '9' {
+			at = i
+			break
+		} else if c >= 'A' && c <= 'Z' && at == 0 {
+			at = i
+		}
+	}
+	for from := at; from < len(s); {
+		i := indexByte(s[from:], tail[at])
+		if i < 0 {
+			return false
+		}
+		start := from + i - at
+		if start+len(tail) <= len(s) && string(s[start:start+len(tail)]) == tail {
+			return true
+		}
+		from += i + 1
+	}
+	return false
+}
+
+func indexByte[T string | []byte](s T, c byte) int {
+	switch s := any(s).(type) {
+	case string:
+		return strings.IndexByte(s, c)
+	case []byte:
+		return bytes.IndexByte(s, c)
+	}
+	return -1
 }
 
 // minHold is how much of a secret's start a Stream must have seen before

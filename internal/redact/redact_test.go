@@ -152,3 +152,28 @@ func TestStreamHoldsNothingBackOfOrdinaryOutput(t *testing.T) {
 		}
 	}
 }
+
+func TestHasTailFindsATailWhereverItsSeldomByteIs(t *testing.T) {
+	for _, c := range []struct {
+		s, tail string
+		want    bool
+	}{
+		{"abcdef", "abcdef", true},
+		{"xx abcdef", "abcdef", true},
+		{"abcdef xx", "abcdef", true},
+		{"ab3def", "ab3def", true},
+		{"x3def ab3def", "ab3def", true},
+		{"ab3de", "ab3def", false},
+		{"3defab3de", "ab3def", false},
+		{"oooXyz oooXyzw", "ooXyzw", true},
+		{"oooXyz", "ooXyzw", false},
+		{"", "abcdef", false},
+	} {
+		if got := hasTail(c.s, c.tail); got != c.want {
+			t.Errorf("hasTail(%q, %q) = %v", c.s, c.tail, got)
+		}
+		if got := hasTail([]byte(c.s), c.tail); got != c.want {
+			t.Errorf("hasTail([]byte(%q), %q) = %v", c.s, c.tail, got)
+		}
+	}
+}
