@@ -52,22 +52,29 @@ var arrows = map[string][]string{
 	"internal/provider/providertest": {"internal/llm"},
 	"internal/redact":                {},
 	"internal/startenv":              {},
-	"internal/resource":              {"internal/atomicfile", "internal/proc", "protocol"},
-	"internal/server":                {"internal/home", "internal/redact", "internal/transport", "protocol"},
+	// a command's output kept, logged and sent without the keys the
+	// process holds
+	"internal/resource": {"internal/atomicfile", "internal/proc", "internal/redact", "protocol"},
+	"internal/server":   {"internal/home", "internal/redact", "internal/transport", "protocol"},
 	// the host's own connection to a session's worker, never the public client
-	"internal/link":       {"internal/transport", "protocol"},
-	"internal/sessions":   {"internal/catalog", "internal/fanout", "internal/home", "internal/link", "internal/server", "internal/supervisor", "internal/transport", "protocol"},
+	"internal/link": {"internal/transport", "protocol"},
+	// why a session's worker ended written without following a link
+	"internal/sessions":   {"internal/atomicfile", "internal/catalog", "internal/fanout", "internal/home", "internal/link", "internal/server", "internal/supervisor", "internal/transport", "protocol"},
 	"internal/supervisor": {"internal/home", "internal/link", "internal/proc", "protocol"},
 	"internal/tools":      {"internal/atomicfile", "internal/llm", "internal/proc", "protocol"},
-	"internal/transcript": {"protocol"},
+	// its file opened without following a symbolic link
+	"internal/transcript": {"internal/atomicfile", "protocol"},
 	"internal/transport":  {"protocol"},
 	"internal/tui":        {"client", "protocol"},
 	"internal/version":    {},
 	// the worker names the composition it serves and the host surface it
-	// trusts as the link defines them, the two ends of one connection
-	"internal/worker": {"internal/agent", "internal/fanout", "internal/home", "internal/link", "internal/llm", "internal/proc", "internal/resource", "internal/server", "internal/tools", "internal/transcript", "internal/transport", "protocol"},
+	// trusts as the link defines them, the two ends of one connection;
+	// what it records and sends is redacted of the keys it holds
+	"internal/worker": {"internal/agent", "internal/fanout", "internal/home", "internal/link", "internal/llm", "internal/proc", "internal/redact", "internal/resource", "internal/server", "internal/tools", "internal/transcript", "internal/transport", "protocol"},
+	// the host's log opened without following a symbolic link, as every
+	// file agentd keeps in its own directories
 	"internal/cli": {
-		"client", "internal/activation", "internal/credentials", "internal/home", "internal/host", "internal/llm", "internal/proc", "internal/provider", "internal/provider/anthropic", "internal/provider/faux",
+		"client", "internal/activation", "internal/atomicfile", "internal/credentials", "internal/home", "internal/host", "internal/llm", "internal/proc", "internal/provider", "internal/provider/anthropic", "internal/provider/faux",
 		"internal/provider/openai", "internal/redact", "internal/sessions", "internal/startenv", "internal/tools", "internal/transcript",
 		"internal/tui", "internal/version", "internal/worker", "protocol",
 	},

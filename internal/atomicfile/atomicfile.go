@@ -10,9 +10,14 @@
 // rename never crosses file systems, and name it "."+base+digits, which
 // RemoveLeftovers recognises. The package knows nothing of what the files
 // hold.
+//
+// Open is how agentd opens, in place, the files it keeps in directories it
+// owns (its log, the credentials file): never through a symbolic link,
+// which would send a write, or a read, to a file of someone's choosing.
 package atomicfile
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -21,7 +26,25 @@ import (
 	"time"
 
 	"github.com/google/renameio/v2"
+	"golang.org/x/sys/unix"
 )
+
+// ErrSymlink is returned by Open for a path that is a symbolic link.
+var ErrSymlink = errors.New("a symbolic link, which agentd does not follow")
+
+// Open opens the file at path as os.OpenFile does, but never through a
+// symbolic link at path (O_NOFOLLOW): a link there is refused with an
+// error wrapping ErrSymlink, whatever it points at, and nothing is
+// created or changed. The directories above path are followed as usual.
+func Open(path string, flag int, perm fs.FileMode) (*os.File, error) {
+	f, err := os.OpenFile(path, flag|unix.O_NOFOLLOW, perm)
+	if errors.Is(err, unix.ELOOP) {
+		if fi, lerr := os.Lstat(path); lerr == nil && fi.Mode()&fs.ModeSymlink != 0 {
+			return nil, &fs.PathError{Op: "open", Path: path, Err: ErrSymlink}
+		}
+	}
+	return f, err
+}
 
 // Write replaces the file at path with data, mode perm. Readers see the
 // old content or the new, never a part; a symbolic link at path is

@@ -2,6 +2,7 @@ package atomicfile
 
 import (
 	"bytes"
+	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -195,4 +196,49 @@ func dirNames(t *testing.T, dir string) []string {
 		names = append(names, e.Name())
 	}
 	return names
+}
+
+func TestOpenRefusesASymbolicLinkAndLeavesItsTargetAlone(t *testing.T) {
+	dir := t.TempDir()
+	target := filepath.Join(dir, "target")
+	if err := os.WriteFile(target, []byte("theirs"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		flag int
+	}{{"to append", os.O_WRONLY | os.O_APPEND | os.O_CREATE}, {"to read", os.O_RDONLY}, {"to truncate", os.O_WRONLY | os.O_TRUNC}} {
+		link := filepath.Join(dir, "link")
+		os.Remove(link)
+		if err := os.Symlink(target, link); err != nil {
+			t.Fatal(err)
+		}
+		f, err := Open(link, c.flag, 0o600)
+		if err == nil {
+			f.Close()
+		}
+		if !errors.Is(err, ErrSymlink) {
+			t.Errorf("Open %s through a link: %v, want ErrSymlink", c.name, err)
+		}
+	}
+	// A dangling link creates nothing where it points.
+	dangling := filepath.Join(dir, "dangling")
+	if err := os.Symlink(filepath.Join(dir, "created"), dangling); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(dangling, os.O_WRONLY|os.O_CREATE, 0o600); !errors.Is(err, ErrSymlink) {
+		t.Errorf("Open through a dangling link: %v, want ErrSymlink", err)
+	}
+	if b, _ := os.ReadFile(target); string(b) != "theirs" {
+		t.Errorf("the target holds %q", b)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "created")); err == nil {
+		t.Error("a file was created through the dangling link")
+	}
+	// A file of its own opens as os.OpenFile opens it.
+	f, err := Open(filepath.Join(dir, "own"), os.O_WRONLY|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
 }

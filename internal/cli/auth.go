@@ -55,6 +55,7 @@ func newAuthCmd(e *env) *cobra.Command {
 				return err
 			}
 			fmt.Fprintf(e.stdout, "stored the %s key; a running host uses it from the next turn\n", name)
+			sayDefault(cmd, e.stdout, name)
 			return nil
 		},
 	}
@@ -105,6 +106,35 @@ func newAuthCmd(e *env) *cobra.Command {
 	ls.Flags().BoolVar(&asJSON, "json", false, "print the providers as JSON (never a key)")
 	cmd.AddCommand(set, rm, ls)
 	return cmd
+}
+
+// sayDefault tells, once a key of provider name is stored, that the
+// default model of new sessions has not changed, which it is when a host
+// runs to say it (none is started for it), and how to choose one of the
+// provider's.
+func sayDefault(cmd *cobra.Command, w io.Writer, name string) {
+	def, model := "", name+"/MODEL"
+	ctx, cancel := context.WithTimeout(cmd.Context(), requestTimeout)
+	defer cancel()
+	c, _, _, err := activation.Open(ctx, activation.OpenOptions{NoStart: true, Options: client.Options{Surface: protocol.SurfaceCLI}})
+	if err == nil {
+		defer c.Close()
+		res, err := client.Call(ctx, c, protocol.OpModelsList, protocol.ModelsListInput{})
+		if err == nil && res.Default != nil {
+			def = res.Default.Provider + "/" + res.Default.ModelID
+		}
+		for _, m := range res.Models {
+			if m.Provider == name {
+				model = m.Provider + "/" + m.ModelID
+				break
+			}
+		}
+	}
+	if def == "" {
+		fmt.Fprintf(w, "the default model of new sessions is unchanged (`agentd models` marks it); `agentd models select %s` makes a %s model the default\n", model, name)
+		return
+	}
+	fmt.Fprintf(w, "new sessions still start with %s, the default model: storing a key does not change it; `agentd models select %s` makes a %s model the default, and `--model` chooses one session's\n", def, model, name)
 }
 
 func nonNil[T any](s []T) []T {

@@ -175,14 +175,18 @@ func TestKeysDoNotReachTheAgentsTools(t *testing.T) {
 	if _, errOut, code := p.runStdin(storedKey, "auth", "set", "openai"); code != 0 {
 		t.Fatalf("auth set: %s", errOut)
 	}
-	p.extraEnv = append(append(p.extraEnv, noKeys...), "ANTHROPIC_API_KEY="+envKey, "COPY_OF_KEY="+storedKey, "PLAIN_VAR=visible")
+	// PLAIN_VAR reaches the commands because AGENTD_TOOL_ENV names it;
+	// COPY_OF_KEY, named too, does not, since it holds a key; UNLISTED is
+	// named nowhere.
+	p.extraEnv = append(append(p.extraEnv, noKeys...), "ANTHROPIC_API_KEY="+envKey, "COPY_OF_KEY="+storedKey, "PLAIN_VAR=visible", "UNLISTED=hidden",
+		"AGENTD_TOOL_ENV=PLAIN_VAR,COPY_OF_KEY")
 	out, errOut, code := p.run("run", "--cwd", p.workDir(), "--model", "faux/echo", "--approve", "all",
-		"run `echo \"A[$ANTHROPIC_API_KEY] O[$OPENAI_API_KEY] C[$COPY_OF_KEY] P[$PLAIN_VAR]\"`")
+		"run `echo \"A[$ANTHROPIC_API_KEY] O[$OPENAI_API_KEY] C[$COPY_OF_KEY] P[$PLAIN_VAR] U[$UNLISTED]\"`")
 	if code != 0 {
 		t.Fatalf("run: exit %d: %s", code, errOut)
 	}
-	if !strings.Contains(out, "A[] O[] C[] P[visible]") {
-		t.Fatalf("the command saw keys, or not the rest of the environment:\n%s", out)
+	if !strings.Contains(out, "A[] O[] C[] P[visible] U[]") {
+		t.Fatalf("the command saw keys, or not the variables named for it:\n%s", out)
 	}
 	id := sessionIDFrom(t, errOut)
 
@@ -190,7 +194,7 @@ func TestKeysDoNotReachTheAgentsTools(t *testing.T) {
 	c := p.open(t)
 	marker := filepath.Join(p.workDir(), "env.txt")
 	start := protocol.ResourceStartInput{SessionID: id, LaunchID: "l1",
-		Command: `echo "A[$ANTHROPIC_API_KEY] O[$OPENAI_API_KEY] C[$COPY_OF_KEY] P[$PLAIN_VAR]" > ` + marker}
+		Command: `echo "A[$ANTHROPIC_API_KEY] O[$OPENAI_API_KEY] C[$COPY_OF_KEY] P[$PLAIN_VAR] U[$UNLISTED]" > ` + marker}
 	if _, err := client.Call(agentdtest.Context(t), c, protocol.OpRuntimeResourceStart, start); err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +203,7 @@ func TestKeysDoNotReachTheAgentsTools(t *testing.T) {
 		seen, _ = os.ReadFile(marker)
 		return bytes.HasSuffix(seen, []byte("\n"))
 	})
-	if string(seen) != "A[] O[] C[] P[visible]\n" {
+	if string(seen) != "A[] O[] C[] P[visible] U[]\n" {
 		t.Fatalf("a shell run saw keys, or not the rest of the environment: %q", seen)
 	}
 

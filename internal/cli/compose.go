@@ -30,76 +30,172 @@ var keyEnvs = map[string]string{
 }
 
 // keyring is where the providers' keys come from: the home's credentials
-// file, read again whenever it changes, and otherwise the environment the
-// process started with. A stored key wins: it is the one a person can
-// change without restarting the host.
+// file, read again whenever it changes, and otherwise the keys the host
+// took from its environment, which a worker is handed by its host once it
+// serves. A stored key wins: it is the one a person can change without
+// restarting the host.
 type keyring struct {
-	env  map[string]string  // constant: provider → key from the environment
-	file *credentials.Store // constant
+	file   *credentials.Store // constant
+	handed chan struct{}      // constant; closed once env is set
+	env    map[string]string  // set once, before handed is closed: provider → key
 }
 
 func newKeyring(home string) *keyring {
-	k := &keyring{env: map[string]string{}, file: credentials.NewStore(home)}
+	k := &keyring{file: credentials.NewStore(home), handed: make(chan struct{})}
+	k.stored()
+	return k
+}
+
+// hand sets the keys from the host's environment, which redaction learns.
+// Call it once.
+func (k *keyring) hand(env map[string]string) {
+	for _, key := range env {
+		redact.Register(key)
+	}
+	k.env = env
+	close(k.handed)
+}
+
+// envKeys returns the keys from the host's environment, once handed.
+func (k *keyring) envKeys() map[string]string {
+	<-k.handed
+	return k.env
+}
+
+// stored returns the credentials file as it is now, its keys made known
+// to redaction: no log, transcript or output of this process shows one,
+// used or not.
+func (k *keyring) stored() credentials.File {
+	f, _ := k.file.Current()
+	for _, key := range f.Keys {
+		redact.Register(key)
+	}
+	return f
+}
+
+// takeEnvKeys takes the providers' keys out of this process's
+// environment: it returns them, by provider, and unsets their variables
+// and any other that holds one of them, so that no process started from
+// now on (a worker, a command of the agent) inherits a key.
+func takeEnvKeys() map[string]string {
+	keys := map[string]string{}
 	for name, v := range keyEnvs {
 		if key := os.Getenv(v); key != "" {
-			k.env[name] = key
-			redact.Register(key)
+			keys[name] = key
+		}
+		os.Unsetenv(v)
+	}
+	for _, kv := range os.Environ() {
+		name, value, _ := strings.Cut(kv, "=")
+		for _, key := range keys {
+			if value == key {
+				os.Unsetenv(name)
+			}
 		}
 	}
-	return k
+	return keys
 }
 
 // Key returns the key of the provider named name and where it comes from.
 func (k *keyring) Key(name string) (string, string) {
-	if key := k.file.Key(name); key != "" {
-		redact.Register(key)
+	if key := k.stored().Keys[name]; key != "" {
 		return key, provider.SourceFile
 	}
-	if key := k.env[name]; key != "" {
+	if key := k.envKeys()[name]; key != "" {
 		return key, provider.SourceEnv
 	}
 	return "", ""
 }
 
-// toolEnv is the environment the agent's tools run commands with: this
-// process's, without the providers' key variables, any variable the
-// credentials file names a provider of, and any variable whose value is
-// a key in use.
-func (k *keyring) toolEnv() []string {
-	drop := map[string]bool{}
-	for _, v := range keyEnvs {
-		drop[v] = true
+// EnvToolEnv names, separated by commas, variables of the host's
+// environment the agent's commands get beside those of toolEnvNames.
+const EnvToolEnv = "AGENTD_TOOL_ENV"
+
+// toolEnvNames are the variables of the worker's environment, beside
+// every LC_*, that the agent's commands get: what a shell and the usual
+// command-line tools need to find programs, the user and the terminal,
+// and nothing that locates agentd or holds a secret. The rest (the
+// providers' keys, agentd's own AGENTD_* settings, proxies, which may
+// hold a password, tokens of other tools) stays out unless a person
+// names it in AGENTD_TOOL_ENV. PWD is left to the shell, which sets it
+// to the command's directory.
+var toolEnvNames = []string{
+	"PATH", "HOME", "USER", "LOGNAME", "SHELL",
+	"TERM", "COLORTERM", "LANG", "LANGUAGE", "TZ", "TMPDIR",
+	"EDITOR", "VISUAL", "PAGER", "NO_COLOR",
+	"XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_DATA_HOME",
+}
+
+// toolEnvExtra reads the names AGENTD_TOOL_ENV adds to toolEnvNames. A
+// name that is no variable name, one of agentd's own (AGENTD_*) or a
+// provider's key variable is refused, naming it.
+func toolEnvExtra() ([]string, error) {
+	var names []string
+	for name := range strings.SplitSeq(os.Getenv(EnvToolEnv), ",") {
+		name = strings.TrimSpace(name)
+		if name == "" {
+			continue
+		}
+		switch {
+		case !isEnvName(name):
+			return nil, fmt.Errorf("%s: %q is not a variable name (letters, digits and '_', not starting with a digit)", EnvToolEnv, name)
+		case strings.HasPrefix(name, "AGENTD_"):
+			return nil, fmt.Errorf("%s: %q is one of agentd's own settings, which the agent's commands never get", EnvToolEnv, name)
+		case slices.Contains(slices.Collect(maps.Values(keyEnvs)), name) || strings.HasSuffix(name, "_API_KEY"):
+			return nil, fmt.Errorf("%s: %q names an API key, which the agent's commands never get", EnvToolEnv, name)
+		}
+		names = append(names, name)
 	}
+	return names, nil
+}
+
+func isEnvName(name string) bool {
+	for i, c := range name {
+		if !(c == '_' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || i > 0 && c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return name != ""
+}
+
+// toolEnv is the environment the agent's tools run commands with: the
+// variables of this process's environment toolEnvNames and extra name,
+// and LC_*, without any whose value is a key in use.
+func (k *keyring) toolEnv(extra []string) []string {
 	keys := map[string]bool{}
-	for _, key := range k.env {
-		keys[key] = true
+	select {
+	case <-k.handed:
+		for _, key := range k.env {
+			keys[key] = true
+		}
+	default:
+		// Not handed yet (a worker's shells are set up before): no
+		// variable of the worker's holds one of them anyway, since the
+		// host took them out of its environment before it started it.
 	}
-	f, _ := k.file.Current()
-	for name, key := range f.Keys {
+	for _, key := range k.stored().Keys {
 		keys[key] = true
-		drop[strings.ToUpper(strings.ReplaceAll(name, "-", "_"))+"_API_KEY"] = true
 	}
 	var env []string
 	for _, kv := range os.Environ() {
 		name, value, _ := strings.Cut(kv, "=")
-		if drop[name] || keys[value] {
-			continue
+		allowed := slices.Contains(toolEnvNames, name) || slices.Contains(extra, name) || strings.HasPrefix(name, "LC_")
+		if allowed && !keys[value] {
+			env = append(env, kv)
 		}
-		env = append(env, kv)
 	}
 	return env
 }
 
 // providers registers the model providers, explicitly, configured from
-// the environment and, for their keys, from home's credentials file.
-func providers(home string) (*provider.Registry, *keyring, error) {
+// the environment and, for their keys, from keys.
+func providers(keys *keyring) (*provider.Registry, error) {
 	reg := provider.NewRegistry()
 	f, err := faux.New(faux.Config{ScriptPath: os.Getenv(EnvFauxScript)})
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	reg.Register(f)
-	keys := newKeyring(home)
 	retry := provider.DefaultRetryPolicy()
 	anthropicURL := os.Getenv(anthropic.BaseURLEnv)
 	reg.Register(provider.WithRetry(provider.Keyed(anthropic.Name, anthropic.APIKeyEnv, keys, func(key string) llm.Provider {
@@ -109,14 +205,15 @@ func providers(home string) (*provider.Registry, *keyring, error) {
 	reg.Register(provider.WithRetry(provider.Keyed(openai.Name, openai.APIKeyEnv, keys, func(key string) llm.Provider {
 		return openai.New(openai.Config{APIKey: key, BaseURL: openaiURL})
 	}), retry))
-	return reg, keys, nil
+	return reg, nil
 }
 
 // models adapts the registry to what the host's session service and the
 // worker ask, saying in each refusal what a person can do about it.
 type models struct {
-	reg *provider.Registry
-	def string // the host's default model; the registry's when empty
+	reg  *provider.Registry
+	keys *keyring // where the keys come from; nil in a worker, which needs no default
+	def  string   // the host's default model (--default-model); see Default when empty
 }
 
 // Available lists every registered provider's models, those that cannot
@@ -161,11 +258,34 @@ func (m models) Resolve(spec string) (llm.Provider, string, error) {
 	return p, model, explainModel(err)
 }
 
+// Default is the model of new sessions when none was selected: the host's
+// --default-model, else the first model of the first provider the host's
+// environment configures (with a key, or a server's base URL), else
+// faux's. A key stored with `agentd auth set` makes its provider callable
+// but never the default: storing a key changes nothing a person did not
+// ask for (`agentd models select` does).
 func (m models) Default() string {
 	if m.def != "" {
 		return m.def
 	}
-	return m.reg.Default()
+	fallback := ""
+	for _, info := range m.reg.Available() {
+		if !info.Configured || len(info.Models) == 0 {
+			continue
+		}
+		spec := info.Name + "/" + info.Models[0]
+		if info.Name == faux.Name {
+			if fallback == "" {
+				fallback = spec
+			}
+			continue
+		}
+		if info.Source == provider.SourceFile && (m.keys == nil || m.keys.envKeys()[info.Name] == "") {
+			continue
+		}
+		return spec
+	}
+	return fallback
 }
 
 // explainModel adds to a refused model what a person can do about it.

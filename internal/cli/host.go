@@ -11,9 +11,11 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"github.com/agentd-dev/agentd/client"
 	"github.com/agentd-dev/agentd/internal/activation"
+	"github.com/agentd-dev/agentd/internal/atomicfile"
 	"github.com/agentd-dev/agentd/internal/home"
 	"github.com/agentd-dev/agentd/internal/host"
 	"github.com/agentd-dev/agentd/internal/redact"
@@ -36,7 +38,14 @@ func newHostCmd(e *env) *cobra.Command {
 		Short: "Run the agentd host for this home in the foreground.",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := undumpable(); err != nil {
+				return err
+			}
+			envKeys := takeEnvKeys()
 			oneProcessor()
+			if _, err := toolEnvExtra(); err != nil {
+				return usagef("%v", err)
+			}
 			if idleGrace < 0 {
 				return usagef("--idle-grace must not be negative")
 			}
@@ -53,11 +62,13 @@ func newHostCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			reg, _, err := providers(act.Home)
+			keys := newKeyring(act.Home)
+			keys.hand(envKeys)
+			reg, err := providers(keys)
 			if err != nil {
 				return err
 			}
-			m := models{reg: reg}
+			m := models{reg: reg, keys: keys}
 			if defModel != "" {
 				if _, _, err := reg.Lookup(defModel); err != nil {
 					return fmt.Errorf("--default-model: %w", err)
@@ -86,19 +97,23 @@ func newHostCmd(e *env) *cobra.Command {
 				Version: version.String(), IdleGrace: idleGrace, LogFile: logFile,
 				Held: func(c *host.Config) error {
 					var out io.Writer = e.stderr
+					replaced := false
 					if logFile != "" {
-						f, err := openLog(logFile)
+						f, linked, err := openLog(logFile)
 						if err != nil {
 							return err
 						}
-						logf, out = f, f
+						logf, out, replaced = f, f, linked
 					}
 					logger = logTo(out)
+					if replaced {
+						logger.Warn("the log's path held a symbolic link: it was replaced by the log, not followed", "path", logFile)
+					}
 					c.Logger = logger
 					c.Compose = sessions.Compose(sessions.Config{
 						Home: act.Home, RuntimeDir: act.RuntimeDir, HostID: act.HostID,
 						WorkerIdleGrace: workerGrace, WorkerLog: out, WorkerLogFormat: logFormat,
-						Models: m, Logger: logger,
+						Models: m, Logger: logger, WorkerKeys: envKeys,
 					})
 					return nil
 				},
@@ -121,6 +136,18 @@ func newHostCmd(e *env) *cobra.Command {
 	cmd.Flags().BoolVar(&replace, "replace", false, "take the home over from the host running for it, which hands its live sessions to this one")
 	cmd.Flags().StringVar(&defModel, "default-model", "", "the model (provider/model) of new sessions when none was selected")
 	return cmd
+}
+
+// undumpable makes this process undumpable, as ssh-agent does, before it
+// holds a key: no core dump, and its /proc/<pid>/environ, mem and the like
+// closed, as ptrace is, to every process without CAP_SYS_PTRACE, those of
+// the same user (the agent's commands) included. The host and the workers
+// call it first thing.
+func undumpable() error {
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return fmt.Errorf("making the process undumpable: %w", err)
+	}
+	return nil
 }
 
 // takeOverTimeout bounds how long a replacing host waits for the host it
@@ -212,14 +239,21 @@ func loggerFor(format, level string) (func(io.Writer) *slog.Logger, error) {
 const maxLogBytes = 8 << 20
 
 // openLog opens path for appending, first moving it to path.1 when it has
-// grown past maxLogBytes.
-func openLog(path string) (*os.File, error) {
-	if fi, err := os.Stat(path); err == nil && fi.Size() > maxLogBytes {
+// grown past maxLogBytes. A symbolic link at path is never followed: it
+// is replaced by the log, which replaced reports.
+func openLog(path string) (f *os.File, replaced bool, err error) {
+	if fi, err := os.Lstat(path); err == nil && fi.Mode().IsRegular() && fi.Size() > maxLogBytes {
 		os.Rename(path, path+".1")
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("opening the log: %w", err)
+	f, err = atomicfile.Open(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if errors.Is(err, atomicfile.ErrSymlink) {
+		replaced = true
+		if err = os.Remove(path); err == nil {
+			f, err = atomicfile.Open(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|os.O_EXCL, 0o600)
+		}
 	}
-	return f, nil
+	if err != nil {
+		return nil, replaced, fmt.Errorf("opening the log: %w", err)
+	}
+	return f, replaced, nil
 }

@@ -14,6 +14,9 @@ import (
 const envAsCLI = "AGENTD_TEST_AS_CLI"
 
 func TestMain(m *testing.M) {
+	if os.Getenv(envProbe) == "1" {
+		os.Exit(probeWithoutCaps(os.Args[1:]))
+	}
 	if os.Getenv(envAsCLI) == "1" {
 		os.Exit(cli.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 	}

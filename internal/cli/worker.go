@@ -1,7 +1,11 @@
 package cli
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -9,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/agentd-dev/agentd/internal/credentials"
 	"github.com/agentd-dev/agentd/internal/tools"
 	"github.com/agentd-dev/agentd/internal/version"
 	"github.com/agentd-dev/agentd/internal/worker"
@@ -34,16 +39,82 @@ const systemPrompt = `You are a coding agent working in a person's project direc
 Read before you change; prefer small, exact edits; run commands to check your work.
 When you are done, answer briefly with what you did and what you found.`
 
+// handedKeys reads the keys a worker's host hands it on f: one JSON object
+// of provider name to key, up to the end of the file, which it closes.
+func handedKeys(f *os.File) (map[string]string, error) {
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, credentials.MaxFileBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("--keys-fd: reading the keys: %w", err)
+	}
+	if len(data) > credentials.MaxFileBytes {
+		return nil, fmt.Errorf("--keys-fd: more than %d bytes of keys", credentials.MaxFileBytes)
+	}
+	keys := map[string]string{}
+	if err := json.Unmarshal(data, &keys); err != nil {
+		return nil, errors.New("--keys-fd: not a JSON object of keys by provider")
+	}
+	for name, key := range keys {
+		if err := credentials.CheckProvider(name); err != nil {
+			return nil, fmt.Errorf("--keys-fd: %w", err)
+		}
+		if err := credentials.CheckKey(key); err != nil {
+			return nil, fmt.Errorf("--keys-fd: the %s key: %w", name, err)
+		}
+	}
+	return keys, nil
+}
+
+// receiveKeys hands ring the keys read from f, none when they cannot be
+// read (which it logs).
+func receiveKeys(ring *keyring, f *os.File, logger *slog.Logger) {
+	keys, err := handedKeys(f)
+	if err != nil {
+		logger.Error("the keys the host handed cannot be read; the worker has none of its environment's", "err", err)
+		keys = map[string]string{}
+	}
+	ring.hand(keys)
+}
+
+// readyThenKeys is a worker's ready file. Once it has said the worker
+// serves (Close), it reads the keys its host writes only then, to a
+// worker already undumpable, so that they never wait where another
+// process can read them.
+type readyThenKeys struct {
+	io.WriteCloser
+	keys   *os.File
+	ring   *keyring
+	logger *slog.Logger
+}
+
+func (r readyThenKeys) Close() error {
+	err := r.WriteCloser.Close()
+	receiveKeys(r.ring, r.keys, r.logger)
+	return err
+}
+
 func newWorkerCmd(e *env) *cobra.Command {
 	var cfg worker.Config
 	var logFormat string
-	var readyFD int
+	var readyFD, keysFD int
 	cmd := &cobra.Command{
 		Use:    "worker",
 		Short:  "Run one session's worker; the host starts it, never a person.",
 		Hidden: true,
 		Args:   noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := undumpable(); err != nil {
+				return err
+			}
+			// The worker's keys are those its host hands it, never its
+			// environment's.
+			takeEnvKeys()
+			var keysFile *os.File
+			if keysFD > 0 {
+				if keysFile = os.NewFile(uintptr(keysFD), "keys"); keysFile == nil {
+					return usagef("--keys-fd %d: not a file descriptor", keysFD)
+				}
+			}
 			oneProcessor()
 			for flag, v := range map[string]string{"--session": cfg.Session.SessionID, "--socket": cfg.SocketPath, "--home": cfg.Home, "--cwd": cfg.Session.Cwd, "--transcript": cfg.TranscriptPath} {
 				if v == "" {
@@ -54,18 +125,31 @@ func newWorkerCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			reg, keys, err := providers(cfg.Home)
+			extra, err := toolEnvExtra()
+			if err != nil {
+				return err
+			}
+			keys := newKeyring(cfg.Home)
+			reg, err := providers(keys)
 			if err != nil {
 				return err
 			}
 			cfg.Providers = models{reg: reg}
-			cfg.ToolEnv = keys.toolEnv
+			cfg.ToolEnv = func() []string { return keys.toolEnv(extra) }
 			cfg.Tools = tools.Builtin()
 			cfg.System = systemPrompt
 			cfg.Logger = logger.With("role", "worker")
 			cfg.Version = version.String()
 			if readyFD > 0 {
 				cfg.Ready = os.NewFile(uintptr(readyFD), "ready")
+			}
+			switch {
+			case keysFile == nil:
+				keys.hand(map[string]string{})
+			case cfg.Ready == nil:
+				receiveKeys(keys, keysFile, cfg.Logger)
+			default:
+				cfg.Ready = readyThenKeys{WriteCloser: cfg.Ready, keys: keysFile, ring: keys, logger: cfg.Logger}
 			}
 			// A file-size limit makes appends fail with EFBIG, reported as
 			// a failed turn, instead of killing the worker.
@@ -86,5 +170,6 @@ func newWorkerCmd(e *env) *cobra.Command {
 	fl.DurationVar(&cfg.OrphanGrace, "orphan-grace", 0, "how long to live on with no host connected and no turn running (0: forever)")
 	fl.StringVar(&logFormat, "log-format", "text", "log format: text or json")
 	fl.IntVar(&readyFD, "ready-fd", 0, "a file descriptor to write to once the worker serves")
+	fl.IntVar(&keysFD, "keys-fd", 0, "a file descriptor to read the providers' keys from, as one JSON object, to its end, once the worker serves")
 	return cmd
 }

@@ -3,7 +3,8 @@
 // them back: once per change of the file, so a long-lived process picks a
 // key stored after it started up on its next use.
 //
-// The file is JSON, mode 0600, replaced whole on every change:
+// The file is JSON, mode 0600, replaced whole on every change, and never
+// read or locked through a symbolic link:
 //
 //	{"version":1,"keys":{"anthropic":"sk-ant-…","openai":"sk-…"}}
 //
@@ -29,6 +30,7 @@ import (
 	"unicode"
 
 	"github.com/gofrs/flock"
+	"golang.org/x/sys/unix"
 
 	"github.com/agentd-dev/agentd/internal/atomicfile"
 )
@@ -163,7 +165,7 @@ func Read(home string) (File, error) {
 }
 
 func read(path string) (File, stamp, error) {
-	fh, err := os.Open(path)
+	fh, err := atomicfile.Open(path, os.O_RDONLY, 0)
 	if errors.Is(err, fs.ErrNotExist) {
 		return File{Version: Version, Keys: map[string]string{}}, stamp{}, nil
 	}
@@ -215,7 +217,7 @@ func update(home string, edit func(*File)) error {
 	if err := os.MkdirAll(home, 0o700); err != nil {
 		return fmt.Errorf("creating the home: %w", err)
 	}
-	lock := flock.New(filepath.Join(home, lockName), flock.SetPermissions(0o600))
+	lock := flock.New(filepath.Join(home, lockName), flock.SetFlag(os.O_CREATE|os.O_RDWR|unix.O_NOFOLLOW), flock.SetPermissions(0o600))
 	if err := lock.Lock(); err != nil {
 		return fmt.Errorf("locking the credentials file: %w", err)
 	}
@@ -276,7 +278,7 @@ func NewStore(home string) *Store {
 func (s *Store) Current() (File, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	fi, err := os.Stat(s.path)
+	fi, err := os.Lstat(s.path)
 	var now stamp
 	switch {
 	case errors.Is(err, fs.ErrNotExist):

@@ -3,9 +3,12 @@ package credentials
 import (
 	"errors"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/agentd-dev/agentd/internal/atomicfile"
 )
 
 func TestSetRemoveAndReadBack(t *testing.T) {
@@ -126,5 +129,41 @@ func TestStoreSeesEveryChangeOfTheFile(t *testing.T) {
 	os.WriteFile(Path(home), []byte("{not json"), 0o600)
 	if f, err := s.Current(); !errors.Is(err, ErrDamaged) || len(f.Keys) != 0 {
 		t.Fatalf("damaged file: %v %v", f.Providers(), err)
+	}
+}
+
+func TestASymbolicLinkAtTheFileOrItsLockIsRefusedNotFollowed(t *testing.T) {
+	home := t.TempDir()
+	elsewhere := filepath.Join(t.TempDir(), "elsewhere.json")
+	content := `{"version":1,"keys":{"openai":"sk-elsewhere-0123456789"}}`
+	if err := os.WriteFile(elsewhere, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(elsewhere, Path(home)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Read(home); !errors.Is(err, atomicfile.ErrSymlink) {
+		t.Errorf("Read through a link: %v, want atomicfile.ErrSymlink", err)
+	}
+	if key := NewStore(home).Key("openai"); key != "" {
+		t.Error("the Store read a key through a link")
+	}
+	if err := Set(home, "openai", "sk-mine-0123456789"); !errors.Is(err, atomicfile.ErrSymlink) {
+		t.Errorf("Set over a link: %v, want atomicfile.ErrSymlink", err)
+	}
+
+	// The lock's path too: nothing is created where it points.
+	other := t.TempDir()
+	if err := os.Symlink(filepath.Join(other, "created"), filepath.Join(other, lockName)); err != nil {
+		t.Fatal(err)
+	}
+	if err := Set(other, "openai", "sk-mine-0123456789"); err == nil {
+		t.Error("Set with a link at the lock's path: no error")
+	}
+	if _, err := os.Lstat(filepath.Join(other, "created")); err == nil {
+		t.Error("the lock was created through a link")
+	}
+	if b, _ := os.ReadFile(elsewhere); string(b) != content {
+		t.Errorf("the link's target holds %q", b)
 	}
 }

@@ -1,7 +1,8 @@
 // Package proc reads what agentd needs to know of a process from Linux's
 // /proc/<pid>/stat — its state, parent, process group, session, CPU time
 // and start time — and decides from them whether a process, or a process
-// group, still runs. A zombie (exited, not yet reaped by its parent) does
+// group, still runs; and from /proc/<pid>/cmdline and status its command
+// line and user. A zombie (exited, not yet reaped by its parent) does
 // not run: where the init process does not reap orphans (a container
 // without an init) it would otherwise count for ever.
 //
@@ -149,6 +150,31 @@ func Args(pid int) ([]string, error) {
 		return nil, fmt.Errorf("read the command line of pid %d: %w", pid, ErrMalformed)
 	}
 	return strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00"), nil
+}
+
+// UID reads the real user id process pid runs as, from
+// /proc/<pid>/status, which is readable of any process.
+func UID(pid int) (int, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return -1, err
+	}
+	for line := range strings.Lines(string(b)) {
+		rest, ok := strings.CutPrefix(line, "Uid:")
+		if !ok {
+			continue
+		}
+		f := strings.Fields(rest)
+		if len(f) == 0 {
+			break
+		}
+		uid, err := strconv.Atoi(f[0])
+		if err != nil {
+			break
+		}
+		return uid, nil
+	}
+	return -1, fmt.Errorf("read the user of pid %d: %w", pid, ErrMalformed)
 }
 
 // RunningSince reports whether pid runs and is the process that started

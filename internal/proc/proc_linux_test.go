@@ -106,3 +106,13 @@ func TestArgsReadsACommandLine(t *testing.T) {
 		t.Fatalf("Args = %q, want %q", args, cmd.Args)
 	}
 }
+
+func TestUIDIsTheUserAProcessRunsAs(t *testing.T) {
+	uid, err := UID(os.Getpid())
+	if err != nil || uid != os.Getuid() {
+		t.Fatalf("UID(self) = %d, %v; want %d", uid, err, os.Getuid())
+	}
+	if _, err := UID(-5); err == nil {
+		t.Fatal("UID of no process: no error")
+	}
+}

@@ -6,6 +6,7 @@
 package redact
 
 import (
+	"bytes"
 	"context"
 	"log/slog"
 	"regexp"
@@ -58,7 +59,7 @@ const minSecret = 12
 // secrets are the values Register was given, longest first.
 var secrets struct {
 	mu   sync.RWMutex
-	list []string // guarded by mu
+	list []string // guarded by mu; replaced whole, never changed in place
 }
 
 // Register makes String remove secret, and any run of its last minSuffix
@@ -75,8 +76,10 @@ func Register(secret string) {
 	if slices.Contains(secrets.list, secret) {
 		return
 	}
-	secrets.list = append(secrets.list, secret)
-	slices.SortFunc(secrets.list, func(a, b string) int { return len(b) - len(a) })
+	// A new list: a Stream reads the one it got without the lock.
+	list := append(slices.Clone(secrets.list), secret)
+	slices.SortFunc(list, func(a, b string) int { return len(b) - len(a) })
+	secrets.list = list
 }
 
 // String returns s with every secret it recognises replaced by Marker.
@@ -101,6 +104,186 @@ func registered(s string) string {
 		s = strings.ReplaceAll(s, secret[len(secret)-minSuffix:], Marker)
 	}
 	return s
+}
+
+// Secrets returns s with every registered secret, and every run of its
+// last characters String would remove, replaced by Marker. Unlike String
+// it leaves the shapes of keys and key=value pairs alone: it is for
+// content (a transcript, a command's output, a session's deltas), where
+// those shapes are ordinary text and only the keys this process holds
+// must not pass.
+func Secrets(s string) string {
+	if !holds(s) {
+		return s
+	}
+	return registered(s)
+}
+
+// Bytes is Secrets for b. It returns b itself, without copying, when b
+// holds no registered secret.
+func Bytes(b []byte) []byte {
+	if !holds(b) {
+		return b
+	}
+	return []byte(registered(string(b)))
+}
+
+// holds reports whether s holds the tail of a registered secret, as every
+// text with a whole one does.
+func holds[T string | []byte](s T) bool {
+	secrets.mu.RLock()
+	defer secrets.mu.RUnlock()
+	for _, secret := range secrets.list {
+		if hasTail(s, secret[len(secret)-minSuffix:]) {
+			return true
+		}
+	}
+	return false
+}
+
+// hasTail reports whether s holds tail. It looks first for the byte of
+// tail that output holds seldom (a digit, else a capital): a key's tail
+// often starts with a letter ordinary text is full of, which a plain
+// search would stop at everywhere.
+func hasTail[T string | []byte](s T, tail string) bool {
+	at := 0
+	for i := range len(tail) {
+		if c := tail[i]; c >= '0' && c <= '9' {
+			at = i
+			break
+		} else if c >= 'A' && c <= 'Z' && at == 0 {
+			at = i
+		}
+	}
+	for from := at; from < len(s); {
+		i := indexByte(s[from:], tail[at])
+		if i < 0 {
+			return false
+		}
+		start := from + i - at
+		if start+len(tail) <= len(s) && string(s[start:start+len(tail)]) == tail {
+			return true
+		}
+		from += i + 1
+	}
+	return false
+}
+
+func indexByte[T string | []byte](s T, c byte) int {
+	switch s := any(s).(type) {
+	case string:
+		return strings.IndexByte(s, c)
+	case []byte:
+		return bytes.IndexByte(s, c)
+	}
+	return -1
+}
+
+// minHold is how much of a secret's start a Stream must have seen before
+// it holds output back: a shorter start goes out at once, so that a
+// terminal's echo of ordinary text is not held, and the rest of the
+// secret is recognised as it comes. It is long enough to cover the
+// prefixes keys share (sk-ant-, sk-proj-), which is all that goes out of
+// a secret cut in pieces.
+const minHold = 8
+
+// Stream removes the registered secrets from output that arrives in
+// pieces, a secret cut in two (or more) by the ends of pieces included:
+// output that may be a secret's start, minHold bytes of it or more, is
+// held back until the next piece shows whether it is; a secret whose
+// first bytes went out before is replaced from where the output goes on
+// with it. The zero Stream is ready to use; it is not safe for concurrent
+// use.
+type Stream struct {
+	held []byte // output held back: it may be part of a secret
+	sent []byte // the last bytes that went out, fewer than the longest secret's
+}
+
+// Redact returns what of p (after what was held back) may go out now, the
+// registered secrets replaced by Marker. The result may share memory with
+// p and is valid until the next call.
+func (s *Stream) Redact(p []byte) []byte {
+	secrets.mu.RLock()
+	list := secrets.list // replaced, never changed in place
+	secrets.mu.RUnlock()
+	if len(list) == 0 && len(s.held) == 0 {
+		return p
+	}
+	data := p
+	if len(s.held) > 0 {
+		data = append(s.held, p...)
+		s.held = nil
+	}
+	switch n, whole := s.continued(data, list); {
+	case n > 0 && !whole:
+		s.held = append([]byte(nil), data...)
+		return nil
+	case n > 0:
+		data = append([]byte(Marker), data[n:]...)
+	}
+	keep := len(data)
+	for _, secret := range list {
+		keep = min(keep, len(data)-partialEnd(data, secret))
+	}
+	if keep < len(data) {
+		s.held = append([]byte(nil), data[keep:]...)
+	}
+	out := Bytes(data[:keep])
+	s.remember(out, list)
+	return out
+}
+
+// Flush returns what is held back, at the end of the output.
+func (s *Stream) Flush() []byte {
+	out := Bytes(s.held)
+	s.held = nil
+	return out
+}
+
+// continued reports whether data goes on with a secret whose first bytes
+// went out last: n is how many bytes of data are of that secret, and
+// whole whether they end it (else all of data is its next part, minHold
+// bytes of it or more seen).
+func (s *Stream) continued(data []byte, list []string) (n int, whole bool) {
+	for _, secret := range list {
+		for k := min(len(s.sent), len(secret)-1); k > 0; k-- {
+			if !bytes.HasSuffix(s.sent, []byte(secret[:k])) {
+				continue
+			}
+			rest := secret[k:]
+			switch {
+			case bytes.HasPrefix(data, []byte(rest)):
+				return len(rest), true
+			case k+len(data) >= minHold && strings.HasPrefix(rest, string(data)):
+				return len(data), false
+			}
+		}
+	}
+	return 0, false
+}
+
+// remember keeps the last bytes of out, which went out, for continued.
+func (s *Stream) remember(out []byte, list []string) {
+	keep := 0
+	for _, secret := range list {
+		keep = max(keep, len(secret)-1)
+	}
+	s.sent = append(s.sent, out...)
+	if len(s.sent) > keep {
+		s.sent = append(s.sent[:0], s.sent[len(s.sent)-keep:]...)
+	}
+}
+
+// partialEnd returns the length of the longest end of data, minHold bytes
+// or more and shorter than secret, that secret starts with; 0 when none.
+func partialEnd(data []byte, secret string) int {
+	from := max(0, len(data)-len(secret)+1)
+	for i := from; i <= len(data)-minHold; i++ {
+		if data[i] == secret[0] && strings.HasPrefix(secret, string(data[i:])) {
+			return len(data) - i
+		}
+	}
+	return 0
 }
 
 // Handler wraps an slog.Handler so that messages and string attributes are

@@ -82,3 +82,98 @@ func TestRegisteredSecretsAndTheirTailsAreRemoved(t *testing.T) {
 		t.Errorf("a secret below the minimum was registered: %q", got)
 	}
 }
+
+func TestSecretsRemovesRegisteredKeysAndLeavesKeyShapesAlone(t *testing.T) {
+	const key = "plain-registered-Fh38sKdLzXq"
+	Register(key)
+	if got := Secrets("the key " + key + " here"); got != "the key "+Marker+" here" {
+		t.Errorf("Secrets = %q", got)
+	}
+	ordinary := "api_key=example token: abc sk-shaped-but-unknown-123456"
+	if got := Secrets(ordinary); got != ordinary {
+		t.Errorf("Secrets(%q) = %q: content with a key's shape is changed", ordinary, got)
+	}
+	b := []byte(ordinary)
+	if got := Bytes(b); &got[0] != &b[0] {
+		t.Error("Bytes copied a text that holds no secret")
+	}
+	if got := Bytes([]byte("{\"out\":\"" + key + "\"}")); string(got) != "{\"out\":\""+Marker+"\"}" {
+		t.Errorf("Bytes = %q", got)
+	}
+}
+
+// streamOf runs pieces through a Stream and returns all it let out.
+func streamOf(pieces ...string) string {
+	var s Stream
+	var out strings.Builder
+	for _, p := range pieces {
+		out.Write(s.Redact([]byte(p)))
+	}
+	out.Write(s.Flush())
+	return out.String()
+}
+
+func TestStreamRemovesASecretCutAnywhereInPieces(t *testing.T) {
+	const key = "sk-ant-stream-Vb52nMqWxYzA"
+	Register(key)
+	text := "before " + key + " middle " + key + "\nafter sk-ant- and sk-"
+	// Ends of pieces that went out before the secret was seen whole may
+	// show its first bytes (fewer than minHold); never more.
+	check := func(got string, cuts ...int) {
+		t.Helper()
+		if strings.Contains(got, key[minHold-1:]) || strings.Contains(got, key[len(key)-minSuffix:]) {
+			t.Fatalf("cut at %v: %q holds the key", cuts, got)
+		}
+		if strings.Count(got, Marker) != 2 || !strings.HasSuffix(got, "\nafter sk-ant- and sk-") || !strings.HasPrefix(got, "before ") {
+			t.Fatalf("cut at %v: %q", cuts, got)
+		}
+	}
+	check(streamOf(text))
+	for i := range len(text) {
+		check(streamOf(text[:i], text[i:]), i)
+		for j := i; j < len(text); j++ {
+			check(streamOf(text[:i], text[i:j], text[j:]), i, j)
+		}
+	}
+	// One byte at a time, as a terminal echoes a key typed.
+	var bytewise []string
+	for _, c := range text {
+		bytewise = append(bytewise, string(c))
+	}
+	check(streamOf(bytewise...))
+}
+
+func TestStreamHoldsNothingBackOfOrdinaryOutput(t *testing.T) {
+	Register("sk-ant-held-Qw81eRtYuIoP")
+	var s Stream
+	for _, p := range []string{"a task", "s", "k", "-", "an ordinary line\n", "sk-ant"} {
+		if got := string(s.Redact([]byte(p))); got != p {
+			t.Fatalf("Redact(%q) = %q: output held back or changed", p, got)
+		}
+	}
+}
+
+func TestHasTailFindsATailWhereverItsSeldomByteIs(t *testing.T) {
+	for _, c := range []struct {
+		s, tail string
+		want    bool
+	}{
+		{"abcdef", "abcdef", true},
+		{"xx abcdef", "abcdef", true},
+		{"abcdef xx", "abcdef", true},
+		{"ab3def", "ab3def", true},
+		{"x3def ab3def", "ab3def", true},
+		{"ab3de", "ab3def", false},
+		{"3defab3de", "ab3def", false},
+		{"oooXyz oooXyzw", "ooXyzw", true},
+		{"oooXyz", "ooXyzw", false},
+		{"", "abcdef", false},
+	} {
+		if got := hasTail(c.s, c.tail); got != c.want {
+			t.Errorf("hasTail(%q, %q) = %v", c.s, c.tail, got)
+		}
+		if got := hasTail([]byte(c.s), c.tail); got != c.want {
+			t.Errorf("hasTail([]byte(%q), %q) = %v", c.s, c.tail, got)
+		}
+	}
+}

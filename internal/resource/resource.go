@@ -21,7 +21,9 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/agentd-dev/agentd/internal/atomicfile"
 	"github.com/agentd-dev/agentd/internal/proc"
+	"github.com/agentd-dev/agentd/internal/redact"
 	"github.com/agentd-dev/agentd/protocol"
 )
 
@@ -125,6 +127,9 @@ type resource struct {
 	watch  func([]byte) // constant: told a shell run's output, called with outMu held
 	ptySeq uint64       // guarded by outMu
 	carry  []byte       // guarded by outMu: an unfinished UTF-8 sequence
+	// secrets removes the keys the process holds from the output, which
+	// no log, screen or client gets. Guarded by outMu.
+	secrets redact.Stream
 
 	screen *screen // constant: the PTY's screen model; nil for a shell run
 }
@@ -231,12 +236,12 @@ func (m *Manager) start(in StartInput, watch func([]byte)) (protocol.Resource, <
 	m.refs++
 	r.pgid, r.out = p.cmd.Process.Pid, p.out
 	r.info = protocol.Resource{
-		SessionID: m.cfg.SessionID, Ref: ref, Kind: kind, Command: in.Command, Cwd: cwd,
+		SessionID: m.cfg.SessionID, Ref: ref, Kind: kind, Command: redact.Secrets(in.Command), Cwd: cwd,
 		State: protocol.ResourceRunning, StartedAt: time.Now().UTC(),
 	}
 	if m.cfg.Dir != "" {
 		if err := os.MkdirAll(m.cfg.Dir, 0o700); err == nil {
-			r.log, err = os.OpenFile(filepath.Join(m.cfg.Dir, ref+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+			r.log, err = atomicfile.Open(filepath.Join(m.cfg.Dir, ref+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 		}
 		if err != nil {
 			m.cfg.Logger.Error("a resource's output log cannot be written; its output is kept in memory only", "ref", ref, "err", err)
@@ -294,6 +299,7 @@ func (m *Manager) read(r *resource) {
 			m.output(r, buf[:n])
 		}
 	}
+	m.outputEnd(r)
 	r.out.Close()
 	r.outMu.Lock()
 	defer r.outMu.Unlock()
@@ -333,9 +339,28 @@ func readReady(c syscall.RawConn, buf []byte) (n int, err error) {
 	return n, cmp.Or(err, werr)
 }
 
+// output copies a piece p of r's output, without the keys the process
+// holds (redact.Stream), to r's log, kept bytes, watcher, screen and the
+// PTY's watchers.
 func (m *Manager) output(r *resource, p []byte) {
 	r.outMu.Lock()
 	defer r.outMu.Unlock()
+	m.copyLocked(r, r.secrets.Redact(p))
+}
+
+// outputEnd copies what output held back of r's output, once it ended.
+func (m *Manager) outputEnd(r *resource) {
+	r.outMu.Lock()
+	defer r.outMu.Unlock()
+	m.copyLocked(r, r.secrets.Flush())
+}
+
+// copyLocked copies p, redacted, where output says. Call with r.outMu
+// held.
+func (m *Manager) copyLocked(r *resource, p []byte) {
+	if len(p) == 0 {
+		return
+	}
 	if r.log != nil {
 		if _, err := r.log.Write(p); err != nil {
 			m.cfg.Logger.Error("writing a resource's output log; its output is kept in memory only", "ref", r.info.Ref, "err", err)

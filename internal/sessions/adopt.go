@@ -5,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"sync"
 	"time"
 
+	"github.com/agentd-dev/agentd/internal/atomicfile"
 	"github.com/agentd-dev/agentd/internal/catalog"
 	"github.com/agentd-dev/agentd/internal/home"
 	"github.com/agentd-dev/agentd/internal/link"
@@ -76,7 +76,7 @@ func (s *Service) adopt(reg home.WorkerRegistration) {
 	if err != nil {
 		s.log.Warn("a worker did not answer the host adopting it; it is stopped as lost", "session", reg.SessionID, "pid", reg.PID, "err", err)
 		s.host.Diagnostic(slog.LevelWarn, fmt.Sprintf("session %s: its worker (pid %d) did not answer in time and was stopped", reg.SessionID, reg.PID))
-		os.WriteFile(s.previousExitPath(reg.SessionID), []byte("its worker did not answer the host that took over, and was stopped"), 0o600)
+		atomicfile.Write(s.previousExitPath(reg.SessionID), []byte("its worker did not answer the host that took over, and was stopped"), 0o600)
 		return
 	}
 	s.restoreHeader(w)

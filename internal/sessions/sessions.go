@@ -68,7 +68,11 @@ type Config struct {
 	// WorkerLogFormat is the workers' log format: text (default) or json.
 	WorkerLogFormat string
 	Models          Models
-	Logger          *slog.Logger
+	// WorkerKeys are the providers' keys the host took from its
+	// environment, by provider: each worker it starts is handed them
+	// through a pipe of its own (supervisor.Config.Keys).
+	WorkerKeys map[string]string
+	Logger     *slog.Logger
 	// BacklogBytes bounds the live output a subscription holds before
 	// it skips ahead (default DefaultBacklogBytes); BacklogAge how long
 	// it may take nothing while deltas wait before it is closed as a
@@ -147,7 +151,7 @@ func New(ctx context.Context, h *server.Server, cfg Config) (*Service, error) {
 	}
 	sup, err := supervisor.New(supervisor.Config{
 		Home: cfg.Home, RuntimeDir: cfg.RuntimeDir, HostID: cfg.HostID,
-		Command: cfg.WorkerCommand, Log: cfg.WorkerLog, Logger: cfg.Logger,
+		Command: cfg.WorkerCommand, Log: cfg.WorkerLog, Logger: cfg.Logger, Keys: cfg.WorkerKeys,
 	})
 	if err != nil {
 		return nil, err

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentd-dev/agentd/internal/atomicfile"
 	"github.com/agentd-dev/agentd/internal/catalog"
 	"github.com/agentd-dev/agentd/internal/link"
 	"github.com/agentd-dev/agentd/internal/supervisor"
@@ -276,7 +277,7 @@ func (s *Service) serve(w *worker, feed *link.Stream) {
 	if !stopping || werr != nil {
 		// Kept for the replacement to record, before anyone can start it.
 		s.log.Warn("worker exited", "session", w.sessionID, "pid", w.proc.PID, "cause", w.cause)
-		os.WriteFile(s.previousExitPath(w.sessionID), []byte(w.cause), 0o600)
+		atomicfile.Write(s.previousExitPath(w.sessionID), []byte(w.cause), 0o600)
 		s.host.Diagnostic(slog.LevelWarn, fmt.Sprintf("session %s: %s", w.sessionID, w.cause))
 	}
 	close(w.exited)

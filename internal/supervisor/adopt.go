@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -61,8 +62,17 @@ func (s *Supervisor) Adopt(ctx context.Context, reg home.WorkerRegistration) (*W
 		} else {
 			s.cleanUpAfter(reg.SessionID, reg.PID)
 		}
-		os.Remove(reg.Endpoint)
+		s.removeEndpoint(reg)
 		return nil, ErrGone
+	}
+	// A registration is a file in the home, which anything of the user's
+	// can write: the process it names is signalled only once it shows it
+	// is this home's worker of that session.
+	if err := s.isWorker(reg); err != nil {
+		pidfd.Close()
+		s.log.Warn("leaving alone the process a worker registration names: it is not the session's worker", "session", reg.SessionID, "pid", reg.PID, "why", err)
+		os.Remove(home.WorkerRegistrationPath(s.cfg.Home, reg.SessionID))
+		return nil, fmt.Errorf("%w: pid %d: %v", ErrGone, reg.PID, err)
 	}
 	c, err := link.Dial(ctx, reg.Endpoint)
 	if err == nil {
@@ -94,7 +104,46 @@ func (s *Supervisor) stopLost(pidfd *os.File, reg home.WorkerRegistration) {
 		s.log.Warn("a lost worker killed has not exited yet", "session", reg.SessionID, "pid", reg.PID, "err", err)
 	}
 	s.cleanUpAfter(reg.SessionID, reg.PID)
-	os.Remove(reg.Endpoint)
+	s.removeEndpoint(reg)
+}
+
+// isWorker reports why the process reg names is not this home's agentd
+// worker of reg's session, or nil: it must run as this user, with the
+// worker command and the flags Start gives it for that session, home and
+// socket. The command line is readable of any process, undumpable ones
+// included.
+func (s *Supervisor) isWorker(reg home.WorkerRegistration) error {
+	uid, err := proc.UID(reg.PID)
+	if err != nil {
+		return err
+	}
+	if uid != os.Getuid() {
+		return fmt.Errorf("it runs as user %d, not %d", uid, os.Getuid())
+	}
+	args, err := proc.Args(reg.PID)
+	if err != nil {
+		return err
+	}
+	sub := s.cfg.Command[1:]
+	if len(args) <= len(sub) || !slices.Equal(args[1:1+len(sub)], sub) {
+		return fmt.Errorf("its command line %q is not the worker command's %q", args, sub)
+	}
+	for flag, want := range map[string]string{"--session": reg.SessionID, "--home": s.cfg.Home, "--socket": reg.Endpoint} {
+		i := slices.Index(args, flag)
+		if i < 0 || i+1 >= len(args) || args[i+1] != want {
+			return fmt.Errorf("its command line does not say %s %s", flag, want)
+		}
+	}
+	return nil
+}
+
+// removeEndpoint removes the socket of the worker reg names, when it is
+// one this host's workers listen at: a registration names any path it
+// likes.
+func (s *Supervisor) removeEndpoint(reg home.WorkerRegistration) {
+	if filepath.Dir(reg.Endpoint) == filepath.Clean(s.cfg.RuntimeDir) && strings.HasSuffix(reg.Endpoint, ".sock") {
+		os.Remove(reg.Endpoint)
+	}
 }
 
 // RemoveStaleSockets removes the sockets of this host's workers that no

@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -18,9 +19,10 @@ import (
 // hostOptions are the options of the host's connection to a worker.
 
 // Start starts the worker of session sessionID, with args after the flags
-// the supervisor gives (--session, --socket, --home, --ready-fd), and
-// returns it once it serves and answers at its socket as that process.
-// ctx bounds the start; the worker outlives it.
+// the supervisor gives (--session, --socket, --home, --ready-fd and, with
+// keys to hand, --keys-fd), and returns it once it serves and answers at
+// its socket as that process. ctx bounds the start; the worker outlives
+// it.
 func (s *Supervisor) Start(ctx context.Context, sessionID string, args []string) (*Worker, error) {
 	sock := s.SocketPath(sessionID)
 	argv := append(append([]string(nil), s.cfg.Command[1:]...), "--session", sessionID, "--socket", sock, "--home", s.cfg.Home)
@@ -43,6 +45,22 @@ func (s *Supervisor) Start(ctx context.Context, sessionID string, args []string)
 	defer readyR.Close()
 	cmd.ExtraFiles = []*os.File{readyW}
 	cmd.Args = append(cmd.Args, "--ready-fd", "3")
+	// The keys go through a pipe of the worker's own (fd 4), never its
+	// environment or argv, which other processes may read; and only once
+	// the worker serves, by then undumpable, so that no other process
+	// can read them from its pipe either.
+	var keysW *os.File
+	if len(s.cfg.Keys) > 0 {
+		var keysR *os.File
+		if keysR, keysW, err = os.Pipe(); err != nil {
+			readyW.Close()
+			return nil, fmt.Errorf("starting the worker: %w", err)
+		}
+		defer keysR.Close()
+		defer keysW.Close()
+		cmd.ExtraFiles = append(cmd.ExtraFiles, keysR)
+		cmd.Args = append(cmd.Args, "--keys-fd", "4")
+	}
 	err = cmd.Start()
 	readyW.Close()
 	if err != nil {
@@ -54,6 +72,13 @@ func (s *Supervisor) Start(ctx context.Context, sessionID string, args []string)
 	var conn *link.Conn
 	if err == nil {
 		conn, err = dial(ctx, readyR, sock, pid)
+	}
+	if err == nil && keysW != nil {
+		// A few kilobytes at most: the pipe holds them whether or not
+		// the worker reads yet.
+		if err = handKeys(keysW, s.cfg.Keys); err != nil {
+			conn.Close()
+		}
 	}
 	if err != nil {
 		cmd.Process.Kill()
@@ -68,6 +93,22 @@ func (s *Supervisor) Start(ctx context.Context, sessionID string, args []string)
 	w.cmd = cmd
 	s.wg.Go(w.watch)
 	return w, nil
+}
+
+// handKeys writes keys to a starting worker's keys pipe, as one JSON
+// object of name to key, and closes it: the end of file ends the keys.
+func handKeys(w *os.File, keys map[string]string) error {
+	data, err := json.Marshal(keys)
+	if err == nil {
+		_, err = w.Write(data)
+	}
+	if cerr := w.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("handing the worker its keys: %w", err)
+	}
+	return nil
 }
 
 func (s *Supervisor) newWorker(sessionID string, pid int, conn *link.Conn, pidfd *os.File, endpoint string) *Worker {

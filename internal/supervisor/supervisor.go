@@ -7,9 +7,10 @@
 // A worker outlives its host. It registers itself in the home
 // (home.WorkerRegistration); the next host adopts every registered worker
 // that still runs, checking by pid and process start time that the process
-// answering is the one registered, and cleans up after those that are gone:
-// their registrations, their sockets, and what they left running in their
-// process sessions.
+// answering is the one registered, and by its user and command line that
+// it is the session's worker before it signals it; and it cleans up after
+// those that are gone: their registrations, their sockets, and what they
+// left running in their process sessions.
 //
 // It knows how a worker is started and reached, and nothing of sessions,
 // their catalog or their streams: the session service asks it for a worker
@@ -44,7 +45,10 @@ var ErrSuperseded = errors.New("another host took the worker over")
 var ErrReleased = errors.New("the host let go of the worker")
 
 // ErrGone is returned by Adopt when the registered worker no longer runs;
-// what it left behind is cleaned up.
+// what it left behind is cleaned up. A process that runs under the
+// registered pid and start time but is not the session's worker (a
+// registration forged, say) counts as gone too: it is left alone, and
+// only its registration removed.
 var ErrGone = errors.New("the registered worker no longer runs")
 
 // ErrLost is returned by Adopt when the registered worker runs but did not
@@ -73,6 +77,12 @@ type Config struct {
 	// (a crash's trace). Default: stderr.
 	Log    io.Writer
 	Logger *slog.Logger
+	// Keys are the secrets the host hands each worker it starts (the
+	// model providers' keys from its environment, by provider name):
+	// through a pipe of the worker's own, read once at its start, never
+	// through its environment or argv. A worker adopted keeps the keys
+	// of the host that started it.
+	Keys map[string]string
 	// StopGrace bounds how long a worker of this host may run on once its
 	// connection ended before it is killed (one this host started, with
 	// its process group): a worker stopping closes its connections first,

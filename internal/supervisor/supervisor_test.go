@@ -298,9 +298,10 @@ func TestAnAdoptedWorkerTakenOverRunsOnForTheOtherHost(t *testing.T) {
 }
 
 // TestAdoptionRefusesAProcessThatIsNotTheRegisteredWorker: a registration
-// whose pid now names another process (its start time differs) is removed
-// and that process spared; a registered process that does not answer as
-// itself at the worker's socket is killed as lost.
+// whose pid now names another process (its start time differs), or names
+// a process that is no agentd worker of the session, is removed and that
+// process spared; a registered worker that does not answer is killed as
+// lost.
 func TestAdoptionRefusesAProcessThatIsNotTheRegisteredWorker(t *testing.T) {
 	p := newPlace(t)
 	s := p.supervisor()
@@ -332,29 +333,48 @@ func TestAdoptionRefusesAProcessThatIsNotTheRegisteredWorker(t *testing.T) {
 		t.Fatal("the process that took the pid was harmed")
 	}
 
-	// The registered process itself, but the worker answering at the
-	// socket is another.
-	impostor := p.start(s, "s2")
-	lost := home.WorkerRegistration{SessionID: "s1", PID: other.Process.Pid, ProcessStart: st.StartTime, Endpoint: s.SocketPath("s2")}
-	if err := home.WriteWorkerRegistration(p.cfg.Home, lost); err != nil {
+	// The registered process itself, of the registered start time, but
+	// no agentd worker: a registration forged to name it. It is left
+	// alone, and the registration removed.
+	forged := home.WorkerRegistration{SessionID: "s1", PID: other.Process.Pid, ProcessStart: st.StartTime, Endpoint: filepath.Join(p.cfg.RuntimeDir, "none.sock")}
+	if err := home.WriteWorkerRegistration(p.cfg.Home, forged); err != nil {
 		t.Fatal(err)
 	}
-	if w, err := s.Adopt(agentdtest.Context(t), lost); !errors.Is(err, supervisor.ErrLost) || !strings.Contains(err.Error(), "another process") {
+	if w, err := s.Adopt(agentdtest.Context(t), forged); !errors.Is(err, supervisor.ErrGone) || !strings.Contains(err.Error(), "not the worker command") {
 		if w != nil {
 			w.Release()
 		}
-		t.Fatalf("adopting a process answering as another: %v, want supervisor.ErrLost", err)
-	}
-	if err := other.Wait(); err == nil || !strings.Contains(err.Error(), "killed") {
-		t.Fatalf("the lost process: %v, want it killed", err)
+		t.Fatalf("adopting a process that is no worker: %v, want supervisor.ErrGone saying why", err)
 	}
 	if _, err := p.registration("s1"); err == nil {
-		t.Fatal("the lost worker's registration is left")
+		t.Fatal("the forged registration is left")
 	}
-	select {
-	case <-impostor.Done():
-		t.Fatalf("the worker answering at the socket ended: %v", impostor.Err())
-	default:
+	if !proc.RunningSince(other.Process.Pid, st.StartTime) {
+		t.Fatal("the process a forged registration names was harmed")
+	}
+
+	// The session's worker itself, but it does not answer (stopped): it
+	// is killed as lost.
+	stopped := p.start(s, "s2")
+	reg, err := p.registration("s2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	syscall.Kill(stopped.PID, syscall.SIGSTOP)
+	ctx, cancel := context.WithTimeout(agentdtest.Context(t), time.Second)
+	defer cancel()
+	if w, err := p.supervisor().Adopt(ctx, reg); !errors.Is(err, supervisor.ErrLost) {
+		if w != nil {
+			w.Release()
+		}
+		t.Fatalf("adopting a worker that does not answer: %v, want supervisor.ErrLost", err)
+	}
+	awaitDone(t, stopped, "killed as lost")
+	if !stopped.Exited() || stopped.Cause() != "worker exited: signal 9" {
+		t.Fatalf("the lost worker ended with %v (%s)", stopped.Err(), stopped.Cause())
+	}
+	if _, err := p.registration("s2"); err == nil {
+		t.Fatal("the lost worker's registration is left")
 	}
 }
 

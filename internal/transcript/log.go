@@ -12,6 +12,9 @@ import (
 	"time"
 
 	"github.com/gofrs/flock"
+	"golang.org/x/sys/unix"
+
+	"github.com/agentd-dev/agentd/internal/atomicfile"
 )
 
 // Options configure Open.
@@ -71,11 +74,11 @@ func Open(path string, opts Options) (*Log, error) {
 	}
 	_, statErr := os.Lstat(path)
 	created := errors.Is(statErr, fs.ErrNotExist)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
+	f, err := atomicfile.Open(path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("opening transcript: %w", err)
 	}
-	lock := flock.New(path, flock.SetFlag(os.O_RDONLY))
+	lock := flock.New(path, flock.SetFlag(os.O_RDONLY|unix.O_NOFOLLOW))
 	l, err := open(f, lock, path, now, created)
 	if err != nil {
 		lock.Unlock()

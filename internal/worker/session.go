@@ -16,6 +16,7 @@ import (
 	"github.com/agentd-dev/agentd/internal/fanout"
 	"github.com/agentd-dev/agentd/internal/home"
 	"github.com/agentd-dev/agentd/internal/llm"
+	"github.com/agentd-dev/agentd/internal/redact"
 	"github.com/agentd-dev/agentd/internal/resource"
 	"github.com/agentd-dev/agentd/internal/server"
 	"github.com/agentd-dev/agentd/internal/tools"
@@ -267,7 +268,13 @@ func ptr[T any](v T) *T { return &v }
 // appendLocked appends a record to the transcript and tells subscribers:
 // the entry_added deltas are the transcript, record for record.
 func (s *session) appendLocked(typ, turnID string, data any) (transcript.Record, error) {
-	rec, err := s.log.Append(typ, turnID, data)
+	// No key the worker holds reaches the transcript (a command that
+	// printed one, a model that repeated one).
+	raw, err := json.Marshal(data)
+	if err != nil {
+		return transcript.Record{}, err
+	}
+	rec, err := s.log.Append(typ, turnID, json.RawMessage(redact.Bytes(raw)))
 	if err != nil {
 		return rec, err
 	}

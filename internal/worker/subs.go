@@ -13,6 +13,7 @@ import (
 	"github.com/agentd-dev/agentd/internal/fanout"
 	"github.com/agentd-dev/agentd/internal/home"
 	"github.com/agentd-dev/agentd/internal/link"
+	"github.com/agentd-dev/agentd/internal/redact"
 	"github.com/agentd-dev/agentd/internal/server"
 	"github.com/agentd-dev/agentd/internal/transport"
 	"github.com/agentd-dev/agentd/protocol"
@@ -246,11 +247,15 @@ func cut(s string, n int) int {
 // follows in entry_added), a tool call's arguments or result (the
 // transcript has them), a record's data (session.transcript.page reads
 // it). It reports false for a delta that still does not fit.
+//
+// No key the worker holds is in what it returns: a record's text, a
+// message's, a tool call's arguments or output.
 func encodeDelta(d protocol.SessionDelta) ([]byte, bool) {
 	b, err := json.Marshal(d)
 	if err != nil {
 		return nil, false
 	}
+	b = redact.Bytes(b)
 	if len(b) <= maxDeltaBytes {
 		return b, true
 	}
@@ -268,6 +273,7 @@ func encodeDelta(d protocol.SessionDelta) ([]byte, bool) {
 		d.Entry = protocol.FitRecord(d.Entry)
 	}
 	b, err = json.Marshal(d)
+	b = redact.Bytes(b)
 	return b, err == nil && len(b) <= maxDeltaBytes
 }
 
@@ -385,6 +391,7 @@ func (s *session) openSubscription(_ context.Context, call *server.Call, in *pro
 	if err != nil {
 		return protocol.SubscriptionOpenResult{}, err
 	}
+	snap = redact.Bytes(snap)
 	s.nextSub++
 	sub := &subscription{
 		id: s.id + "." + s.epoch[:6] + "." + strconv.Itoa(s.nextSub), conn: conn, epoch: s.epoch, sessionID: s.id, ptys: map[string]bool{},
@@ -573,6 +580,7 @@ func (sub *subscription) frame(p *pendingDelta) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
+		res = redact.Bytes(res)
 		pushed.Kind = protocol.KindRuntimeResourceUpdate
 		return json.Marshal(protocol.RuntimeResourceUpdateFrame{Pushed: pushed, RuntimeResourceUpdate: protocol.RuntimeResourceUpdate{SessionID: sub.sessionID, Ref: p.res.Ref, Resource: res}})
 	}
