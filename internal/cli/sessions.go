@@ -21,6 +21,7 @@ import (
 
 	"github.com/agentd-dev/agentd/client"
 	"github.com/agentd-dev/agentd/internal/activation"
+	"github.com/agentd-dev/agentd/internal/home"
 	"github.com/agentd-dev/agentd/internal/tui"
 	"github.com/agentd-dev/agentd/protocol"
 )
@@ -30,6 +31,10 @@ func open(ctx context.Context) (*client.Conn, error) {
 	c, _, err := openOwn(ctx)
 	return c, err
 }
+
+// notes is where a command says what it did beside what it was asked
+// (a runtime directory's mode set): the command's stderr, set by Main.
+var notes io.Writer = io.Discard
 
 // hostModel is the --host-model flag: the default model of a host the
 // command starts.
@@ -41,6 +46,15 @@ func openOwn(ctx context.Context) (*client.Conn, client.HostInfo, error) {
 	act, err := activation.Resolve(activation.Options{})
 	if err != nil {
 		return nil, client.HostInfo{}, err
+	}
+	// Before any host is looked for: a runtime directory the user made
+	// loose is tightened, and they are told.
+	loose, err := home.PrepareRuntimeDir(act.RuntimeDir)
+	if err != nil {
+		return nil, client.HostInfo{}, err
+	}
+	if loose != 0 {
+		fmt.Fprintf(notes, "agentd: runtime directory %s had mode %04o; set it to 0700, as it holds only agentd's sockets\n", act.RuntimeDir, loose)
 	}
 	if act.Command, err = hostCommand(act.Home); err != nil {
 		return nil, client.HostInfo{}, err
