@@ -295,7 +295,7 @@ func listSessions(ctx context.Context, e *env, f lsFlags) error {
 	pal := paletteFor(e.stdout)
 	tw := newTable(e.stdout)
 	multi := hostsListed > 1
-	heading := "ID\tTITLE\tSTATUS\tMODEL\tLAST ACTIVITY\tCWD"
+	heading := "ID\tTITLE\tSTATUS\tMODEL\tLAST ACTIVITY\tDIRECTORY"
 	if multi {
 		heading = "HOST\t" + heading
 	}
@@ -310,7 +310,7 @@ func listSessions(ctx context.Context, e *env, f lsFlags) error {
 		} else if r.Archived {
 			status = "archived"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", pal.id(r.SessionID), tui.Visible(r.Title), pal.state(status), r.Model, pal.dim(ago(r.LastActivityAt)), tui.Visible(r.Cwd))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", pal.id(r.SessionID), pal.title(r.Title), pal.state(status), r.Model, pal.dim(ago(r.LastActivityAt)), tui.Visible(r.Cwd))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
