@@ -111,6 +111,7 @@ func newRoot(e *env) *cobra.Command {
 		newAuthCmd(e),
 		newAnswerCmd(e),
 		newPsCmd(e),
+		newLogsCmd(e),
 		newShellCmd(e),
 		newPtyCmd(e),
 		newWorkerCmd(e),
