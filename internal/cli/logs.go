@@ -8,10 +8,13 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"github.com/agentd-dev/agentd/client"
 	"github.com/agentd-dev/agentd/internal/tui"
@@ -69,65 +72,161 @@ never acted on; piped, its bytes are exact.`,
 	return cmd
 }
 
+// runLog is a shell run's or PTY's log, open to read, with the
+// connection to the host that serves its session.
+type runLog struct {
+	l      located
+	r      protocol.Resource
+	f      *os.File
+	stream *client.Session // the session's resource updates; nil unless followed
+}
+
+// openRunLog opens the log of resource ref of session selector; with
+// follow, a stream of the session's resource updates too, opened before
+// the resource's state is read, so that its end, if it comes after, is
+// among the stream's updates.
+func openRunLog(ctx context.Context, selector, ref string, follow bool) (_ *runLog, err error) {
+	l, err := locateSession(ctx, selector)
+	if err != nil {
+		return nil, err
+	}
+	rl := &runLog{l: l}
+	defer func() {
+		if err != nil {
+			rl.close()
+		}
+	}()
+	id := l.session.SessionID
+	if follow {
+		if rl.stream, err = l.conn.OpenSession(ctx, id, client.SessionOptions{Resources: true}); err != nil {
+			return nil, err
+		}
+	}
+	page, err := client.Call(ctx, l.conn, protocol.OpRuntimeResourceQuery, protocol.ResourceQueryInput{SessionID: id, Ref: ref})
+	if err != nil {
+		return nil, err
+	}
+	i := slices.IndexFunc(page.Resources, func(r protocol.Resource) bool { return r.Ref == ref })
+	if i < 0 {
+		return nil, codedError{protocol.CodeNotFound, fmt.Errorf("session %s has no shell run or PTY %q (`agentd ps %s` lists them)", id, ref, id)}
+	}
+	rl.r = page.Resources[i]
+	if rl.f, err = os.Open(filepath.Join(l.home, "sessions", id, "resources", ref+".log")); err != nil {
+		return nil, fmt.Errorf("%s of session %s: its output: %w", ref, id, err)
+	}
+	return rl, nil
+}
+
+func (rl *runLog) close() {
+	if rl.f != nil {
+		rl.f.Close()
+	}
+	if rl.stream != nil {
+		rl.stream.Close()
+	}
+	rl.l.conn.Close()
+}
+
 // printLogs prints the log of resource ref of session selector: its last
 // lines when lines is 0 or more, and with follow what it writes next.
 func printLogs(ctx context.Context, e *env, selector, ref string, lines int, follow bool) error {
 	setup, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
-	l, err := locateSession(setup, selector)
+	rl, err := openRunLog(setup, selector, ref, follow)
 	if err != nil {
 		return err
 	}
-	defer l.conn.Close()
-	id := l.session.SessionID
-	// The stream is open before the run's state is read: its end, if it
-	// comes after, is among the stream's updates.
-	var stream *client.Session
-	if follow {
-		if stream, err = l.conn.OpenSession(setup, id, client.SessionOptions{Resources: true}); err != nil {
-			return err
-		}
-		defer stream.Close()
-	}
-	page, err := client.Call(setup, l.conn, protocol.OpRuntimeResourceQuery, protocol.ResourceQueryInput{SessionID: id, Ref: ref})
-	if err != nil {
-		return err
-	}
-	var r *protocol.Resource
-	for i := range page.Resources {
-		if page.Resources[i].Ref == ref {
-			r = &page.Resources[i]
-		}
-	}
-	if r == nil {
-		return codedError{protocol.CodeNotFound, fmt.Errorf("session %s has no shell run or PTY %q (`agentd ps %s` lists them)", id, ref, id)}
-	}
-	f, err := os.Open(filepath.Join(l.home, "sessions", id, "resources", ref+".log"))
-	if err != nil {
-		return fmt.Errorf("%s of session %s: its output: %w", ref, id, err)
-	}
-	defer f.Close()
+	defer rl.close()
 	if lines >= 0 {
-		if err := seekLastLines(f, lines); err != nil {
-			return fmt.Errorf("%s of session %s: its output: %w", ref, id, err)
+		if err := seekLastLines(rl.f, lines); err != nil {
+			return fmt.Errorf("%s of session %s: its output: %w", ref, rl.r.SessionID, err)
 		}
 	}
 	out := e.stdout
 	if isTerminal(e.stdout) {
 		out = visibleWriter{e.stdout}
 	}
-	if _, err := io.Copy(out, f); err != nil {
+	if _, err := io.Copy(out, rl.f); err != nil {
 		return err
 	}
-	if !follow || r.State != protocol.ResourceRunning {
+	if !follow || rl.r.State != protocol.ResourceRunning {
 		return nil
 	}
-	ended, err := followLog(ctx, f, out, stream, ref)
+	ended, err := followLog(ctx, rl.f, out, rl.stream, ref)
 	if err != nil || ended == nil {
 		return err
 	}
 	fmt.Fprintf(e.stderr, "agentd: %s ended (%s)\n", ref, exitOf(*ended))
 	return nil
+}
+
+// viewRunLog shows the output of shell run ref of session id on terminal
+// in/out for agentd attach, which has let go of the terminal: on the
+// alternate screen, its last screenful, then what it writes while it
+// runs, until the person presses q, Ctrl-\ or Ctrl-C; a run that has
+// ended says how, and waits for that key. It returns what to tell the
+// person once the view has ended.
+func viewRunLog(ctx context.Context, id, ref string, in, out *os.File) (string, error) {
+	setup, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	rl, err := openRunLog(setup, id, ref, true)
+	if err != nil {
+		return "", err
+	}
+	defer rl.close()
+	_, rows := windowSize(out)
+	if err := seekLastLines(rl.f, max(rows-2, 1)); err != nil {
+		return "", err
+	}
+	keys, err := readEveryKey(in)
+	if err != nil {
+		return "", err
+	}
+	defer keys.restore()
+	io.WriteString(out, "\x1b[?1049h\x1b[H\x1b[2J")
+	defer io.WriteString(out, "\x1b[?1049l")
+	fmt.Fprintf(out, "── %s · %s · q back\n", ref, oneLine(rl.r.Command))
+	w := visibleWriter{out}
+	if _, err := io.Copy(w, rl.f); err != nil {
+		return "", err
+	}
+	view, leave := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		defer leave()
+		keys.read(view, "q\x1c\x03")
+	})
+	defer wg.Wait()
+	defer leave()
+	ended := &rl.r
+	if rl.r.State == protocol.ResourceRunning {
+		if ended, err = followLog(view, rl.f, w, rl.stream, ref); err != nil {
+			return "", err
+		}
+	}
+	if ended == nil {
+		return fmt.Sprintf("back from %s, which runs on", ref), nil
+	}
+	fmt.Fprintf(out, "── %s exited (%s) · q back", ref, exitOf(*ended))
+	<-view.Done()
+	return fmt.Sprintf("back from %s, which exited (%s)", ref, exitOf(*ended)), nil
+}
+
+// readEveryKey is readKeys with Ctrl-C and Ctrl-\ read as keys too, not
+// turned into signals.
+func readEveryKey(f *os.File) (*keyReader, error) {
+	k, err := readKeys(f)
+	if err != nil {
+		return nil, err
+	}
+	t := *k.old
+	t.Lflag &^= unix.ICANON | unix.ECHO | unix.ISIG
+	t.Cc[unix.VMIN], t.Cc[unix.VTIME] = 1, 0
+	if err := unix.IoctlSetTermios(k.fd, unix.TCSETS, &t); err != nil {
+		k.restore()
+		return nil, err
+	}
+	return k, nil
 }
 
 // followLog copies what f gains to out until stream reports resource

@@ -145,3 +145,31 @@ func mustWrite(t *testing.T, path string) {
 		t.Fatal(err)
 	}
 }
+
+// TestTheResourcesPaneOpensAShellRunsOutputLive: enter on a shell run in
+// attach's resources pane shows its output, what it prints next as it
+// prints it, and how it ended; q brings the session's screen back.
+func TestTheResourcesPaneOpensAShellRunsOutputLive(t *testing.T) {
+	p := newSessionPlace(t)
+	dir := p.workDir()
+	id := strings.TrimSpace(p.mustRun("new", "--cwd", dir, "--approve", "all"))
+	run := startRun(t, p, id, "echo before-$((1+1)); while [ ! -e go ]; do sleep 0.01; done; echo after-$((2+2)); exit 5")
+	a := p.screen(t, "attach", id)
+	a.waitText("running: " + run.Ref)
+	a.typeKeys(keyTab)
+	a.waitText("❯ " + run.Ref + " ")
+	a.typeKeys(keyEnter)
+	a.waitFor("the run's output alone", func(text string) bool {
+		return strings.Contains(text, "── "+run.Ref) && strings.Contains(text, "before-2") && !strings.Contains(text, "agentd · "+id)
+	})
+	mustWrite(t, filepath.Join(dir, "go"))
+	a.waitText("after-4")
+	a.waitText(run.Ref + " exited (exit status 5) · q back")
+	a.typeKeys("q")
+	a.waitText("back from " + run.Ref + ", which exited (exit status 5)")
+	a.waitText("agentd · " + id)
+	a.typeKeys(keyQuit)
+	if err := a.waitExit(); err != nil {
+		t.Fatalf("detach: %v", err)
+	}
+}
