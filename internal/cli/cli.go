@@ -137,6 +137,7 @@ func newRoot(e *env) *cobra.Command {
 	})
 	root.InitDefaultHelpCmd()
 	root.InitDefaultCompletionCmd()
+	addCompletions(root)
 	root.SuggestionsMinimumDistance = 2
 	if comp, _, err := root.Find([]string{"completion"}); err == nil && comp != root {
 		// Without a shell it prints its help; with an unknown one it is a
