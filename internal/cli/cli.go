@@ -80,9 +80,14 @@ func newRoot(e *env) *cobra.Command {
 		Version:       version.String(),
 		SilenceErrors: true,
 		SilenceUsage:  true,
-		Args:          noArgs, // an unknown command is caught before, by unknownCommand
+		Long: `agentd hosts coding-agent sessions that outlive their clients.
+
+Without a command, on a terminal, agentd attaches to the current directory's
+latest session, or starts one (agentd attach --new); off a terminal it
+prints this help.`,
+		Args: noArgs, // an unknown command is caught before, by unknownCommand
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return cmd.Help()
+			return bare(e, cmd)
 		},
 	}
 	root.SetOut(e.stdout)
