@@ -1,9 +1,7 @@
 package cli
 
 import (
-	"cmp"
 	"context"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -127,7 +125,7 @@ func sessionIDs(ctx context.Context, c *client.Conn, _ []string, toComplete stri
 	var out []cobra.Completion
 	for _, s := range page.Sessions {
 		if strings.HasPrefix(s.SessionID, toComplete) {
-			out = append(out, cobra.CompletionWithDesc(s.SessionID, oneLine(cmp.Or(s.Title, "untitled")+", in "+filepath.Base(s.Cwd))))
+			out = append(out, cobra.CompletionWithDesc(s.SessionID, oneLine(sessionLabel(s))))
 		}
 	}
 	return out

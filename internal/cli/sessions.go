@@ -3,6 +3,7 @@ package cli
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -479,7 +480,7 @@ func confirmRemove(e *env, s protocol.Session) error {
 	if !canAsk(e) {
 		return fmt.Errorf("session %s is running a turn; `agentd stop %s` stops it, or `agentd rm --force %s` removes the session all the same", s.SessionID, s.SessionID, s.SessionID)
 	}
-	if !confirm(e, fmt.Sprintf("session %s (%s) is running a turn. Stop it and remove the session?", s.SessionID, s.Title)) {
+	if !confirm(e, fmt.Sprintf("session %s (%s) is running a turn. Stop it and remove the session?", s.SessionID, tui.Visible(sessionLabel(s)))) {
 		return fmt.Errorf("session %s was not removed", s.SessionID)
 	}
 	return nil
@@ -624,4 +625,11 @@ func newAnswerCmd(e *env) *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print pending interactions as JSON")
 	return cmd
+}
+
+// sessionLabel names session s for a person beside its id: its title and
+// the directory it works in, "fix the build, in proj", or "untitled, in
+// proj" before its first prompt.
+func sessionLabel(s protocol.Session) string {
+	return cmp.Or(s.Title, "untitled") + ", in " + filepath.Base(s.Cwd)
 }
