@@ -389,7 +389,7 @@ func TestLsAndStatusAreColouredOnATerminalOnly(t *testing.T) {
 	}
 	// Colour does not throw the columns out of line.
 	lines := strings.Split(ansi.Strip(ptyOutput(t, p.command("ls"))), "\n")
-	if len(lines) < 2 || strings.Index(lines[0], "TITLE") != strings.Index(strings.ReplaceAll(lines[1], "\r", ""), "work") {
+	if len(lines) < 2 || strings.Index(lines[0], "TITLE") != strings.Index(strings.ReplaceAll(lines[1], "\r", ""), "untitled") {
 		t.Errorf("columns out of line:\n%s", strings.Join(lines, "\n"))
 	}
 }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"time"
 
@@ -16,108 +17,109 @@ import (
 // waiting on a Tab key must not wait long.
 const completeTimeout = 2 * time.Second
 
-// completer completes one argument or flag value from what the running
-// host says, in one request.
-type completer func(ctx context.Context, c *client.Conn, args []string, toComplete string) []cobra.Completion
+// completer completes one argument or flag value: from fixed words, or
+// from what the running host says, in one request.
+type completer struct {
+	words []string
+	ask   func(ctx context.Context, c *client.Conn, args []string, toComplete string) []cobra.Completion
+}
 
-// argCompleters are, by command path, the completers of each positional
-// argument in turn.
-var argCompleters = map[string][]completer{
-	"agentd attach":    {sessionIDs},
-	"agentd log":       {sessionIDs},
-	"agentd rename":    {sessionIDs},
-	"agentd archive":   {sessionIDs},
-	"agentd unarchive": {sessionIDs},
-	"agentd rm":        {sessionIDs},
-	"agentd ps":        {sessionIDs},
-	"agentd shell":     {sessionIDs},
-	"agentd stop":      {sessionIDs, resourceRefs(func(r protocol.Resource) bool { return r.State == protocol.ResourceRunning })},
-	"agentd pty": {sessionIDs, resourceRefs(func(r protocol.Resource) bool {
+// Completers of agentd's own values.
+var (
+	completeSessions    = completer{ask: sessionIDsOf}
+	completeModels      = completer{ask: modelNamesOf}
+	completeProviders   = completer{ask: providersOf}
+	completePending     = completer{ask: pendingOf}
+	completeApprovals   = completer{words: []string{protocol.ApprovalAsk, protocol.ApprovalAll, protocol.ApprovalReadOnly}}
+	completeThinking    = completer{words: []string{"off", "low", "medium", "high"}}
+	completeAnswers     = completer{words: []string{protocol.AnswerAllow, protocol.AnswerDeny}}
+	completeRefs        = resourceRefs(func(protocol.Resource) bool { return true })
+	completeRunningRefs = resourceRefs(func(r protocol.Resource) bool { return r.State == protocol.ResourceRunning })
+	completeRunningPTYs = resourceRefs(func(r protocol.Resource) bool {
 		return r.Kind == protocol.ResourcePTY && r.State == protocol.ResourceRunning
-	})},
-	"agentd logs":          {sessionIDs, resourceRefs(func(protocol.Resource) bool { return true })},
-	"agentd answer":        {sessionIDs, pendingInteractions, words(protocol.AnswerAllow, protocol.AnswerDeny)},
-	"agentd models select": {modelNames},
-	"agentd auth set":      {providerNames},
-	"agentd auth rm":       {providerNames},
+	})
+)
+
+// argCompleters are, by command (its words after agentd), the completers
+// of each positional argument in turn.
+var argCompleters = map[string][]completer{
+	"attach":          {completeSessions},
+	"log":             {completeSessions},
+	"rename":          {completeSessions},
+	"archive":         {completeSessions},
+	"unarchive":       {completeSessions},
+	"rm":              {completeSessions},
+	"ps":              {completeSessions},
+	"shell":           {completeSessions},
+	"stop":            {completeSessions, completeRunningRefs},
+	"pty":             {completeSessions, completeRunningPTYs},
+	"logs":            {completeSessions, completeRefs},
+	"answer":          {completeSessions, completePending, completeAnswers},
+	"models select":   {completeModels},
+	"models thinking": {completeThinking},
+	"auth set":        {completeProviders},
+	"auth rm":         {completeProviders},
 }
 
-// flagCompleters are, by command path and flag name, the completers of
-// flag values.
+// flagCompleters are, by command and flag name, the completers of flag
+// values.
 var flagCompleters = map[string]map[string]completer{
-	"agentd run":             {"session": sessionIDs, "model": modelNames},
-	"agentd new":             {"model": modelNames},
-	"agentd attach":          {"model": modelNames},
-	"agentd models select":   {"session": sessionIDs},
-	"agentd models thinking": {"session": sessionIDs},
+	"run":             {"session": completeSessions, "model": completeModels, "approve": completeApprovals, "thinking": completeThinking},
+	"new":             {"model": completeModels, "approve": completeApprovals},
+	"attach":          {"model": completeModels},
+	"models select":   {"session": completeSessions},
+	"models thinking": {"session": completeSessions},
 }
 
-// addCompletions gives the commands under root their completions of
-// agentd's own: session ids (described by their titles and directories),
-// resource refs, interactions, providers and models. They ask the host
-// that runs, and never start one: with none running they offer nothing.
+// addCompletions gives agentd's commands their completions of agentd's
+// own: session ids (described by their titles and directories), resource
+// refs, interactions, completeProviders and models. Those ask the host that
+// runs, and never start one: with none running they offer nothing.
 func addCompletions(root *cobra.Command) {
-	var walk func(*cobra.Command)
-	walk = func(cmd *cobra.Command) {
-		path := cmd.CommandPath()
-		if cs, ok := argCompleters[path]; ok {
-			cmd.ValidArgsFunction = func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
-				if len(args) >= len(cs) {
-					return nil, cobra.ShellCompDirectiveNoFileComp
-				}
-				return fromHost(cmd, cs[len(args)], args, toComplete)
-			}
+	find := func(path string) *cobra.Command {
+		cmd, _, err := root.Find(strings.Fields(path))
+		if err != nil || cmd == root {
+			panic(fmt.Sprintf("completions for %q, which is no command", path))
 		}
-		for name, c := range flagCompleters[path] {
-			cmd.RegisterFlagCompletionFunc(name, func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
-				return fromHost(cmd, c, args, toComplete)
-			})
-		}
-		for _, sub := range cmd.Commands() {
-			walk(sub)
-		}
+		return cmd
 	}
-	walk(root)
-	for path, flags := range map[string]map[string][]string{
-		"agentd run": {"approve": {protocol.ApprovalAsk, protocol.ApprovalAll, protocol.ApprovalReadOnly}, "thinking": thinkingLevels},
-		"agentd new": {"approve": {protocol.ApprovalAsk, protocol.ApprovalAll, protocol.ApprovalReadOnly}},
-	} {
-		cmd, _, err := root.Find(strings.Fields(path)[1:])
-		if err != nil {
-			continue
-		}
-		for name, values := range flags {
-			cmd.RegisterFlagCompletionFunc(name, cobra.FixedCompletions(values, cobra.ShellCompDirectiveNoFileComp))
-		}
-	}
-	if cmd, _, err := root.Find([]string{"models", "thinking"}); err == nil {
-		cmd.ValidArgsFunction = func(_ *cobra.Command, args []string, _ string) ([]cobra.Completion, cobra.ShellCompDirective) {
-			if len(args) > 0 {
+	for path, cs := range argCompleters {
+		find(path).ValidArgsFunction = func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+			if len(args) >= len(cs) {
 				return nil, cobra.ShellCompDirectiveNoFileComp
 			}
-			return thinkingLevels, cobra.ShellCompDirectiveNoFileComp
+			return cs[len(args)].complete(cmd, args, toComplete), cobra.ShellCompDirectiveNoFileComp
+		}
+	}
+	for path, flags := range flagCompleters {
+		cmd := find(path)
+		for name, c := range flags {
+			cmd.RegisterFlagCompletionFunc(name, func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+				return c.complete(cmd, args, toComplete), cobra.ShellCompDirectiveNoFileComp
+			})
 		}
 	}
 }
 
-// thinkingLevels are the thinking levels a session may have.
-var thinkingLevels = []string{"off", "low", "medium", "high"}
-
-// fromHost runs c against this home's running host, if one runs.
-func fromHost(cmd *cobra.Command, c completer, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+// complete returns c's completions of toComplete: its words, or what it
+// asks this home's running host, if one runs.
+func (c completer) complete(cmd *cobra.Command, args []string, toComplete string) []cobra.Completion {
+	if c.ask == nil {
+		return c.words
+	}
 	ctx, cancel := context.WithTimeout(cmd.Context(), completeTimeout)
 	defer cancel()
 	conn, _, _, err := activation.Open(ctx, activation.OpenOptions{NoStart: true, Options: client.Options{Surface: protocol.SurfaceCLI}})
 	if err != nil {
-		return nil, cobra.ShellCompDirectiveNoFileComp
+		return nil
 	}
 	defer conn.Close()
-	return c(ctx, conn, args, toComplete), cobra.ShellCompDirectiveNoFileComp
+	return c.ask(ctx, conn, args, toComplete)
 }
 
-// sessionIDs are the host's sessions whose id starts with toComplete,
+// sessionIDsOf are the host's sessions whose id starts with toComplete,
 // described by their titles and directories.
-func sessionIDs(ctx context.Context, c *client.Conn, _ []string, toComplete string) []cobra.Completion {
+func sessionIDsOf(ctx context.Context, c *client.Conn, _ []string, toComplete string) []cobra.Completion {
 	page, err := client.Call(ctx, c, protocol.OpSessionList, protocol.SessionListInput{Limit: protocol.MaxSessionPage})
 	if err != nil {
 		return nil
@@ -134,7 +136,7 @@ func sessionIDs(ctx context.Context, c *client.Conn, _ []string, toComplete stri
 // resourceRefs completes the refs of the session named by the first
 // argument that keep says to offer, described by their commands.
 func resourceRefs(keep func(protocol.Resource) bool) completer {
-	return func(ctx context.Context, c *client.Conn, args []string, toComplete string) []cobra.Completion {
+	return completer{ask: func(ctx context.Context, c *client.Conn, args []string, toComplete string) []cobra.Completion {
 		page, err := client.Call(ctx, c, protocol.OpRuntimeResourceQuery, protocol.ResourceQueryInput{SessionID: args[0]})
 		if err != nil {
 			return nil
@@ -146,12 +148,12 @@ func resourceRefs(keep func(protocol.Resource) bool) completer {
 			}
 		}
 		return out
-	}
+	}}
 }
 
-// pendingInteractions completes the ids of the interactions that wait in
+// pendingOf completes the ids of the interactions that wait in
 // the session named by the first argument, described by their prompts.
-func pendingInteractions(ctx context.Context, c *client.Conn, args []string, toComplete string) []cobra.Completion {
+func pendingOf(ctx context.Context, c *client.Conn, args []string, toComplete string) []cobra.Completion {
 	res, err := client.Call(ctx, c, protocol.OpInteractionQuery, protocol.SessionRef{SessionID: args[0]})
 	if err != nil {
 		return nil
@@ -165,14 +167,9 @@ func pendingInteractions(ctx context.Context, c *client.Conn, args []string, toC
 	return out
 }
 
-// words completes one of a fixed set of words; it asks the host nothing.
-func words(ws ...string) completer {
-	return func(context.Context, *client.Conn, []string, string) []cobra.Completion { return ws }
-}
-
-// modelNames completes provider/model, the default and those that cannot run
+// modelNamesOf completes provider/model, the default and those that cannot run
 // described so.
-func modelNames(ctx context.Context, c *client.Conn, _ []string, toComplete string) []cobra.Completion {
+func modelNamesOf(ctx context.Context, c *client.Conn, _ []string, toComplete string) []cobra.Completion {
 	res, err := client.Call(ctx, c, protocol.OpModelsList, protocol.ModelsListInput{})
 	if err != nil {
 		return nil
@@ -195,9 +192,9 @@ func modelNames(ctx context.Context, c *client.Conn, _ []string, toComplete stri
 	return out
 }
 
-// providerNames completes the host's model providers, described by whether
+// providersOf completes the host's model completeProviders, described by whether
 // they can be called.
-func providerNames(ctx context.Context, c *client.Conn, _ []string, toComplete string) []cobra.Completion {
+func providersOf(ctx context.Context, c *client.Conn, _ []string, toComplete string) []cobra.Completion {
 	res, err := client.Call(ctx, c, protocol.OpModelsList, protocol.ModelsListInput{})
 	if err != nil {
 		return nil
