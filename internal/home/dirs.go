@@ -17,8 +17,9 @@ import (
 // dir must be a directory (not a symbolic link) owned by the current uid
 // with no group or other permission bits. One that is the current uid's
 // own but looser (a directory made with mkdir -p, 0755) gets mode 0700
-// when it holds nothing but agentd's files (sockets and registrations,
-// with their temporary files); one holding anything else is left as it is.
+// when it holds nothing but agentd's files, the user's own (sockets and
+// registrations, with their temporary files); one holding anything else
+// is left as it is.
 // Otherwise PrepareRuntimeDir returns an error naming the path and what is
 // wrong with it.
 func PrepareRuntimeDir(dir string) (fixed fs.FileMode, err error) {
@@ -51,8 +52,8 @@ func PrepareRuntimeDir(dir string) (fixed fs.FileMode, err error) {
 }
 
 // tighten gives dir, the current uid's own directory with a loose mode,
-// mode 0700 when it holds nothing but agentd's files, and returns the
-// mode it had.
+// mode 0700 when it holds nothing but agentd's files, each its own, and
+// returns the mode it had.
 func tighten(dir string, fi fs.FileInfo) (fs.FileMode, error) {
 	loose := fi.Mode().Perm()
 	entries, err := os.ReadDir(dir)
@@ -60,9 +61,23 @@ func tighten(dir string, fi fs.FileInfo) (fs.FileMode, error) {
 		return 0, fmt.Errorf("runtime directory %s has mode %04o; it must be 0700: %w", dir, loose, err)
 	}
 	for _, e := range entries {
-		if !agentdFile(e.Name()) {
-			return 0, fmt.Errorf("runtime directory %s has mode %04o and holds %s, which is not agentd's; it must be 0700 and owned by uid %d: chmod 0700 %s, or point %s elsewhere",
-				dir, loose, e.Name(), os.Getuid(), dir, protocol.EnvRuntimeDir)
+		// A loose mode may have let others write: each file must be
+		// the user's own too.
+		why := ""
+		info, err := e.Info()
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			continue // removed meanwhile
+		case !agentdFile(e.Name()):
+			why = "which is not agentd's"
+		case err != nil:
+			why = fmt.Sprintf("which cannot be looked at (%v)", err)
+		case !ownedByUs(info):
+			why = fmt.Sprintf("owned by uid %d", ownerUID(info))
+		}
+		if why != "" {
+			return 0, fmt.Errorf("runtime directory %s has mode %04o and holds %s, %s; it must be 0700 and owned by uid %d: chmod 0700 %s, or point %s elsewhere",
+				dir, loose, e.Name(), why, os.Getuid(), dir, protocol.EnvRuntimeDir)
 		}
 	}
 	if err := os.Chmod(dir, 0o700); err != nil {

@@ -68,6 +68,31 @@ func TestPrepareRuntimeDirRefusesALooseDirectoryHoldingOtherFilesWithoutChanging
 	}
 }
 
+func TestPrepareRuntimeDirRefusesALooseDirectoryHoldingAFileOfAnotherUID(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root to chown a file to another uid")
+	}
+	dir := filepath.Join(t.TempDir(), "rt")
+	if err := os.Mkdir(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	planted := filepath.Join(dir, "h1f2e3.json")
+	if err := os.WriteFile(planted, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(planted, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	_, err := PrepareRuntimeDir(dir)
+	if err == nil || !strings.Contains(err.Error(), "holds h1f2e3.json, owned by uid 65534") {
+		t.Fatalf("err = %v; want one naming the file and its owner", err)
+	}
+	assertMode(t, dir, 0o777)
+}
+
 func TestPrepareRuntimeDirRefusesDirectoryOwnedByAnotherUID(t *testing.T) {
 	if os.Getuid() != 0 {
 		t.Skip("needs root to chown a directory to another uid")
