@@ -24,7 +24,7 @@ import (
 // schema filled in.
 func listenRegistered(t *testing.T, dir string, reg protocol.Registration) (*net.UnixListener, protocol.Registration) {
 	t.Helper()
-	if err := home.PrepareRuntimeDir(dir); err != nil {
+	if _, err := home.PrepareRuntimeDir(dir); err != nil {
 		t.Fatal(err)
 	}
 	ln, err := home.Listen(dir, reg.HostID)

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/agentd-dev/agentd/protocol"
 )
@@ -27,7 +28,7 @@ func TestCreateWritesACompleteHeaderWithDefaults(t *testing.T) {
 		t.Errorf("id %q is not 10 characters of lowercase base32", h.ID)
 	}
 	want := Header{
-		SchemaVersion: SchemaVersion, ID: h.ID, Title: "my-project", Cwd: cwd,
+		SchemaVersion: SchemaVersion, ID: h.ID, Title: "", Cwd: cwd, // titled by its first prompt
 		Thinking: ThinkingOff, Approval: ApprovalAsk, MetadataRevision: 1,
 		CreatedAt: h.CreatedAt, UpdatedAt: h.CreatedAt, LastActivityAt: h.CreatedAt,
 	}
@@ -84,7 +85,7 @@ func TestHeaderConvertsToTheProtocolSession(t *testing.T) {
 	h := mustCreate(t, c, CreateOptions{ID: "demo-1", Cwd: workDir(t, "w"), Model: "faux/echo"})
 	got := h.Session("idle")
 	want := protocol.Session{
-		SessionID: "demo-1", Title: "w", Cwd: h.Cwd, Model: "faux/echo", Thinking: "off", Approval: "ask",
+		SessionID: "demo-1", Title: "", Cwd: h.Cwd, Model: "faux/echo", Thinking: "off", Approval: "ask",
 		CreatedAt: h.CreatedAt, LastActivityAt: h.LastActivityAt, Status: "idle",
 		MetadataRevision: 1,
 	}
@@ -436,7 +437,7 @@ func TestReportsMissingAndAmbiguousSessionSelections(t *testing.T) {
 	if got := ids(amb.Candidates); len(got) != 2 || !slices.Contains(got, "demo-1") || !slices.Contains(got, "demo-2") {
 		t.Errorf("candidates %v, want demo-1 and demo-2", got)
 	}
-	for _, s := range []string{`"demo"`, "demo-1 (first demo)", "demo-2 (second demo)"} {
+	for _, s := range []string{`"demo"`, "demo-1 (first demo, in w)", "demo-2 (second demo, in w)"} {
 		if !strings.Contains(err.Error(), s) {
 			t.Errorf("message %q does not contain %q", err, s)
 		}
@@ -544,5 +545,49 @@ func TestRemoveRacingChangesLeavesNoSessionBehind(t *testing.T) {
 	}
 	if names := sessionsDirNames(t, home); len(names) != 0 {
 		t.Errorf("sessions directory holds %v, want nothing", names)
+	}
+}
+
+// TestASessionIsTitledFromItsFirstPrompt: an untitled session takes a
+// short title of one line from its first prompt, and keeps it; a session
+// titled at its creation keeps its own.
+func TestASessionIsTitledFromItsFirstPrompt(t *testing.T) {
+	c, home := openHome(t)
+	h := mustCreate(t, c, CreateOptions{ID: "s1", Cwd: workDir(t, "proj")})
+	if h.Label() != "untitled, in proj" {
+		t.Errorf("label %q", h.Label())
+	}
+	if _, titled, err := c.TitleFromPrompt("s1", "  \n\t\n"); titled || err != nil {
+		t.Fatalf("a blank prompt: titled %v, %v", titled, err)
+	}
+	h, titled, err := c.TitleFromPrompt("s1", "\n  fix   the failing\ttest in catalog\nand then the docs")
+	if !titled || err != nil || h.Title != "fix the failing test in catalog" {
+		t.Fatalf("TitleFromPrompt = %q, %v, %v", h.Title, titled, err)
+	}
+	if h, titled, _ := c.TitleFromPrompt("s1", "another prompt"); titled || h.Title != "fix the failing test in catalog" {
+		t.Fatalf("a second prompt retitled the session: %q", h.Title)
+	}
+	if got, _ := mustOpen(t, home).Get("s1"); got.Title != "fix the failing test in catalog" || got.Label() != "fix the failing test in catalog, in proj" {
+		t.Fatalf("reopened: %q (%s)", got.Title, got.Label())
+	}
+	mustCreate(t, c, CreateOptions{ID: "s2", Cwd: workDir(t, "w"), Title: "given"})
+	if h, titled, _ := c.TitleFromPrompt("s2", "a prompt"); titled || h.Title != "given" {
+		t.Fatalf("a given title was replaced: %q", h.Title)
+	}
+}
+
+func TestTitleFromPromptIsShortAndOnOneLine(t *testing.T) {
+	for _, c := range []struct{ prompt, want string }{
+		{"list the files here: run `ls -la`", "list the files here: run `ls -la`"},
+		{"", ""},
+		{"\x1b[31mred\x1b[0m alert", "[31mred [0m alert"},
+		{strings.Repeat("word ", 30), "word word word word word word word word word word word…"},
+		{strings.Repeat("x", 80), strings.Repeat("x", PromptTitleLen-1) + "…"},
+		{strings.Repeat("é", 70), strings.Repeat("é", PromptTitleLen-1) + "…"},
+	} {
+		got := TitleFromPrompt(c.prompt)
+		if got != c.want || utf8.RuneCountInString(got) > PromptTitleLen || strings.ContainsAny(got, "\n\t") {
+			t.Errorf("TitleFromPrompt(%q) = %q, want %q", c.prompt, got, c.want)
+		}
 	}
 }

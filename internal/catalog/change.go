@@ -21,7 +21,7 @@ type CreateOptions struct {
 	// Cwd is the absolute path of an existing directory. Required. The
 	// session keeps it with symbolic links resolved.
 	Cwd string
-	// Title defaults to the base name of Cwd.
+	// Title is empty for a session its first prompt titles.
 	Title string
 	// Model ("provider/model") defaults to ModelForNew("").
 	Model string
@@ -112,7 +112,7 @@ func (c *Catalog) newHeader(opts CreateOptions) (Header, error) {
 	case !fi.IsDir():
 		return Header{}, invalid("cwd", "%s is not a directory", cwd)
 	}
-	title := defaultTitle(cwd)
+	title := ""
 	// A symbolic link is followed once, here: the session works in the
 	// directory it named at creation, wherever the link points later.
 	if cwd, err = filepath.EvalSymlinks(cwd); err != nil {
@@ -292,6 +292,22 @@ func (c *Catalog) Rename(id, title string) (Header, error) {
 	})
 }
 
+// TitleFromPrompt titles session id from prompt (TitleFromPrompt) when it
+// has no title yet, and reports whether it did; a session with a title,
+// or a prompt that says nothing, is left as it is.
+func (c *Catalog) TitleFromPrompt(id, prompt string) (Header, bool, error) {
+	title := TitleFromPrompt(prompt)
+	titled := false
+	h, err := c.update("cannot title session", id, false, func(h *Header) (bool, error) {
+		if h.Title != "" || title == "" {
+			return false, nil
+		}
+		h.Title, titled = title, true
+		return true, nil
+	})
+	return h, titled, err
+}
+
 // Archive archives session id. An archived session is listed only on
 // request and refuses changes other than Unarchive and Remove; archiving
 // one again fails with ErrArchived.
@@ -451,9 +467,6 @@ func (c *Catalog) Restore(h Header) (Header, error) {
 	now := c.now()
 	h.SchemaVersion, h.Damaged, h.Damage = SchemaVersion, false, ""
 	h.UpdatedAt = now
-	if h.Title == "" {
-		h.Title = defaultTitle(h.Cwd)
-	}
 	if h.CreatedAt.IsZero() {
 		h.CreatedAt = now
 	}

@@ -77,8 +77,8 @@ func (e *AmbiguousError) Error() string {
 		switch {
 		case h.Damaged:
 			b.WriteString(" (damaged)")
-		case h.Title != "":
-			fmt.Fprintf(&b, " (%s)", h.Title)
+		default:
+			fmt.Fprintf(&b, " (%s)", h.Label())
 		}
 	}
 	return b.String()

@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -52,7 +53,10 @@ const MaxModelLen = 256
 type Header struct {
 	SchemaVersion int    `json:"schemaVersion"`
 	ID            string `json:"id"`
-	Title         string `json:"title"`
+	// Title is what the session is called: given at its creation or by
+	// Rename, else taken from its first prompt (TitleFromPrompt); empty
+	// until then.
+	Title string `json:"title"`
 	// Cwd is the absolute path of the directory the session works in.
 	Cwd string `json:"cwd"`
 	// Model is "provider/model", or empty when the session was created
@@ -141,7 +145,7 @@ func (h *Header) check() error {
 	if strings.TrimSpace(h.Title) != h.Title {
 		return errors.New("header: title has surrounding space")
 	}
-	if _, err := cleanTitle(h.Title); err != nil {
+	if _, err := cleanTitle(h.Title); err != nil && h.Title != "" {
 		return fmt.Errorf("header: %w", err)
 	}
 	if h.Model != "" {
@@ -189,23 +193,47 @@ func cleanTitle(title string) (string, error) {
 	return title, nil
 }
 
-// defaultTitle derives a title from cwd: its base name, shortened and
-// stripped of control characters as needed.
-func defaultTitle(cwd string) string {
-	t := strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) || r == utf8.RuneError {
-			return '?'
+// Label names h for a person beside its id: its title and the directory
+// it works in, "fix the build, in proj", or "untitled, in proj".
+func (h Header) Label() string {
+	return Label(h.Title, h.Cwd)
+}
+
+// Label names a session of title working in cwd for a person, as
+// Header.Label does.
+func Label(title, cwd string) string {
+	return cmp.Or(title, "untitled") + ", in " + filepath.Base(cwd)
+}
+
+// PromptTitleLen is the most characters a title taken from a prompt has.
+const PromptTitleLen = 60
+
+// TitleFromPrompt returns a short title of one line for a session whose
+// first prompt is prompt: its first line that says something, with its
+// spaces collapsed and control characters dropped, cut at a word to at
+// most PromptTitleLen characters with "…" when longer. It is empty when
+// the prompt says nothing.
+func TitleFromPrompt(prompt string) string {
+	var line string
+	for l := range strings.Lines(prompt) {
+		if line = strings.Join(strings.Fields(strings.Map(func(r rune) rune {
+			if unicode.IsControl(r) || r == utf8.RuneError {
+				return ' '
+			}
+			return r
+		}, l)), " "); line != "" {
+			break
 		}
-		return r
-	}, filepath.Base(cwd))
-	t = strings.TrimSpace(t)
-	if utf8.RuneCountInString(t) > MaxTitleLen {
-		t = strings.TrimSpace(string([]rune(t)[:MaxTitleLen]))
 	}
-	if t == "" {
-		return "/"
+	runes := []rune(line)
+	if len(runes) <= PromptTitleLen {
+		return line
 	}
-	return t
+	cut := string(runes[:PromptTitleLen-1])
+	if i := strings.LastIndexByte(cut, ' '); i >= len(cut)/2 {
+		cut = cut[:i]
+	}
+	return strings.TrimRight(cut, " ,.;:") + "…"
 }
 
 // ValidModel reports whether model is written "provider/model" with both

@@ -64,6 +64,9 @@ func newAttachCmd(e *env) *cobra.Command {
 					opts.OpenPTY = func(ctx context.Context, ref string) (string, error) {
 						return openPTY(ctx, f.SessionID(), ref, in, out)
 					}
+					opts.OpenLog = func(ctx context.Context, ref string) (string, error) {
+						return viewRunLog(ctx, f.SessionID(), ref, in, out)
+					}
 				}
 				return attachEnded(e, f.SessionID(), tui.Run(ctx, opts))
 			}

@@ -47,7 +47,7 @@ func detachedShell(t *testing.T, p *place, id, mark string) string {
 // attached among them with its command's control characters shown, not
 // acted on; enter opens the PTY full screen, its screen as it was, keys
 // typed reach it, and ctrl+\ comes back to the session's screen; a shell
-// run says it has no screen; a stopped run shows its exit code, and a PTY
+// run's output opens; a stopped run shows its exit code, and a PTY
 // whose program exits while open brings the screen back saying so.
 func TestAttachListsTheSessionsResourcesAndOpensAPTYFullScreen(t *testing.T) {
 	p, id := newShellPlace(t)
@@ -102,7 +102,9 @@ func TestAttachListsTheSessionsResourcesAndOpensAPTYFullScreen(t *testing.T) {
 	a.typeKeys(keyDown)
 	a.waitText("❯ " + run.Ref + " ")
 	a.typeKeys(keyEnter)
-	a.waitText(run.Ref + " is a shell run, not a PTY")
+	a.waitText("── " + run.Ref + " · sleep 60")
+	a.typeKeys("q")
+	a.waitText("back from " + run.Ref + ", which runs on")
 	if out := p.mustRun("stop", id, run.Ref); !strings.Contains(out, "stopped") {
 		t.Fatalf("stop %s: %q", run.Ref, out)
 	}

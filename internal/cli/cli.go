@@ -48,6 +48,7 @@ type env struct {
 // Main runs the agentd command with args and returns its exit code.
 func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	e := &env{stdin: stdin, stdout: stdout, stderr: stderr}
+	notes = stderr
 	root := newRoot(e)
 	root.SetArgs(args)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -79,9 +80,14 @@ func newRoot(e *env) *cobra.Command {
 		Version:       version.String(),
 		SilenceErrors: true,
 		SilenceUsage:  true,
-		Args:          noArgs, // an unknown command is caught before, by unknownCommand
+		Long: `agentd hosts coding-agent sessions that outlive their clients.
+
+Without a command, on a terminal, agentd attaches to the current directory's
+latest session, or starts one (agentd attach --new); off a terminal it
+prints this help.`,
+		Args: noArgs, // an unknown command is caught before, by unknownCommand
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return cmd.Help()
+			return bare(e, cmd)
 		},
 	}
 	root.SetOut(e.stdout)
@@ -110,6 +116,7 @@ func newRoot(e *env) *cobra.Command {
 		newAuthCmd(e),
 		newAnswerCmd(e),
 		newPsCmd(e),
+		newLogsCmd(e),
 		newShellCmd(e),
 		newPtyCmd(e),
 		newWorkerCmd(e),
@@ -135,6 +142,7 @@ func newRoot(e *env) *cobra.Command {
 	})
 	root.InitDefaultHelpCmd()
 	root.InitDefaultCompletionCmd()
+	addCompletions(root)
 	root.SuggestionsMinimumDistance = 2
 	if comp, _, err := root.Find([]string{"completion"}); err == nil && comp != root {
 		// Without a shell it prints its help; with an unknown one it is a

@@ -551,18 +551,6 @@ func TestEveryCommandHasOneSentenceHelp(t *testing.T) {
 	}
 }
 
-func TestRuntimeDirectoryOpenToOthersIsRefused(t *testing.T) {
-	p := newPlace(t)
-	if err := os.MkdirAll(p.rundir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	os.Chmod(p.rundir, 0o755)
-	_, errOut, code := p.run("status")
-	if code != 1 || !strings.Contains(errOut, p.rundir) || !strings.Contains(errOut, "0755") {
-		t.Fatalf("exit %d: %s", code, errOut)
-	}
-}
-
 func TestHandStartedHostRetiresOnlyWithAnIdleGrace(t *testing.T) {
 	p := newPlace(t)
 	p.hostID = "by-hand"

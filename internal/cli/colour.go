@@ -8,6 +8,7 @@ import (
 
 	"charm.land/lipgloss/v2"
 
+	"github.com/agentd-dev/agentd/internal/tui"
 	"github.com/agentd-dev/agentd/protocol"
 )
 
@@ -53,6 +54,15 @@ func (p palette) heading(row string) string {
 }
 func (p palette) id(text string) string  { return p.paint(styles().id, text) }
 func (p palette) dim(text string) string { return p.paint(styles().dim, text) }
+
+// title is a session's title to show, "untitled" dimmed until its
+// first prompt gives it one.
+func (p palette) title(text string) string {
+	if text == "" {
+		return p.dim("untitled")
+	}
+	return tui.Visible(text)
+}
 
 // state colours a session's status or a host's state by what it means:
 // at work, at rest, or in trouble.

@@ -43,7 +43,47 @@ type runFlags struct {
 	resume bool
 	// detach starts the turn and returns without streaming it.
 	detach bool
+	// wait is how long a call waiting for approval is waited for off a
+	// terminal; unset, it is refused at once. shifted is set when its
+	// duration came as the first argument (--wait-approval 5m PROMPT).
+	wait    waitFlag
+	shifted bool
 }
+
+// waitFlag is --wait-approval's value: set when given; d is its limit, 0
+// for none.
+type waitFlag struct {
+	set bool
+	d   time.Duration
+}
+
+// waitForever is --wait-approval's value given without a duration.
+const waitForever = "forever"
+
+func (w *waitFlag) String() string {
+	switch {
+	case !w.set:
+		return ""
+	case w.d == 0:
+		return waitForever
+	}
+	return w.d.String()
+}
+
+func (w *waitFlag) Set(s string) error {
+	if s == waitForever {
+		*w = waitFlag{set: true}
+		return nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		return fmt.Errorf("want a positive duration such as 10m, or no value to wait without limit")
+	}
+	*w = waitFlag{set: true, d: d}
+	return nil
+}
+
+func (w *waitFlag) Type() string { return "DURATION" }
 
 // placement is where the prompt goes when a turn runs; empty for a turn of
 // its own, refused while another runs.
@@ -85,7 +125,10 @@ directory (or --cwd). On a terminal a tool call that changes files or runs
 commands waits for y (allow), n (deny) or a (allow that tool for the rest of
 the session) under the default policy, ask; off a terminal the default is
 read-only, which refuses those calls. A session keeps its policy until
---approve changes it.
+--approve changes it. Off a terminal nobody can answer here, so a call
+that waits for approval is refused at once, unless --wait-approval says to
+wait (without limit, or --wait-approval=10m) for an answer from agentd
+answer or agentd attach.
 
 Ctrl-C interrupts the turn; a second Ctrl-C leaves at once. SIGTERM leaves
 at once and the turn runs on. With --detach (-d) the command starts the turn
@@ -105,6 +148,17 @@ a command line that is wrong.`,
 			case "", "off", "low", "medium", "high":
 			default:
 				return usagef("--thinking %q: want off, low, medium or high", f.thinking)
+			}
+			// --wait-approval takes its duration after =, or as the
+			// first word when more follow: --wait-approval 10m PROMPT.
+			if f.wait.set && f.wait.d == 0 && len(args) > 1 {
+				if d, err := time.ParseDuration(args[0]); err == nil && d > 0 {
+					f.wait.d, f.shifted = d, true
+					args = args[1:]
+				}
+			}
+			if f.wait.set && f.detach {
+				return usagef("--wait-approval waits while the turn streams; with --detach approvals wait for agentd answer or agentd attach")
 			}
 			if f.model != "" && !strings.Contains(strings.Trim(f.model, "/"), "/") {
 				return usagef("--model %q: provider requires a model (provider/model)", f.model)
@@ -131,6 +185,9 @@ a command line that is wrong.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if f.shifted {
+				args = args[1:]
+			}
 			prompt, err := readPrompt(e, f, args)
 			if err != nil {
 				return err
@@ -146,6 +203,8 @@ a command line that is wrong.`,
 	fl.StringVar(&f.model, "model", "", "model, provider/model (default: the last selected)")
 	fl.StringVar(&f.thinking, "thinking", "", "thinking level: off, low, medium or high")
 	fl.StringVar(&f.approve, "approve", "", "which tool calls wait for you: ask, all or read-only (a new session's default: ask on a terminal, read-only otherwise; a session keeps its policy until this changes it)")
+	fl.Var(&f.wait, "wait-approval", "off a terminal, wait this long (no value: without limit) for a call waiting for approval to be answered with agentd answer or agentd attach, instead of refusing it")
+	fl.Lookup("wait-approval").NoOptDefVal = waitForever
 	fl.StringVar(&f.file, "file", "", "read the prompt from this file")
 	fl.BoolVar(&f.asJSON, "json", false, "print the event stream as JSON lines, its bytes exact")
 	fl.BoolVarP(&f.detach, "detach", "d", false, "start the turn and return with the session id (agentd attach ID or agentd log -f ID to come back)")
@@ -325,7 +384,7 @@ func runTurn(ctx context.Context, e *env, f runFlags, prompt string) (err error)
 			return err
 		}
 	}
-	p := &printer{e: e, asJSON: f.asJSON, c: c, session: sess.SessionID, out: &promptOut{w: e.stdout}, asked: map[string]bool{}}
+	p := &printer{e: e, asJSON: f.asJSON, c: c, session: sess.SessionID, out: &promptOut{w: e.stdout}, asked: map[string]bool{}, wait: f.wait, waits: map[string]context.CancelFunc{}}
 	if onTerminal {
 		p.keys = terminalOf(e.stdin)
 	}
@@ -559,7 +618,10 @@ type printer struct {
 	endErr error
 	// keys is the terminal approvals are answered on; nil when there is
 	// none, and they are answered elsewhere.
-	keys  *os.File
+	keys *os.File
+	// wait is how long an approval is waited for when keys is nil; unset,
+	// it is refused at once. Constant.
+	wait  waitFlag
 	feed  *tui.Feed  // the turn's blocks, written as lines by lines
 	lines *tui.Lines // guarded by mu
 	out   *promptOut // guarded by mu
@@ -570,7 +632,7 @@ type printer struct {
 	message          string
 	queued, steering bool
 
-	asking sync.WaitGroup // the approval prompt shown
+	asking sync.WaitGroup // the approval prompt shown, and the refusals of those off a terminal
 
 	mu      sync.Mutex
 	turnID  string                 // guarded by mu: the turn streamed; empty until known
@@ -578,6 +640,9 @@ type printer struct {
 	asked   map[string]bool        // guarded by mu: the approvals asked or said, not yet resolved
 	waiting []protocol.Interaction // guarded by mu: approvals to ask once ask is resolved
 	stopped bool                   // guarded by mu: no more approvals are asked
+	// waits cancels, by interaction id, the refusal of an approval waited
+	// for off a terminal once its wait is over; guarded by mu.
+	waits map[string]context.CancelFunc
 }
 
 // question is an approval asked on the terminal.
@@ -798,9 +863,7 @@ func (p *printer) approval(in protocol.Interaction) {
 		return
 	}
 	if p.keys == nil {
-		if !p.asJSON {
-			fmt.Fprintf(p.e.stderr, "waiting for approval: %s\n  agentd answer %s %s allow|deny\n", tui.Visible(in.Prompt), in.SessionID, in.InteractionID)
-		}
+		p.unanswerable(in)
 		return
 	}
 	p.mu.Lock()
@@ -812,12 +875,70 @@ func (p *printer) approval(in protocol.Interaction) {
 	p.askLocked(in)
 }
 
+// unanswerable handles an approval asked where nobody can answer it: it
+// is refused at once, or with --wait-approval once its wait is over,
+// unless answered elsewhere (agentd answer, agentd attach) first.
+func (p *printer) unanswerable(in protocol.Interaction) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stopped {
+		return
+	}
+	say := func(format string, args ...any) {
+		if !p.asJSON {
+			p.lines.Break()
+			p.out.end()
+			fmt.Fprintf(p.e.stderr, format, args...)
+		}
+	}
+	switch {
+	case !p.wait.set:
+		say("refused, as nobody can answer here (not a terminal): %s\n  --wait-approval [DURATION] to wait for agentd answer or agentd attach, --approve all to allow such calls\n", tui.Visible(in.Prompt))
+	case p.wait.d == 0:
+		say("waiting for approval: %s\n  agentd answer %s %s allow|deny\n", tui.Visible(in.Prompt), in.SessionID, in.InteractionID)
+		return
+	default:
+		say("waiting %s for approval: %s\n  agentd answer %s %s allow|deny\n", p.wait.d, tui.Visible(in.Prompt), in.SessionID, in.InteractionID)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	p.waits[in.InteractionID] = cancel
+	wait := p.wait.d
+	p.asking.Go(func() {
+		defer cancel()
+		if wait > 0 {
+			t := time.NewTimer(wait)
+			defer t.Stop()
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				return // answered elsewhere, or the turn ended
+			}
+		}
+		// Not cancelled by the answer's own resolution.
+		actx, acancel := context.WithTimeout(context.Background(), requestTimeout)
+		defer acancel()
+		_, err := client.Call(actx, p.conn(), protocol.OpInteractionAnswer, protocol.InteractionAnswerInput{SessionID: in.SessionID, InteractionID: in.InteractionID, Answer: protocol.AnswerDeny})
+		switch {
+		case err == nil && wait > 0:
+			p.mu.Lock()
+			say("refused, as no answer came within %s: %s\n", wait, tui.Visible(in.Prompt))
+			p.mu.Unlock()
+		case err != nil && !errors.Is(err, client.ErrNotFound): // not found: answered elsewhere first
+			fmt.Fprintf(p.e.stderr, "agentd: refusing %s: %v\n", in.InteractionID, err)
+		}
+	})
+}
+
 // resolved gives the prompt of an interaction resolved, here or
 // elsewhere, way to the next one waiting.
 func (p *printer) resolved(id string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	delete(p.asked, id)
+	if cancel, ok := p.waits[id]; ok {
+		delete(p.waits, id)
+		cancel()
+	}
 	for i, w := range p.waiting {
 		if w.InteractionID == id {
 			p.waiting = append(p.waiting[:i], p.waiting[i+1:]...)
@@ -846,6 +967,10 @@ func (p *printer) stopAsking() {
 		p.ask = nil
 	}
 	p.waiting = nil
+	for id, cancel := range p.waits {
+		delete(p.waits, id)
+		cancel()
+	}
 	p.mu.Unlock()
 	p.asking.Wait()
 }

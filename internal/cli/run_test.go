@@ -472,7 +472,7 @@ func TestHostModelOptionSetsTheDefaultOfTheHostItStarts(t *testing.T) {
 func TestApprovalAnsweredFromAnotherCommand(t *testing.T) {
 	p := newSessionPlace(t)
 	id := strings.TrimSpace(p.mustRun("new", "--cwd", p.workDir()))
-	cmd := p.command("run", "--session", id, "--approve", "ask", "run `echo approved-elsewhere`")
+	cmd := p.command("run", "--session", id, "--approve", "ask", "--wait-approval", "10m", "run `echo approved-elsewhere`")
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Start(); err != nil {
@@ -494,11 +494,44 @@ func TestApprovalAnsweredFromAnotherCommand(t *testing.T) {
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("run: %v\n%s", err, stderr.String())
 	}
-	if !strings.Contains(stdout.String(), "approved-elsewhere") || !strings.Contains(stderr.String(), "agentd answer") {
+	if !strings.Contains(stdout.String(), "approved-elsewhere") || !strings.Contains(stderr.String(), "waiting 10m0s for approval") || !strings.Contains(stderr.String(), "agentd answer") {
 		t.Fatalf("stdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
 	}
 	if _, errOut, code := p.run("answer", id, pending[0].InteractionID, "deny"); code != 1 || !strings.Contains(errOut, pending[0].InteractionID) {
 		t.Fatalf("a second answer: exit %d %s", code, errOut)
+	}
+}
+
+// TestAPipedRunRefusesWhatNobodyCanAnswer: off a terminal, a call that
+// waits for approval is refused at once and the output says how to wait
+// instead; --wait-approval=D refuses it once D is over; a bad duration is
+// a usage error naming the flag.
+func TestAPipedRunRefusesWhatNobodyCanAnswer(t *testing.T) {
+	p := newSessionPlace(t)
+	dir := p.workDir()
+	id := strings.TrimSpace(p.mustRun("new", "--cwd", dir, "--approve", "ask"))
+	out, errOut, code := p.run("run", "--session", id, "run `touch made-1`")
+	if code != 0 || !strings.Contains(errOut, "refused") || !strings.Contains(errOut, "nobody can answer here") || !strings.Contains(errOut, "--wait-approval") {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "made-1")); err == nil {
+		t.Fatal("the refused call ran")
+	}
+	out, errOut, code = p.run("run", "--session", id, "--wait-approval=1ms", "run `touch made-2`")
+	if code != 0 || !strings.Contains(errOut, "no answer came within 1ms") {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "made-2")); err == nil {
+		t.Fatal("the call refused after its wait ran")
+	}
+	for _, args := range [][]string{
+		{"run", "--session", id, "--wait-approval=soon", "go"},
+		{"run", "--session", id, "--wait-approval=-1m", "go"},
+		{"run", "--session", id, "-d", "--wait-approval", "go"},
+	} {
+		if _, errOut, code := p.run(args...); code != 2 || !strings.Contains(errOut, "--wait-approval") {
+			t.Errorf("agentd %v: exit %d: %s", args, code, errOut)
+		}
 	}
 }
 
@@ -741,7 +774,7 @@ func TestRunQueuesOrSteersIntoABusySession(t *testing.T) {
 	id := strings.TrimSpace(p.mustRun("new", "--cwd", p.workDir()))
 	hold := func() (*exec.Cmd, func()) {
 		t.Helper()
-		busy, _, line := runUntil(t, p, protocol.EventInteractionAdded, "run", "--session", id, "--json", "--approve", "ask", "run `echo held`")
+		busy, _, line := runUntil(t, p, protocol.EventInteractionAdded, "run", "--session", id, "--json", "--approve", "ask", "--wait-approval", "run `echo held`")
 		var d struct{ Interaction protocol.Interaction }
 		if err := json.Unmarshal([]byte(line), &d); err != nil || d.Interaction.InteractionID == "" {
 			t.Fatalf("no interaction in %q: %v", line, err)

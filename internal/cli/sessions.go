@@ -3,6 +3,7 @@ package cli
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/agentd-dev/agentd/client"
 	"github.com/agentd-dev/agentd/internal/activation"
+	"github.com/agentd-dev/agentd/internal/home"
 	"github.com/agentd-dev/agentd/internal/tui"
 	"github.com/agentd-dev/agentd/protocol"
 )
@@ -30,6 +32,10 @@ func open(ctx context.Context) (*client.Conn, error) {
 	c, _, err := openOwn(ctx)
 	return c, err
 }
+
+// notes is where a command says what it did beside what it was asked
+// (a runtime directory's mode set): the command's stderr, set by Main.
+var notes io.Writer = io.Discard
 
 // hostModel is the --host-model flag: the default model of a host the
 // command starts.
@@ -41,6 +47,15 @@ func openOwn(ctx context.Context) (*client.Conn, client.HostInfo, error) {
 	act, err := activation.Resolve(activation.Options{})
 	if err != nil {
 		return nil, client.HostInfo{}, err
+	}
+	// Before any host is looked for: a runtime directory the user made
+	// loose is tightened, and they are told.
+	loose, err := home.PrepareRuntimeDir(act.RuntimeDir)
+	if err != nil {
+		return nil, client.HostInfo{}, err
+	}
+	if loose != 0 {
+		fmt.Fprintf(notes, "agentd: runtime directory %s had mode %04o; set it to 0700, as it holds only agentd's sockets\n", act.RuntimeDir, loose)
 	}
 	if act.Command, err = hostCommand(act.Home); err != nil {
 		return nil, client.HostInfo{}, err
@@ -281,7 +296,7 @@ func listSessions(ctx context.Context, e *env, f lsFlags) error {
 	pal := paletteFor(e.stdout)
 	tw := newTable(e.stdout)
 	multi := hostsListed > 1
-	heading := "ID\tTITLE\tSTATUS\tMODEL\tLAST ACTIVITY\tCWD"
+	heading := "ID\tTITLE\tSTATUS\tMODEL\tLAST ACTIVITY\tDIRECTORY"
 	if multi {
 		heading = "HOST\t" + heading
 	}
@@ -296,7 +311,7 @@ func listSessions(ctx context.Context, e *env, f lsFlags) error {
 		} else if r.Archived {
 			status = "archived"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", pal.id(r.SessionID), tui.Visible(r.Title), pal.state(status), r.Model, pal.dim(ago(r.LastActivityAt)), tui.Visible(r.Cwd))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", pal.id(r.SessionID), pal.title(r.Title), pal.state(status), r.Model, pal.dim(ago(r.LastActivityAt)), tui.Visible(r.Cwd))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -465,7 +480,7 @@ func confirmRemove(e *env, s protocol.Session) error {
 	if !canAsk(e) {
 		return fmt.Errorf("session %s is running a turn; `agentd stop %s` stops it, or `agentd rm --force %s` removes the session all the same", s.SessionID, s.SessionID, s.SessionID)
 	}
-	if !confirm(e, fmt.Sprintf("session %s (%s) is running a turn. Stop it and remove the session?", s.SessionID, s.Title)) {
+	if !confirm(e, fmt.Sprintf("session %s (%s) is running a turn. Stop it and remove the session?", s.SessionID, tui.Visible(sessionLabel(s)))) {
 		return fmt.Errorf("session %s was not removed", s.SessionID)
 	}
 	return nil
@@ -610,4 +625,11 @@ func newAnswerCmd(e *env) *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print pending interactions as JSON")
 	return cmd
+}
+
+// sessionLabel names session s for a person beside its id: its title and
+// the directory it works in, "fix the build, in proj", or "untitled, in
+// proj" before its first prompt.
+func sessionLabel(s protocol.Session) string {
+	return cmp.Or(s.Title, "untitled") + ", in " + filepath.Base(s.Cwd)
 }

@@ -137,7 +137,7 @@ func printRunning(w io.Writer, running []protocol.Session) {
 	fmt.Fprintf(w, "\n%s\n", pal.heading(fmt.Sprintf("%d sessions running", len(running))))
 	tw := newTable(w)
 	for _, s := range running {
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", pal.id(s.SessionID), pal.state(s.Status), tui.Visible(s.Title), tui.Visible(s.Cwd))
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", pal.id(s.SessionID), pal.state(s.Status), pal.title(s.Title), tui.Visible(s.Cwd))
 	}
 	tw.Flush()
 }

@@ -5,23 +5,31 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"strings"
 	"syscall"
+
+	"github.com/agentd-dev/agentd/protocol"
 )
 
-// PrepareRuntimeDir makes dir ready to hold sockets and registrations. A
-// missing dir is created with mode 0700 (parents as needed). An existing dir
-// must be a directory (not a symbolic link) owned by the current uid with no
-// group or other permission bits; otherwise PrepareRuntimeDir returns an error
-// naming the path and its mode. It never changes the mode of an existing
-// directory: a loose runtime directory is for its owner to fix.
-func PrepareRuntimeDir(dir string) error {
+// PrepareRuntimeDir makes dir ready to hold sockets and registrations, and
+// returns the mode it found when it had to tighten it (0 when it did not).
+// A missing dir is created with mode 0700 (parents as needed). An existing
+// dir must be a directory (not a symbolic link) owned by the current uid
+// with no group or other permission bits. One that is the current uid's
+// own but looser (a directory made with mkdir -p, 0755) gets mode 0700
+// when it holds nothing but agentd's files, the user's own (sockets and
+// registrations, with their temporary files); one holding anything else
+// is left as it is.
+// Otherwise PrepareRuntimeDir returns an error naming the path and what is
+// wrong with it.
+func PrepareRuntimeDir(dir string) (fixed fs.FileMode, err error) {
 	if dir == "" {
-		return errors.New("runtime directory: empty path")
+		return 0, errors.New("runtime directory: empty path")
 	}
 	fi, err := os.Lstat(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return fmt.Errorf("create runtime directory: %w", err)
+			return 0, fmt.Errorf("create runtime directory: %w", err)
 		}
 		// The umask may have narrowed the mode; widening to 0700 is safe on
 		// a directory made just now. Someone who raced us to create it is
@@ -29,15 +37,73 @@ func PrepareRuntimeDir(dir string) error {
 		fi, err = os.Lstat(dir)
 		if err == nil && fi.IsDir() && ownedByUs(fi) && fi.Mode().Perm() != 0o700 {
 			if err := os.Chmod(dir, 0o700); err != nil {
-				return fmt.Errorf("runtime directory: %w", err)
+				return 0, fmt.Errorf("runtime directory: %w", err)
 			}
 			fi, err = os.Lstat(dir)
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("runtime directory: %w", err)
+		return 0, fmt.Errorf("runtime directory: %w", err)
 	}
-	return checkRuntimeDir(dir, fi)
+	if fi.IsDir() && fi.Mode()&fs.ModeSymlink == 0 && ownedByUs(fi) && fi.Mode().Perm()&0o077 != 0 {
+		return tighten(dir, fi)
+	}
+	return 0, checkRuntimeDir(dir, fi)
+}
+
+// tighten gives dir, the current uid's own directory with a loose mode,
+// mode 0700 when it holds nothing but agentd's files, each its own, and
+// returns the mode it had.
+func tighten(dir string, fi fs.FileInfo) (fs.FileMode, error) {
+	loose := fi.Mode().Perm()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, fmt.Errorf("runtime directory %s has mode %04o; it must be 0700: %w", dir, loose, err)
+	}
+	for _, e := range entries {
+		// A loose mode may have let others write: each file must be
+		// the user's own too.
+		why := ""
+		info, err := e.Info()
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			continue // removed meanwhile
+		case !agentdFile(e.Name()):
+			why = "which is not agentd's"
+		case err != nil:
+			why = fmt.Sprintf("which cannot be looked at (%v)", err)
+		case !ownedByUs(info):
+			why = fmt.Sprintf("owned by uid %d", ownerUID(info))
+		}
+		if why != "" {
+			return 0, fmt.Errorf("runtime directory %s has mode %04o and holds %s, %s; it must be 0700 and owned by uid %d: chmod 0700 %s, or point %s elsewhere",
+				dir, loose, e.Name(), why, os.Getuid(), dir, protocol.EnvRuntimeDir)
+		}
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return 0, fmt.Errorf("runtime directory %s has mode %04o; it must be 0700: %w", dir, loose, err)
+	}
+	return loose, nil
+}
+
+// agentdFile reports whether name is one agentd keeps in a runtime
+// directory: a host's or a worker's socket ("<host>-w-<session>.sock"), a
+// host's registration, or a registration's temporary file (atomicfile's
+// ".<name>…").
+func agentdFile(name string) bool {
+	if id, ok := strings.CutSuffix(name, protocol.SocketSuffix); ok {
+		host, session, worker := strings.Cut(id, "-w-")
+		return protocol.ValidHostID(host) == nil && (!worker || protocol.ValidHostID(session) == nil)
+	}
+	if protocol.HostIDOfRegistration(name) != "" {
+		return true
+	}
+	rest, ok := strings.CutPrefix(name, ".")
+	if !ok {
+		return false
+	}
+	id, _, ok := strings.Cut(rest, protocol.RegistrationSuffix)
+	return ok && protocol.ValidHostID(id) == nil
 }
 
 func checkRuntimeDir(dir string, fi fs.FileInfo) error {

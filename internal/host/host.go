@@ -11,6 +11,7 @@ package host
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"time"
@@ -87,9 +88,13 @@ func Open(cfg Config) (*Host, error) {
 			return nil, err
 		}
 	}
-	if err := home.PrepareRuntimeDir(cfg.RuntimeDir); err != nil {
+	loose, err := home.PrepareRuntimeDir(cfg.RuntimeDir)
+	if err != nil {
 		lock.Release()
 		return nil, err
+	}
+	if loose != 0 && cfg.Logger != nil {
+		cfg.Logger.Info("runtime directory's mode set to 0700", "dir", cfg.RuntimeDir, "was", fmt.Sprintf("%04o", loose))
 	}
 	ln, err := home.Listen(cfg.RuntimeDir, cfg.HostID)
 	if err != nil {

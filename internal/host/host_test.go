@@ -441,7 +441,7 @@ func TestSecondHostOnSameHomeIsRefusedNamingPID(t *testing.T) {
 
 func TestHostStartingAfterADeadOneOfItsIDReplacesWhatItLeft(t *testing.T) {
 	dir := filepath.Join(agentdtest.ShortDir(t), "run")
-	if err := home.PrepareRuntimeDir(dir); err != nil {
+	if _, err := home.PrepareRuntimeDir(dir); err != nil {
 		t.Fatal(err)
 	}
 	// The dead host's socket, nobody listening on it.

@@ -69,13 +69,17 @@ func (s *Service) forwardCall(ctx context.Context, call *server.Call, command bo
 // keepRequested records in the catalog a setting a command the worker
 // carried out changed, before the client hears it did: the worker's
 // session_changed says so too, but a worker that dies at once must not
-// take the change with it.
+// take the change with it. The first prompt a session takes titles it
+// when it has no title.
 func (s *Service) keepRequested(in any) {
 	switch in := in.(type) {
 	case *protocol.TurnStartInput:
 		if in.Approval != "" {
 			s.keepSettings(protocol.Session{SessionID: in.SessionID, Approval: in.Approval})
 		}
+		s.titleFrom(in.SessionID, in.Content.Text)
+	case *protocol.MessageSubmitInput:
+		s.titleFrom(in.SessionID, in.Content.Text)
 	case *protocol.ThinkingSetInput:
 		s.keepSettings(protocol.Session{SessionID: in.SessionID, Thinking: in.Level})
 	}
@@ -112,4 +116,14 @@ func (s *Service) Authorize(_ context.Context, call *server.Call) error {
 	}
 	*ref = h.ID
 	return nil
+}
+
+// titleFrom titles session id from prompt when it has no title yet.
+func (s *Service) titleFrom(id, prompt string) {
+	if h, err := s.cat.Get(id); err != nil || h.Title != "" {
+		return
+	}
+	if _, _, err := s.cat.TitleFromPrompt(id, prompt); err != nil {
+		s.log.Warn("titling the session from its prompt", "session", id, "err", err)
+	}
 }

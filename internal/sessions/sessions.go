@@ -290,7 +290,7 @@ func catalogError(err error) error {
 	case errors.As(err, &amb):
 		ids := make([]string, len(amb.Candidates))
 		for i, c := range amb.Candidates {
-			ids[i] = fmt.Sprintf("%s (%s)", c.ID, c.Title)
+			ids[i] = fmt.Sprintf("%s (%s)", c.ID, c.Label())
 		}
 		return protocol.Errorf(protocol.CodeSessionAmbiguous, "session %q is ambiguous: %s", amb.Selector, strings.Join(ids, ", "))
 	case errors.Is(err, catalog.ErrNotFound):

@@ -57,6 +57,9 @@ type Options struct {
 	// then. Follower should follow with SessionOptions.Resources, for the
 	// list of resources to follow their changes.
 	OpenPTY func(ctx context.Context, ref string) (string, error)
+	// OpenLog, when set, shows the output of the session's shell run ref
+	// on the terminal, live while it runs, as OpenPTY shows a PTY.
+	OpenLog func(ctx context.Context, ref string) (string, error)
 	// Colours, when set, is the detection of Output's colours, started
 	// while the session was found (DetectColours); Run detects them
 	// itself otherwise.
@@ -100,7 +103,7 @@ func Run(ctx context.Context, opts Options) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	m := newModel(ctx, opts.Follower)
-	m.openPTY = opts.OpenPTY
+	m.openPTY, m.openLog = opts.OpenPTY, opts.OpenLog
 	// At bubbletea's highest frame rate the first screen, and each change
 	// of a streaming reply, is drawn within 8 ms, not 17.
 	popts := []tea.ProgramOption{tea.WithContext(ctx), tea.WithInput(opts.Input), tea.WithFPS(120)}
@@ -285,6 +288,7 @@ type model struct {
 	res      resources // the session's shell runs and PTYs
 	paneOpen bool      // the resources' pane is open, and takes the keys
 	openPTY  func(ctx context.Context, ref string) (string, error)
+	openLog  func(ctx context.Context, ref string) (string, error)
 
 	conn   string // what happened to the connection, while it is not well
 	behind bool   // the stream is opened again after the screen fell behind

@@ -1,14 +1,17 @@
 package tui
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 	"time"
 
 	tea "charm.land/bubbletea/v2"
+	"charm.land/lipgloss/v2"
 
 	"github.com/agentd-dev/agentd/protocol"
 )
@@ -68,7 +71,8 @@ func (p *picker) View() tea.View {
 		if i == p.at {
 			mark = "❯ "
 		}
-		line := fmt.Sprintf("%s%s  %-24s  %-8s  %s", mark, s.SessionID, plain(s.Title), s.Status, Ago(s.LastActivityAt))
+		title := cmp.Or(plain(s.Title), "untitled")
+		line := fmt.Sprintf("%s%s  %s  %-8s  %-8s  %s", mark, s.SessionID, padTo(title, 32), s.Status, Ago(s.LastActivityAt), plain(filepath.Base(s.Cwd)))
 		if i == p.at {
 			line = styles().user.Render(line)
 		}
@@ -76,6 +80,12 @@ func (p *picker) View() tea.View {
 	}
 	b.WriteString(styles().dim.Render("↑/↓ choose · enter attach · esc leave"))
 	return tea.NewView(b.String())
+}
+
+// padTo cuts s to width cells, or pads it with spaces to them.
+func padTo(s string, width int) string {
+	s = truncate(s, width)
+	return s + strings.Repeat(" ", max(width-lipgloss.Width(s), 0))
 }
 
 // Ago says how long ago t was, roughly: "42s ago", "5m ago", "3h ago", or

@@ -19,14 +19,15 @@ import (
 // PTYs): a line naming those that run under the transcript, and, while the
 // pane is open (tab), all of them, one chosen. Enter on a running PTY
 // hands the terminal over to Options.OpenPTY, which shows it full screen
-// until the person comes back (Ctrl-\) or the PTY exits; the screen is
-// drawn again then.
+// until the person comes back (Ctrl-\) or the PTY exits; on a shell run,
+// to Options.OpenLog, which shows its output, live while it runs, until
+// the person comes back. The screen is drawn again then.
 
 // paneRows bounds the resources the open pane shows at once.
 const paneRows = 8
 
 // paneHelp names the keys while the pane is open.
-const paneHelp = "↑/↓ choose · enter open the PTY full screen · tab/esc back to the prompt · ctrl+\\ detach"
+const paneHelp = "↑/↓ choose · enter open the PTY full screen or the run's output · tab/esc back · ctrl+\\ detach"
 
 // resources are the session's runtime resources as the screen knows them:
 // those the list read when the stream opened, with each change the stream
@@ -185,7 +186,8 @@ func (m *model) sessionID() string {
 	return m.proj.Projection().Session.SessionID
 }
 
-// open shows the chosen resource full screen, when it is a running PTY.
+// open shows the chosen resource full screen: a running PTY, or a shell
+// run's output.
 func (m *model) open() tea.Cmd {
 	i := m.res.chosen()
 	if i < 0 {
@@ -194,6 +196,9 @@ func (m *model) open() tea.Cmd {
 	r := m.res.list[i]
 	ref := plain(r.Ref)
 	switch {
+	case r.Kind != protocol.ResourcePTY && m.openLog != nil:
+		x := &ptyExec{ctx: m.ctx, ref: r.Ref, open: m.openLog}
+		return tea.Exec(x, func(err error) tea.Msg { return ptyDoneMsg{ref: r.Ref, note: x.note, err: err} })
 	case r.Kind != protocol.ResourcePTY:
 		m.flash = fmt.Sprintf("%s is a shell run, not a PTY: it has no screen to open full screen", ref)
 	case r.State != protocol.ResourceRunning:
@@ -217,7 +222,8 @@ func (m *model) ptyDone(msg ptyDoneMsg) {
 	}
 }
 
-// ptyExec runs a PTY's view while the screen has let go of the terminal.
+// ptyExec runs a PTY's view, or a shell run's, while the screen has let
+// go of the terminal.
 // The view draws on the terminal itself: the readers and writers Bubble
 // Tea offers are not used.
 type ptyExec struct {
