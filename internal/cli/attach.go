@@ -119,21 +119,23 @@ type firstScreen struct {
 }
 
 // start starts reading the page, and opening the stream with opts, of
-// session selector on c.
+// session selector on c. The page, which the session's worker reads, is
+// the one on the first frame's path: its request is the one to go first,
+// and the goroutine started last is the one run first.
 func (p *firstScreen) start(ctx context.Context, c *client.Conn, selector string, opts client.SessionOptions) {
 	p.conn = c
 	p.wg.Go(func() {
 		ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 		defer cancel()
-		if page, err := tui.ReadFirstPage(ctx, c, selector); err == nil {
-			p.newest = &page
+		if s, err := c.OpenSession(ctx, selector, opts); err == nil {
+			p.open = s
 		}
 	})
 	p.wg.Go(func() {
 		ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 		defer cancel()
-		if s, err := c.OpenSession(ctx, selector, opts); err == nil {
-			p.open = s
+		if page, err := tui.ReadFirstPage(ctx, c, selector); err == nil {
+			p.newest = &page
 		}
 	})
 }
