@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -406,6 +407,15 @@ func viewPTY(ctx context.Context, c *client.Conn, v ptyView, r protocol.Resource
 		o = openPTYStream(setup, c, r.SessionID, r.Ref, v.find)
 	}
 	defer o.close()
+	// Signals that would leave the terminal raw end the attachment
+	// instead; SIGINT and SIGTERM end ctx already. Asked for while the
+	// stream opens: each takes a moment the screen need not wait for.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP, syscall.SIGQUIT)
+	defer signal.Stop(hup)
+	winch := make(chan os.Signal, 1)
+	signal.Notify(winch, syscall.SIGWINCH)
+	defer signal.Stop(winch)
 	var acquiring sync.WaitGroup
 	var ctl *client.Controller
 	var ctlErr error
@@ -449,18 +459,12 @@ func viewPTY(ctx context.Context, c *client.Conn, v ptyView, r protocol.Resource
 	if !v.inline {
 		v.out.WriteString(enterAltScreen)
 	}
-	// Signals that would leave the terminal raw end the attachment
-	// instead; SIGINT and SIGTERM end ctx already.
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP, syscall.SIGQUIT)
-	defer signal.Stop(hup)
-	winch := make(chan os.Signal, 1)
-	signal.Notify(winch, syscall.SIGWINCH)
-	defer signal.Stop(winch)
-
 	var wg sync.WaitGroup
 	ended := make(chan error, 3)
 	wg.Go(func() { ended <- a.show(ctx) })
+	// The screen the stream brought is written first, ahead of the rest
+	// of the setup.
+	runtime.Gosched()
 	settle()
 	var end error
 	switch {
