@@ -38,7 +38,7 @@ func newAttachCmd(e *env) *cobra.Command {
 			// The newest page of the transcript is read, and the stream
 			// opened, while the session is found, for the first frame.
 			var first firstScreen
-			defer first.wg.Wait()
+			defer first.wait()
 			var early func(context.Context, *client.Conn, string)
 			var colours *tui.Colours
 			if screen {
@@ -56,11 +56,11 @@ func newAttachCmd(e *env) *cobra.Command {
 				first.start(ctx, c, id, streamOpts)
 			}
 			f, err := follow(ctx, id, c, streamOpts, first.stream(c, id))
-			page := first.page(c, id)
 			if err != nil {
 				return err
 			}
 			if screen {
+				page := func() *client.TranscriptPage { return first.page(c, id) }
 				opts := tui.Options{Follower: f, FirstPage: page, Input: e.stdin, Output: e.stdout, Colours: colours}
 				if in, out, err := ptyTerminal(e); err == nil {
 					opts.OpenPTY = func(ctx context.Context, ref string) (string, error) {
@@ -111,9 +111,9 @@ func attachEnded(e *env, id string, err error) error {
 // session's transcript and the session's stream, asked for beside the
 // requests that find the session.
 type firstScreen struct {
-	wg   sync.WaitGroup
-	conn *client.Conn // where they are asked; nil before start
-	// Set once wg is done: nil for what failed.
+	reading, opening sync.WaitGroup
+	conn             *client.Conn // where they are asked; nil before start
+	// Set once reading and opening are done: nil for what failed.
 	newest *client.TranscriptPage
 	open   *client.Session
 }
@@ -124,14 +124,14 @@ type firstScreen struct {
 // and the goroutine started last is the one run first.
 func (p *firstScreen) start(ctx context.Context, c *client.Conn, selector string, opts client.SessionOptions) {
 	p.conn = c
-	p.wg.Go(func() {
+	p.opening.Go(func() {
 		ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 		defer cancel()
 		if s, err := c.OpenSession(ctx, selector, opts); err == nil {
 			p.open = s
 		}
 	})
-	p.wg.Go(func() {
+	p.reading.Go(func() {
 		ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 		defer cancel()
 		if page, err := tui.ReadFirstPage(ctx, c, selector); err == nil {
@@ -144,7 +144,7 @@ func (p *firstScreen) start(ctx context.Context, c *client.Conn, selector string
 // nil when it could not be read, or was read of a session of this home's
 // host that another host's named the same.
 func (p *firstScreen) page(c *client.Conn, id string) *client.TranscriptPage {
-	p.wg.Wait()
+	p.reading.Wait()
 	if p.newest == nil || p.conn != c || p.newest.SessionID != id {
 		return nil
 	}
@@ -155,7 +155,7 @@ func (p *firstScreen) page(c *client.Conn, id string) *client.TranscriptPage {
 // c, for the caller to own; nil otherwise, any other stream it opened
 // closed.
 func (p *firstScreen) stream(c *client.Conn, id string) *client.Session {
-	p.wg.Wait()
+	p.opening.Wait()
 	s := p.open
 	p.open = nil
 	if s != nil && (p.conn != c || s.SessionID() != id) {
@@ -170,6 +170,12 @@ func (p *firstScreen) close() {
 	if s := p.stream(nil, ""); s != nil {
 		s.Close()
 	}
+}
+
+// wait waits for what it started to end.
+func (p *firstScreen) wait() {
+	p.opening.Wait()
+	p.reading.Wait()
 }
 
 // chooseSession returns the id of the session to attach to: the one
