@@ -165,12 +165,9 @@ func (p *firstScreen) stream(c *client.Conn, id string) *client.Session {
 	return s
 }
 
-// close closes the stream it opened, unless taken.
-func (p *firstScreen) close() {
-	if s := p.stream(nil, ""); s != nil {
-		s.Close()
-	}
-}
+// close closes the stream it opened, unless taken: stream closes any not
+// opened on the connection it is given.
+func (p *firstScreen) close() { p.stream(nil, "") }
 
 // wait waits for what it started to end.
 func (p *firstScreen) wait() {

@@ -395,10 +395,10 @@ func viewPTY(ctx context.Context, c *client.Conn, v ptyView, r protocol.Resource
 	// The PTY is looked up, its stream opened and its control taken at
 	// once, each a round trip or more to its worker. Its screen is drawn
 	// as soon as the stream brings it, while control is still being
-	// taken; the PTY is sized as the terminal once it is. The stream's
-	// screen is the one drawn, its output following it with nothing
-	// missing, whenever control is taken: the acquire result's screen is
-	// not drawn.
+	// taken; the PTY is sized as the terminal once that has settled. The
+	// stream's screen is the one drawn, its output following it with
+	// nothing missing, whenever control is taken: the acquire result's
+	// screen is not drawn.
 	o := v.opening
 	if o == nil || o.c != c {
 		if o != nil {
