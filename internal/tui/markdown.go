@@ -621,15 +621,30 @@ func wrapPieces(ps []piece, width int) []string {
 	return lines
 }
 
-// cells is ansi.StringWidth(s), counted at once for printable ASCII, as
-// most of a reply is.
+// cells is ansi.StringWidth(s), counted at once for printable ASCII and
+// the control sequences (CSI) that style it, as most of a screen is; any
+// other byte has ansi.StringWidth measure s.
 func cells(s string) int {
+	n := 0
 	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < ' ' || c > '~' {
+		switch c := s[i]; {
+		case c >= ' ' && c <= '~':
+			n++
+		case c == ansi.ESC && i+1 < len(s) && s[i+1] == '[':
+			// Parameters and intermediates, then the final byte.
+			j := i + 2
+			for j < len(s) && s[j] >= 0x20 && s[j] <= 0x3f {
+				j++
+			}
+			if j == len(s) || s[j] < 0x40 || s[j] > 0x7e {
+				return ansi.StringWidth(s)
+			}
+			i = j
+		default:
 			return ansi.StringWidth(s)
 		}
 	}
-	return len(s)
+	return n
 }
 
 // cutCells cuts s after at most n cells.
