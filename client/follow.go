@@ -64,7 +64,15 @@ func FollowSession(ctx context.Context, dial DialFunc, sessionID string, opts Se
 		c.Close()
 		return nil, err
 	}
-	return &Follower{dial: dial, sessionID: s.SessionID(), resources: opts.Resources, conn: c, sess: s, last: s.LastRecord()}, nil
+	return Follow(dial, s), nil
+}
+
+// Follow returns a Follower of stream s, opened already (OpenSession),
+// with the options it was opened with: a caller that opened it beside
+// other requests. The Follower owns s and its connection from then on;
+// dial serves its reopening.
+func Follow(dial DialFunc, s *Session) *Follower {
+	return &Follower{dial: dial, sessionID: s.SessionID(), resources: s.resources, conn: s.c, sess: s, last: s.LastRecord()}
 }
 
 // Session returns the stream in use, or nil while it is being reopened.

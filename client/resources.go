@@ -75,7 +75,7 @@ type PTYStream struct {
 func (c *Conn) WatchPTY(ctx context.Context, sessionID, ref string) (*PTYStream, error) {
 	in := protocol.SubscriptionOpenInput{SessionID: sessionID, Transcript: protocol.TranscriptBootstrap{Kind: protocol.TranscriptNone}, Ptys: []string{ref}}
 	open, w, err := c.openWatched(ctx, in)
-	if knowsNoOpenPTYs(err) {
+	if knowsNoOpenField(err, "ptys") {
 		return c.watchPTYInCalls(ctx, sessionID, ref)
 	}
 	if err != nil {
@@ -84,13 +84,13 @@ func (c *Conn) WatchPTY(ctx context.Context, sessionID, ref string) (*PTYStream,
 	return &PTYStream{c: c, w: w, subscription: open.SubscriptionID, session: sessionID, ref: ref}, nil
 }
 
-// knowsNoOpenPTYs reports whether err is the refusal of a host from
-// before subscription.open took PTYs: its strict decoding knows no such
-// field.
-func knowsNoOpenPTYs(err error) bool {
+// knowsNoOpenField reports whether err is the refusal of a host from
+// before subscription.open took PTYs and ready: its strict decoding knows
+// no field name of the open's input.
+func knowsNoOpenField(err error, name string) bool {
 	var re *RemoteError
 	return errors.As(err, &re) && re.Code == protocol.CodeInvalidRequest &&
-		strings.Contains(re.Message, `field "input.ptys": is not a known field`)
+		strings.Contains(re.Message, `field "input.`+name+`": is not a known field`)
 }
 
 // watchPTYInCalls is WatchPTY on a host from before subscription.open

@@ -98,32 +98,44 @@ type Session struct {
 	err  error               // guarded by mu: why the stream ended
 }
 
-// OpenSession opens a stream of sessionID: it opens a subscription, reads
-// the projection and readies the subscription.
+// OpenSession opens a stream of sessionID: it opens a subscription ready
+// at once, and reads the projection it opened with. On a host from before
+// subscription.open took ready it opens, then readies, in two calls.
 func (c *Conn) OpenSession(ctx context.Context, sessionID string, opts SessionOptions) (*Session, error) {
 	boot := protocol.TranscriptBootstrap{Kind: protocol.TranscriptNone}
 	if opts.Resume {
 		boot = protocol.TranscriptBootstrap{Kind: protocol.TranscriptAfter, Sequence: opts.After}
 	}
-	open, err := Call(ctx, c, protocol.OpSubscriptionOpen, protocol.SubscriptionOpenInput{SessionID: sessionID, Transcript: boot})
+	in := protocol.SubscriptionOpenInput{SessionID: sessionID, Transcript: boot}
+	open, w, err := c.openWatched(ctx, in)
+	if knowsNoOpenField(err, "ready") {
+		return c.openSessionInCalls(ctx, in, opts)
+	}
 	if err != nil {
 		return nil, err
 	}
-	var snap protocol.SessionProjection
-	if err := json.Unmarshal(open.Snapshot, &snap); err != nil {
+	s, err := c.newSession(open, w, sessionID, opts)
+	if err != nil {
+		w.Close()
 		c.closeSubscription(open.SubscriptionID)
-		return nil, fmt.Errorf("%s: decoding the projection: %w", protocol.OpSubscriptionOpen, err)
+		return nil, err
 	}
-	s := &Session{
-		c: c, id: open.SubscriptionID, sessionID: snap.Session.SessionID, snap: snap,
-		w: c.Watch(open.SubscriptionID), proj: protocol.NewProjector(snap), last: snap.TranscriptSequence,
-		resources: opts.Resources,
+	return s, nil
+}
+
+// openSessionInCalls is OpenSession on a host from before
+// subscription.open took ready: the open, then subscription.ready.
+func (c *Conn) openSessionInCalls(ctx context.Context, in protocol.SubscriptionOpenInput, opts SessionOptions) (*Session, error) {
+	open, err := Call(ctx, c, protocol.OpSubscriptionOpen, in)
+	if err != nil {
+		return nil, err
 	}
-	if s.sessionID == "" {
-		s.sessionID = sessionID
-	}
-	if opts.Resume {
-		s.last = opts.After
+	w := c.Watch(open.SubscriptionID)
+	s, err := c.newSession(open, w, in.SessionID, opts)
+	if err != nil {
+		w.Close()
+		c.closeSubscription(open.SubscriptionID)
+		return nil, err
 	}
 	if _, err := Call(ctx, c, protocol.OpSubscriptionReady, protocol.SubscriptionRef{SubscriptionID: open.SubscriptionID}); err != nil {
 		s.Close()
@@ -132,6 +144,27 @@ func (c *Conn) OpenSession(ctx context.Context, sessionID string, opts SessionOp
 			return nil, fmt.Errorf("%w: %v", ErrClosedUnready, err)
 		}
 		return nil, err
+	}
+	return s, nil
+}
+
+// newSession is the stream of the subscription open opened, its frames
+// read by w.
+func (c *Conn) newSession(open protocol.SubscriptionOpenResult, w *Watcher, sessionID string, opts SessionOptions) (*Session, error) {
+	var snap protocol.SessionProjection
+	if err := json.Unmarshal(open.Snapshot, &snap); err != nil {
+		return nil, fmt.Errorf("%s: decoding the projection: %w", protocol.OpSubscriptionOpen, err)
+	}
+	s := &Session{
+		c: c, id: open.SubscriptionID, sessionID: snap.Session.SessionID, snap: snap,
+		w: w, proj: protocol.NewProjector(snap), last: snap.TranscriptSequence,
+		resources: opts.Resources,
+	}
+	if s.sessionID == "" {
+		s.sessionID = sessionID
+	}
+	if opts.Resume {
+		s.last = opts.After
 	}
 	return s, nil
 }

@@ -2,8 +2,6 @@ package client
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 
 	"github.com/agentd-dev/agentd/protocol"
 )
@@ -76,13 +74,16 @@ func (c *Conn) transcriptPage(ctx context.Context, in protocol.TranscriptPageInp
 	if req.Through != 0 {
 		in.ThroughSequence = &req.Through
 	}
-	res, err := Call(ctx, c, protocol.OpSessionTranscriptPage, in)
+	res, err := Call(ctx, c, opTranscriptPage, in)
 	if err != nil {
 		return TranscriptPage{}, err
 	}
 	page := TranscriptPage{
 		SessionID: res.SessionID, Direction: res.Direction, EndsAtTurnBoundary: res.EndsAtTurnBoundary,
-		Records: make([]protocol.TranscriptRecord, 0, len(res.Records)),
+		Records: res.Records,
+	}
+	if page.Records == nil {
+		page.Records = []protocol.TranscriptRecord{}
 	}
 	if res.ThroughSequence != nil {
 		page.Through = *res.ThroughSequence
@@ -90,12 +91,19 @@ func (c *Conn) transcriptPage(ctx context.Context, in protocol.TranscriptPageInp
 	if res.NextCursor != nil {
 		page.NextCursor = *res.NextCursor
 	}
-	for _, raw := range res.Records {
-		var r protocol.TranscriptRecord
-		if err := json.Unmarshal(raw, &r); err != nil {
-			return TranscriptPage{}, fmt.Errorf("%s: decoding a record: %w", protocol.OpSessionTranscriptPage, err)
-		}
-		page.Records = append(page.Records, r)
-	}
 	return page, nil
+}
+
+// opTranscriptPage is session.transcript.page with its records decoded
+// as the page's result is: a first screen waits for them.
+const opTranscriptPage = protocol.Op[protocol.TranscriptPageInput, decodedPage](protocol.OpSessionTranscriptPage)
+
+// decodedPage is protocol.TranscriptPage, its records decoded.
+type decodedPage struct {
+	SessionID          string                      `json:"sessionId"`
+	Direction          string                      `json:"direction"`
+	ThroughSequence    *uint64                     `json:"throughSequence"`
+	Records            []protocol.TranscriptRecord `json:"records"`
+	NextCursor         *string                     `json:"nextCursor"`
+	EndsAtTurnBoundary bool                        `json:"endsAtTurnBoundary"`
 }

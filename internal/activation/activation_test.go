@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,11 +18,72 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/agentd-dev/agentd/client"
 	"github.com/agentd-dev/agentd/internal/activation"
 	"github.com/agentd-dev/agentd/internal/agentdtest"
 	"github.com/agentd-dev/agentd/protocol"
 )
+
+// DiscoverOthers leaves the host it is told the caller reaches already
+// alone: its registration is not read, even a dead host's that Discover
+// would remove, and its socket is not dialled.
+func TestDiscoverOthersNeitherReadsNorDialsTheHostLeftOut(t *testing.T) {
+	dir := agentdtest.ShortDir(t)
+	agentdtest.Listen(t, dir, "other")
+	agentdtest.WriteRegistration(t, dir, agentdtest.Registration(dir, "other", os.Getpid()))
+	own := agentdtest.Listen(t, dir, "own")
+	agentdtest.WriteRegistration(t, dir, agentdtest.Registration(dir, "own", os.Getpid()))
+	agentdtest.StaleSocket(t, dir, "gone")
+	agentdtest.WriteRegistration(t, dir, agentdtest.Registration(dir, "gone", agentdtest.DeadPID(t)))
+	discover := func(except string, want ...string) {
+		t.Helper()
+		hosts, err := activation.DiscoverOthers(t.Context(), dir, except)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, h := range hosts {
+			ids = append(ids, h.HostID)
+		}
+		if !slices.Equal(ids, want) {
+			t.Fatalf("DiscoverOthers without %s: %q, want %q", except, ids, want)
+		}
+	}
+	// pending takes the dial waiting in own's backlog, if one is, in one
+	// accept(2) that does not wait: a dial returns once its connection is
+	// queued there.
+	pending := func() bool {
+		raw, err := own.SyscallConn()
+		if err != nil {
+			t.Fatal(err)
+		}
+		took := false
+		err = raw.Control(func(fd uintptr) {
+			if nfd, _, err := unix.Accept(int(fd)); err == nil {
+				unix.Close(nfd)
+				took = true
+			}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return took
+	}
+
+	discover("gone", "other", "own")
+	if !agentdtest.Exists(protocol.RegistrationPath(dir, "gone")) || !agentdtest.Exists(protocol.SocketPath(dir, "gone")) {
+		t.Error("the files of the dead host left out were removed")
+	}
+	if !pending() {
+		t.Fatal("own was not dialled by a pass that did not leave it out")
+	}
+	discover("own", "other")
+	if pending() {
+		t.Fatal("own was dialled by the pass that left it out")
+	}
+}
 
 func TestDiscoverRemovesStaleHostsAndSkipsCorruptRecords(t *testing.T) {
 	dir := agentdtest.ShortDir(t)

@@ -32,6 +32,13 @@ const probeTimeout = time.Second
 // otherwise). It returns the live hosts, sorted by host id: those
 // client.Discover returns, from one read and one dial of each.
 func Discover(ctx context.Context, dir string) ([]client.HostInfo, error) {
+	return DiscoverOthers(ctx, dir, "")
+}
+
+// DiscoverOthers is Discover leaving host except out, neither read nor
+// dialled: the host the caller is connected to already, which a dial of
+// its own would only keep busy.
+func DiscoverOthers(ctx context.Context, dir, except string) ([]client.HostInfo, error) {
 	reapActivated()
 	ents, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -43,7 +50,7 @@ func Discover(ctx context.Context, dir string) ([]client.HostInfo, error) {
 	var hosts []client.HostInfo
 	for _, e := range ents {
 		id := protocol.HostIDOfRegistration(e.Name())
-		if id == "" || !e.Type().IsRegular() {
+		if id == "" || id == except || !e.Type().IsRegular() {
 			continue
 		}
 		info, h, err := inspectHost(ctx, dir, id)

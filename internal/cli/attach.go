@@ -34,31 +34,33 @@ func newAttachCmd(e *env) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			screen := isTerminal(e.stdin) && isTerminal(e.stdout) && !asJSON
-			// The newest page of the transcript is read while the session
-			// is found and its stream opens, for the first frame.
-			var first firstPage
-			defer first.wg.Wait()
+			streamOpts := client.SessionOptions{Resources: screen}
+			// The newest page of the transcript is read, and the stream
+			// opened, while the session is found, for the first frame.
+			var first firstScreen
+			defer first.wait()
 			var early func(context.Context, *client.Conn, string)
 			var colours *tui.Colours
 			if screen {
-				early = first.read
+				early = func(ctx context.Context, c *client.Conn, selector string) { first.start(ctx, c, selector, streamOpts) }
 				// Inside tmux this asks tmux, a process: meanwhile the
 				// session is found.
 				colours = tui.DetectColours(e.stdout, nil)
 			}
 			id, c, err := chooseSession(ctx, e, args, create, cwd, model, screen, early)
 			if err != nil {
+				first.close()
 				return err
 			}
 			if screen && first.conn == nil {
-				first.read(ctx, c, id)
+				first.start(ctx, c, id, streamOpts)
 			}
-			f, err := follow(ctx, id, c, client.SessionOptions{Resources: screen})
-			page := first.of(c, id)
+			f, err := follow(ctx, id, c, streamOpts, first.stream(c, id))
 			if err != nil {
 				return err
 			}
 			if screen {
+				page := func() *client.TranscriptPage { return first.page(c, id) }
 				opts := tui.Options{Follower: f, FirstPage: page, Input: e.stdin, Output: e.stdout, Colours: colours}
 				if in, out, err := ptyTerminal(e); err == nil {
 					opts.OpenPTY = func(ctx context.Context, ref string) (string, error) {
@@ -108,35 +110,72 @@ func attachEnded(e *env, id string, err error) error {
 	return nil
 }
 
-// firstPage is the newest page of a session's transcript, read beside the
-// requests that find the session and open its stream.
-type firstPage struct {
-	wg   sync.WaitGroup
-	conn *client.Conn           // where it is read; nil before read
-	page *client.TranscriptPage // once wg is done: the page, or nil
+// firstScreen is what a first frame is drawn from: the newest page of a
+// session's transcript and the session's stream, asked for beside the
+// requests that find the session.
+type firstScreen struct {
+	reading, opening sync.WaitGroup
+	conn             *client.Conn // where they are asked; nil before start
+	// Set once reading and opening are done: nil for what failed.
+	newest *client.TranscriptPage
+	open   *client.Session
 }
 
-// read starts reading the page of session selector on c.
-func (p *firstPage) read(ctx context.Context, c *client.Conn, selector string) {
+// start starts reading the page, and opening the stream with opts, of
+// session selector on c. The page, which the session's worker reads, is
+// the one on the first frame's path: its request is the one to go first,
+// and the goroutine started last is the one run first.
+func (p *firstScreen) start(ctx context.Context, c *client.Conn, selector string, opts client.SessionOptions) {
 	p.conn = c
-	p.wg.Go(func() {
+	p.opening.Go(func() {
+		ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+		defer cancel()
+		if s, err := c.OpenSession(ctx, selector, opts); err == nil {
+			p.open = s
+		}
+	})
+	p.reading.Go(func() {
 		ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 		defer cancel()
 		if page, err := tui.ReadFirstPage(ctx, c, selector); err == nil {
-			p.page = &page
+			p.newest = &page
 		}
 	})
 }
 
-// of returns the page once read, when it is session id's, read on c; nil
-// when it could not be read, or was read of a session of this home's
+// page returns the page once read, when it is session id's, read on c;
+// nil when it could not be read, or was read of a session of this home's
 // host that another host's named the same.
-func (p *firstPage) of(c *client.Conn, id string) *client.TranscriptPage {
-	p.wg.Wait()
-	if p.page == nil || p.conn != c || p.page.SessionID != id {
+func (p *firstScreen) page(c *client.Conn, id string) *client.TranscriptPage {
+	p.reading.Wait()
+	if p.newest == nil || p.conn != c || p.newest.SessionID != id {
 		return nil
 	}
-	return p.page
+	return p.newest
+}
+
+// stream returns the stream once open, when it is session id's, opened on
+// c, for the caller to own; nil otherwise, any other stream it opened
+// closed.
+func (p *firstScreen) stream(c *client.Conn, id string) *client.Session {
+	p.opening.Wait()
+	s := p.open
+	p.open = nil
+	if s != nil && (p.conn != c || s.SessionID() != id) {
+		s.Close()
+		s = nil
+	}
+	return s
+}
+
+// close closes the stream it opened, unless taken: stream closes any not
+// opened on the connection it is given.
+func (p *firstScreen) close() { p.stream(nil, "") }
+
+// wait waits for what it started to end.
+func (p *firstScreen) wait() {
+	p.opening.Wait()
+	p.reading.Wait()
 }
 
 // chooseSession returns the id of the session to attach to: the one
@@ -260,11 +299,15 @@ const (
 )
 
 // follow opens a stream of session id that reopens itself, on first, a
-// connection to the host that serves it, when there is one.
-func follow(ctx context.Context, id string, first *client.Conn, opts client.SessionOptions) (*client.Follower, error) {
+// connection to the host that serves it, when there is one; open, when
+// set, is the stream opened already on first.
+func follow(ctx context.Context, id string, first *client.Conn, opts client.SessionOptions, open *client.Session) (*client.Follower, error) {
 	setup, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
 	dial := dialSession(id)
+	if open != nil {
+		return client.Follow(dial, open), nil
+	}
 	if first != nil {
 		later := dial
 		dial = func(ctx context.Context) (*client.Conn, error) {

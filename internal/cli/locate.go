@@ -67,15 +67,12 @@ func locateSessionWith(ctx context.Context, selector string, opened func(*client
 	// The other hosts are found while this home's host is asked.
 	var hosts []client.HostInfo
 	var discovering sync.WaitGroup
-	discovering.Go(func() { hosts, _ = activation.Discover(ctx, mustRuntimeDir()) })
+	discovering.Go(func() { hosts, _ = activation.DiscoverOthers(ctx, mustRuntimeDir(), info.HostID) })
 	if !try(own, info.HostID, info.Home) {
 		defer own.Close()
 	}
 	discovering.Wait()
 	for _, h := range hosts {
-		if h.HostID == info.HostID {
-			continue
-		}
 		c, err := client.Dial(ctx, h.Endpoint, client.Options{Surface: protocol.SurfaceCLI})
 		if err != nil {
 			continue

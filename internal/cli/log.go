@@ -59,7 +59,7 @@ func newLogCmd(e *env) *cobra.Command {
 				feed = tui.NewFeed(last)
 				feed.OnChange = linesOf(e.stdout).Change
 			}
-			f, err := follow(cmd.Context(), sess.SessionID, nil, client.SessionOptions{Resume: true, After: last})
+			f, err := follow(cmd.Context(), sess.SessionID, nil, client.SessionOptions{Resume: true, After: last}, nil)
 			if err != nil {
 				return err
 			}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -278,9 +279,10 @@ const (
 
 // attachPTY shows PTY r on the terminal in raw mode, as viewPTY does, for
 // agentd pty and agentd shell: what the person should know is said on
-// stderr; when the PTY's program exits, the command exits with its code.
+// stderr once the view has ended; when the PTY's program exits, the
+// command exits with its code.
 func attachPTY(ctx context.Context, e *env, c *client.Conn, view ptyView, r protocol.Resource) error {
-	view.notes = e.stderr
+	view.inline = true
 	for {
 		end, err := viewPTY(ctx, c, view, r)
 		if err != nil && ctx.Err() == nil && connectionLost(c, err) {
@@ -306,7 +308,11 @@ func attachPTY(ctx context.Context, e *env, c *client.Conn, view ptyView, r prot
 				return exitCodeError{*end.exited.ExitCode}
 			}
 		case end.detached:
-			fmt.Fprintf(e.stderr, "\r\nagentd: detached from %s, which runs on: `agentd pty %s %s` attaches again\n", r.Ref, r.SessionID, r.Ref)
+			how := ""
+			if end.watched {
+				how = " (watched read-only: another client controls it)"
+			}
+			fmt.Fprintf(e.stderr, "\r\nagentd: detached from %s%s, which runs on: `agentd pty %s %s` attaches again\n", r.Ref, how, r.SessionID, r.Ref)
 		}
 		return nil
 	}
@@ -360,13 +366,11 @@ type ptyView struct {
 	// opening, when set, is the PTY's stream opened already, on the
 	// view's connection or another, which then closes it.
 	opening *ptyOpening
-	// notes is where what the person should know (that another client
-	// controls the PTY) is said too, before the PTY's screen is drawn
-	// (which then says it on its last line): the command's stderr. Nil
-	// for a view opened from agentd attach: it is drawn on the terminal's
-	// alternate screen and gives the terminal's modes back as it found
-	// them.
-	notes io.Writer
+	// inline is set for agentd pty and agentd shell, which draw the PTY
+	// on the terminal's screen as they find it. A view opened from agentd
+	// attach is drawn on the terminal's alternate screen, and gives the
+	// terminal's modes back as it found them.
+	inline bool
 }
 
 // ptyEnd is how a view of a PTY ended: detached from, the PTY exited, or
@@ -389,10 +393,12 @@ func viewPTY(ctx context.Context, c *client.Conn, v ptyView, r protocol.Resource
 	setup, setupDone := context.WithTimeout(ctx, requestTimeout)
 	defer setupDone()
 	// The PTY is looked up, its stream opened and its control taken at
-	// once, each a round trip or more to its worker; the PTY is sized as
-	// the terminal once its screen is shown. The stream's screen is the
-	// one drawn, its output following it with nothing missing, whenever
-	// control is taken: the acquire result's screen is not drawn.
+	// once, each a round trip or more to its worker. Its screen is drawn
+	// as soon as the stream brings it, while control is still being
+	// taken; the PTY is sized as the terminal once that has settled. The
+	// stream's screen is the one drawn, its output following it with
+	// nothing missing, whenever control is taken: the acquire result's
+	// screen is not drawn.
 	o := v.opening
 	if o == nil || o.c != c {
 		if o != nil {
@@ -401,68 +407,89 @@ func viewPTY(ctx context.Context, c *client.Conn, v ptyView, r protocol.Resource
 		o = openPTYStream(setup, c, r.SessionID, r.Ref, v.find)
 	}
 	defer o.close()
-	var ctl *client.Controller
-	var ctlErr error
-	if v.mode == attachControl {
-		ctl, ctlErr = c.AcquirePTY(setup, r.SessionID, r.Ref)
-	}
-	o.wg.Wait()
-	found, findErr, stream, watchErr := o.found, o.findErr, o.stream, o.watchErr
-	a := &attachment{c: c, res: r, mayTake: v.mode == attachControl, stream: stream, out: v.out, wake: make(chan struct{}, 1), ctl: ctl}
-	defer func() {
-		if ctl := a.controller(); ctl != nil {
-			rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), requestTimeout)
-			defer rcancel()
-			ctl.Release(rctx) // an exited PTY's control is gone already
-		}
-	}()
-	switch {
-	case findErr != nil:
-		return ptyEnd{}, findErr
-	case watchErr != nil:
-		return ptyEnd{}, watchErr
-	case errors.Is(ctlErr, client.ErrOperationConflict) && ctl == nil:
-		note, leave := fmt.Sprintf("another client controls %s: watching it read-only until it is free and a key is typed", r.Ref), "returns"
-		if v.notes != nil {
-			fmt.Fprintf(v.notes, "agentd: %s (ctrl+\\ detaches)\n", note)
-			leave = "detaches"
-		}
-		cols, rows := windowSize(v.in)
-		a.banner, a.bannerRow = bannerLine(fmt.Sprintf("agentd: %s (ctrl+\\ %s)", note, leave), cols, rows), max(rows, 1)
-	case ctlErr != nil:
-		return ptyEnd{}, ctlErr
-	}
-	if v.find {
-		a.res = found
-	}
-	setupDone()
-	a.resize(windowSize(v.in))
-
-	raw, err := makeRaw(v.in)
-	if err != nil {
-		return ptyEnd{}, err
-	}
-	defer raw.restore()
-	if v.notes == nil {
-		v.out.WriteString(enterAltScreen)
-	}
 	// Signals that would leave the terminal raw end the attachment
-	// instead; SIGINT and SIGTERM end ctx already.
+	// instead; SIGINT and SIGTERM end ctx already. Asked for while the
+	// stream opens: each takes a moment the screen need not wait for.
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP, syscall.SIGQUIT)
 	defer signal.Stop(hup)
 	winch := make(chan os.Signal, 1)
 	signal.Notify(winch, syscall.SIGWINCH)
 	defer signal.Stop(winch)
+	var acquiring sync.WaitGroup
+	var ctl *client.Controller
+	var ctlErr error
+	if v.mode == attachControl {
+		acquiring.Go(func() { ctl, ctlErr = c.AcquirePTY(setup, r.SessionID, r.Ref) })
+	}
+	o.wg.Wait()
+	a := &attachment{c: c, res: r, mayTake: v.mode == attachControl, stream: o.stream, out: v.out, wake: make(chan struct{}, 1), settled: make(chan struct{})}
+	defer func() {
+		acquiring.Wait()
+		if ctl := a.controller(); ctl != nil {
+			rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), requestTimeout)
+			defer rcancel()
+			ctl.Release(rctx) // an exited PTY's control is gone already
+		}
+	}()
+	settle := func() {
+		acquiring.Wait()
+		a.mu.Lock()
+		a.ctl = ctl
+		a.mu.Unlock()
+	}
+	switch {
+	case o.findErr != nil:
+		settle()
+		return ptyEnd{}, o.findErr
+	case o.watchErr != nil:
+		settle()
+		return ptyEnd{}, o.watchErr
+	}
+	if v.find {
+		a.res = o.found
+	}
 
+	raw, err := makeRaw(v.in)
+	if err != nil {
+		settle()
+		return ptyEnd{}, err
+	}
+	defer raw.restore()
+	if !v.inline {
+		v.out.WriteString(enterAltScreen)
+	}
 	var wg sync.WaitGroup
 	ended := make(chan error, 3)
 	wg.Go(func() { ended <- a.show(ctx) })
-	wg.Go(func() { ended <- a.readKeys(ctx, v.in) })
-	if a.mayTake {
-		wg.Go(func() { ended <- a.send(ctx) })
-	}
+	// The screen the stream brought is written first, ahead of the rest
+	// of the setup.
+	runtime.Gosched()
+	settle()
 	var end error
+	switch {
+	case errors.Is(ctlErr, client.ErrOperationConflict) && ctl == nil:
+		leave := "returns"
+		if v.inline {
+			leave = "detaches"
+		}
+		cols, rows := windowSize(v.in)
+		note := fmt.Sprintf("agentd: another client controls %s: watching it read-only until it is free and a key is typed (ctrl+\\ %s)", r.Ref, leave)
+		a.mu.Lock()
+		a.banner, a.bannerRow = bannerLine(note, cols, rows), max(rows, 1)
+		a.mu.Unlock()
+	case ctlErr != nil:
+		end = ctlErr
+	}
+	close(a.settled)
+	if end == nil {
+		setupDone()
+		a.resize(windowSize(v.in))
+		wg.Go(func() { ended <- a.readKeys(ctx, v.in) })
+		if a.mayTake {
+			wg.Go(func() { ended <- a.send(ctx) })
+		}
+	}
 	for end == nil {
 		select {
 		case end = <-ended:
@@ -478,10 +505,10 @@ func viewPTY(ctx context.Context, c *client.Conn, v ptyView, r protocol.Resource
 	wg.Wait() // the keys typed with ctrl+\ before it are sent
 	// The modes the PTY's program turned on (mouse reporting, bracketed
 	// paste, a hidden cursor) are the PTY's, not the terminal's after it.
-	if v.notes == nil {
-		v.out.WriteString(viewModesReset + leaveAltScreen)
-	} else {
+	if v.inline {
 		v.out.WriteString(viewModesReset)
+	} else {
+		v.out.WriteString(viewModesReset + leaveAltScreen)
 	}
 	raw.restore()
 	watched := a.controller() == nil
@@ -565,12 +592,16 @@ type attachment struct {
 	mayTake bool              // constant: control may be taken
 	stream  *client.PTYStream // constant
 	out     io.Writer         // constant
-	// banner, when set, is drawn over each screen of the PTY while it is
-	// watched read-only, on bannerRow; constant after setup.
-	banner    string
-	bannerRow int
+	// settled is closed once taking control has succeeded or failed: ctl
+	// and banner are set.
+	settled chan struct{}
 
-	mu         sync.Mutex
+	mu sync.Mutex
+	// banner, when set, is drawn over each screen of the PTY while it is
+	// watched read-only, on bannerRow; guarded by mu, set before settled
+	// is closed.
+	banner     string
+	bannerRow  int
 	ctl        *client.Controller // guarded by mu: nil while watching
 	typed      []byte             // guarded by mu: typed, not sent yet
 	cols, rows int                // guarded by mu: a size not sent yet, or 0
@@ -581,8 +612,11 @@ type attachment struct {
 }
 
 // show writes the PTY's screen and output to the terminal until the PTY
-// exits.
+// exits. The first screen is written as soon as it comes; what follows
+// it waits until taking control has settled, and follows the banner when
+// control was not taken.
 func (a *attachment) show(ctx context.Context) error {
+	settled := false
 	for {
 		ev, err := a.stream.Next(ctx)
 		if err != nil {
@@ -594,18 +628,44 @@ func (a *attachment) show(ctx context.Context) error {
 		if len(ev.Data) == 0 {
 			continue
 		}
+		if !settled {
+			select {
+			case <-a.settled:
+				settled = true
+			default:
+			}
+		}
 		a.mu.Lock()
 		unbanner := a.unbanner
 		a.unbanner = false
+		banner, row, watching := a.banner, a.bannerRow, a.ctl == nil
 		a.mu.Unlock()
 		data := ev.Data
 		switch {
 		case unbanner:
-			data = append([]byte(bannerClear(a.bannerRow)), data...)
-		case ev.Screen && a.banner != "" && a.controller() == nil:
-			data = append(data, a.banner...)
+			data = append([]byte(bannerClear(row)), data...)
+		case ev.Screen && banner != "" && watching:
+			data = append(data, banner...)
 		}
 		if _, err := a.out.Write(data); err != nil {
+			return err
+		}
+		if settled {
+			continue
+		}
+		select {
+		case <-a.settled:
+			settled = true
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		a.mu.Lock()
+		banner, watching = a.banner, a.ctl == nil
+		a.mu.Unlock()
+		if !ev.Screen || banner == "" || !watching {
+			continue
+		}
+		if _, err := io.WriteString(a.out, banner); err != nil {
 			return err
 		}
 	}

@@ -119,11 +119,9 @@ func TestAShellRunsOnAPTYOfTheSessionAndOutlivesItsDetach(t *testing.T) {
 
 	a, _ := p.ptyScreen(t, work, "pty", id[:5], ref) // a prefix names the session too
 	a.waitText("hello-42 in " + work)
-	b, bErr := p.ptyScreen(t, work, "pty", id, ref)
+	b, _ := p.ptyScreen(t, work, "pty", id, ref)
 	b.waitText("hello-42 in " + work)
-	if !strings.Contains(bErr.String(), "read-only") {
-		t.Fatalf("the second client did not say it watches read-only: %q", bErr.String())
-	}
+	// It says on its last line that it watches read-only.
 	b.waitText("watching it read-only until it is free and a key is typed (ctrl+\\ detaches)")
 	b.typeKeys("echo typed-in-b\r")
 	a.typeKeys("echo typed-in-a-$((1+1))\r")

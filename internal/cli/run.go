@@ -395,7 +395,7 @@ func runTurn(ctx context.Context, e *env, f runFlags, prompt string) (err error)
 		started = true
 		return p.detached(sess)
 	}
-	stream, err := follow(setup, sess.SessionID, c, client.SessionOptions{})
+	stream, err := follow(setup, sess.SessionID, c, client.SessionOptions{}, nil)
 	if err != nil {
 		return err
 	}

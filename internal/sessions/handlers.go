@@ -28,7 +28,7 @@ func (s *Service) handlers() server.Table {
 	server.Handle(t, protocol.OpSubscriptionOpen, s.open)
 	server.Handle(t, protocol.OpSubscriptionReady, s.ready)
 	server.Handle(t, protocol.OpSubscriptionClose, s.closeSubscription)
-	server.Handle(t, protocol.OpSessionTranscriptPage, s.pageTranscript)
+	t[string(protocol.OpSessionTranscriptPage)] = s.pageTranscript
 	server.Handle(t, protocol.OpSubscriptionPtyInterestSet, s.setPtyInterest)
 	s.addSessionOps(t)
 	return t
@@ -331,21 +331,24 @@ func (s *Service) closeSubscription(_ context.Context, call *server.Call, in *pr
 }
 
 // pageTranscript reads a page of the transcript of a subscription's
-// session, or of a session named by id, from its worker.
-func (s *Service) pageTranscript(ctx context.Context, call *server.Call, in *protocol.TranscriptPageInput) (protocol.TranscriptPage, error) {
+// session, or of a session named by id, from its worker. The worker's
+// page is passed on as it wrote it, neither decoded nor encoded again: a
+// first screen waits for it.
+func (s *Service) pageTranscript(ctx context.Context, call *server.Call) (any, error) {
+	in := call.Decoded().(*protocol.TranscriptPageInput)
 	selector := in.SessionID
 	if in.SubscriptionID != "" {
 		sub, err := subscriptionOf(call, in.SubscriptionID)
 		if err != nil {
-			return protocol.TranscriptPage{}, err
+			return nil, err
 		}
 		selector = sub.w.sessionID
 	}
 	h, err := s.resolve(selector)
 	if err != nil {
-		return protocol.TranscriptPage{}, err
+		return nil, err
 	}
 	fwd := *in
 	fwd.SubscriptionID, fwd.SessionID = "", h.ID
-	return forward[protocol.TranscriptPage](ctx, s, h, &call.Caller, call.Operation.Name, &fwd)
+	return forward[json.RawMessage](ctx, s, h, &call.Caller, call.Operation.Name, &fwd)
 }

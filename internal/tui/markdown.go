@@ -530,33 +530,35 @@ func unescape(v []byte) []byte {
 
 // word is text wrapping does not break, and the space before it.
 type word struct {
-	pieces []piece
-	width  int
-	space  bool // a space stands before it
-	mark   mark // the space's style
-	br     bool // a hard line break, not a word
+	from, to int // its pieces, of those wrapPieces cut its text into
+	width    int
+	space    bool // a space stands before it
+	mark     mark // the space's style
+	br       bool // a hard line break, not a word
 }
 
 // wrapPieces lays ps out in lines of at most width cells, breaking them
 // at spaces, and words longer than a line anywhere; each line is styled on
 // its own.
 func wrapPieces(ps []piece, width int) []string {
-	var words []word
+	words := make([]word, 0, 16)
+	cut := make([]piece, 0, 16) // the words' pieces, in order
 	cur := word{}
 	for _, p := range ps {
 		if p.text == "\n" {
-			words = append(words, cur, word{br: true})
-			cur = word{}
+			words = append(words, cur, word{br: true, from: len(cut), to: len(cut)})
+			cur = word{from: len(cut), to: len(cut)}
 			continue
 		}
 		for i, s := range strings.Split(p.text, " ") {
 			if i > 0 {
 				words = append(words, cur)
-				cur = word{space: true, mark: p.mark}
+				cur = word{space: true, mark: p.mark, from: len(cut), to: len(cut)}
 			}
 			if s != "" {
-				cur.pieces = append(cur.pieces, piece{s, p.mark})
-				cur.width += ansi.StringWidth(s)
+				cut = append(cut, piece{s, p.mark})
+				cur.to = len(cut)
+				cur.width += cells(s)
 			}
 		}
 	}
@@ -576,11 +578,11 @@ func wrapPieces(ps []piece, width int) []string {
 		}
 		if started && lw+1+w.width <= width {
 			line = append(line, piece{" ", w.mark})
-			line = append(line, w.pieces...)
+			line = append(line, cut[w.from:w.to]...)
 			lw += 1 + w.width
 			continue
 		}
-		if len(w.pieces) == 0 {
+		if w.from == w.to {
 			if started {
 				line = append(line, piece{" ", w.mark})
 				lw++
@@ -590,7 +592,7 @@ func wrapPieces(ps []piece, width int) []string {
 		if started {
 			emit()
 		}
-		for _, p := range w.pieces {
+		for _, p := range cut[w.from:w.to] {
 			for p.text != "" {
 				if lw == width {
 					emit()
@@ -604,7 +606,7 @@ func wrapPieces(ps []piece, width int) []string {
 					head, rest = firstRune(p.text)
 				}
 				line = append(line, piece{head, p.mark})
-				lw += ansi.StringWidth(head)
+				lw += cells(head)
 				p.text = rest
 			}
 		}
@@ -619,9 +621,35 @@ func wrapPieces(ps []piece, width int) []string {
 	return lines
 }
 
+// cells is ansi.StringWidth(s), counted at once for printable ASCII and
+// the control sequences (CSI) that style it, as most of a screen is; any
+// other byte has ansi.StringWidth measure s.
+func cells(s string) int {
+	n := 0
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c >= ' ' && c <= '~':
+			n++
+		case c == ansi.ESC && i+1 < len(s) && s[i+1] == '[':
+			// Parameters and intermediates, then the final byte.
+			j := i + 2
+			for j < len(s) && s[j] >= 0x20 && s[j] <= 0x3f {
+				j++
+			}
+			if j == len(s) || s[j] < 0x40 || s[j] > 0x7e {
+				return ansi.StringWidth(s)
+			}
+			i = j
+		default:
+			return ansi.StringWidth(s)
+		}
+	}
+	return n
+}
+
 // cutCells cuts s after at most n cells.
 func cutCells(s string, n int) (string, string) {
-	if ansi.StringWidth(s) <= n {
+	if cells(s) <= n {
 		return s, ""
 	}
 	head := ansi.Truncate(s, n, "")
@@ -639,14 +667,16 @@ func firstRune(s string) (string, string) {
 
 // renderLine styles a line's pieces, the neighbours of one style together.
 func renderLine(ps []piece) string {
-	var b strings.Builder
+	var b, run strings.Builder
 	for i := 0; i < len(ps); {
-		j, t := i+1, ps[i].text
+		j := i + 1
+		run.Reset()
+		run.WriteString(ps[i].text)
 		for j < len(ps) && ps[j].mark == ps[i].mark {
-			t += ps[j].text
+			run.WriteString(ps[j].text)
 			j++
 		}
-		b.WriteString(ps[i].mark.style().Styled(t))
+		b.WriteString(ps[i].mark.style().Styled(run.String()))
 		i = j
 	}
 	return strings.TrimRight(b.String(), " ")

@@ -185,3 +185,25 @@ func trimLines(s string) string {
 	}
 	return strings.Join(lines, "\n")
 }
+
+// TestCellsMeasuresAsStringWidthDoes: the quick count of a line's cells
+// agrees with ansi.StringWidth on plain, styled and wide text, and on
+// sequences it leaves to it.
+func TestCellsMeasuresAsStringWidthDoes(t *testing.T) {
+	for _, s := range []string{
+		"",
+		"plain text, with `code` and 42 digits",
+		"\x1b[1mbold\x1b[m and \x1b[38;5;244mdim\x1b[m",
+		"\x1b[?25l\x1b[Hhidden cursor",
+		"wide: 漢字 and é, a flag 🇫🇷",
+		"\x1b[1m漢字\x1b[m",
+		"\x1b]8;;https://example.com\x07link\x1b]8;;\x07",
+		"cut short \x1b[38;5",
+		"tab\there",
+		"\x1b",
+	} {
+		if got, want := cells(s), ansi.StringWidth(s); got != want {
+			t.Errorf("cells(%q) = %d, ansi.StringWidth %d", s, got, want)
+		}
+	}
+}

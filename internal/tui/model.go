@@ -45,12 +45,14 @@ type Options struct {
 	Output io.Writer
 	// Env is the terminal's environment (TERM, …); the process's when nil.
 	Env []string
-	// FirstPage, when set, is the newest page of the session's transcript
-	// (ReadFirstPage), read while Follower's stream opened: the first
-	// frame is drawn from it at once instead of after a request of its
-	// own. A page that cannot be joined to the stream's snapshot without a
-	// gap is left out, and the screen reads its own.
-	FirstPage *client.TranscriptPage
+	// FirstPage, when set, returns the newest page of the session's
+	// transcript (ReadFirstPage), read while Follower's stream opened, or
+	// nil; Run asks for it once the screen is laid out, which the read
+	// need not wait for. The first frame is drawn from the page at once
+	// instead of after a request of its own. A page that cannot be joined
+	// to the stream's snapshot without a gap is left out, and the screen
+	// reads its own.
+	FirstPage func() *client.TranscriptPage
 	// OpenPTY, when set, shows the session's PTY ref full screen on the
 	// terminal, which the screen lets go of meanwhile, until the person
 	// comes back or the PTY exits; it returns what to tell the person
@@ -139,7 +141,9 @@ func Run(ctx context.Context, opts Options) error {
 		m.update(tea.WindowSizeMsg{Width: cols, Height: rows})
 	}
 	if opts.FirstPage != nil {
-		m.firstPage(*opts.FirstPage)
+		if p := opts.FirstPage(); p != nil {
+			m.firstPage(*p)
+		}
 	}
 	drawn := false
 	if tty != nil && m.started {

@@ -284,7 +284,7 @@ func (m *model) transcript() string {
 	top := min(m.view.YOffset(), len(m.lines))
 	shown := make([]string, h)
 	for i, l := range m.lines[top:min(top+h, len(m.lines))] {
-		if ansi.StringWidth(l) > m.width {
+		if cells(l) > m.width {
 			l = ansi.Truncate(l, m.width, "")
 		}
 		shown[i] = l
