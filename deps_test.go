@@ -52,23 +52,27 @@ var arrows = map[string][]string{
 	"internal/provider/providertest": {"internal/llm"},
 	"internal/redact":                {},
 	"internal/startenv":              {},
-	"internal/resource":              {"internal/atomicfile", "internal/proc", "protocol"},
-	"internal/server":                {"internal/home", "internal/redact", "internal/transport", "protocol"},
+	// the sandbox of the agent's commands: it knows the modes' names, and
+	// is imported by what starts commands (tools, resource), the worker
+	// that says how (its policy) and the agentd command (its status)
+	"internal/sandbox":  {"protocol"},
+	"internal/resource": {"internal/atomicfile", "internal/proc", "internal/sandbox", "protocol"},
+	"internal/server":   {"internal/home", "internal/redact", "internal/transport", "protocol"},
 	// the host's own connection to a session's worker, never the public client
 	"internal/link":       {"internal/transport", "protocol"},
 	"internal/sessions":   {"internal/catalog", "internal/fanout", "internal/home", "internal/link", "internal/server", "internal/supervisor", "internal/transport", "protocol"},
 	"internal/supervisor": {"internal/home", "internal/link", "internal/proc", "protocol"},
-	"internal/tools":      {"internal/atomicfile", "internal/llm", "internal/proc", "protocol"},
+	"internal/tools":      {"internal/atomicfile", "internal/llm", "internal/proc", "internal/sandbox", "protocol"},
 	"internal/transcript": {"protocol"},
 	"internal/transport":  {"protocol"},
 	"internal/tui":        {"client", "protocol"},
 	"internal/version":    {},
 	// the worker names the composition it serves and the host surface it
 	// trusts as the link defines them, the two ends of one connection
-	"internal/worker": {"internal/agent", "internal/fanout", "internal/home", "internal/link", "internal/llm", "internal/proc", "internal/resource", "internal/server", "internal/tools", "internal/transcript", "internal/transport", "protocol"},
+	"internal/worker": {"internal/agent", "internal/fanout", "internal/home", "internal/link", "internal/llm", "internal/proc", "internal/resource", "internal/sandbox", "internal/server", "internal/tools", "internal/transcript", "internal/transport", "protocol"},
 	"internal/cli": {
 		"client", "internal/activation", "internal/credentials", "internal/home", "internal/host", "internal/llm", "internal/proc", "internal/provider", "internal/provider/anthropic", "internal/provider/faux",
-		"internal/provider/openai", "internal/redact", "internal/sessions", "internal/startenv", "internal/tools", "internal/transcript",
+		"internal/provider/openai", "internal/redact", "internal/sandbox", "internal/sessions", "internal/startenv", "internal/tools", "internal/transcript",
 		"internal/tui", "internal/version", "internal/worker", "protocol",
 	},
 

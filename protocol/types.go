@@ -718,10 +718,16 @@ type ResourceStartInput struct {
 	PTY       bool   `json:"pty,omitempty"`
 	Cols      int    `json:"cols,omitempty"`
 	Rows      int    `json:"rows,omitempty"`
+	// Sandbox, when "full", runs the command without the session's
+	// sandbox; empty runs it in the session's.
+	Sandbox string `json:"sandbox,omitempty"`
 }
 
 // Validate checks the input.
 func (in *ResourceStartInput) Validate() error {
+	if in.Sandbox != "" && in.Sandbox != SandboxFull {
+		return FieldError("input.sandbox", `must be "full" (no sandbox) or absent (the session's), not %q`, in.Sandbox)
+	}
 	if err := requireString("input.sessionId", in.SessionID); err != nil {
 		return err
 	}

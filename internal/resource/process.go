@@ -8,6 +8,8 @@ import (
 	"unsafe"
 
 	"github.com/creack/pty"
+
+	"github.com/agentd-dev/agentd/internal/sandbox"
 )
 
 // defaultShell returns the shell commands are run with: bash, or sh
@@ -26,14 +28,18 @@ type started struct {
 }
 
 // startShell starts command in its own process group, stdin from
-// /dev/null, stdout and stderr into one pipe so their order holds.
-func startShell(sh, command, dir string, env []string) (*started, error) {
+// /dev/null, stdout and stderr into one pipe so their order holds, walled
+// in by pol.
+func startShell(pol *sandbox.Policy, sh, command, dir string, env []string) (*started, error) {
+	cmd, err := pol.Command(env, sh, "-c", command)
+	if err != nil {
+		return nil, err
+	}
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(sh, "-c", command)
-	cmd.Dir, cmd.Env = dir, env
+	cmd.Dir = dir
 	cmd.Stdout, cmd.Stderr = pw, pw
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	err = cmd.Start()
@@ -46,10 +52,14 @@ func startShell(sh, command, dir string, env []string) (*started, error) {
 }
 
 // startPTY starts command on a new pseudo-terminal of cols × rows, as the
-// leader of its own session with the terminal as its controlling one.
-func startPTY(sh, command, dir string, env []string, cols, rows int) (*started, error) {
-	cmd := exec.Command(sh, "-c", command)
-	cmd.Dir, cmd.Env = dir, env
+// leader of its own session with the terminal as its controlling one,
+// walled in by pol.
+func startPTY(pol *sandbox.Policy, sh, command, dir string, env []string, cols, rows int) (*started, error) {
+	cmd, err := pol.Command(env, sh, "-c", command)
+	if err != nil {
+		return nil, err
+	}
+	cmd.Dir = dir
 	f, err := pty.StartWithSize(cmd, &pty.Winsize{Cols: uint16(cols), Rows: uint16(rows)})
 	if err != nil {
 		return nil, err

@@ -14,13 +14,14 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Dispatch makes this process the sandbox's re-exec when it was started
-// as one (its first argument is ExecCommand): it puts the walls up and
+// init makes this process the sandbox's re-exec when it was started as
+// one (its first argument is ExecCommand): it puts the walls up and
 // executes the command, or exits with status 126 saying why it could
-// not. Otherwise it returns at once. agentd's main calls it first, as
-// does the TestMain of every package whose tests run sandboxed commands
-// from the test binary.
-func Dispatch() {
+// not. It is an init so that it runs before the rest of agentd's packages
+// are initialised, and in every binary that can start sandboxed commands
+// (agentd, and the test and bench binaries that act as agentd): none of
+// them needs to remember a call.
+func init() {
 	if len(os.Args) > 1 && os.Args[1] == ExecCommand {
 		err := run(os.Args[2:])
 		fmt.Fprintf(os.Stderr, "agentd sandbox: %v\n", err)
@@ -144,17 +145,19 @@ func (s spec) rules() ([]landlock.Rule, error) {
 			files = append(files, p)
 		}
 	}
+	// An entry may vanish between its listing and its rule (a file of
+	// another process's in /tmp): what is gone needs no rule.
 	rules := []landlock.Rule{
-		landlock.RODirs(dirs...),
-		landlock.ROFiles(files...),
+		landlock.RODirs(dirs...).IgnoreIfMissing(),
+		landlock.ROFiles(files...).IgnoreIfMissing(),
 		landlock.RWFiles(devices...).WithIoctlDev().IgnoreIfMissing(),
 		landlock.RWFiles("/dev/pts").WithIoctlDev().IgnoreIfMissing(),
 	}
 	for _, p := range writable {
 		if fi, err := os.Stat(p); err == nil && fi.IsDir() {
-			rules = append(rules, landlock.RWDirs(p).WithRefer().WithResolveUnix())
+			rules = append(rules, landlock.RWDirs(p).WithRefer().WithResolveUnix().IgnoreIfMissing())
 		} else if err == nil {
-			rules = append(rules, landlock.RWFiles(p).WithResolveUnix())
+			rules = append(rules, landlock.RWFiles(p).WithResolveUnix().IgnoreIfMissing())
 		}
 	}
 	return rules, nil

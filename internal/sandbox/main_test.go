@@ -6,7 +6,6 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/agentd-dev/agentd/internal/sandbox"
 	"golang.org/x/sys/unix"
 )
 
@@ -16,7 +15,6 @@ import (
 const envUndumpable = "AGENTD_SANDBOX_TEST_UNDUMPABLE"
 
 func TestMain(m *testing.M) {
-	sandbox.Dispatch()
 	if os.Getenv(envUndumpable) == "1" {
 		if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 			os.Exit(1)

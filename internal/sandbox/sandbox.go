@@ -25,9 +25,8 @@ import (
 	"github.com/agentd-dev/agentd/protocol"
 )
 
-// ExecCommand is the argument that makes agentd (or a test binary that
-// calls Dispatch first) the sandbox's re-exec: the first of its
-// arguments.
+// ExecCommand is the first argument of the sandbox's re-exec: any binary
+// that imports this package is the re-exec when started with it.
 const ExecCommand = "sandbox-exec"
 
 // ErrUnavailable is returned when a sandboxed mode is asked for on a

@@ -177,9 +177,13 @@ func runShell(ctx context.Context, env *Env, command string, timeout time.Durati
 	if err != nil {
 		return failf("bash", "cannot start %s: %v", sh, err)
 	}
-	cmd := exec.Command(sh, "-c", command)
+	cmd, err := env.Sandbox.Command(env.Environ, sh, "-c", command)
+	if err != nil {
+		pr.Close()
+		pw.Close()
+		return failf("bash", "cannot start %s: %v", sh, err)
+	}
 	cmd.Dir = env.Cwd
-	cmd.Env = env.Environ
 	cmd.Stdout, cmd.Stderr = pw, pw // one pipe keeps stdout and stderr in order
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	err = cmd.Start()
