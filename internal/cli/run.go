@@ -43,6 +43,8 @@ type runFlags struct {
 	resume bool
 	// detach starts the turn and returns without streaming it.
 	detach bool
+	// sandbox is a new session's sandbox.
+	sandbox sandboxFlags
 }
 
 // placement is where the prompt goes when a turn runs; empty for a turn of
@@ -123,10 +125,15 @@ a command line that is wrong.`,
 				return usagef("--queue and --steer need --session or --continue")
 			case (f.queue || f.steer) && f.approve != "":
 				return usagef("--approve starts a turn of its own; with --queue or --steer the session's policy applies")
+			case (session || f.resume) && f.sandbox.set():
+				return usagef("--sandbox and --network choose a new session's sandbox; a session keeps its own")
 			case f.file != "" && len(args) > 0:
 				return usagef("--file and a prompt argument: choose one")
 			case len(args) > 1 && slices.Contains(args, "-"):
 				return usagef("- reads the prompt from stdin and takes no other words")
+			}
+			if !session && !f.resume {
+				return f.sandbox.check()
 			}
 			return nil
 		},
@@ -147,6 +154,7 @@ a command line that is wrong.`,
 	fl.StringVar(&f.thinking, "thinking", "", "thinking level: off, low, medium or high")
 	fl.StringVar(&f.approve, "approve", "", "which tool calls wait for you: ask, all or read-only (a new session's default: ask on a terminal, read-only otherwise; a session keeps its policy until this changes it)")
 	fl.StringVar(&f.file, "file", "", "read the prompt from this file")
+	f.sandbox.add(fl)
 	fl.BoolVar(&f.asJSON, "json", false, "print the event stream as JSON lines, its bytes exact")
 	fl.BoolVarP(&f.detach, "detach", "d", false, "start the turn and return with the session id (agentd attach ID or agentd log -f ID to come back)")
 	fl.BoolVar(&f.queue, "queue", false, "if a turn runs, run the prompt after it (and stream that turn)")
@@ -257,7 +265,9 @@ func setupSession(ctx context.Context, f runFlags, approve string) (s runSetup, 
 		if s.c, err = open(ctx); err != nil {
 			return s, err
 		}
-		s.sess, err = createSession(ctx, s.c, protocol.SessionCreateInput{Cwd: f.cwd, Title: f.title, Model: f.model, Approval: approve})
+		s.sess, err = createSession(ctx, s.c, protocol.SessionCreateInput{
+			Cwd: f.cwd, Title: f.title, Model: f.model, Approval: approve, Sandbox: f.sandbox.mode, Network: f.sandbox.network,
+		})
 		if err != nil {
 			s.c.Close()
 			return s, err
@@ -312,6 +322,7 @@ func runTurn(ctx context.Context, e *env, f runFlags, prompt string) (err error)
 	}
 	c, sess := s.c, s.sess
 	defer c.Close()
+	warnUnsandboxed(e.stderr, paletteFor(e.stderr), sess)
 	started := false
 	if s.created {
 		defer func() {
