@@ -55,9 +55,11 @@ var arrows = map[string][]string{
 	// the sandbox of the agent's commands: it knows the modes' names, and
 	// is imported by what starts commands (tools, resource), the worker
 	// that says how (its policy) and the agentd command (its status)
-	"internal/sandbox":  {"protocol"},
-	"internal/resource": {"internal/atomicfile", "internal/proc", "internal/sandbox", "protocol"},
-	"internal/server":   {"internal/home", "internal/redact", "internal/transport", "protocol"},
+	"internal/sandbox": {"internal/sandbox/entry", "protocol"},
+	// the re-exec itself: nothing of agentd, so that its init runs early
+	"internal/sandbox/entry": {},
+	"internal/resource":      {"internal/atomicfile", "internal/proc", "internal/sandbox", "protocol"},
+	"internal/server":        {"internal/home", "internal/redact", "internal/transport", "protocol"},
 	// the host's own connection to a session's worker, never the public client
 	"internal/link":       {"internal/transport", "protocol"},
 	"internal/sessions":   {"internal/catalog", "internal/fanout", "internal/home", "internal/link", "internal/server", "internal/supervisor", "internal/transport", "protocol"},
@@ -83,6 +85,8 @@ var arrows = map[string][]string{
 	"bench/hostbench":         {"bench/internal/harness", "bench/internal/procstat", "bench/internal/table", "client", "internal/host", "protocol"},
 	// a stopped stream's diagnosis asks the session's worker through the host's link
 	"bench/sessionbench": {"bench/internal/harness", "bench/internal/procstat", "bench/internal/table", "client", "internal/activation", "internal/cli", "internal/home", "internal/link", "internal/proc", "internal/resource", "protocol"},
+	// the sandbox's cost on a bash call, through the tool itself
+	"bench/sandboxbench": {"bench/internal/table", "internal/sandbox", "internal/tools", "protocol"},
 	"bench/soak":         {"bench/internal/asagentd", "bench/internal/harness", "client", "internal/activation", "internal/home", "internal/proc", "protocol"},
 	"bench/handoffbench": {"bench/internal/asagentd", "bench/internal/harness", "bench/internal/procstat", "bench/internal/table", "client", "internal/activation", "internal/home", "internal/proc", "protocol"},
 }

@@ -31,10 +31,11 @@ type started struct {
 // /dev/null, stdout and stderr into one pipe so their order holds, walled
 // in by pol.
 func startShell(pol *sandbox.Policy, sh, command, dir string, env []string) (*started, error) {
-	cmd, err := pol.Command(env, sh, "-c", command)
+	cmd, release, err := pol.Command(env, sh, "-c", command)
 	if err != nil {
 		return nil, err
 	}
+	defer release()
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -55,10 +56,11 @@ func startShell(pol *sandbox.Policy, sh, command, dir string, env []string) (*st
 // leader of its own session with the terminal as its controlling one,
 // walled in by pol.
 func startPTY(pol *sandbox.Policy, sh, command, dir string, env []string, cols, rows int) (*started, error) {
-	cmd, err := pol.Command(env, sh, "-c", command)
+	cmd, release, err := pol.Command(env, sh, "-c", command)
 	if err != nil {
 		return nil, err
 	}
+	defer release()
 	cmd.Dir = dir
 	f, err := pty.StartWithSize(cmd, &pty.Winsize{Cols: uint16(cols), Rows: uint16(rows)})
 	if err != nil {

@@ -15,9 +15,9 @@ import (
 // read-only session's shell run and PTY cannot write in its directory;
 // a start that asks for no sandbox can.
 func TestShellRunsAndPTYsRunInTheSessionsSandboxUnlessAskedWithout(t *testing.T) {
-	m, s, dir := newManager(t, func(c *Config) {
-		c.Sandbox = &sandbox.Policy{Mode: protocol.SandboxReadOnly, Tmp: t.TempDir()}
-	})
+	pol := &sandbox.Policy{Mode: protocol.SandboxReadOnly, Tmp: t.TempDir()}
+	t.Cleanup(pol.Close)
+	m, s, dir := newManager(t, func(c *Config) { c.Sandbox = pol })
 	run := start(t, m, StartInput{LaunchID: "l1", Command: "echo x > run-file; echo run ended"})
 	s.exited(t, run.Ref)
 	pty := start(t, m, StartInput{LaunchID: "l2", Command: "echo x > pty-file; echo pty ended; sleep 1000", PTY: true})

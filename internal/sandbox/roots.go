@@ -13,20 +13,20 @@ import (
 // but the one leading on, which is split in turn. Hidden paths are
 // absolute, clean and free of symbolic links; a symbolic link whose
 // target leads to or lies beneath one is left out (its target is covered
-// where it lives). An entry added later to a split directory is not
-// covered.
-func cover(root string, hidden []string) ([]string, error) {
+// where it lives). It also returns the directories it split: an entry
+// added to one later is not covered until cover runs again.
+func cover(root string, hidden []string) (paths, split []string, err error) {
 	switch relation(root, hidden) {
 	case beneathHidden:
-		return nil, nil
+		return nil, nil, nil
 	case free:
-		return []string{root}, nil
+		return []string{root}, nil, nil
 	}
 	entries, err := os.ReadDir(root)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	var out []string
+	out, split := []string{}, []string{root}
 	for _, e := range entries {
 		p := filepath.Join(root, e.Name())
 		if e.Type()&os.ModeSymlink != 0 {
@@ -37,13 +37,13 @@ func cover(root string, hidden []string) ([]string, error) {
 			out = append(out, p)
 			continue
 		}
-		sub, err := cover(p, hidden)
+		sub, subSplit, err := cover(p, hidden)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		out = append(out, sub...)
+		out, split = append(out, sub...), append(split, subSplit...)
 	}
-	return out, nil
+	return out, split, nil
 }
 
 // How a path stands to the hidden ones.

@@ -32,9 +32,12 @@ func TestCoverGrantsEverythingButTheHiddenPathsAndTheLinksLeadingThere(t *testin
 		t.Fatal(err)
 	}
 	hidden := []string{filepath.Join(root, "b/home"), filepath.Join(root, "b/run/agentd")} // the second does not exist
-	got, err := cover(root, hidden)
+	got, split, err := cover(root, hidden)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if want := []string{root, filepath.Join(root, "b"), filepath.Join(root, "b/run")}; !slices.Equal(split, want) {
+		t.Errorf("split = %q, want %q", split, want)
 	}
 	var rel []string
 	for _, p := range got {
@@ -59,7 +62,7 @@ func TestCoverOfAHiddenRootOrOfAFreeOne(t *testing.T) {
 		{"/x/work", []string{"/x/home"}, []string{"/x/work"}},
 		{"/x/homework", []string{"/x/home"}, []string{"/x/homework"}},
 	} {
-		got, err := cover(tc.root, tc.hidden)
+		got, _, err := cover(tc.root, tc.hidden)
 		if err != nil || !slices.Equal(got, tc.want) {
 			t.Errorf("cover(%s, %q) = %q, %v; want %q", tc.root, tc.hidden, got, err, tc.want)
 		}

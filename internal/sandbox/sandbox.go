@@ -18,16 +18,21 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 
 	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
+	"golang.org/x/sys/unix"
 
+	"github.com/agentd-dev/agentd/internal/sandbox/entry"
 	"github.com/agentd-dev/agentd/protocol"
 )
 
 // ExecCommand is the first argument of the sandbox's re-exec: any binary
-// that imports this package is the re-exec when started with it.
-const ExecCommand = "sandbox-exec"
+// that imports this package is the re-exec when started with it (see
+// package entry).
+const ExecCommand = entry.Command
 
 // ErrUnavailable is returned when a sandboxed mode is asked for on a
 // kernel without Landlock.
@@ -35,7 +40,8 @@ var ErrUnavailable = errors.New("this kernel has no Landlock, so commands cannot
 	"a session with --sandbox full runs them without a sandbox")
 
 // Policy says how a session's commands run. The zero Policy, and a nil
-// one, run them as they are, without a sandbox.
+// one, run them as they are, without a sandbox. Its fields are set before
+// its first Command and not changed after; Close releases it.
 type Policy struct {
 	// Mode is protocol.SandboxReadOnly, protocol.SandboxWorkspace or
 	// protocol.SandboxFull; empty is full.
@@ -56,6 +62,9 @@ type Policy struct {
 	// Executable is the agentd binary the re-exec runs; empty:
 	// os.Executable.
 	Executable string
+
+	mu sync.Mutex
+	rs *ruleset // guarded by mu: the ruleset last built; nil before the first command
 }
 
 // Sandboxed reports whether p walls its commands in.
@@ -64,61 +73,85 @@ func (p *Policy) Sandboxed() bool {
 }
 
 // Command returns the command that runs name with args under p, with env
-// as its environment (TMPDIR set to the private tmp when sandboxed).
-// Unsandboxed, it is exec.Command(name, args...). The caller sets its
-// directory, files and process attributes as for any command.
-func (p *Policy) Command(env []string, name string, args ...string) (*exec.Cmd, error) {
+// as its environment (TMPDIR set to the private tmp when sandboxed), and
+// a function to call once it has started, or failed to: it lets go of
+// what the start needed. Unsandboxed, the command is
+// exec.Command(name, args...). The caller sets its directory, files and
+// process attributes as for any command, but ExtraFiles.
+//
+// The Landlock ruleset is built by the first command and kept for the
+// next, built anew when a directory it lists entry by entry (one on the
+// way to a hidden path) has changed: the re-exec only enforces it.
+func (p *Policy) Command(env []string, name string, args ...string) (cmd *exec.Cmd, started func(), err error) {
 	if !p.Sandboxed() {
-		cmd := exec.Command(name, args...)
+		cmd = exec.Command(name, args...)
 		cmd.Env = env
-		return cmd, nil
+		return cmd, func() {}, nil
 	}
 	if err := Check(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if p.Tmp == "" {
-		return nil, errors.New("sandbox: no private tmp directory")
+		return nil, nil, errors.New("sandbox: no private tmp directory")
 	}
 	exe := p.Executable
 	if exe == "" {
-		var err error
 		if exe, err = os.Executable(); err != nil {
-			return nil, fmt.Errorf("sandbox: finding agentd's executable: %w", err)
+			return nil, nil, fmt.Errorf("sandbox: finding agentd's executable: %w", err)
 		}
 	}
 	path, err := exec.LookPath(name)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	argv := append([]string{ExecCommand}, p.flags()...)
+	// The command holds a copy of the ruleset's file: a ruleset built
+	// anew meanwhile may close the Policy's.
+	p.mu.Lock()
+	rs, err := p.rulesetLocked()
+	var file *os.File
+	if err == nil {
+		file, err = dup(rs.file)
+	}
+	p.mu.Unlock()
+	if err != nil {
+		return nil, nil, err
+	}
+	argv := []string{ExecCommand, "--ruleset-fd", "3", "--ruleset-flags", strconv.FormatUint(uint64(rs.flags), 10)}
+	if p.NetworkOff {
+		argv = append(argv, "--network-off")
+	}
 	argv = append(append(argv, "--", path), args...)
-	cmd := exec.Command(exe, argv...)
+	cmd = exec.Command(exe, argv...)
 	cmd.Args[0] = "agentd" // ps shows what it is, not a test binary's long path
+	cmd.ExtraFiles = []*os.File{file}
 	if env == nil {
 		env = os.Environ()
 	}
 	cmd.Env = append(slices.DeleteFunc(slices.Clone(env), func(kv string) bool { return strings.HasPrefix(kv, "TMPDIR=") }),
 		"TMPDIR="+p.Tmp)
-	return cmd, nil
+	return cmd, func() { file.Close() }, nil
 }
 
-// flags returns the re-exec's options for p.
-func (p *Policy) flags() []string {
-	var f []string
-	write := []string{p.Tmp}
-	if p.Mode == protocol.SandboxWorkspace {
-		write = append(write, p.Workspace...)
+// Close releases p's ruleset. Commands started keep their walls.
+func (p *Policy) Close() {
+	if p == nil {
+		return
 	}
-	for _, d := range write {
-		f = append(f, "--write", d)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.rs != nil {
+		p.rs.file.Close()
+		p.rs = nil
 	}
-	for _, h := range p.Hidden {
-		f = append(f, "--hide", h)
+}
+
+// dup returns a copy of f, closed on exec.
+func dup(f *os.File) (*os.File, error) {
+	fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: %w", err)
 	}
-	if p.NetworkOff {
-		f = append(f, "--network-off")
-	}
-	return f
+	return os.NewFile(uintptr(fd), f.Name()), nil
 }
 
 // ABI returns the Landlock ABI version of the kernel; 0 without
@@ -137,18 +170,6 @@ func Check() error {
 		return ErrUnavailable
 	}
 	return nil
-}
-
-// Describe says in a few words what a sandboxed command may do under
-// mode and network, for people: what `agentd ls` and attach show.
-func Describe(mode, network string) string {
-	if mode == protocol.SandboxFull {
-		return "full (no sandbox)"
-	}
-	if network == protocol.NetworkOff {
-		return mode + ", network off"
-	}
-	return mode
 }
 
 // cleanAbs returns p absolute and clean, with its symbolic links resolved

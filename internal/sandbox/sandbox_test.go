@@ -20,6 +20,7 @@ import (
 // tmp, a fake agentd home (with a credentials file) and runtime
 // directory, and a directory outside all of them.
 type place struct {
+	t                                      *testing.T
 	workspace, tmp, home, runtime, outside string
 }
 
@@ -27,6 +28,7 @@ func newPlace(t *testing.T) place {
 	t.Helper()
 	root := t.TempDir()
 	p := place{
+		t:         t,
 		workspace: filepath.Join(root, "work"), tmp: filepath.Join(root, "tmp"),
 		home: filepath.Join(root, "home"), runtime: filepath.Join(root, "run"), outside: filepath.Join(root, "outside"),
 	}
@@ -44,23 +46,32 @@ func newPlace(t *testing.T) place {
 }
 
 func (p place) policy(mode string) *sandbox.Policy {
-	return &sandbox.Policy{Mode: mode, Workspace: []string{p.workspace}, Tmp: p.tmp, Hidden: []string{p.home, p.runtime}}
+	pol := &sandbox.Policy{Mode: mode, Workspace: []string{p.workspace}, Tmp: p.tmp, Hidden: []string{p.home, p.runtime}}
+	p.t.Cleanup(pol.Close)
+	return pol
 }
 
 // sh runs script with sh -c under pol, in the workspace, and returns its
 // combined output and whether it exited 0.
 func sh(t *testing.T, pol *sandbox.Policy, dir, script string) (string, bool) {
 	t.Helper()
-	cmd, err := pol.Command(os.Environ(), "sh", "-c", script)
+	cmd, started, err := pol.Command(os.Environ(), "sh", "-c", script)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cmd.Dir = dir
-	out, err := cmd.CombinedOutput()
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err = cmd.Start()
+	started()
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = cmd.Wait()
 	if _, exited := err.(*exec.ExitError); err != nil && !exited {
 		t.Fatalf("running %q: %v", script, err)
 	}
-	return string(out), err == nil
+	return out.String(), err == nil
 }
 
 func mustRun(t *testing.T, pol *sandbox.Policy, dir, script string) string {
@@ -232,4 +243,22 @@ func TestASandboxedCommandHoldsNoCapabilityAndCannotReadAnUndumpableProcess(t *t
 			t.Fatalf("unsandboxed root could not read %s: %q", environ, got)
 		}
 	}
+}
+
+// TestAnEntryAddedBesideAHiddenPathIsReadableByTheNextCommand: the
+// ruleset lists the entries of the directories on the way to a hidden
+// path one by one; one added there after a command ran is in the next
+// command's.
+func TestAnEntryAddedBesideAHiddenPathIsReadableByTheNextCommand(t *testing.T) {
+	p := newPlace(t)
+	pol := p.policy(protocol.SandboxWorkspace)
+	mustRun(t, pol, p.workspace, "true")
+	late := filepath.Join(filepath.Dir(p.home), "late")
+	if err := os.WriteFile(late, []byte("came later\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out := mustRun(t, pol, p.workspace, "cat "+late); out != "came later\n" {
+		t.Fatalf("the late file read %q", out)
+	}
+	mustDeny(t, pol, p.workspace, "cat "+filepath.Join(p.home, "credentials.json"), "Permission denied")
 }

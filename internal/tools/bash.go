@@ -177,7 +177,7 @@ func runShell(ctx context.Context, env *Env, command string, timeout time.Durati
 	if err != nil {
 		return failf("bash", "cannot start %s: %v", sh, err)
 	}
-	cmd, err := env.Sandbox.Command(env.Environ, sh, "-c", command)
+	cmd, started, err := env.Sandbox.Command(env.Environ, sh, "-c", command)
 	if err != nil {
 		pr.Close()
 		pw.Close()
@@ -187,6 +187,7 @@ func runShell(ctx context.Context, env *Env, command string, timeout time.Durati
 	cmd.Stdout, cmd.Stderr = pw, pw // one pipe keeps stdout and stderr in order
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	err = cmd.Start()
+	started()
 	pw.Close() // the children hold their own copies
 	if err != nil {
 		pr.Close()

@@ -20,9 +20,9 @@ func TestABashCallOfASandboxedSessionShowsTheDenialInItsOutput(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(home, "credentials.json"), []byte("sk-secret"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	env := &Env{Cwd: work, Sandbox: &sandbox.Policy{
-		Mode: protocol.SandboxWorkspace, Workspace: []string{work}, Tmp: t.TempDir(), Hidden: []string{home},
-	}}
+	pol := &sandbox.Policy{Mode: protocol.SandboxWorkspace, Workspace: []string{work}, Tmp: t.TempDir(), Hidden: []string{home}}
+	t.Cleanup(pol.Close)
+	env := &Env{Cwd: work, Sandbox: pol}
 	out := mustOK(t, bash(t, env, "echo in > inside; echo out > "+filepath.Join(outside, "f")+"; cat "+filepath.Join(home, "credentials.json")+"; echo done", 0))
 	if strings.Count(out, "Permission denied") != 2 || !strings.Contains(out, "done") || strings.Contains(out, "sk-secret") {
 		t.Fatalf("the call answered %q", out)

@@ -11,7 +11,7 @@ import (
 )
 
 // newSandbox returns the sandbox of the session's commands (nil in mode
-// full) and a function that removes its private tmp. The commands may
+// full) and a function that releases it and removes its private tmp. The commands may
 // never read the home, the directory of the worker's socket or the
 // runtime directory.
 func newSandbox(cfg Config, logger *slog.Logger) (*sandbox.Policy, func(), error) {
@@ -36,5 +36,5 @@ func newSandbox(cfg Config, logger *slog.Logger) (*sandbox.Policy, func(), error
 		Mode: mode, NetworkOff: h.Network == protocol.NetworkOff,
 		Workspace: []string{h.Cwd}, Tmp: tmp, Hidden: hidden,
 	}
-	return pol, func() { os.RemoveAll(tmp) }, nil
+	return pol, func() { pol.Close(); os.RemoveAll(tmp) }, nil
 }

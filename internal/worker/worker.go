@@ -106,12 +106,12 @@ func Run(ctx context.Context, cfg Config) error {
 		messages:  map[string]protocol.QueueEntry{},
 		allowed:   map[string]bool{},
 	}
-	pol, removeTmp, err := newSandbox(cfg, logger)
+	pol, closeSandbox, err := newSandbox(cfg, logger)
 	if err != nil {
 		ln.Close()
 		return fmt.Errorf("preparing the sandbox of the session's commands: %w", err)
 	}
-	defer removeTmp() // once every command has ended
+	defer closeSandbox() // once every command has ended
 	s.sandbox = pol
 	// The session's shell runs and PTYs start, like the tools' commands,
 	// without the model providers' keys, and in the same sandbox.
