@@ -1,22 +1,20 @@
 // Package entry is the way into the sandbox: the re-exec of agentd that
 // puts the walls up on itself (no_new_privs, no capability, the network
 // filter, the Landlock ruleset its parent built) and executes the
-// command. It imports nothing of agentd and little of the standard
-// library, so that in a binary that links it, its init runs early and the
-// re-exec starts the command before most of the binary's packages are
-// initialised.
+// command. It imports nothing of agentd and only the standard library's
+// first-initialised packages (not fmt, flag or golang.org/x/sys), so that
+// in a binary that links it, its init runs before most of the binary's
+// packages are initialised: the re-exec costs little more than a Go
+// program's start.
 package entry
 
 import (
 	"errors"
-	"flag"
-	"fmt"
-	"io"
 	"os"
 	"runtime"
+	"strconv"
 	"syscall"
-
-	"golang.org/x/sys/unix"
+	"unsafe"
 )
 
 // Command is the first argument of the re-exec: any binary that links
@@ -33,30 +31,49 @@ const Command = "sandbox-exec"
 func init() {
 	if len(os.Args) > 1 && os.Args[1] == Command {
 		err := run(os.Args[2:])
-		fmt.Fprintf(os.Stderr, "agentd sandbox: %v\n", err)
+		os.Stderr.WriteString("agentd sandbox: " + err.Error() + "\n")
 		os.Exit(126) // as a shell reports a command it cannot run
 	}
 }
 
-// spec is what the re-exec was asked to do.
+// spec is what the re-exec was asked to do:
+// --ruleset-fd N --ruleset-flags N [--network-off] -- ARGV...
 type spec struct {
 	rulesetFD    int
-	rulesetFlags uint
+	rulesetFlags uint32
 	networkOff   bool
 	argv         []string
 }
 
 func parse(args []string) (spec, error) {
-	var s spec
-	fs := flag.NewFlagSet(Command, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.IntVar(&s.rulesetFD, "ruleset-fd", -1, "the Landlock ruleset to enforce")
-	fs.UintVar(&s.rulesetFlags, "ruleset-flags", 0, "the flags to enforce it with")
-	fs.BoolVar(&s.networkOff, "network-off", false, "no TCP or UDP sockets")
-	if err := fs.Parse(args); err != nil {
-		return spec{}, err
+	s := spec{rulesetFD: -1}
+	for len(args) > 0 {
+		arg := args[0]
+		args = args[1:]
+		switch arg {
+		case "--":
+			s.argv = args
+			args = nil
+		case "--network-off":
+			s.networkOff = true
+		case "--ruleset-fd", "--ruleset-flags":
+			if len(args) == 0 {
+				return spec{}, errors.New(arg + " needs a value")
+			}
+			n, err := strconv.ParseUint(args[0], 10, 31)
+			if err != nil {
+				return spec{}, errors.New(arg + " " + args[0] + ": not a number")
+			}
+			args = args[1:]
+			if arg == "--ruleset-fd" {
+				s.rulesetFD = int(n)
+			} else {
+				s.rulesetFlags = uint32(n)
+			}
+		default:
+			return spec{}, errors.New("unknown argument " + strconv.Quote(arg))
+		}
 	}
-	s.argv = fs.Args()
 	switch {
 	case s.rulesetFD < 0:
 		return spec{}, errors.New("no --ruleset-fd")
@@ -64,6 +81,33 @@ func parse(args []string) (spec, error) {
 		return spec{}, errors.New("no command to run after --")
 	}
 	return s, nil
+}
+
+// System call numbers and constants of linux/prctl.h, capability.h,
+// seccomp.h and landlock.h that package syscall lacks. The Landlock and
+// io_uring calls have one number on every architecture.
+const (
+	sysLandlockRestrictSelf = 446
+	sysIOUringSetup         = 425
+
+	prSetSeccomp         = 22
+	prCapbsetDrop        = 24
+	prSetNoNewPrivs      = 38
+	prCapAmbient         = 47
+	prCapAmbientClearAll = 4
+
+	capSetpcap        = 8
+	capabilityV3      = 0x20080522
+	seccompModeFilter = 2
+	seccompRetErrno   = 0x00050000
+	seccompRetAllow   = 0x7fff0000
+)
+
+func prctl(option, arg2 uintptr) error {
+	if _, _, e := syscall.RawSyscall6(syscall.SYS_PRCTL, option, arg2, 0, 0, 0, 0); e != 0 {
+		return e
+	}
+	return nil
 }
 
 // run applies the walls of args to this thread and executes the command;
@@ -76,8 +120,8 @@ func run(args []string) error {
 	// Every step below changes this thread alone, and the command runs
 	// on it: it is never given back to the Go runtime.
 	runtime.LockOSThread()
-	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-		return fmt.Errorf("setting no_new_privs: %w", err)
+	if err := prctl(prSetNoNewPrivs, 1); err != nil {
+		return errors.New("setting no_new_privs: " + err.Error())
 	}
 	if err := dropCapabilities(); err != nil {
 		return err
@@ -87,13 +131,22 @@ func run(args []string) error {
 			return err
 		}
 	}
-	if _, _, e := unix.Syscall(unix.SYS_LANDLOCK_RESTRICT_SELF, uintptr(s.rulesetFD), uintptr(s.rulesetFlags), 0); e != 0 {
-		return fmt.Errorf("enforcing the Landlock ruleset: %w", e)
+	if _, _, e := syscall.RawSyscall(sysLandlockRestrictSelf, uintptr(s.rulesetFD), uintptr(s.rulesetFlags), 0); e != 0 {
+		return errors.New("enforcing the Landlock ruleset: " + e.Error())
 	}
-	unix.Close(s.rulesetFD) // the command has no use for it
+	syscall.Close(s.rulesetFD) // the command has no use for it
 	err = syscall.Exec(s.argv[0], s.argv, os.Environ())
-	return fmt.Errorf("executing %s: %w", s.argv[0], err)
+	return errors.New("executing " + s.argv[0] + ": " + err.Error())
 }
+
+// capHeader and capData are linux/capability.h's, version 3: two data
+// structs of 32 capabilities each.
+type capHeader struct {
+	version uint32
+	pid     int32
+}
+
+type capData struct{ effective, permitted, inheritable uint32 }
 
 // dropCapabilities empties every capability set of this thread: the
 // bounding set (so that executing a program as root gives none back), the
@@ -101,28 +154,28 @@ func run(args []string) error {
 // CAP_SETPCAP the bounding set cannot change, and nothing is held that a
 // program could gain back under no_new_privs.
 func dropCapabilities() error {
-	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
-	var data [2]unix.CapUserData
-	if err := unix.Capget(&hdr, &data[0]); err != nil {
-		return fmt.Errorf("reading capabilities: %w", err)
+	hdr := capHeader{version: capabilityV3}
+	var data [2]capData
+	if _, _, e := syscall.RawSyscall(syscall.SYS_CAPGET, uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&data[0])), 0); e != 0 {
+		return errors.New("reading capabilities: " + e.Error())
 	}
-	if data[0].Effective&(1<<unix.CAP_SETPCAP) != 0 {
-		for c := 0; ; c++ {
-			err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0)
-			if errors.Is(err, unix.EINVAL) {
+	if data[0].effective&(1<<capSetpcap) != 0 {
+		for c := uintptr(0); ; c++ {
+			err := prctl(prCapbsetDrop, c)
+			if err == syscall.EINVAL {
 				break // past the last capability
 			}
 			if err != nil {
-				return fmt.Errorf("dropping capability %d from the bounding set: %w", c, err)
+				return errors.New("dropping capability " + strconv.Itoa(int(c)) + " from the bounding set: " + err.Error())
 			}
 		}
 	}
-	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil && !errors.Is(err, unix.EINVAL) {
-		return fmt.Errorf("clearing ambient capabilities: %w", err)
+	if err := prctl(prCapAmbient, prCapAmbientClearAll); err != nil && err != syscall.EINVAL {
+		return errors.New("clearing ambient capabilities: " + err.Error())
 	}
-	data = [2]unix.CapUserData{}
-	if err := unix.Capset(&hdr, &data[0]); err != nil {
-		return fmt.Errorf("dropping capabilities: %w", err)
+	data = [2]capData{}
+	if _, _, e := syscall.RawSyscall(syscall.SYS_CAPSET, uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&data[0])), 0); e != 0 {
+		return errors.New("dropping capabilities: " + e.Error())
 	}
 	return nil
 }

@@ -1,11 +1,10 @@
 package entry
 
 import (
-	"fmt"
+	"errors"
 	"runtime"
+	"syscall"
 	"unsafe"
-
-	"golang.org/x/sys/unix"
 )
 
 // denyNetworkSockets installs a seccomp filter on this thread that makes
@@ -17,46 +16,47 @@ import (
 func denyNetworkSockets() error {
 	arch, ok := auditArch[runtime.GOARCH]
 	if !ok {
-		return fmt.Errorf("network off is not supported on %s", runtime.GOARCH)
+		return errors.New("network off is not supported on " + runtime.GOARCH)
 	}
 	const (
-		ld   = unix.BPF_LD | unix.BPF_W | unix.BPF_ABS
-		jeq  = unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K
-		jge  = unix.BPF_JMP | unix.BPF_JGE | unix.BPF_K
-		ret  = unix.BPF_RET | unix.BPF_K
-		deny = unix.SECCOMP_RET_ERRNO | uint32(unix.EACCES)
+		ld   = syscall.BPF_LD | syscall.BPF_W | syscall.BPF_ABS
+		jeq  = syscall.BPF_JMP | syscall.BPF_JEQ | syscall.BPF_K
+		jge  = syscall.BPF_JMP | syscall.BPF_JGE | syscall.BPF_K
+		ret  = syscall.BPF_RET | syscall.BPF_K
+		deny = seccompRetErrno | uint32(syscall.EACCES)
 		// Offsets in struct seccomp_data.
 		nrOff   = 0
 		archOff = 4
 		arg0Off = 16 // the low half of args[0] on a little-endian machine
 		x32Bit  = 0x40000000
 	)
-	filter := []unix.SockFilter{
+	filter := []syscall.SockFilter{
 		{Code: ld, K: archOff},
 		{Code: jeq, K: arch, Jt: 1},
 		{Code: ret, K: deny},
 		{Code: ld, K: nrOff},
 		{Code: jge, K: x32Bit, Jt: 0, Jf: 1},
 		{Code: ret, K: deny},
-		{Code: jeq, K: unix.SYS_IO_URING_SETUP, Jf: 1},
+		{Code: jeq, K: sysIOUringSetup, Jf: 1},
 		{Code: ret, K: deny},
-		{Code: jeq, K: unix.SYS_SOCKET, Jf: 4},
+		{Code: jeq, K: syscall.SYS_SOCKET, Jf: 4},
 		{Code: ld, K: arg0Off},
-		{Code: jeq, K: unix.AF_INET, Jt: 1},
-		{Code: jeq, K: unix.AF_INET6, Jf: 1},
+		{Code: jeq, K: syscall.AF_INET, Jt: 1},
+		{Code: jeq, K: syscall.AF_INET6, Jf: 1},
 		{Code: ret, K: deny},
-		{Code: ret, K: unix.SECCOMP_RET_ALLOW},
+		{Code: ret, K: seccompRetAllow},
 	}
-	prog := unix.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]}
-	if err := unix.Prctl(unix.PR_SET_SECCOMP, unix.SECCOMP_MODE_FILTER, uintptr(unsafe.Pointer(&prog)), 0, 0); err != nil {
-		return fmt.Errorf("installing the network filter: %w", err)
+	prog := syscall.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]}
+	if _, _, e := syscall.RawSyscall6(syscall.SYS_PRCTL, prSetSeccomp, seccompModeFilter, uintptr(unsafe.Pointer(&prog)), 0, 0, 0); e != 0 {
+		return errors.New("installing the network filter: " + e.Error())
 	}
 	runtime.KeepAlive(filter)
 	return nil
 }
 
-// auditArch is the seccomp architecture of each GOARCH the filter knows.
+// auditArch is the seccomp architecture (linux/audit.h) of each GOARCH the
+// filter knows.
 var auditArch = map[string]uint32{
-	"amd64": unix.AUDIT_ARCH_X86_64,
-	"arm64": unix.AUDIT_ARCH_AARCH64,
+	"amd64": 0xc000003e, // AUDIT_ARCH_X86_64
+	"arm64": 0xc00000b7, // AUDIT_ARCH_AARCH64
 }
