@@ -31,22 +31,8 @@ type started struct {
 // /dev/null, stdout and stderr into one pipe so their order holds, walled
 // in by pol.
 func startShell(pol *sandbox.Policy, sh, command, dir string, env []string) (*started, error) {
-	cmd, release, err := pol.Command(env, sh, "-c", command)
+	cmd, pr, err := pol.StartPiped(env, dir, sh, "-c", command)
 	if err != nil {
-		return nil, err
-	}
-	defer release()
-	pr, pw, err := os.Pipe()
-	if err != nil {
-		return nil, err
-	}
-	cmd.Dir = dir
-	cmd.Stdout, cmd.Stderr = pw, pw
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	err = cmd.Start()
-	pw.Close() // the children hold their own copies
-	if err != nil {
-		pr.Close()
 		return nil, err
 	}
 	return &started{cmd: cmd, out: pr}, nil

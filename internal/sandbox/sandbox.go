@@ -63,8 +63,12 @@ type Policy struct {
 	// os.Executable.
 	Executable string
 
-	mu sync.Mutex
-	rs *ruleset // guarded by mu: the ruleset last built; nil before the first command
+	mu           sync.Mutex
+	rs           *ruleset       // guarded by mu: the ruleset last built; nil before the first command
+	spare        *spare         // guarded by mu: the re-exec started ahead for the next shell run
+	replenishing bool           // guarded by mu: a spare is being started
+	closed       bool           // guarded by mu
+	wg           sync.WaitGroup // the goroutines starting spares
 }
 
 // Sandboxed reports whether p walls its commands in.
@@ -77,7 +81,8 @@ func (p *Policy) Sandboxed() bool {
 // a function to call once it has started, or failed to: it lets go of
 // what the start needed. Unsandboxed, the command is
 // exec.Command(name, args...). The caller sets its directory, files and
-// process attributes as for any command, but ExtraFiles.
+// process attributes as for any command, but ExtraFiles. A shell run
+// starts sooner with StartPiped.
 //
 // The Landlock ruleset is built by the first command and kept for the
 // next, built anew when a directory it lists entry by entry (one on the
@@ -88,17 +93,12 @@ func (p *Policy) Command(env []string, name string, args ...string) (cmd *exec.C
 		cmd.Env = env
 		return cmd, func() {}, nil
 	}
-	if err := Check(); err != nil {
+	if err := p.check(); err != nil {
 		return nil, nil, err
 	}
-	if p.Tmp == "" {
-		return nil, nil, errors.New("sandbox: no private tmp directory")
-	}
-	exe := p.Executable
-	if exe == "" {
-		if exe, err = os.Executable(); err != nil {
-			return nil, nil, fmt.Errorf("sandbox: finding agentd's executable: %w", err)
-		}
+	exe, err := p.executable()
+	if err != nil {
+		return nil, nil, err
 	}
 	path, err := exec.LookPath(name)
 	if err != nil {
@@ -116,26 +116,69 @@ func (p *Policy) Command(env []string, name string, args ...string) (cmd *exec.C
 	if err != nil {
 		return nil, nil, err
 	}
+	cmd = exec.Command(exe, append(append(p.execArgs(rs), "--", path), args...)...)
+	cmd.Args[0] = "agentd" // ps shows what it is, not a test binary's long path
+	cmd.ExtraFiles = []*os.File{file}
+	cmd.Env = p.environ(env)
+	return cmd, func() { file.Close() }, nil
+}
+
+// check reports why p cannot sandbox a command, if it cannot.
+func (p *Policy) check() error {
+	if err := Check(); err != nil {
+		return err
+	}
+	if p.Tmp == "" {
+		return errors.New("sandbox: no private tmp directory")
+	}
+	return nil
+}
+
+// executable returns the agentd binary the re-exec runs.
+func (p *Policy) executable() (string, error) {
+	if p.Executable != "" {
+		return p.Executable, nil
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return "", fmt.Errorf("sandbox: finding agentd's executable: %w", err)
+	}
+	return exe, nil
+}
+
+// execArgs returns the re-exec's arguments before the command: the
+// ruleset, as descriptor 3, and the network.
+func (p *Policy) execArgs(rs *ruleset) []string {
 	argv := []string{ExecCommand, "--ruleset-fd", "3", "--ruleset-flags", strconv.FormatUint(uint64(rs.flags), 10)}
 	if p.NetworkOff {
 		argv = append(argv, "--network-off")
 	}
-	argv = append(append(argv, "--", path), args...)
-	cmd = exec.Command(exe, argv...)
-	cmd.Args[0] = "agentd" // ps shows what it is, not a test binary's long path
-	cmd.ExtraFiles = []*os.File{file}
+	return argv
+}
+
+// environ returns env (nil: this process's) with TMPDIR the private tmp.
+func (p *Policy) environ(env []string) []string {
 	if env == nil {
 		env = os.Environ()
 	}
-	cmd.Env = append(slices.DeleteFunc(slices.Clone(env), func(kv string) bool { return strings.HasPrefix(kv, "TMPDIR=") }),
+	return append(slices.DeleteFunc(slices.Clone(env), func(kv string) bool { return strings.HasPrefix(kv, "TMPDIR=") }),
 		"TMPDIR="+p.Tmp)
-	return cmd, func() { file.Close() }, nil
 }
 
-// Close releases p's ruleset. Commands started keep their walls.
+// Close ends p's spare and releases its ruleset. Commands started keep
+// their walls.
 func (p *Policy) Close() {
 	if p == nil {
 		return
+	}
+	p.mu.Lock()
+	p.closed = true
+	s := p.spare
+	p.spare = nil
+	p.mu.Unlock()
+	p.wg.Wait()
+	if s != nil {
+		s.discard()
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -262,3 +262,49 @@ func TestAnEntryAddedBesideAHiddenPathIsReadableByTheNextCommand(t *testing.T) {
 	}
 	mustDeny(t, pol, p.workspace, "cat "+filepath.Join(p.home, "credentials.json"), "Permission denied")
 }
+
+// children lists this process's child processes.
+func children(t *testing.T) []string {
+	t.Helper()
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, task := range tasks {
+		b, _ := os.ReadFile("/proc/self/task/" + task.Name() + "/children")
+		out = append(out, strings.Fields(string(b))...)
+	}
+	return out
+}
+
+// TestShellRunsStartedInSparesRunWhereAndAsTheyAreToldInTheirWalls: each
+// shell run after the first starts in a spare re-exec started ahead; it
+// runs in its own directory with its own environment, walled in, and
+// Close ends the spare left.
+func TestShellRunsStartedInSparesRunWhereAndAsTheyAreToldInTheirWalls(t *testing.T) {
+	p := newPlace(t)
+	pol := &sandbox.Policy{Mode: protocol.SandboxReadOnly, Workspace: []string{p.workspace}, Tmp: p.tmp, Hidden: []string{p.home}}
+	t.Cleanup(pol.Close)
+	for i, dir := range []string{p.workspace, p.outside, p.tmp, p.workspace} {
+		want := fmt.Sprintf("%s %d", dir, i)
+		cmd, out, err := pol.StartPiped([]string{fmt.Sprintf("N=%d", i)}, dir, "sh", "-c", `echo "$(pwd) $N"; echo x > written`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(out)
+		out.Close()
+		cmd.Wait()
+		lines := strings.Split(string(b), "\n")
+		if lines[0] != want {
+			t.Fatalf("run %d printed %q, want %q first", i, b, want)
+		}
+		if wrote := dir == p.tmp; wrote != !strings.Contains(string(b), "Permission denied") {
+			t.Fatalf("run %d in %s, read-only: %q", i, dir, b)
+		}
+	}
+	pol.Close()
+	if left := children(t); len(left) > 0 {
+		t.Fatalf("processes %v outlived Close", left)
+	}
+}

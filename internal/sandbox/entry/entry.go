@@ -37,16 +37,20 @@ func init() {
 }
 
 // spec is what the re-exec was asked to do:
-// --ruleset-fd N --ruleset-flags N [--network-off] -- ARGV...
+// --ruleset-fd N --ruleset-flags N [--network-off] (-- ARGV... | --spare N).
+// A spare reads its command from descriptor N once its walls are up: the
+// directory, the number of arguments, the arguments and the environment,
+// each ended by a NUL byte, until the end of the pipe.
 type spec struct {
 	rulesetFD    int
 	rulesetFlags uint32
 	networkOff   bool
+	spareFD      int
 	argv         []string
 }
 
 func parse(args []string) (spec, error) {
-	s := spec{rulesetFD: -1}
+	s := spec{rulesetFD: -1, spareFD: -1}
 	for len(args) > 0 {
 		arg := args[0]
 		args = args[1:]
@@ -56,7 +60,7 @@ func parse(args []string) (spec, error) {
 			args = nil
 		case "--network-off":
 			s.networkOff = true
-		case "--ruleset-fd", "--ruleset-flags":
+		case "--ruleset-fd", "--ruleset-flags", "--spare":
 			if len(args) == 0 {
 				return spec{}, errors.New(arg + " needs a value")
 			}
@@ -65,9 +69,12 @@ func parse(args []string) (spec, error) {
 				return spec{}, errors.New(arg + " " + args[0] + ": not a number")
 			}
 			args = args[1:]
-			if arg == "--ruleset-fd" {
+			switch arg {
+			case "--ruleset-fd":
 				s.rulesetFD = int(n)
-			} else {
+			case "--spare":
+				s.spareFD = int(n)
+			default:
 				s.rulesetFlags = uint32(n)
 			}
 		default:
@@ -77,10 +84,51 @@ func parse(args []string) (spec, error) {
 	switch {
 	case s.rulesetFD < 0:
 		return spec{}, errors.New("no --ruleset-fd")
-	case len(s.argv) == 0:
-		return spec{}, errors.New("no command to run after --")
+	case (len(s.argv) == 0) == (s.spareFD < 0):
+		return spec{}, errors.New("want a command after --, or --spare")
 	}
 	return s, nil
+}
+
+// readCommand reads a spare's command from fd: its directory, argv and
+// environment.
+func readCommand(fd int) (dir string, argv, env []string, err error) {
+	var msg []byte
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := syscall.Read(fd, buf)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return "", nil, nil, errors.New("reading the command: " + err.Error())
+		}
+		if n == 0 {
+			break
+		}
+		msg = append(msg, buf[:n]...)
+	}
+	syscall.Close(fd)
+	var fields []string
+	for len(msg) > 0 {
+		i := 0
+		for i < len(msg) && msg[i] != 0 {
+			i++
+		}
+		if i == len(msg) {
+			return "", nil, nil, errors.New("a command field lacks its end")
+		}
+		fields = append(fields, string(msg[:i]))
+		msg = msg[i+1:]
+	}
+	if len(fields) < 2 {
+		return "", nil, nil, errors.New("no command came")
+	}
+	n, err := strconv.Atoi(fields[1])
+	if err != nil || n < 1 || n > len(fields)-2 {
+		return "", nil, nil, errors.New("a command of a bad length came")
+	}
+	return fields[0], fields[2 : 2+n], fields[2+n:], nil
 }
 
 // System call numbers and constants of linux/prctl.h, capability.h,
@@ -135,7 +183,17 @@ func run(args []string) error {
 		return errors.New("enforcing the Landlock ruleset: " + e.Error())
 	}
 	syscall.Close(s.rulesetFD) // the command has no use for it
-	err = syscall.Exec(s.argv[0], s.argv, os.Environ())
+	env := os.Environ()
+	if s.spareFD >= 0 {
+		var dir string
+		if dir, s.argv, env, err = readCommand(s.spareFD); err != nil {
+			return err
+		}
+		if err := syscall.Chdir(dir); err != nil {
+			return errors.New("entering " + dir + ": " + err.Error())
+		}
+	}
+	err = syscall.Exec(s.argv[0], s.argv, env)
 	return errors.New("executing " + s.argv[0] + ": " + err.Error())
 }
 

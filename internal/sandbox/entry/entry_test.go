@@ -40,6 +40,9 @@ func TestParseTakesTheRulesetTheNetworkAndTheCommand(t *testing.T) {
 	if err != nil || s.rulesetFD != 3 || s.rulesetFlags != 2 || !s.networkOff || !slices.Equal(s.argv, []string{"/bin/sh", "-c", "--network-off"}) {
 		t.Fatalf("parse = %+v, %v", s, err)
 	}
+	if s, err := parse([]string{"--ruleset-fd", "3", "--ruleset-flags", "0", "--spare", "4"}); err != nil || s.spareFD != 4 || s.argv != nil {
+		t.Fatalf("parse of a spare = %+v, %v", s, err)
+	}
 	for _, bad := range [][]string{
 		{"--", "/bin/true"},                      // no ruleset
 		{"--ruleset-fd", "3"},                    // no command
