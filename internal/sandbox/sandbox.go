@@ -2,9 +2,11 @@
 // what they read and write, a seccomp filter and Landlock's network rules
 // keep them off the network when the session says so, and they run with
 // no_new_privs and no capability, root included. The walls go up in a
-// small re-exec of agentd itself (Command), which then executes the
+// small re-exec of agentd itself (package entry), which then executes the
 // command: restrictions carry across exec, and the process that starts
-// commands stays unrestricted.
+// commands stays unrestricted. Command runs one through a re-exec started
+// for it; StartPiped, for a shell run, hands it to a spare re-exec
+// started ahead, whose walls are already up.
 //
 // It knows the modes and where the walls stand, nothing of sessions,
 // workers or the host: its caller says which directories are writable

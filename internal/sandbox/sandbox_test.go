@@ -8,10 +8,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 
+	"github.com/agentd-dev/agentd/internal/agentdtest/poll"
+	"github.com/agentd-dev/agentd/internal/proc"
 	"github.com/agentd-dev/agentd/internal/sandbox"
 	"github.com/agentd-dev/agentd/protocol"
 )
@@ -306,5 +310,40 @@ func TestShellRunsStartedInSparesRunWhereAndAsTheyAreToldInTheirWalls(t *testing
 	pol.Close()
 	if left := children(t); len(left) > 0 {
 		t.Fatalf("processes %v outlived Close", left)
+	}
+}
+
+// TestAShellRunWhoseSpareWasKilledStartsInANewOne: a spare killed while
+// it waits takes no command; the run starts in a spare started for it.
+func TestAShellRunWhoseSpareWasKilledStartsInANewOne(t *testing.T) {
+	p := newPlace(t)
+	pol := p.policy(protocol.SandboxWorkspace)
+	run := func() string {
+		cmd, out, err := pol.StartPiped(nil, p.workspace, "sh", "-c", "echo ran")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(out)
+		out.Close()
+		cmd.Wait()
+		return string(b)
+	}
+	if got := run(); got != "ran\n" {
+		t.Fatalf("the first run printed %q", got)
+	}
+	poll.Until(t, "a spare to wait", func() bool { return len(children(t)) == 1 })
+	pid, _ := strconv.Atoi(children(t)[0])
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	// Its descriptors go with its last thread: the zombie's threads must
+	// have ended, not only its leader.
+	poll.Until(t, "the spare to be dead", func() bool {
+		st, err := proc.ReadStat(pid)
+		status, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		return err == nil && st.Exited() && strings.Contains(string(status), "\nThreads:\t1\n")
+	})
+	if got := run(); got != "ran\n" {
+		t.Fatalf("the run after its spare was killed printed %q", got)
 	}
 }

@@ -125,14 +125,24 @@ func (p *Policy) StartPiped(env []string, dir, name string, args ...string) (*ex
 		s.discard() // it enforces a ruleset built anew since
 		s = nil
 	}
-	if s == nil {
-		if s, err = p.startSpareLocked(rs); err != nil {
-			return nil, nil, err
+	argv, env := append([]string{path}, args...), p.environ(env)
+	// A spare that has gone (killed by someone) takes no command: a new
+	// one is started for it.
+	for fresh := s == nil; ; fresh = true {
+		if s == nil {
+			if s, err = p.startSpareLocked(rs); err != nil {
+				return nil, nil, err
+			}
 		}
-	}
-	if err := s.send(dir, append([]string{path}, args...), p.environ(env)); err != nil {
+		err = s.send(dir, argv, env)
+		if err == nil {
+			break
+		}
 		s.discard()
-		return nil, nil, fmt.Errorf("sandbox: handing the command over: %w", err)
+		s = nil
+		if fresh {
+			return nil, nil, fmt.Errorf("sandbox: handing the command over: %w", err)
+		}
 	}
 	p.replenishLocked()
 	return s.cmd, s.out, nil
