@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 
@@ -26,20 +27,13 @@ func (f sandboxFlags) check() error {
 	}
 	if f.mode != protocol.SandboxFull {
 		if err := sandbox.Check(); err != nil {
-			return fmt.Errorf("--sandbox %s: %w", cmpOr(f.mode, protocol.SandboxWorkspace), err)
+			return fmt.Errorf("--sandbox %s: %w", cmp.Or(f.mode, protocol.SandboxWorkspace), err)
 		}
 	}
 	return nil
 }
 
 func (f sandboxFlags) set() bool { return f.mode != "" || f.network != "" }
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
-}
 
 // sandboxLabel says in a few words how a session's commands run.
 func sandboxLabel(s protocol.Session) string {
