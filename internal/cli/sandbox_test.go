@@ -12,7 +12,7 @@ import (
 // write outside its directory nor read agentd's home or runtime
 // directory, and the tool's output shows the shell's denial; the same
 // command in a session of sandbox full runs. ls shows each session's
-// sandbox.
+// sandbox, status whether the kernel can sandbox.
 func TestAnAgentsBashCallInASandboxedSessionShowsTheDenial(t *testing.T) {
 	p := newSessionPlace(t)
 	work := p.workDir()
@@ -20,7 +20,9 @@ func TestAnAgentsBashCallInASandboxedSessionShowsTheDenial(t *testing.T) {
 	target := filepath.Join(outside, "made-by-agent")
 	// The host's registration sits in the runtime directory, the session
 	// headers in the home.
-	p.mustRun("status")
+	if status := p.mustRun("status"); !strings.Contains(status, "Landlock ABI") {
+		t.Fatalf("status does not say the kernel can sandbox:\n%s", status)
+	}
 	probe := "run `echo in > inside; echo out > " + target + "; cat " + p.home + "/sessions/*/header.json; ls " + p.rundir + "; echo probe done`"
 	out, errOut, code := p.run("run", "--cwd", work, "--approve", "all", probe)
 	if code != 0 {
