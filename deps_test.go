@@ -52,16 +52,22 @@ var arrows = map[string][]string{
 	"internal/provider/providertest": {"internal/llm"},
 	"internal/redact":                {},
 	"internal/startenv":              {},
+	// the sandbox of the agent's commands: it knows the modes' names, and
+	// is imported by what starts commands (tools, resource), the worker
+	// that says how (its policy) and the agentd command (its status)
+	"internal/sandbox": {"internal/sandbox/entry", "protocol"},
+	// the re-exec itself: nothing of agentd, so that its init runs early
+	"internal/sandbox/entry": {},
 	// a command's output kept, logged and sent without the keys the
 	// process holds
-	"internal/resource": {"internal/atomicfile", "internal/proc", "internal/redact", "protocol"},
+	"internal/resource": {"internal/atomicfile", "internal/proc", "internal/redact", "internal/sandbox", "protocol"},
 	"internal/server":   {"internal/home", "internal/redact", "internal/transport", "protocol"},
 	// the host's own connection to a session's worker, never the public client
 	"internal/link": {"internal/transport", "protocol"},
 	// why a session's worker ended written without following a link
 	"internal/sessions":   {"internal/atomicfile", "internal/catalog", "internal/fanout", "internal/home", "internal/link", "internal/server", "internal/supervisor", "internal/transport", "protocol"},
 	"internal/supervisor": {"internal/home", "internal/link", "internal/proc", "protocol"},
-	"internal/tools":      {"internal/atomicfile", "internal/llm", "internal/proc", "protocol"},
+	"internal/tools":      {"internal/atomicfile", "internal/llm", "internal/proc", "internal/sandbox", "protocol"},
 	// its file opened without following a symbolic link
 	"internal/transcript": {"internal/atomicfile", "protocol"},
 	"internal/transport":  {"protocol"},
@@ -70,12 +76,12 @@ var arrows = map[string][]string{
 	// the worker names the composition it serves and the host surface it
 	// trusts as the link defines them, the two ends of one connection;
 	// what it records and sends is redacted of the keys it holds
-	"internal/worker": {"internal/agent", "internal/fanout", "internal/home", "internal/link", "internal/llm", "internal/proc", "internal/redact", "internal/resource", "internal/server", "internal/tools", "internal/transcript", "internal/transport", "protocol"},
+	"internal/worker": {"internal/agent", "internal/fanout", "internal/home", "internal/link", "internal/llm", "internal/proc", "internal/redact", "internal/resource", "internal/sandbox", "internal/server", "internal/tools", "internal/transcript", "internal/transport", "protocol"},
 	// the host's log opened without following a symbolic link, as every
 	// file agentd keeps in its own directories
 	"internal/cli": {
 		"client", "internal/activation", "internal/atomicfile", "internal/credentials", "internal/home", "internal/host", "internal/llm", "internal/proc", "internal/provider", "internal/provider/anthropic", "internal/provider/faux",
-		"internal/provider/openai", "internal/redact", "internal/sessions", "internal/startenv", "internal/tools", "internal/transcript",
+		"internal/provider/openai", "internal/redact", "internal/sandbox", "internal/sessions", "internal/startenv", "internal/tools", "internal/transcript",
 		"internal/tui", "internal/version", "internal/worker", "protocol",
 	},
 
@@ -86,6 +92,8 @@ var arrows = map[string][]string{
 	"bench/hostbench":         {"bench/internal/harness", "bench/internal/procstat", "bench/internal/table", "client", "internal/host", "protocol"},
 	// a stopped stream's diagnosis asks the session's worker through the host's link
 	"bench/sessionbench": {"bench/internal/harness", "bench/internal/procstat", "bench/internal/table", "client", "internal/activation", "internal/cli", "internal/home", "internal/link", "internal/proc", "internal/resource", "protocol"},
+	// the sandbox's cost on a bash call, through the tool itself
+	"bench/sandboxbench": {"bench/internal/table", "internal/sandbox", "internal/tools", "protocol"},
 	"bench/soak":         {"bench/internal/asagentd", "bench/internal/harness", "client", "internal/activation", "internal/home", "internal/proc", "protocol"},
 	"bench/handoffbench": {"bench/internal/asagentd", "bench/internal/harness", "bench/internal/procstat", "bench/internal/table", "client", "internal/activation", "internal/home", "internal/proc", "protocol"},
 }

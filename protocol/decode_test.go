@@ -186,6 +186,33 @@ func TestDecodeInput(t *testing.T) {
 			want:  &protocol.TranscriptPageInput{SubscriptionID: "sub", Direction: "older", AnchorSequence: ptr(uint64(7)), MaxBytes: 1024},
 		},
 		{
+			name:  "a session's sandbox and network are decoded",
+			input: `{"cwd":"/w","sandbox":"read-only","network":"off"}`,
+			into:  func() any { return new(protocol.SessionCreateInput) },
+			want:  &protocol.SessionCreateInput{Cwd: "/w", Sandbox: protocol.SandboxReadOnly, Network: protocol.NetworkOff},
+		},
+		{
+			name:   "an unknown sandbox mode is named",
+			input:  `{"cwd":"/w","sandbox":"none"}`,
+			into:   func() any { return new(protocol.SessionCreateInput) },
+			field:  "input.sandbox",
+			reason: `must be "read-only", "workspace" or "full"`,
+		},
+		{
+			name:   "an unknown network setting is named",
+			input:  `{"cwd":"/w","network":"no"}`,
+			into:   func() any { return new(protocol.SessionCreateInput) },
+			field:  "input.network",
+			reason: `must be "on" or "off"`,
+		},
+		{
+			name:   "the network off without a sandbox is refused",
+			input:  `{"cwd":"/w","sandbox":"full","network":"off"}`,
+			into:   func() any { return new(protocol.SessionCreateInput) },
+			field:  "input.network",
+			reason: "needs a sandbox",
+		},
+		{
 			name:   "a string field given a number is named",
 			input:  `{"sessionId":"s1","turnId":5}`,
 			into:   func() any { return new(protocol.TurnRef) },

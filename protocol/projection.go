@@ -25,6 +25,24 @@ const (
 	ApprovalReadOnly = "read-only"
 )
 
+// Sandbox modes: what a session's commands may touch (Session.Sandbox).
+const (
+	// SandboxReadOnly lets commands read the filesystem and write only
+	// their private tmp.
+	SandboxReadOnly = "read-only"
+	// SandboxWorkspace lets them write beneath the session's directory
+	// and their private tmp too. The default.
+	SandboxWorkspace = "workspace"
+	// SandboxFull runs them without a sandbox.
+	SandboxFull = "full"
+)
+
+// Network settings of a sandboxed session's commands (Session.Network).
+const (
+	NetworkOn  = "on"
+	NetworkOff = "off"
+)
+
 // Interaction kinds and states.
 const (
 	InteractionPermission = "permission"

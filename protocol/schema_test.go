@@ -140,6 +140,8 @@ func TestSchemaEnumsMatchConstants(t *testing.T) {
 	}
 	states := []string{protocol.StateStarting, protocol.StateRecovering, protocol.StateReady, protocol.StateDraining}
 	approvals := []string{protocol.ApprovalAsk, protocol.ApprovalAll, protocol.ApprovalReadOnly}
+	sandboxes := []string{protocol.SandboxReadOnly, protocol.SandboxWorkspace, protocol.SandboxFull}
+	networks := []string{protocol.NetworkOn, protocol.NetworkOff}
 	tests := []struct {
 		path string
 		prop []string
@@ -160,6 +162,10 @@ func TestSchemaEnumsMatchConstants(t *testing.T) {
 		{"schema/operations/turn.message.submit.input.json", []string{"placement"}, []string{protocol.PlacementSteering, protocol.PlacementNextTurn}},
 		{"schema/operations/session.create.input.json", []string{"approval"}, approvals},
 		{"schema/operations/turn.start.input.json", []string{"approval"}, approvals},
+		{"schema/operations/session.create.input.json", []string{"sandbox"}, sandboxes},
+		{"schema/operations/session.create.input.json", []string{"network"}, networks},
+		{"schema/operations/session.get.result.json", []string{"sandbox"}, sandboxes},
+		{"schema/operations/session.get.result.json", []string{"network"}, networks},
 	}
 	for _, tt := range tests {
 		t.Run(tt.path+"#"+strings.Join(tt.prop, "."), func(t *testing.T) {

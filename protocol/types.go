@@ -171,7 +171,13 @@ type Session struct {
 	// Thinking is the session's thinking level: off, low, medium or high.
 	Thinking string `json:"thinking,omitempty"`
 	// Approval is the session's approval policy: ask, all or read-only.
-	Approval         string    `json:"approval,omitempty"`
+	Approval string `json:"approval,omitempty"`
+	// Sandbox is what the session's commands may touch: read-only,
+	// workspace or full (no sandbox).
+	Sandbox string `json:"sandbox,omitempty"`
+	// Network is whether its sandboxed commands may open TCP and UDP
+	// sockets: on or off.
+	Network          string    `json:"network,omitempty"`
 	CreatedAt        time.Time `json:"createdAt"`
 	LastActivityAt   time.Time `json:"lastActivityAt"`
 	Status           string    `json:"status"`
@@ -194,6 +200,12 @@ type SessionCreateInput struct {
 	Title     string `json:"title,omitempty"`
 	Model     string `json:"model,omitempty"`
 	Approval  string `json:"approval,omitempty"`
+	// Sandbox is what the session's commands may touch; empty:
+	// workspace.
+	Sandbox string `json:"sandbox,omitempty"`
+	// Network is whether its sandboxed commands may open TCP and UDP
+	// sockets; empty: on.
+	Network string `json:"network,omitempty"`
 }
 
 // Validate checks the input.
@@ -201,7 +213,31 @@ func (in *SessionCreateInput) Validate() error {
 	if err := validApproval(in.Approval); err != nil {
 		return err
 	}
+	if err := ValidSandbox("input.sandbox", in.Sandbox, "input.network", in.Network); err != nil {
+		return err
+	}
 	return requireString("input.cwd", in.Cwd)
+}
+
+// ValidSandbox checks a sandbox mode and a network setting, either of
+// which may be empty (its default), and names the field at fault:
+// sandboxField or networkField. A network off needs a sandboxed mode.
+func ValidSandbox(sandboxField, mode, networkField, network string) error {
+	switch mode {
+	case "", SandboxReadOnly, SandboxWorkspace, SandboxFull:
+	default:
+		return FieldError(sandboxField, `must be "read-only", "workspace" or "full", not %q`, mode)
+	}
+	switch network {
+	case "", NetworkOn:
+	case NetworkOff:
+		if mode == SandboxFull {
+			return FieldError(networkField, `"off" needs a sandbox: with sandbox "full" commands run without one`)
+		}
+	default:
+		return FieldError(networkField, `must be "on" or "off", not %q`, network)
+	}
+	return nil
 }
 
 func validApproval(policy string) error {
@@ -682,10 +718,16 @@ type ResourceStartInput struct {
 	PTY       bool   `json:"pty,omitempty"`
 	Cols      int    `json:"cols,omitempty"`
 	Rows      int    `json:"rows,omitempty"`
+	// Sandbox, when "full", runs the command without the session's
+	// sandbox; empty runs it in the session's.
+	Sandbox string `json:"sandbox,omitempty"`
 }
 
 // Validate checks the input.
 func (in *ResourceStartInput) Validate() error {
+	if in.Sandbox != "" && in.Sandbox != SandboxFull {
+		return FieldError("input.sandbox", `must be "full" (no sandbox) or absent (the session's), not %q`, in.Sandbox)
+	}
 	if err := requireString("input.sessionId", in.SessionID); err != nil {
 		return err
 	}

@@ -29,7 +29,7 @@ func TestCreateWritesACompleteHeaderWithDefaults(t *testing.T) {
 	}
 	want := Header{
 		SchemaVersion: SchemaVersion, ID: h.ID, Title: "", Cwd: cwd, // titled by its first prompt
-		Thinking: ThinkingOff, Approval: ApprovalAsk, MetadataRevision: 1,
+		Thinking: ThinkingOff, Approval: ApprovalAsk, Sandbox: protocol.SandboxWorkspace, Network: protocol.NetworkOn, MetadataRevision: 1,
 		CreatedAt: h.CreatedAt, UpdatedAt: h.CreatedAt, LastActivityAt: h.CreatedAt,
 	}
 	if !sameHeader(h, want) {
@@ -73,10 +73,35 @@ func TestCreateKeepsTheOptionsItIsGiven(t *testing.T) {
 	h := mustCreate(t, c, CreateOptions{
 		ID: "demo-1", Cwd: cwd + "/./", Title: "  Fix the build  ",
 		Model: "anthropic/claude-opus-4-6", Thinking: ThinkingHigh, Approval: ApprovalReadOnly,
+		Sandbox: protocol.SandboxReadOnly, Network: protocol.NetworkOff,
 	})
 	if h.ID != "demo-1" || h.Cwd != cwd || h.Title != "Fix the build" ||
-		h.Model != "anthropic/claude-opus-4-6" || h.Thinking != "high" || h.Approval != "read-only" {
+		h.Model != "anthropic/claude-opus-4-6" || h.Thinking != "high" || h.Approval != "read-only" ||
+		h.Sandbox != "read-only" || h.Network != "off" {
 		t.Errorf("Create = %+v", h)
+	}
+}
+
+func TestASandboxThatIsNoneOrANetworkOffWithoutOneIsRefusedByName(t *testing.T) {
+	c, _ := openHome(t)
+	for _, tc := range []struct{ sandbox, network, field string }{
+		{"none", "", "sandbox"},
+		{"", "maybe", "network"},
+		{protocol.SandboxFull, protocol.NetworkOff, "network"},
+	} {
+		_, err := c.Create(CreateOptions{Cwd: workDir(t, "w"), Sandbox: tc.sandbox, Network: tc.network})
+		var bad *InvalidError
+		if !errors.As(err, &bad) || bad.Field != tc.field {
+			t.Errorf("Create with sandbox %q and network %q: %v; want an invalid %s", tc.sandbox, tc.network, err, tc.field)
+		}
+	}
+}
+
+func TestAHeaderWrittenBeforeSandboxesReadsAsWorkspaceWithTheNetworkOn(t *testing.T) {
+	h, err := decodeHeader([]byte(`{"schemaVersion":1,"id":"old-1","title":"w","cwd":"/w","thinking":"off","approval":"ask",` +
+		`"createdAt":"2026-01-02T03:04:05Z","updatedAt":"2026-01-02T03:04:05Z","lastActivityAt":"2026-01-02T03:04:05Z","metadataRevision":1}`))
+	if err != nil || h.Sandbox != protocol.SandboxWorkspace || h.Network != protocol.NetworkOn {
+		t.Fatalf("decodeHeader = %+v, %v; want sandbox workspace, network on", h, err)
 	}
 }
 
@@ -86,6 +111,7 @@ func TestHeaderConvertsToTheProtocolSession(t *testing.T) {
 	got := h.Session("idle")
 	want := protocol.Session{
 		SessionID: "demo-1", Title: "", Cwd: h.Cwd, Model: "faux/echo", Thinking: "off", Approval: "ask",
+		Sandbox: "workspace", Network: "on",
 		CreatedAt: h.CreatedAt, LastActivityAt: h.LastActivityAt, Status: "idle",
 		MetadataRevision: 1,
 	}

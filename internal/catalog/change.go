@@ -29,6 +29,8 @@ type CreateOptions struct {
 	Thinking string
 	// Approval defaults to DefaultApproval.
 	Approval string
+	// Sandbox defaults to DefaultSandbox, Network to DefaultNetwork.
+	Sandbox, Network string
 }
 
 // maxIDAttempts bounds how many allocated ids Create tries; with 50 random
@@ -142,6 +144,10 @@ func (c *Catalog) newHeader(opts CreateOptions) (Header, error) {
 		}
 		approval = opts.Approval
 	}
+	sandbox, network := cmp.Or(opts.Sandbox, DefaultSandbox), cmp.Or(opts.Network, DefaultNetwork)
+	if err := validSandbox(sandbox, network); err != nil {
+		return Header{}, err
+	}
 	now := c.now()
 	return Header{
 		SchemaVersion:    SchemaVersion,
@@ -150,6 +156,8 @@ func (c *Catalog) newHeader(opts CreateOptions) (Header, error) {
 		Model:            opts.Model,
 		Thinking:         thinking,
 		Approval:         approval,
+		Sandbox:          sandbox,
+		Network:          network,
 		CreatedAt:        now,
 		UpdatedAt:        now,
 		LastActivityAt:   now,
@@ -475,6 +483,8 @@ func (c *Catalog) Restore(h Header) (Header, error) {
 	}
 	h.Thinking = cmp.Or(h.Thinking, DefaultThinking)
 	h.Approval = cmp.Or(h.Approval, DefaultApproval)
+	h.Sandbox = cmp.Or(h.Sandbox, DefaultSandbox)
+	h.Network = cmp.Or(h.Network, DefaultNetwork)
 	h.MetadataRevision = max(h.MetadataRevision, 1)
 	c.mu.Lock()
 	for c.entries[h.ID] != nil && c.entries[h.ID].creating {

@@ -109,7 +109,7 @@ func (e *DuplicateError) Unwrap() error { return ErrAmbiguous }
 // InvalidError reports an argument that is not acceptable, naming it.
 type InvalidError struct {
 	// Field names the argument: "id", "cwd", "title", "model", "thinking",
-	// "approval", "at" or "selector".
+	// "approval", "sandbox", "network", "at" or "selector".
 	Field string
 	// Reason says what is wrong, for a person.
 	Reason string

@@ -41,6 +41,8 @@ const (
 const (
 	DefaultThinking = ThinkingOff
 	DefaultApproval = ApprovalAsk
+	DefaultSandbox  = protocol.SandboxWorkspace
+	DefaultNetwork  = protocol.NetworkOn
 )
 
 // MaxTitleLen is the most characters a title may have.
@@ -64,6 +66,12 @@ type Header struct {
 	Model    string `json:"model,omitempty"`
 	Thinking string `json:"thinking"`
 	Approval string `json:"approval"`
+	// Sandbox is what the session's commands may touch:
+	// protocol.SandboxReadOnly, SandboxWorkspace or SandboxFull. A header
+	// written before sandboxes has none: DefaultSandbox.
+	Sandbox string `json:"sandbox,omitempty"`
+	// Network is protocol.NetworkOn or NetworkOff; none: DefaultNetwork.
+	Network string `json:"network,omitempty"`
 
 	CreatedAt time.Time `json:"createdAt"`
 	// UpdatedAt is when the header last changed.
@@ -93,6 +101,8 @@ func (h Header) Session(status string) protocol.Session {
 		Model:            h.Model,
 		Thinking:         h.Thinking,
 		Approval:         h.Approval,
+		Sandbox:          h.Sandbox,
+		Network:          h.Network,
 		CreatedAt:        h.CreatedAt,
 		LastActivityAt:   h.LastActivityAt,
 		Status:           status,
@@ -122,6 +132,8 @@ func decodeHeader(b []byte) (Header, error) {
 	if err := json.Unmarshal(b, &h); err != nil {
 		return Header{}, fmt.Errorf("header is not valid JSON: %w", err)
 	}
+	h.Sandbox = cmp.Or(h.Sandbox, DefaultSandbox)
+	h.Network = cmp.Or(h.Network, DefaultNetwork)
 	if err := h.check(); err != nil {
 		return Header{}, err
 	}
@@ -157,6 +169,9 @@ func (h *Header) check() error {
 		return fmt.Errorf("header: %w", err)
 	}
 	if err := validApproval(h.Approval); err != nil {
+		return fmt.Errorf("header: %w", err)
+	}
+	if err := validSandbox(h.Sandbox, h.Network); err != nil {
 		return fmt.Errorf("header: %w", err)
 	}
 	for _, t := range []struct {
@@ -277,4 +292,23 @@ func validApproval(policy string) error {
 		return nil
 	}
 	return invalid("approval", "%q is not a policy; use ask, all or read-only", policy)
+}
+
+// validSandbox checks a sandbox mode and network setting, neither empty.
+func validSandbox(mode, network string) error {
+	switch mode {
+	case protocol.SandboxReadOnly, protocol.SandboxWorkspace, protocol.SandboxFull:
+	default:
+		return invalid("sandbox", "%q is not a mode; use read-only, workspace or full", mode)
+	}
+	switch network {
+	case protocol.NetworkOn:
+	case protocol.NetworkOff:
+		if mode == protocol.SandboxFull {
+			return invalid("network", "off needs a sandbox, and mode full has none")
+		}
+	default:
+		return invalid("network", "%q is not a setting; use on or off", network)
+	}
+	return nil
 }

@@ -74,7 +74,7 @@ func newAttachCmd(e *env) *cobra.Command {
 			}
 			// Said on stderr, so JSON on stdout stays only the session's.
 			snap := f.Session().Snapshot()
-			fmt.Fprintf(e.stderr, "session %s · %s · %s\n", snap.Session.SessionID, snap.Session.Model, snap.Session.Status)
+			fmt.Fprintf(e.stderr, "session %s · %s · %s · %s\n", snap.Session.SessionID, snap.Session.Model, sandboxLabel(snap.Session), snap.Session.Status)
 			feed := tui.NewFeed(f.LastRecord())
 			feed.OnChange = tui.NewLines(e.stdout).Change
 			err = followShown(ctx, e, f, feed, asJSON, jsonDeltas)

@@ -154,11 +154,20 @@ func oneLine(s string) string {
 }
 
 func newShellCmd(e *env) *cobra.Command {
+	var sandboxMode string
 	cmd := &cobra.Command{
 		Use:   "shell [SESSION]",
 		Short: "Start a shell on a PTY in a session's directory and attach to it (ctrl+\\ detaches).",
-		Args:  resourceSessionArgs,
+		Long: `Start a shell on a PTY in a session's directory and attach to it (ctrl+\ detaches).
+
+The shell runs in the session's sandbox, as the agent's commands do: in a
+read-only or workspace session it writes only where they may. --sandbox full
+starts it without one, for the command the sandbox refused.`,
+		Args: resourceSessionArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if sandboxMode != "" && sandboxMode != protocol.SandboxFull {
+				return usagef("--sandbox %q: only full (no sandbox) is chosen per shell; the session's sandbox applies otherwise", sandboxMode)
+			}
 			in, out, err := ptyTerminal(e)
 			if err != nil {
 				return err
@@ -175,7 +184,9 @@ func newShellCmd(e *env) *cobra.Command {
 				shell = "/bin/sh"
 			}
 			cols, rows := windowSize(in)
-			start := protocol.ResourceStartInput{SessionID: id, LaunchID: newID(), Command: "exec " + shellQuote(shell), PTY: true, Cols: cols, Rows: rows}
+			start := protocol.ResourceStartInput{
+				SessionID: id, LaunchID: newID(), Command: "exec " + shellQuote(shell), PTY: true, Cols: cols, Rows: rows, Sandbox: sandboxMode,
+			}
 			r, err := client.Call(setup, c, protocol.OpRuntimeResourceStart, start)
 			if err != nil {
 				return err
@@ -183,6 +194,7 @@ func newShellCmd(e *env) *cobra.Command {
 			return attachPTY(cmd.Context(), e, c, ptyView{in: in, out: out, mode: attachControl}, r)
 		},
 	}
+	cmd.Flags().StringVar(&sandboxMode, "sandbox", "", "full: run this shell without the session's sandbox")
 	return cmd
 }
 

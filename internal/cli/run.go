@@ -48,6 +48,8 @@ type runFlags struct {
 	// duration came as the first argument (--wait-approval 5m PROMPT).
 	wait    waitFlag
 	shifted bool
+	// sandbox is a new session's sandbox.
+	sandbox sandboxFlags
 }
 
 // waitFlag is --wait-approval's value: set when given; d is its limit, 0
@@ -177,10 +179,15 @@ a command line that is wrong.`,
 				return usagef("--queue and --steer need --session or --continue")
 			case (f.queue || f.steer) && f.approve != "":
 				return usagef("--approve starts a turn of its own; with --queue or --steer the session's policy applies")
+			case (session || f.resume) && f.sandbox.set():
+				return usagef("--sandbox and --network choose a new session's sandbox; a session keeps its own")
 			case f.file != "" && len(args) > 0:
 				return usagef("--file and a prompt argument: choose one")
 			case len(args) > 1 && slices.Contains(args, "-"):
 				return usagef("- reads the prompt from stdin and takes no other words")
+			}
+			if !session && !f.resume {
+				return f.sandbox.check()
 			}
 			return nil
 		},
@@ -206,6 +213,7 @@ a command line that is wrong.`,
 	fl.Var(&f.wait, "wait-approval", "off a terminal, wait this long (no value: without limit) for a call waiting for approval to be answered with agentd answer or agentd attach, instead of refusing it")
 	fl.Lookup("wait-approval").NoOptDefVal = waitForever
 	fl.StringVar(&f.file, "file", "", "read the prompt from this file")
+	f.sandbox.add(fl)
 	fl.BoolVar(&f.asJSON, "json", false, "print the event stream as JSON lines, its bytes exact")
 	fl.BoolVarP(&f.detach, "detach", "d", false, "start the turn and return with the session id (agentd attach ID or agentd log -f ID to come back)")
 	fl.BoolVar(&f.queue, "queue", false, "if a turn runs, run the prompt after it (and stream that turn)")
@@ -316,7 +324,9 @@ func setupSession(ctx context.Context, f runFlags, approve string) (s runSetup, 
 		if s.c, err = open(ctx); err != nil {
 			return s, err
 		}
-		s.sess, err = createSession(ctx, s.c, protocol.SessionCreateInput{Cwd: f.cwd, Title: f.title, Model: f.model, Approval: approve})
+		s.sess, err = createSession(ctx, s.c, protocol.SessionCreateInput{
+			Cwd: f.cwd, Title: f.title, Model: f.model, Approval: approve, Sandbox: f.sandbox.mode, Network: f.sandbox.network,
+		})
 		if err != nil {
 			s.c.Close()
 			return s, err
@@ -371,6 +381,7 @@ func runTurn(ctx context.Context, e *env, f runFlags, prompt string) (err error)
 	}
 	c, sess := s.c, s.sess
 	defer c.Close()
+	warnUnsandboxed(e.stderr, paletteFor(e.stderr), sess)
 	started := false
 	if s.created {
 		defer func() {

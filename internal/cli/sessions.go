@@ -119,17 +119,24 @@ func exactArgs(n int, names string) cobra.PositionalArgs {
 
 func newNewCmd(e *env) *cobra.Command {
 	var id, cwd, title, model, approve string
+	var sb sandboxFlags
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "new",
 		Short: "Create a session and print its id.",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := sb.check(); err != nil {
+				return err
+			}
 			return withHost(cmd, func(ctx context.Context, c *client.Conn) error {
-				s, err := createSession(ctx, c, protocol.SessionCreateInput{SessionID: id, Cwd: cwd, Title: title, Model: model, Approval: approve})
+				s, err := createSession(ctx, c, protocol.SessionCreateInput{
+					SessionID: id, Cwd: cwd, Title: title, Model: model, Approval: approve, Sandbox: sb.mode, Network: sb.network,
+				})
 				if err != nil {
 					return err
 				}
+				warnUnsandboxed(e.stderr, paletteFor(e.stderr), s)
 				if asJSON {
 					return writeJSON(e.stdout, s)
 				}
@@ -143,6 +150,7 @@ func newNewCmd(e *env) *cobra.Command {
 	cmd.Flags().StringVar(&title, "title", "", "the session's title (default: the directory's name)")
 	cmd.Flags().StringVar(&model, "model", "", "the session's model, provider/model")
 	cmd.Flags().StringVar(&approve, "approve", "", "which tool calls wait for a person: ask, all or read-only")
+	sb.add(cmd.Flags())
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the session as JSON")
 	return cmd
 }
@@ -296,7 +304,7 @@ func listSessions(ctx context.Context, e *env, f lsFlags) error {
 	pal := paletteFor(e.stdout)
 	tw := newTable(e.stdout)
 	multi := hostsListed > 1
-	heading := "ID\tTITLE\tSTATUS\tMODEL\tLAST ACTIVITY\tDIRECTORY"
+	heading := "ID\tTITLE\tSTATUS\tMODEL\tSANDBOX\tLAST ACTIVITY\tDIRECTORY"
 	if multi {
 		heading = "HOST\t" + heading
 	}
@@ -311,7 +319,8 @@ func listSessions(ctx context.Context, e *env, f lsFlags) error {
 		} else if r.Archived {
 			status = "archived"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", pal.id(r.SessionID), pal.title(r.Title), pal.state(status), r.Model, pal.dim(ago(r.LastActivityAt)), tui.Visible(r.Cwd))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", pal.id(r.SessionID), pal.title(r.Title), pal.state(status), r.Model,
+			sandboxLabel(r.Session), pal.dim(ago(r.LastActivityAt)), tui.Visible(r.Cwd))
 	}
 	if err := tw.Flush(); err != nil {
 		return err

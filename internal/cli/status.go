@@ -95,6 +95,7 @@ func printStatus(w io.Writer, st protocol.HostStatus) {
 	fmt.Fprintf(tw, "log\t%s\n", logFile)
 	fmt.Fprintf(tw, "connections\t%d\n", st.Connections)
 	fmt.Fprintf(tw, "active operations\t%d\n", othersActive(st))
+	fmt.Fprintf(tw, "sandbox\t%s\n", sandboxStatus(pal))
 	if len(st.Providers) > 0 {
 		fmt.Fprintf(tw, "providers\t%s\n", providersLine(st.Providers))
 	}

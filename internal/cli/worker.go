@@ -121,6 +121,9 @@ func newWorkerCmd(e *env) *cobra.Command {
 					return usagef("worker needs %s", flag)
 				}
 			}
+			if err := protocol.ValidSandbox("--sandbox", cfg.Session.Sandbox, "--network", cfg.Session.Network); err != nil {
+				return usageError{err}
+			}
 			logger, err := newLogger(e.stderr, logFormat, "info")
 			if err != nil {
 				return err
@@ -165,6 +168,8 @@ func newWorkerCmd(e *env) *cobra.Command {
 	fl.StringVar(&cfg.Session.Model, "model", "", "the session's model")
 	fl.StringVar(&cfg.Thinking, "thinking", "off", "the thinking level")
 	fl.StringVar(&cfg.Approval, "approval", protocol.ApprovalAsk, "the approval policy")
+	fl.StringVar(&cfg.Session.Sandbox, "sandbox", protocol.SandboxWorkspace, "what the session's commands may touch: read-only, workspace or full")
+	fl.StringVar(&cfg.Session.Network, "network", protocol.NetworkOn, "whether the session's sandboxed commands may use the network: on or off")
 	fl.StringVar(&cfg.TranscriptPath, "transcript", "", "the session's transcript")
 	fl.StringVar(&cfg.PreviousExit, "previous-exit", "", "why the session's previous worker exited")
 	fl.DurationVar(&cfg.OrphanGrace, "orphan-grace", 0, "how long to live on with no host connected and no turn running (0: forever)")

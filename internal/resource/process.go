@@ -8,6 +8,8 @@ import (
 	"unsafe"
 
 	"github.com/creack/pty"
+
+	"github.com/agentd-dev/agentd/internal/sandbox"
 )
 
 // defaultShell returns the shell commands are run with: bash, or sh
@@ -26,30 +28,26 @@ type started struct {
 }
 
 // startShell starts command in its own process group, stdin from
-// /dev/null, stdout and stderr into one pipe so their order holds.
-func startShell(sh, command, dir string, env []string) (*started, error) {
-	pr, pw, err := os.Pipe()
+// /dev/null, stdout and stderr into one pipe so their order holds, walled
+// in by pol.
+func startShell(pol *sandbox.Policy, sh, command, dir string, env []string) (*started, error) {
+	cmd, pr, err := pol.StartPiped(env, dir, sh, "-c", command)
 	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(sh, "-c", command)
-	cmd.Dir, cmd.Env = dir, env
-	cmd.Stdout, cmd.Stderr = pw, pw
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	err = cmd.Start()
-	pw.Close() // the children hold their own copies
-	if err != nil {
-		pr.Close()
 		return nil, err
 	}
 	return &started{cmd: cmd, out: pr}, nil
 }
 
 // startPTY starts command on a new pseudo-terminal of cols × rows, as the
-// leader of its own session with the terminal as its controlling one.
-func startPTY(sh, command, dir string, env []string, cols, rows int) (*started, error) {
-	cmd := exec.Command(sh, "-c", command)
-	cmd.Dir, cmd.Env = dir, env
+// leader of its own session with the terminal as its controlling one,
+// walled in by pol.
+func startPTY(pol *sandbox.Policy, sh, command, dir string, env []string, cols, rows int) (*started, error) {
+	cmd, release, err := pol.Command(env, sh, "-c", command)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	cmd.Dir = dir
 	f, err := pty.StartWithSize(cmd, &pty.Winsize{Cols: uint16(cols), Rows: uint16(rows)})
 	if err != nil {
 		return nil, err

@@ -24,6 +24,7 @@ import (
 	"github.com/agentd-dev/agentd/internal/atomicfile"
 	"github.com/agentd-dev/agentd/internal/proc"
 	"github.com/agentd-dev/agentd/internal/redact"
+	"github.com/agentd-dev/agentd/internal/sandbox"
 	"github.com/agentd-dev/agentd/protocol"
 )
 
@@ -52,6 +53,9 @@ type Config struct {
 	Env []string
 	// Shell runs commands with -c; empty: bash, or sh without it.
 	Shell string
+	// Sandbox walls in every command the Manager starts, unless a start
+	// asks for none (StartInput.Unsandboxed); nil runs them as they are.
+	Sandbox *sandbox.Policy
 	// Grace is the time between SIGTERM and SIGKILL; 0: DefaultGrace.
 	Grace time.Duration
 	// Admit is asked, as a resource starts, for the working directory to
@@ -85,6 +89,9 @@ type StartInput struct {
 	PTY      bool
 	// Cols and Rows size a PTY; 0: 80 × 24.
 	Cols, Rows int
+	// Unsandboxed runs the command without the Manager's sandbox: a
+	// person's shell asked for with sandbox full.
+	Unsandboxed bool
 }
 
 // Manager owns one session's runtime resources.
@@ -223,12 +230,16 @@ func (m *Manager) start(in StartInput, watch func([]byte)) (protocol.Resource, <
 	ref := fmt.Sprintf("%s-%d", kind, m.refs+1)
 	r := &resource{launch: in, watch: watch, exited: make(chan struct{}), drained: make(chan struct{}), kept: newRing(keepBytes)}
 	var p *started
+	pol := m.cfg.Sandbox
+	if in.Unsandboxed {
+		pol = nil
+	}
 	if in.PTY {
 		cols, rows := cmp.Or(in.Cols, defaultCols), cmp.Or(in.Rows, defaultRows)
-		p, err = startPTY(m.cfg.Shell, in.Command, cwd, m.cfg.Env, cols, rows)
+		p, err = startPTY(pol, m.cfg.Shell, in.Command, cwd, m.cfg.Env, cols, rows)
 		r.screen = newScreen(cols, rows, m.cfg.ScreenSleep, m.cfg.OnScreenSleep)
 	} else {
-		p, err = startShell(m.cfg.Shell, in.Command, cwd, m.cfg.Env)
+		p, err = startShell(pol, m.cfg.Shell, in.Command, cwd, m.cfg.Env)
 	}
 	if err != nil {
 		return protocol.Resource{}, nil, protocol.Errorf(protocol.CodeInvalidRequest, "cannot start %q in %s: %v", in.Command, cwd, err)

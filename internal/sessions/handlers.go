@@ -93,7 +93,9 @@ func (s *Service) create(_ context.Context, _ *server.Call, in *protocol.Session
 	if approval == "" {
 		approval = protocol.ApprovalAsk
 	}
-	h, err := s.cat.Create(catalog.CreateOptions{ID: in.SessionID, Cwd: in.Cwd, Title: in.Title, Model: model, Approval: approval, Thinking: "off"})
+	h, err := s.cat.Create(catalog.CreateOptions{ID: in.SessionID, Cwd: in.Cwd, Title: in.Title, Model: model, Approval: approval, Thinking: "off",
+		Sandbox: in.Sandbox, Network: in.Network,
+	})
 	if err != nil {
 		return protocol.Session{}, catalogError(err)
 	}

@@ -210,6 +210,7 @@ func (s *Service) start(w *worker, h catalog.Header) {
 	}
 	args := []string{
 		"--cwd", h.Cwd, "--model", model, "--thinking", h.Thinking, "--approval", h.Approval,
+		"--sandbox", h.Sandbox, "--network", h.Network,
 		"--transcript", s.cat.TranscriptPath(h.ID), "--orphan-grace", s.cfg.WorkerIdleGrace.String(),
 		"--log-format", s.cfg.WorkerLogFormat,
 	}

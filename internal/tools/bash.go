@@ -173,19 +173,9 @@ func runShell(ctx context.Context, env *Env, command string, timeout time.Durati
 		return failf("bash", "not started: %v", context.Cause(ctx))
 	}
 	sh := shell()
-	pr, pw, err := os.Pipe()
+	// One pipe keeps stdout and stderr in order.
+	cmd, pr, err := env.Sandbox.StartPiped(env.Environ, env.Cwd, sh, "-c", command)
 	if err != nil {
-		return failf("bash", "cannot start %s: %v", sh, err)
-	}
-	cmd := exec.Command(sh, "-c", command)
-	cmd.Dir = env.Cwd
-	cmd.Env = env.Environ
-	cmd.Stdout, cmd.Stderr = pw, pw // one pipe keeps stdout and stderr in order
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	err = cmd.Start()
-	pw.Close() // the children hold their own copies
-	if err != nil {
-		pr.Close()
 		return failf("bash", "cannot start %s in %s: %s", sh, env.Cwd, describe(err))
 	}
 	pgid := cmd.Process.Pid

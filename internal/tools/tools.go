@@ -23,6 +23,7 @@ import (
 	"sync"
 
 	"github.com/agentd-dev/agentd/internal/llm"
+	"github.com/agentd-dev/agentd/internal/sandbox"
 )
 
 // Tool is one thing the agent can do.
@@ -49,6 +50,9 @@ type Env struct {
 	// os.Environ gives it; nil means the process's own. The worker leaves
 	// the model providers' keys out of it.
 	Environ []string
+	// Sandbox walls in the commands bash runs itself (without
+	// Background); nil runs them as they are.
+	Sandbox *sandbox.Policy
 	// Background, when set, runs the commands bash starts in the
 	// background, as the session's runtime resources.
 	Background Background

@@ -323,6 +323,14 @@ func (m *model) header() string {
 	if s.Model != "" {
 		parts = append(parts, s.Model)
 	}
+	switch {
+	case s.Sandbox == protocol.SandboxFull:
+		parts = append(parts, styles().err.Render("no sandbox"))
+	case s.Sandbox != "" && s.Network == protocol.NetworkOff:
+		parts = append(parts, "sandbox "+s.Sandbox+", no network")
+	case s.Sandbox != "":
+		parts = append(parts, "sandbox "+s.Sandbox)
+	}
 	parts = append(parts, st.Render(status))
 	line := strings.Join(parts, " · ")
 	if m.conn != "" {

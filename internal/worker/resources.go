@@ -27,7 +27,7 @@ import (
 // dir.
 func (s *session) newResources(dir string, env []string) *resource.Manager {
 	return resource.New(resource.Config{
-		SessionID: s.id, Dir: dir, Env: env, Logger: s.logger,
+		SessionID: s.id, Dir: dir, Env: env, Sandbox: s.sandbox, Logger: s.logger,
 		Admit: s.admitResource, OnUpdate: s.resourceChanged, OnOutput: s.ptyOutput,
 		OnScreenSleep: s.screenSlept,
 	})
@@ -120,7 +120,10 @@ func (s *session) startResource(_ context.Context, _ *server.Call, in *protocol.
 	if err := s.checkSession(in.SessionID); err != nil {
 		return protocol.Resource{}, err
 	}
-	return s.res.Start(resource.StartInput{LaunchID: in.LaunchID, Command: in.Command, PTY: in.PTY, Cols: in.Cols, Rows: in.Rows})
+	return s.res.Start(resource.StartInput{
+		LaunchID: in.LaunchID, Command: in.Command, PTY: in.PTY, Cols: in.Cols, Rows: in.Rows,
+		Unsandboxed: in.Sandbox == protocol.SandboxFull,
+	})
 }
 
 func (s *session) stopResource(_ context.Context, _ *server.Call, in *protocol.ResourceRef) (protocol.Resource, error) {

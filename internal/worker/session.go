@@ -18,6 +18,7 @@ import (
 	"github.com/agentd-dev/agentd/internal/llm"
 	"github.com/agentd-dev/agentd/internal/redact"
 	"github.com/agentd-dev/agentd/internal/resource"
+	"github.com/agentd-dev/agentd/internal/sandbox"
 	"github.com/agentd-dev/agentd/internal/server"
 	"github.com/agentd-dev/agentd/internal/tools"
 	"github.com/agentd-dev/agentd/internal/transcript"
@@ -55,6 +56,7 @@ type session struct {
 	providers ProviderResolver  // constant
 	tools     []tools.Tool      // constant
 	toolEnv   func() []string   // constant; nil: the worker's environment
+	sandbox   *sandbox.Policy   // constant; nil: commands run unsandboxed
 	system    string            // constant
 	logger    *slog.Logger      // constant
 	todo      *tools.Todo       // constant; safe for concurrent use
@@ -234,7 +236,7 @@ func (s *session) beginTurnLocked(turnID, messageID, text string) (*turn, error)
 	}
 	t.loop = &agent.Loop{
 		Provider: prov, Model: model, Thinking: s.header.Thinking, System: agent.SystemPrompt(s.system, instructions), Tools: s.tools,
-		Env: &tools.Env{Cwd: s.header.Cwd, Todo: s.todo, Environ: s.turnEnviron(), Background: background{s}},
+		Env: &tools.Env{Cwd: s.header.Cwd, Todo: s.todo, Environ: s.turnEnviron(), Sandbox: s.sandbox, Background: background{s}},
 		Approve: func(ctx context.Context, call llm.ToolCall, tool tools.Tool) (agent.Decision, error) {
 			return s.approve(ctx, t, call, tool)
 		},

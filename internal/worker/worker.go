@@ -107,8 +107,15 @@ func Run(ctx context.Context, cfg Config) error {
 		messages:  map[string]protocol.QueueEntry{},
 		allowed:   map[string]bool{},
 	}
+	pol, closeSandbox, err := newSandbox(cfg, logger)
+	if err != nil {
+		ln.Close()
+		return fmt.Errorf("preparing the sandbox of the session's commands: %w", err)
+	}
+	defer closeSandbox() // once every command has ended
+	s.sandbox = pol
 	// The session's shell runs and PTYs start, like the tools' commands,
-	// without the model providers' keys.
+	// without the model providers' keys, and in the same sandbox.
 	s.res = s.newResources(filepath.Join(filepath.Dir(cfg.TranscriptPath), "resources"), s.turnEnviron())
 	defer s.res.Close()
 	s.todo.OnChange = func(items []protocol.TodoItem) {

@@ -34,6 +34,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 type running struct {
 	conn       *link.Conn
 	transcript string
+	cwd        string
 	cancel     context.CancelFunc
 	done       chan error
 }
@@ -64,15 +65,16 @@ func start(t *testing.T, approval, script, previousExit string, transcriptPath s
 
 // startWorker runs a worker of session s1 in this process on a real
 // socket, and connects to it as its host does. What cfg leaves empty is
-// filled in: a home and a socket in a directory of the test's, which is
-// the session's cwd too unless cfg names one, and the builtin tools.
+// filled in: a home and a socket in a directory of the test's, the
+// session's cwd in another (the sandbox of its commands hides the first),
+// and the builtin tools.
 func startWorker(t *testing.T, cfg worker.Config) *running {
 	t.Helper()
 	dir := agentdtest.ShortDir(t)
 	cfg.Home = dir
 	cfg.Session.SessionID = "s1"
 	if cfg.Session.Cwd == "" {
-		cfg.Session.Cwd = dir
+		cfg.Session.Cwd = t.TempDir()
 	}
 	if cfg.TranscriptPath == "" {
 		cfg.TranscriptPath = filepath.Join(dir, "transcript.jsonl")
@@ -81,7 +83,7 @@ func startWorker(t *testing.T, cfg worker.Config) *running {
 		cfg.Tools = tools.Builtin()
 	}
 	cfg.SocketPath = filepath.Join(dir, "w.sock")
-	r := &running{transcript: cfg.TranscriptPath, done: make(chan error, 1)}
+	r := &running{transcript: cfg.TranscriptPath, cwd: cfg.Session.Cwd, done: make(chan error, 1)}
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
 	go func() { r.done <- worker.Run(ctx, cfg) }()
@@ -811,7 +813,7 @@ func TestAForegroundBashCallIsAShellRunOfTheSession(t *testing.T) {
 	r := start(t, protocol.ApprovalAll, "", "", "")
 	deltas := follow(t, r.conn)
 	// What it leaves running in the background ends with it.
-	pids := filepath.Join(t.TempDir(), "pids")
+	pids := filepath.Join(r.cwd, "pids")
 	startTurn(t, r.conn, "t1", "run `echo first line; sleep 1000 & echo $! > "+pids+"; echo second line; exit 4`")
 	var updates, out string
 	for _, d := range until(t, deltas, runEnd("t1")) {
