@@ -61,7 +61,8 @@ var arrows = map[string][]string{
 	// a command's output kept, logged and sent without the keys the
 	// process holds
 	"internal/resource": {"internal/atomicfile", "internal/proc", "internal/redact", "internal/sandbox", "protocol"},
-	"internal/server":   {"internal/home", "internal/redact", "internal/transport", "protocol"},
+	// the peer of a connection refused when it runs in the sandbox
+	"internal/server": {"internal/home", "internal/proc", "internal/redact", "internal/transport", "protocol"},
 	// the host's own connection to a session's worker, never the public client
 	"internal/link": {"internal/transport", "protocol"},
 	// why a session's worker ended written without following a link

@@ -14,6 +14,9 @@ import (
 const envAsCLI = "AGENTD_TEST_AS_CLI"
 
 func TestMain(m *testing.M) {
+	if os.Getenv(envSandboxProbe) == "1" {
+		os.Exit(sandboxProbe(os.Args[1:]))
+	}
 	if os.Getenv(envProbe) == "1" {
 		os.Exit(probeWithoutCaps(os.Args[1:]))
 	}

@@ -77,12 +77,12 @@ func Listen(dir, hostID string) (*net.UnixListener, error) {
 	return ln, nil
 }
 
-// PeerUID returns the uid of the process at the other end of c, from
-// SO_PEERCRED (the credentials the peer had when it connected).
-func PeerUID(c *net.UnixConn) (uint32, error) {
+// PeerCred returns the uid and pid of the process at the other end of c,
+// from SO_PEERCRED (the credentials the peer had when it connected).
+func PeerCred(c *net.UnixConn) (uid uint32, pid int, err error) {
 	raw, err := c.SyscallConn()
 	if err != nil {
-		return 0, fmt.Errorf("peer uid: %w", err)
+		return 0, 0, fmt.Errorf("peer credentials: %w", err)
 	}
 	var (
 		cred *unix.Ucred
@@ -91,10 +91,10 @@ func PeerUID(c *net.UnixConn) (uint32, error) {
 	if err := raw.Control(func(fd uintptr) {
 		cred, gerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
 	}); err != nil {
-		return 0, fmt.Errorf("peer uid: %w", err)
+		return 0, 0, fmt.Errorf("peer credentials: %w", err)
 	}
 	if gerr != nil {
-		return 0, fmt.Errorf("peer uid: %w", gerr)
+		return 0, 0, fmt.Errorf("peer credentials: %w", gerr)
 	}
-	return cred.Uid, nil
+	return cred.Uid, int(cred.Pid), nil
 }

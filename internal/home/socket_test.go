@@ -92,7 +92,7 @@ func TestListenRefusesNonSocketFile(t *testing.T) {
 	}
 }
 
-func TestPeerUIDIsOurUID(t *testing.T) {
+func TestPeerCredIsOurs(t *testing.T) {
 	dir := t.TempDir()
 	ln, err := Listen(dir, "h1")
 	if err != nil {
@@ -109,11 +109,11 @@ func TestPeerUIDIsOurUID(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	uid, err := PeerUID(s)
+	uid, pid, err := PeerCred(s)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if int(uid) != os.Getuid() {
-		t.Errorf("PeerUID = %d; want %d", uid, os.Getuid())
+	if int(uid) != os.Getuid() || pid != os.Getpid() {
+		t.Errorf("PeerCred = uid %d, pid %d; want %d, %d", uid, pid, os.Getuid(), os.Getpid())
 	}
 }

@@ -2,7 +2,7 @@
 // /proc/<pid>/stat — its state, parent, process group, session, CPU time
 // and start time — and decides from them whether a process, or a process
 // group, still runs; and from /proc/<pid>/cmdline and status its command
-// line and user. A zombie (exited, not yet reaped by its parent) does
+// line, user and whether it is confined (Confined). A zombie (exited, not yet reaped by its parent) does
 // not run: where the init process does not reap orphans (a container
 // without an init) it would otherwise count for ever.
 //
@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -155,26 +156,60 @@ func Args(pid int) ([]string, error) {
 // UID reads the real user id process pid runs as, from
 // /proc/<pid>/status, which is readable of any process.
 func UID(pid int) (int, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	f, err := statusFields(pid, "Uid")
 	if err != nil {
 		return -1, err
 	}
-	for line := range strings.Lines(string(b)) {
-		rest, ok := strings.CutPrefix(line, "Uid:")
-		if !ok {
-			continue
-		}
-		f := strings.Fields(rest)
-		if len(f) == 0 {
-			break
-		}
-		uid, err := strconv.Atoi(f[0])
-		if err != nil {
-			break
-		}
+	if uid, err := strconv.Atoi(firstField(f["Uid"])); err == nil {
 		return uid, nil
 	}
 	return -1, fmt.Errorf("read the user of pid %d: %w", pid, ErrMalformed)
+}
+
+// Confined reports whether process pid runs with no_new_privs and an
+// empty capability bounding set, from /proc/<pid>/status. Both carry to
+// every process it starts and neither can be undone: an ordinary process,
+// root's or a user's, has a full bounding set, so the two together mark
+// a process walled in on purpose (agentd's sandbox sets both).
+func Confined(pid int) (bool, error) {
+	f, err := statusFields(pid, "NoNewPrivs", "CapBnd")
+	if err != nil {
+		return false, err
+	}
+	nnp, bnd := firstField(f["NoNewPrivs"]), firstField(f["CapBnd"])
+	if nnp == "" || bnd == "" {
+		return false, fmt.Errorf("read the privileges of pid %d: %w", pid, ErrMalformed)
+	}
+	caps, err := strconv.ParseUint(bnd, 16, 64)
+	if err != nil {
+		return false, fmt.Errorf("read the privileges of pid %d: %w", pid, ErrMalformed)
+	}
+	return nnp == "1" && caps == 0, nil
+}
+
+// statusFields reads the values of the named fields of
+// /proc/<pid>/status; a field it does not hold is absent.
+func statusFields(pid int, names ...string) (map[string]string, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return nil, err
+	}
+	fields := make(map[string]string, len(names))
+	for line := range strings.Lines(string(b)) {
+		name, value, ok := strings.Cut(line, ":")
+		if ok && slices.Contains(names, name) {
+			fields[name] = value
+		}
+	}
+	return fields, nil
+}
+
+// firstField returns the first whitespace-separated field of s.
+func firstField(s string) string {
+	if f := strings.Fields(s); len(f) > 0 {
+		return f[0]
+	}
+	return ""
 }
 
 // RunningSince reports whether pid runs and is the process that started

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -115,4 +116,64 @@ func TestUIDIsTheUserAProcessRunsAs(t *testing.T) {
 	if _, err := UID(-5); err == nil {
 		t.Fatal("UID of no process: no error")
 	}
+}
+
+func TestConfinedMarksAProcessWithNoNewPrivsAndNoBoundingSet(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("emptying the bounding set takes CAP_SETPCAP: run as root")
+	}
+	for _, tc := range []struct {
+		name      string
+		nnp, drop bool
+	}{
+		{"ordinary", false, false},
+		{"no_new_privs alone", true, false},
+		{"no bounding set alone", false, true},
+		{"both", true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := exec.Command("sleep", "60")
+			if err := startOnAThreadOfItsOwn(cmd, func() error {
+				if tc.nnp {
+					if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+						return err
+					}
+				}
+				for c := 0; tc.drop && c <= unix.CAP_LAST_CAP; c++ {
+					if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil {
+						return err
+					}
+				}
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			defer cmd.Wait()
+			defer cmd.Process.Kill()
+			got, err := Confined(cmd.Process.Pid)
+			if want := tc.nnp && tc.drop; err != nil || got != want {
+				t.Fatalf("Confined = %v, %v; want %v", got, err, want)
+			}
+		})
+	}
+	if _, err := Confined(-5); err == nil {
+		t.Fatal("Confined of no process: no error")
+	}
+}
+
+// startOnAThreadOfItsOwn starts cmd from a thread that setup changed
+// first: no_new_privs and the bounding set belong to a thread and carry
+// to what it forks. The thread is never given back to the Go runtime, so
+// it ends with its goroutine.
+func startOnAThreadOfItsOwn(cmd *exec.Cmd, setup func() error) error {
+	started := make(chan error)
+	go func() {
+		runtime.LockOSThread()
+		if err := setup(); err != nil {
+			started <- err
+			return
+		}
+		started <- cmd.Start()
+	}()
+	return <-started
 }

@@ -28,6 +28,7 @@ const (
 const (
 	kindAccept     = "accepting connections"
 	kindPeer       = "connection from another user"
+	kindSandboxed  = "connection from a sandboxed command"
 	kindCapacity   = "connection over the limit"
 	kindHandshake  = "handshake refused"
 	kindViolation  = "protocol violation"

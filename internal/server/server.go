@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/agentd-dev/agentd/internal/home"
+	"github.com/agentd-dev/agentd/internal/proc"
 	"github.com/agentd-dev/agentd/internal/transport"
 	"github.com/agentd-dev/agentd/protocol"
 )
@@ -505,20 +506,42 @@ func (srv *Server) refuse(c *net.UnixConn) {
 	srv.diag.record(slog.LevelWarn, kindCapacity, "refused a connection: "+reason)
 }
 
-// peerAllowed reports whether c's peer runs as the server's uid, recording
-// a diagnostic when it does not.
+// peerAllowed reports whether c's peer may be served, recording a
+// diagnostic when it may not: it runs as the server's uid, and not walled
+// in by agentd's sandbox (proc.Confined) unless the server is too. The
+// agent's commands run in the sandbox; this keeps them from asking a
+// host or worker for what the sandbox refuses them, such as a command
+// run outside it. A peer whose process is gone before it is looked at is
+// refused: the socket may be held by what it started.
 func (srv *Server) peerAllowed(c *net.UnixConn) bool {
-	uid, err := home.PeerUID(c)
-	if err == nil && uid == uint32(os.Getuid()) {
-		return true
-	}
-	msg := fmt.Sprintf("refused a connection from uid %d: only uid %d may connect", uid, os.Getuid())
-	if err != nil {
+	uid, pid, err := home.PeerCred(c)
+	kind, msg := kindPeer, ""
+	switch {
+	case err != nil:
 		msg = fmt.Sprintf("refused a connection: reading its peer credentials: %v", err)
+	case uid != uint32(os.Getuid()):
+		msg = fmt.Sprintf("refused a connection from uid %d: only uid %d may connect", uid, os.Getuid())
+	default:
+		confined, err := proc.Confined(pid)
+		switch {
+		case err != nil:
+			msg = fmt.Sprintf("refused a connection from pid %d: reading its privileges: %v", pid, err)
+		case confined && !selfConfined():
+			kind, msg = kindSandboxed, fmt.Sprintf("refused a connection from pid %d: it runs in agentd's sandbox", pid)
+		default:
+			return true
+		}
 	}
-	srv.diag.record(slog.LevelWarn, kindPeer, msg)
+	srv.diag.record(slog.LevelWarn, kind, msg)
 	return false
 }
+
+// selfConfined reports whether this process runs confined: then every
+// process it could tell from a sandboxed one is confined as well.
+var selfConfined = sync.OnceValue(func() bool {
+	confined, err := proc.Confined(os.Getpid())
+	return err == nil && confined
+})
 
 // serveConn checks the peer, runs the handshake and serves the connection.
 func (srv *Server) serveConn(c *net.UnixConn) {
