@@ -351,12 +351,18 @@ func TestAShellAttachmentReconnectsAcrossAnUpgrade(t *testing.T) {
 		t.Fatalf("the command did not say why it reconnected: %q", stderr.String())
 	}
 	// The same shell: the pid it printed before is the one it prints now.
+	// Keys typed before the shell printed its prompt are echoed ahead of
+	// it, so a line may start with the prompt the output follows.
 	var before, after string
 	for _, line := range strings.Split(screen, "\n") {
-		if f := strings.Fields(line); len(f) == 2 && f[0] == "before-6" {
-			before = f[1]
-		} else if len(f) == 2 && f[0] == "after-9" {
-			after = f[1]
+		f := strings.Fields(line)
+		for i := 0; i+1 < len(f); i++ {
+			switch f[i] {
+			case "before-6":
+				before = f[i+1]
+			case "after-9":
+				after = f[i+1]
+			}
 		}
 	}
 	if before == "" || before != after {
