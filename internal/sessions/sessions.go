@@ -26,9 +26,11 @@ import (
 	"time"
 
 	"github.com/agentd-dev/agentd/internal/catalog"
+	"github.com/agentd-dev/agentd/internal/guest"
 	"github.com/agentd-dev/agentd/internal/link"
 	"github.com/agentd-dev/agentd/internal/server"
 	"github.com/agentd-dev/agentd/internal/supervisor"
+	"github.com/agentd-dev/agentd/internal/web"
 	"github.com/agentd-dev/agentd/protocol"
 )
 
@@ -122,6 +124,12 @@ type Service struct {
 	// under the same id later gets its workers. Guarded by mu.
 	removing map[string]int
 	draining bool // guarded by mu
+
+	grants *guest.Store // constant: the guests' grants
+	// guests are the connections of guests, for the revocation of a
+	// grant to reach. Guarded by mu.
+	guests map[*clientConn]struct{}
+	web    *web.Listener // guarded by mu: the web listener, once started
 }
 
 // ErrClosed is the cause of the service's context once it closed.
@@ -160,7 +168,11 @@ func New(ctx context.Context, h *server.Server, cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening the session catalog: %w", err)
 	}
-	s := &Service{cfg: cfg, host: h, sup: sup, cat: cat, log: cfg.Logger, workers: map[string]*worker{}, archived: map[string]bool{}, removing: map[string]int{}, detached: make(chan struct{})}
+	grants, err := guest.Open(cfg.Home)
+	if err != nil {
+		return nil, err
+	}
+	s := &Service{cfg: cfg, host: h, sup: sup, cat: cat, log: cfg.Logger, workers: map[string]*worker{}, archived: map[string]bool{}, removing: map[string]int{}, detached: make(chan struct{}), grants: grants, guests: map[*clientConn]struct{}{}}
 	s.ctx, s.cancel = context.WithCancelCause(ctx)
 	s.table = s.handlers()
 	s.adoptAll()
@@ -221,6 +233,7 @@ func (s *Service) Close(ctx context.Context) error {
 		close(s.detached)
 	}
 	s.cancel(ErrClosed)
+	s.closeWeb()
 	if !s.handingOff.Load() {
 		s.BeginDrain()
 	}
@@ -232,12 +245,22 @@ func (s *Service) Close(ctx context.Context) error {
 // AttachConnection implements server.ConnectionAttacher: it tracks the
 // subscriptions each client connection holds.
 func (s *Service) AttachConnection(id server.Identity, out *server.OutboundWriter) server.Attachment {
-	return &clientConn{s: s, id: id, out: out, subs: map[string]*subscription{}, turn: make(chan struct{}, 1), controllers: map[string]controllerHeld{}}
+	c := &clientConn{s: s, id: id, out: out, subs: map[string]*subscription{}, turn: make(chan struct{}, 1), controllers: map[string]controllerHeld{}}
+	if id.Principal.Kind == protocol.PrincipalGuest {
+		s.mu.Lock()
+		s.guests[c] = struct{}{}
+		s.mu.Unlock()
+	}
+	return c
 }
 
 // ReportStatus adds the model providers to host.status.
 func (s *Service) ReportStatus(st *protocol.HostStatus) {
 	st.Providers = s.cfg.Models.Providers()
+	if l := s.webListener(); l != nil {
+		info := l.Info()
+		st.Web = &info
+	}
 }
 
 // ReportDiagnostics adds the counts of the session fan-out's work to
