@@ -78,7 +78,7 @@ func (s *Service) Confirm(call *server.Call) error {
 		return notFound(*in.SessionRef())
 	}
 	if call.Operation.Name == string(protocol.OpSessionList) {
-		return protocol.Errorf(protocol.CodeUnauthorized, "the grant ended while session.list ran")
+		return protocol.Errorf(protocol.CodeUnauthorized, "session.list: the guest holds no grant in force")
 	}
 	return nil
 }
