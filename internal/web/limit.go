@@ -17,6 +17,7 @@ type limiter struct {
 	tokens   float64   // guarded by mu
 	last     time.Time // guarded by mu
 	failures int       // guarded by mu: all the failures it saw
+	slowed   int       // guarded by mu: all the attempts it refused unseen
 }
 
 func newLimiter(rate float64, burst int) *limiter {
@@ -51,4 +52,12 @@ func (l *limiter) fail() int {
 	l.tokens = max(0, l.tokens-1)
 	l.failures++
 	return l.failures
+}
+
+// slow counts an attempt refused unseen and returns how many there were.
+func (l *limiter) slow() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.slowed++
+	return l.slowed
 }

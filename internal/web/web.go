@@ -310,6 +310,9 @@ func (l *Listener) authenticate(w http.ResponseWriter, r *http.Request, login bo
 		return protocol.Principal{}, false
 	}
 	if !l.limiter.allow() {
+		if n := l.limiter.slow(); n == 1 || n%100 == 0 {
+			l.cfg.Logger.Warn("web token attempts slowed: refused before their token is looked at", "refused", n, "remote", r.RemoteAddr)
+		}
 		w.Header().Set("Retry-After", "1")
 		http.Error(w, "too many failed token attempts; try again shortly", http.StatusTooManyRequests)
 		return protocol.Principal{}, false
