@@ -304,16 +304,31 @@ func (g gated) Handlers() server.Table {
 	return out
 }
 
-// Seed 004: a grant revoked while a query of its guest runs hides the
-// query's result. The guest's session.get and session.list have read
-// the session when the owner revokes the grant over its own connection;
-// once they end, the guest hears not_found and unauthorized, never the
-// session.
+// Seed 004: a guest sees only the session it holds an observation grant
+// for, and a grant revoked while a query of its guest runs hides the
+// query's result. Over the WebSocket, the guest's session.list lists its
+// one session of two; then its session.get and session.list have read
+// the session when the owner revokes the grant over its own connection,
+// and once they end the guest hears not_found and unauthorized, never
+// the session.
 func TestAGrantRevokedWhileAGuestsQueryRunsHidesTheResult(t *testing.T) {
 	g := gated{held: make(chan string), release: make(chan struct{})}
 	w := newWebHost(t, func(s *sessions.Service) server.Composition { g.Service = s; return g })
 	ctx := agentdtest.Context(t)
 	s := createSession(t, w.owner, w.work)
+	createSession(t, w.owner, w.work)
+
+	seeing := w.guestConn(t, w.share(t, s.SessionID, protocol.GrantObserve).Token)
+	listed := make(chan protocol.SessionListResult, 1)
+	go func() {
+		l, _ := client.Call(ctx, seeing, protocol.OpSessionList, protocol.SessionListInput{})
+		listed <- l
+	}()
+	<-g.held
+	g.release <- struct{}{}
+	if l := <-listed; len(l.Sessions) != 1 || l.Sessions[0].SessionID != s.SessionID {
+		t.Fatalf("the guest's session.list: %+v, want its one session", l)
+	}
 
 	type answer struct {
 		session protocol.Session
