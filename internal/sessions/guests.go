@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/agentd-dev/agentd/internal/fanout"
 	"github.com/agentd-dev/agentd/internal/guest"
@@ -108,6 +109,7 @@ func (s *Service) createGrant(_ context.Context, _ *server.Call, in *protocol.Gr
 	if err != nil {
 		return protocol.GrantCreateResult{}, protocol.Errorf(protocol.CodeInvalidRequest, "%v", err)
 	}
+	s.expireLater(g)
 	res := protocol.GrantCreateResult{Grant: g, Token: token}
 	if l := s.webListener(); l != nil {
 		res.URL = l.Info().URL + "#token=" + token
@@ -127,11 +129,60 @@ func (s *Service) revokeGrant(_ context.Context, _ *server.Call, in *protocol.Gr
 	if errors.Is(err, guest.ErrNoGrant) {
 		return protocol.Grant{}, protocol.Errorf(protocol.CodeNotFound, "%v", err)
 	}
+	s.stopExpiry(g.GrantID)
 	s.endGuests(g.GrantID)
 	if err != nil {
 		return protocol.Grant{}, err
 	}
 	return g, nil
+}
+
+// expireLater ends what grant g's guest holds once g expires, as its
+// revocation does.
+func (s *Service) expireLater(g protocol.Grant) {
+	if g.ExpiresAt == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.expiries == nil {
+		return // closed
+	}
+	var t *time.Timer
+	t = time.AfterFunc(time.Until(*g.ExpiresAt), func() {
+		s.mu.Lock()
+		if s.expiries[g.GrantID] != t {
+			s.mu.Unlock()
+			return // revoked, or the service closed
+		}
+		delete(s.expiries, g.GrantID)
+		// Counted under mu, before Close can wait for the group.
+		s.wg.Add(1)
+		s.mu.Unlock()
+		defer s.wg.Done()
+		s.endGuests(g.GrantID)
+	})
+	s.expiries[g.GrantID] = t
+}
+
+// stopExpiry forgets grant id's expiry.
+func (s *Service) stopExpiry(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t, ok := s.expiries[id]; ok {
+		t.Stop()
+		delete(s.expiries, id)
+	}
+}
+
+// stopExpiries stops every expiry, for good: the service closes.
+func (s *Service) stopExpiries() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, t := range s.expiries {
+		t.Stop()
+	}
+	s.expiries = nil
 }
 
 // endGuests ends what the connections of the guests of grants hold.
@@ -197,8 +248,9 @@ func (s *Service) startWeb(_ context.Context, _ *server.Call, in *protocol.WebSt
 	return info, nil
 }
 
-// closeWeb stops the web listener, if one runs.
+// closeWeb stops the web listener, if one runs, and the grants' expiries.
 func (s *Service) closeWeb() {
+	s.stopExpiries()
 	s.mu.Lock()
 	l := s.web
 	s.web = nil

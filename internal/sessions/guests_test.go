@@ -437,3 +437,44 @@ func TestRevokingAGrantEndsItsGuestsSubscriptionsAndPTYControlAtOnce(t *testing.
 	_, err = client.Call(ctx, w.owner, protocol.OpGrantRevoke, protocol.GrantRef{GrantID: grant.Grant.GrantID})
 	wantCode(t, err, protocol.CodeNotFound)
 }
+
+// A grant that expires ends its guest's subscription as a revocation
+// does, and its later requests answer not_found. The grant is given a
+// short life, doubled until the guest subscribes within it.
+func TestAnExpiringGrantEndsItsGuestsSubscription(t *testing.T) {
+	w := newWebHost(t, nil)
+	ctx := agentdtest.Context(t)
+	s := createSession(t, w.owner, w.work)
+	for life := 500 * time.Millisecond; ; life *= 2 {
+		until := time.Now().Add(life)
+		grant, err := client.Call(ctx, w.owner, protocol.OpGrantCreate, protocol.GrantCreateInput{SessionID: s.SessionID, Level: protocol.GrantObserve, ExpiresAt: &until})
+		if err != nil {
+			t.Fatal(err)
+		}
+		guest := w.guestConn(t, grant.Token)
+		open, err := client.Call(ctx, guest, protocol.OpSubscriptionOpen, protocol.SubscriptionOpenInput{SessionID: s.SessionID, Transcript: protocol.TranscriptBootstrap{Kind: protocol.TranscriptNone}})
+		if err != nil {
+			continue // expired before the guest subscribed: a longer life
+		}
+		watcher := guest.Watch(open.SubscriptionID)
+		if _, err := client.Call(ctx, guest, protocol.OpSubscriptionReady, protocol.SubscriptionRef{SubscriptionID: open.SubscriptionID}); err != nil {
+			continue
+		}
+		for {
+			f, err := watcher.Next(ctx)
+			if err != nil {
+				t.Fatalf("the subscription of an expiring grant did not close: %v", err)
+			}
+			var closed protocol.SubscriptionClosedFrame
+			if f.Kind == protocol.KindSubscriptionClosed && f.Decode(&closed) == nil {
+				if closed.Reason != protocol.ClosedAccessRevoked {
+					t.Fatalf("closed with %q, want %q", closed.Reason, protocol.ClosedAccessRevoked)
+				}
+				break
+			}
+		}
+		_, err = client.Call(ctx, guest, protocol.OpSessionGet, protocol.SessionRef{SessionID: s.SessionID})
+		wantCode(t, err, protocol.CodeNotFound)
+		return
+	}
+}

@@ -181,6 +181,7 @@ func (s *Service) remove(_ context.Context, _ *server.Call, in *protocol.Session
 	}
 	var ended []string
 	for _, g := range s.grants.RevokeSession(h.ID) {
+		s.stopExpiry(g.GrantID)
 		ended = append(ended, g.GrantID)
 	}
 	s.endGuests(ended...)

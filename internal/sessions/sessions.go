@@ -130,6 +130,9 @@ type Service struct {
 	// grant to reach. Guarded by mu.
 	guests map[*clientConn]struct{}
 	web    *web.Listener // guarded by mu: the web listener, once started
+	// expiries end what a grant's guest holds when the grant expires, by
+	// grant id; nil once the service closed. Guarded by mu.
+	expiries map[string]*time.Timer
 }
 
 // ErrClosed is the cause of the service's context once it closed.
@@ -172,9 +175,12 @@ func New(ctx context.Context, h *server.Server, cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Service{cfg: cfg, host: h, sup: sup, cat: cat, log: cfg.Logger, workers: map[string]*worker{}, archived: map[string]bool{}, removing: map[string]int{}, detached: make(chan struct{}), grants: grants, guests: map[*clientConn]struct{}{}}
+	s := &Service{cfg: cfg, host: h, sup: sup, cat: cat, log: cfg.Logger, workers: map[string]*worker{}, archived: map[string]bool{}, removing: map[string]int{}, detached: make(chan struct{}), grants: grants, guests: map[*clientConn]struct{}{}, expiries: map[string]*time.Timer{}}
 	s.ctx, s.cancel = context.WithCancelCause(ctx)
 	s.table = s.handlers()
+	for _, g := range grants.List() {
+		s.expireLater(g)
+	}
 	s.adoptAll()
 	return s, nil
 }
