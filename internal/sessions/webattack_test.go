@@ -181,3 +181,47 @@ func TestAThousandFailedTokenAttemptsAreSlowedAndLoggedAndHarmNoOne(t *testing.T
 		t.Fatal("the guest's connection closed")
 	}
 }
+
+// The WebSocket has the socket's limits: a message over the size limit,
+// sent by a guest, closes that connection alone, as on the unix socket;
+// another guest's connection and the owner's carry on.
+func TestAnOversizedMessageOverTheWebSocketClosesThatConnectionAlone(t *testing.T) {
+	w := newWebHost(t, nil)
+	ctx := agentdtest.Context(t)
+	s := createSession(t, w.owner, w.work)
+	good := w.share(t, s.SessionID, protocol.GrantObserve)
+	other := w.guestConn(t, good.Token)
+
+	nc, _, err := dialWeb(ctx, w.web.WebSocketURL, bearer(good.Token))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	hello := `{"kind":"hello","clientInstanceId":"big","protocolMin":1,"protocolMax":1,"compatibilityEpoch":1,"compositionId":"agentd.interactive","surface":"web"}` + "\n"
+	if _, err := nc.Write([]byte(hello)); err != nil {
+		t.Fatal(err)
+	}
+	big := `{"requestId":"r1","operation":"host.status","input":{"pad":"` + strings.Repeat("x", protocol.MaxMessageBytes) + `"}}` + "\n"
+	go nc.Write([]byte(big)) // the host may close before it has read it all
+	if _, err := io.Copy(io.Discard, nc); err != nil && !errors.Is(err, io.EOF) && !strings.Contains(err.Error(), "close") {
+		t.Logf("reading the closed connection: %v", err)
+	}
+	if _, err := client.Call(ctx, other, protocol.OpSessionGet, protocol.SessionRef{SessionID: s.SessionID}); err != nil {
+		t.Fatalf("the other guest's connection: %v", err)
+	}
+	if _, err := w.owner.Status(ctx); err != nil {
+		t.Fatalf("the owner's connection: %v", err)
+	}
+	poll.Until(t, "a diagnostic of the oversized message", func() bool {
+		d, err := client.Call(ctx, w.owner, protocol.OpHostDiagnosticsQuery, protocol.DiagnosticsQueryInput{})
+		if err != nil {
+			return false
+		}
+		for _, e := range d.Diagnostics {
+			if strings.Contains(e.Message, "protocol violation") || strings.Contains(e.Message, "exceeds") || strings.Contains(e.Message, "too large") {
+				return true
+			}
+		}
+		return false
+	})
+}

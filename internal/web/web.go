@@ -200,7 +200,7 @@ func allowedHosts(host string, loopback bool, port int) func(string) bool {
 		case ip == nil:
 			return strings.EqualFold(hh, host)
 		case ip.IsUnspecified():
-			return hip != nil || strings.EqualFold(hh, name)
+			return hip != nil || name != "" && strings.EqualFold(hh, name)
 		}
 		return hip != nil && hip.Equal(ip)
 	}
