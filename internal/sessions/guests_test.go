@@ -259,8 +259,8 @@ func TestAGuestSeesOnlyTheSessionOfItsGrantAndDoesOnlyWhatItsLevelAllows(t *test
 			t.Errorf("the observing guest's %s: %v, want unauthorized", op, err)
 		}
 	}
-	if _, err := guest.Status(ctx); err != nil {
-		t.Errorf("the guest's host.status: %v", err)
+	if st, err := guest.Status(ctx); err != nil || st.Home != "" || st.LogFile != "" || st.Web != nil || len(st.Providers) != 0 {
+		t.Errorf("the guest's host.status: %+v %v, want the host's files and setup left out", st, err)
 	}
 	// Its PTY: the guest reads it, nobody took it.
 	if _, err := client.Call(ctx, guest, protocol.OpRuntimeResourceQuery, protocol.ResourceQueryInput{SessionID: mine.SessionID}); err != nil {
