@@ -55,6 +55,21 @@ type webHost struct {
 // wrapped by wrap when it is set, and its web listener.
 func newWebHost(t *testing.T, wrap func(*sessions.Service) server.Composition) *webHost {
 	t.Helper()
+	w := newWebHostOff(t, wrap)
+	web, err := client.Call(agentdtest.Context(t), w.owner, protocol.OpHostWebStart, protocol.WebStartInput{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !web.Loopback || web.OwnerToken == "" || !strings.HasPrefix(web.Address, "127.0.0.1:") {
+		t.Fatalf("the web listener: %+v", web)
+	}
+	w.web = web
+	return w
+}
+
+// newWebHostOff is newWebHost without the web listener started.
+func newWebHostOff(t *testing.T, wrap func(*sessions.Service) server.Composition) *webHost {
+	t.Helper()
 	t.Setenv("AGENTD_TEST_AS_CLI", "1")
 	t.Setenv("GORACE", "atexit_sleep_ms=0")
 	base := agentdtest.ShortDir(t)
@@ -75,15 +90,7 @@ func newWebHost(t *testing.T, wrap func(*sessions.Service) server.Composition) *
 	h := agentdtest.NewHost(t, agentdtest.Options{Home: home, RuntimeDir: runDir, Compose: compose})
 	work := filepath.Join(base, "work")
 	os.MkdirAll(work, 0o755)
-	owner := h.Connect(t)
-	web, err := client.Call(agentdtest.Context(t), owner, protocol.OpHostWebStart, protocol.WebStartInput{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !web.Loopback || web.OwnerToken == "" || !strings.HasPrefix(web.Address, "127.0.0.1:") {
-		t.Fatalf("the web listener: %+v", web)
-	}
-	return &webHost{h: h, owner: owner, work: work, web: web, log: log}
+	return &webHost{h: h, owner: h.Connect(t), work: work, log: log}
 }
 
 // share gives a guest a grant on session id at level and returns it.

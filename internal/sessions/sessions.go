@@ -218,12 +218,16 @@ func (s *Service) BeginDrain() {
 	stops.Wait()
 }
 
-// stopStarting makes the host start no more workers, and returns those
-// that run.
+// stopStarting makes the host start no more workers, nor take web
+// connections, and returns the workers that run.
 func (s *Service) stopStarting() []*worker {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.draining = true
+	if s.web != nil {
+		// As the host's socket: no connection comes once the host drains.
+		s.web.StopAccepting()
+	}
 	workers := make([]*worker, 0, len(s.workers))
 	for _, w := range s.workers {
 		workers = append(workers, w)

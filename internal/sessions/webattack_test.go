@@ -225,3 +225,35 @@ func TestAnOversizedMessageOverTheWebSocketClosesThatConnectionAlone(t *testing.
 		return false
 	})
 }
+
+// host.web.start refuses a bad address, or half a certificate, naming the
+// field; a listener that runs is returned as it is, without the owner's
+// token, and another address for it is a conflict.
+func TestHostWebStartRefusesBadInputNamingTheField(t *testing.T) {
+	w := newWebHost(t, nil)
+	ctx := agentdtest.Context(t)
+	again, err := client.Call(ctx, w.owner, protocol.OpHostWebStart, protocol.WebStartInput{})
+	if err != nil || again.Address != w.web.Address || again.OwnerToken != "" {
+		t.Fatalf("a second host.web.start: %+v %v", again, err)
+	}
+	_, err = client.Call(ctx, w.owner, protocol.OpHostWebStart, protocol.WebStartInput{Listen: "127.0.0.1:1"})
+	if remoteCode(err) != protocol.CodeOperationConflict || !strings.Contains(err.Error(), `"listen"`) {
+		t.Fatalf("host.web.start on another address: %v", err)
+	}
+
+	fresh := newWebHostOff(t, nil).owner
+	for in, field := range map[protocol.WebStartInput]string{
+		{Listen: "no port"}:             `"listen"`,
+		{Listen: "256.1.1.1:0"}:         `"listen"`,
+		{CertFile: "/no/such/cert"}:     `"certFile"`,
+		{CertFile: "/a", KeyFile: "/b"}: `"certFile"`,
+	} {
+		_, err := client.Call(ctx, fresh, protocol.OpHostWebStart, in)
+		if remoteCode(err) != protocol.CodeInvalidRequest || !strings.Contains(err.Error(), field) {
+			t.Errorf("host.web.start %+v: %v, want invalid_request naming %s", in, err, field)
+		}
+	}
+	if st, err := fresh.Status(ctx); err != nil || st.Web != nil {
+		t.Fatalf("a host whose web listener never started: %+v %v", st.Web, err)
+	}
+}

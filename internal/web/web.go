@@ -152,6 +152,10 @@ func Start(cfg Config) (*Listener, string, error) {
 // Info describes the listener, without the owner's token.
 func (l *Listener) Info() protocol.WebListener { return l.info }
 
+// StopAccepting stops listening: the connections it handed over carry
+// on until the server ends them, or Close.
+func (l *Listener) StopAccepting() { l.ln.Close() }
+
 // Close stops listening and ends the connections it handed over, then
 // waits for them.
 func (l *Listener) Close() error {
