@@ -36,8 +36,11 @@ const (
 	PathLogin = "/login"
 )
 
-// CookieName is the cookie the owner's login sets.
+// CookieName is the cookie a login sets.
 const CookieName = "agentd_session"
+
+// maxCookies bounds the logins a listener remembers.
+const maxCookies = 1024
 
 // Owner is the principal of the owner's web connections: the owner, who
 // proved the web login token.
@@ -263,6 +266,14 @@ func (l *Listener) serveLogin(w http.ResponseWriter, r *http.Request) {
 	}
 	value, hash := guest.NewToken()
 	l.mu.Lock()
+	if len(l.cookies) >= maxCookies {
+		// Logins are bounded: the oldest is not known, so one goes at
+		// random; its browser logs in again.
+		for k := range l.cookies {
+			delete(l.cookies, k)
+			break
+		}
+	}
 	l.cookies[hash] = p
 	l.mu.Unlock()
 	http.SetCookie(w, &http.Cookie{
