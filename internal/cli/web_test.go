@@ -93,6 +93,56 @@ func TestWebAndShareGiveAGuestOneSessionUntilRevoked(t *testing.T) {
 	}
 }
 
+// A grant survives agentd upgrade: the replacing host reads it from the
+// home, lists it, and its token opens the session once the new host
+// listens on the web, as asked again; its revocation holds in the new
+// host too.
+func TestAGrantSurvivesAHostHandOff(t *testing.T) {
+	p := newPlace(t)
+	id := strings.TrimSpace(p.mustRun("new", "--cwd", p.workDir()))
+	var share struct {
+		GrantID string `json:"grantId"`
+		Token   string `json:"token"`
+	}
+	if err := json.Unmarshal([]byte(p.mustRun("share", id, "--control", "--json")), &share); err != nil {
+		t.Fatal(err)
+	}
+	before := p.statusJSON().PID
+	p.mustRun("upgrade")
+	if p.statusJSON().PID == before {
+		t.Fatal("the host was not replaced")
+	}
+	var grants []protocol.Grant
+	if err := json.Unmarshal([]byte(p.mustRun("share", "ls", "--json")), &grants); err != nil || len(grants) != 1 || grants[0].GrantID != share.GrantID || grants[0].Level != protocol.GrantControl {
+		t.Fatalf("the grants after the hand-off: %+v %v", grants, err)
+	}
+	var web struct {
+		WebSocketURL string `json:"websocketUrl"`
+	}
+	if err := json.Unmarshal([]byte(p.mustRun("web", "--json")), &web); err != nil {
+		t.Fatal(err)
+	}
+	ctx := agentdtest.Context(t)
+	guest, err := client.Dial(ctx, web.WebSocketURL, client.Options{Surface: protocol.SurfaceWeb, Dial: func(ctx context.Context) (net.Conn, error) {
+		ws, _, err := websocket.Dial(ctx, web.WebSocketURL, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + share.Token}}})
+		if err != nil {
+			return nil, err
+		}
+		return websocket.NetConn(context.Background(), ws, websocket.MessageText), nil
+	}})
+	if err != nil {
+		t.Fatalf("the grant's token on the new host: %v", err)
+	}
+	defer guest.Close()
+	if s, err := client.Call(ctx, guest, protocol.OpSessionGet, protocol.SessionRef{SessionID: id}); err != nil || s.SessionID != id {
+		t.Fatalf("the guest's session.get on the new host: %+v %v", s, err)
+	}
+	p.mustRun("share", "rm", share.GrantID)
+	if _, err := client.Call(ctx, guest, protocol.OpSessionGet, protocol.SessionRef{SessionID: id}); !strings.Contains(errString(err), "not found") {
+		t.Fatalf("the guest's session.get once revoked on the new host: %v", err)
+	}
+}
+
 func errString(err error) string {
 	if err == nil {
 		return ""
