@@ -482,6 +482,9 @@ func TestAnExpiringGrantEndsItsGuestsSubscription(t *testing.T) {
 		}
 		_, err = client.Call(ctx, guest, protocol.OpSessionGet, protocol.SessionRef{SessionID: s.SessionID})
 		wantCode(t, err, protocol.CodeNotFound)
+		if code := upgradeStatus(t, w.web.WebSocketURL, "", bearer(grant.Token)); code != http.StatusUnauthorized {
+			t.Fatalf("the expired grant's token opened a WebSocket: %d", code)
+		}
 		return
 	}
 }

@@ -62,6 +62,7 @@ func TestTheWebListenerRefusesBadTokensOtherHostsAndOtherSites(t *testing.T) {
 		{"a Host of another port", "127.0.0.1:1", bearer(good.Token), http.StatusMisdirectedRequest},
 		{"an Origin of another site", "", http.Header{"Authorization": {"Bearer " + good.Token}, "Origin": {"http://other.example"}}, http.StatusForbidden},
 		{"a good token", "", bearer(good.Token), http.StatusSwitchingProtocols},
+		{"a good token from the listener's own origin", "", http.Header{"Authorization": {"Bearer " + good.Token}, "Origin": {"http://" + w.web.Address}}, http.StatusSwitchingProtocols},
 		{"a good token by localhost", "localhost" + port, bearer(good.Token), http.StatusSwitchingProtocols},
 	}
 	for _, c := range cases {
