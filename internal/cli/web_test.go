@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
@@ -140,6 +141,26 @@ func TestAGrantSurvivesAHostHandOff(t *testing.T) {
 	p.mustRun("share", "rm", share.GrantID)
 	if _, err := client.Call(ctx, guest, protocol.OpSessionGet, protocol.SessionRef{SessionID: id}); !strings.Contains(errString(err), "not found") {
 		t.Fatalf("the guest's session.get once revoked on the new host: %v", err)
+	}
+}
+
+// agentd share completes a session id, and share rm a grant's id from the
+// running host.
+func TestShareCompletesSessionsAndGrants(t *testing.T) {
+	p := newPlace(t)
+	p.mustRun("new", "--id", "beta1", "--cwd", p.workDir(), "--title", "the docs")
+	var share struct {
+		GrantID string `json:"grantId"`
+	}
+	if err := json.Unmarshal([]byte(p.mustRun("share", "beta1", "--label", "Ana", "--json")), &share); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := completions(t, p, "share", "be"); !slices.Contains(got, "beta1\tthe docs, in work") {
+		t.Errorf("__complete share be: %q", got)
+	}
+	want := []string{share.GrantID + "\tobserve of beta1 Ana"}
+	if got, directive := completions(t, p, "share", "rm", ""); !slices.Equal(got, want) || directive != ":4" {
+		t.Errorf("__complete share rm: %q %s; want %q", got, directive, want)
 	}
 }
 
