@@ -33,6 +33,8 @@ func TestAListenerAnswersOnlyToItsOwnHostNames(t *testing.T) {
 		{"0.0.0.0", false, "10.0.0.7:8080", true},
 		{"0.0.0.0", false, name + ":8080", true},
 		{"0.0.0.0", false, "rebound.example:8080", false},
+		{"", false, "10.0.0.7:8080", true},
+		{"", false, "rebound.example:8080", false},
 	}
 	for _, c := range cases {
 		if got := allowedHosts(c.listen, c.loopback, 8080)(c.host); got != c.want {

@@ -195,6 +195,9 @@ func isLoopback(host string) bool {
 func allowedHosts(host string, loopback bool, port int) func(string) bool {
 	name, _ := os.Hostname()
 	ip := net.ParseIP(host)
+	if host == "" {
+		ip = net.IPv4zero // ":port" listens on every address
+	}
 	return func(h string) bool {
 		hh, p, err := net.SplitHostPort(h)
 		if err != nil || p != strconv.Itoa(port) {
