@@ -90,8 +90,8 @@ type WebListener struct {
 	WebSocketURL string `json:"websocketUrl"`
 	// Loopback is false when it listens beyond this machine.
 	Loopback bool `json:"loopback"`
-	// OwnerToken is the owner's web login, given once: by the
-	// host.web.start that started the listener.
+	// OwnerToken is a new owner's web login token, from host.web.start:
+	// accepted once, it replaces one not yet exchanged.
 	OwnerToken string `json:"ownerToken,omitempty"`
 }
 

@@ -18,7 +18,7 @@ func newWebCmd(e *env) *cobra.Command {
 	var in protocol.WebStartInput
 	cmd := &cobra.Command{
 		Use:   "web",
-		Short: "Listen on the web: print the WebSocket URL, and the owner's login the first time.",
+		Short: "Listen on the web: print the WebSocket URL and a new owner's login token.",
 		Long: `Start the host's web listener, off until asked, and print where it listens.
 
 It listens on a free port of 127.0.0.1 unless --listen names an address; an
@@ -43,7 +43,7 @@ Authorization: Bearer TOKEN, as docs/protocol.md describes.`,
 				return writeJSON(e.stdout, struct {
 					URL          string `json:"url"`
 					WebSocketURL string `json:"websocketUrl"`
-					OwnerToken   string `json:"ownerToken,omitempty"`
+					OwnerToken   string `json:"ownerToken"`
 				}{l.URL, l.WebSocketURL, l.OwnerToken})
 			}
 			printWeb(e.stdout, l)
@@ -53,7 +53,7 @@ Authorization: Bearer TOKEN, as docs/protocol.md describes.`,
 	cmd.Flags().StringVar(&in.Listen, "listen", "", "listen on this host:port (default: a free port of 127.0.0.1)")
 	cmd.Flags().StringVar(&in.CertFile, "tls-cert", "", "serve TLS with this PEM certificate (with --tls-key)")
 	cmd.Flags().StringVar(&in.KeyFile, "tls-key", "", "the PEM key of --tls-cert")
-	cmd.Flags().BoolVar(&asJSON, "json", false, `print {"url": …, "websocketUrl": …} (and "ownerToken" the first time)`)
+	cmd.Flags().BoolVar(&asJSON, "json", false, `print {"url": …, "websocketUrl": …, "ownerToken": …}`)
 	return cmd
 }
 
@@ -64,11 +64,7 @@ func printWeb(w io.Writer, l protocol.WebListener) {
 	if !l.Loopback {
 		fmt.Fprintf(w, "\nthis listens beyond this machine: whoever reaches %s and holds a token reaches the host\n", l.Address)
 	}
-	if l.OwnerToken == "" {
-		fmt.Fprintf(w, "\nthe listener was already running; its owner's login was told when it started\n")
-		return
-	}
-	fmt.Fprintf(w, "\nowner's login, shown this once: %s\n", l.OwnerToken)
+	fmt.Fprintf(w, "\nowner's login, shown this once and replacing any before it not yet used: %s\n", l.OwnerToken)
 	fmt.Fprintf(w, "exchange it once for a session cookie: POST %slogin with Authorization: Bearer TOKEN\n", l.URL)
 	fmt.Fprintf(w, "guests: agentd share SESSION prints a token for one session, sent as Authorization: Bearer TOKEN on %s\n", l.WebSocketURL)
 }

@@ -16,8 +16,8 @@ import (
 	"github.com/agentd-dev/agentd/protocol"
 )
 
-// agentd web starts the listener once and prints where it listens, the
-// owner's login only the first time; agentd share prints a grant whose
+// agentd web starts the listener once and prints where it listens, with
+// a new owner's login each time; agentd share prints a grant whose
 // token opens the session alone over the WebSocket; share ls lists it and
 // share rm revokes it at once; status shows the listener.
 func TestWebAndShareGiveAGuestOneSessionUntilRevoked(t *testing.T) {
@@ -34,7 +34,7 @@ func TestWebAndShareGiveAGuestOneSessionUntilRevoked(t *testing.T) {
 		t.Fatalf("agentd web --json: %+v %v", web, err)
 	}
 	again := p.mustRun("web")
-	if !strings.Contains(again, web.WebSocketURL) || strings.Contains(again, web.OwnerToken) || !strings.Contains(again, "no web page yet") {
+	if !strings.Contains(again, web.WebSocketURL) || strings.Contains(again, web.OwnerToken) || !strings.Contains(again, "owner's login") || !strings.Contains(again, "no web page yet") {
 		t.Fatalf("a second agentd web:\n%s", again)
 	}
 	if out := p.mustRun("status"); !strings.Contains(out, web.WebSocketURL) {

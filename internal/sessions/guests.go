@@ -220,8 +220,8 @@ func (s *Service) webListener() *web.Listener {
 	return s.web
 }
 
-// startWeb starts the web listener, or returns the one that runs; only
-// the start tells the owner's login token.
+// startWeb starts the web listener, or returns the one that runs, with a
+// new owner's login token either way.
 func (s *Service) startWeb(_ context.Context, _ *server.Call, in *protocol.WebStartInput) (protocol.WebListener, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -230,6 +230,7 @@ func (s *Service) startWeb(_ context.Context, _ *server.Call, in *protocol.WebSt
 		if in.Listen != "" && in.Listen != info.Address {
 			return protocol.WebListener{}, protocol.Errorf(protocol.CodeOperationConflict, `field "listen": the host already listens on %s`, info.Address)
 		}
+		info.OwnerToken = s.web.NewOwnerToken()
 		return info, nil
 	}
 	if s.draining {

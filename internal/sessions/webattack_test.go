@@ -86,8 +86,9 @@ func TestTheWebListenerRefusesBadTokensOtherHostsAndOtherSites(t *testing.T) {
 }
 
 // The owner's web login token is exchanged once, by a POST, for an
-// HttpOnly, SameSite=Strict cookie; the cookie opens a WebSocket acting
-// for the owner, who sees every session.
+// HttpOnly, SameSite=Strict cookie; a new one replaces one not yet
+// exchanged; the cookie opens a WebSocket acting for the owner, who sees
+// every session.
 func TestTheOwnersLoginTokenIsExchangedOnceForAStrictCookie(t *testing.T) {
 	w := newWebHost(t, nil)
 	ctx := agentdtest.Context(t)
@@ -115,6 +116,21 @@ func TestTheOwnersLoginTokenIsExchangedOnceForAStrictCookie(t *testing.T) {
 	}
 	if again := login(http.MethodPost, w.web.OwnerToken); again.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("the owner's login token exchanged twice: %d", again.StatusCode)
+	}
+	// A new login token replaces one not yet exchanged.
+	first, err := client.Call(ctx, w.owner, protocol.OpHostWebStart, protocol.WebStartInput{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := client.Call(ctx, w.owner, protocol.OpHostWebStart, protocol.WebStartInput{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := login(http.MethodPost, first.OwnerToken); r.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("a replaced login token was exchanged: %d", r.StatusCode)
+	}
+	if r := login(http.MethodPost, second.OwnerToken); r.StatusCode != http.StatusNoContent {
+		t.Fatalf("the latest login token: %d", r.StatusCode)
 	}
 	c, err := client.Dial(ctx, w.web.WebSocketURL, client.Options{Surface: protocol.SurfaceWeb, Dial: func(ctx context.Context) (net.Conn, error) {
 		nc, _, err := dialWeb(ctx, w.web.WebSocketURL, http.Header{"Cookie": {cookie.String()}})
@@ -228,13 +244,13 @@ func TestAnOversizedMessageOverTheWebSocketClosesThatConnectionAlone(t *testing.
 }
 
 // host.web.start refuses a bad address, or half a certificate, naming the
-// field; a listener that runs is returned as it is, without the owner's
-// token, and another address for it is a conflict.
+// field; a listener that runs is returned as it is, with a new owner's
+// login token, and another address for it is a conflict.
 func TestHostWebStartRefusesBadInputNamingTheField(t *testing.T) {
 	w := newWebHost(t, nil)
 	ctx := agentdtest.Context(t)
 	again, err := client.Call(ctx, w.owner, protocol.OpHostWebStart, protocol.WebStartInput{})
-	if err != nil || again.Address != w.web.Address || again.OwnerToken != "" {
+	if err != nil || again.Address != w.web.Address || again.OwnerToken == "" || again.OwnerToken == w.web.OwnerToken {
 		t.Fatalf("a second host.web.start: %+v %v", again, err)
 	}
 	_, err = client.Call(ctx, w.owner, protocol.OpHostWebStart, protocol.WebStartInput{Listen: "127.0.0.1:1"})

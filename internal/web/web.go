@@ -76,7 +76,7 @@ type Listener struct {
 	wg sync.WaitGroup // the HTTP server and the connections it handed over
 
 	mu         sync.Mutex
-	ownerToken string                        // guarded by mu: the hash of the owner's login token until it is exchanged
+	ownerToken string                        // guarded by mu: the hash of the owner's latest login token until it is exchanged
 	cookies    map[string]protocol.Principal // guarded by mu: by the hash of their value
 	conns      map[net.Conn]struct{}         // guarded by mu: the WebSocket connections served
 	closed     bool                          // guarded by mu
@@ -150,6 +150,16 @@ func Start(cfg Config) (*Listener, string, error) {
 	}
 	l.wg.Go(func() { l.http.Serve(ln) })
 	return l, token, nil
+}
+
+// NewOwnerToken returns a new owner's web login token, accepted once;
+// the one before it, if not yet exchanged, is no longer accepted.
+func (l *Listener) NewOwnerToken() string {
+	token, hash := guest.NewToken()
+	l.mu.Lock()
+	l.ownerToken = hash
+	l.mu.Unlock()
+	return token
 }
 
 // Info describes the listener, without the owner's token.
