@@ -33,14 +33,16 @@ var arrows = map[string][]string{
 	// waits for it through the public client's discovery; it never
 	// imports the host. Only the agentd command, tests and benchmarks
 	// start hosts, so only they import it.
-	"internal/activation":            {"client", "internal/home", "internal/proc", "protocol"},
-	"internal/agent":                 {"internal/llm", "internal/tools"},
-	"internal/agentdtest":            {"client", "internal/agentdtest/poll", "internal/host", "internal/server", "protocol"},
-	"internal/agentdtest/poll":       {},
-	"internal/atomicfile":            {},
-	"internal/catalog":               {"internal/atomicfile", "protocol"},
-	"internal/credentials":           {"internal/atomicfile"},
-	"internal/fanout":                {},
+	"internal/activation":      {"client", "internal/home", "internal/proc", "protocol"},
+	"internal/agent":           {"internal/llm", "internal/tools"},
+	"internal/agentdtest":      {"client", "internal/agentdtest/poll", "internal/host", "internal/server", "protocol"},
+	"internal/agentdtest/poll": {},
+	"internal/atomicfile":      {},
+	"internal/catalog":         {"internal/atomicfile", "protocol"},
+	"internal/credentials":     {"internal/atomicfile"},
+	"internal/fanout":          {},
+	// the guests' grants, kept in the home as every file agentd keeps
+	"internal/guest":                 {"internal/atomicfile", "protocol"},
 	"internal/home":                  {"internal/atomicfile", "protocol"},
 	"internal/host":                  {"internal/home", "internal/server", "protocol"},
 	"internal/llm":                   {},
@@ -65,8 +67,10 @@ var arrows = map[string][]string{
 	"internal/server": {"internal/home", "internal/proc", "internal/redact", "internal/transport", "protocol"},
 	// the host's own connection to a session's worker, never the public client
 	"internal/link": {"internal/transport", "protocol"},
-	// why a session's worker ended written without following a link
-	"internal/sessions":   {"internal/atomicfile", "internal/catalog", "internal/fanout", "internal/home", "internal/link", "internal/server", "internal/supervisor", "internal/transport", "protocol"},
+	// why a session's worker ended written without following a link;
+	// the guests' grants it decides access from, and the web listener it
+	// starts for the owner
+	"internal/sessions":   {"internal/atomicfile", "internal/catalog", "internal/fanout", "internal/guest", "internal/home", "internal/link", "internal/server", "internal/supervisor", "internal/transport", "internal/web", "protocol"},
 	"internal/supervisor": {"internal/home", "internal/link", "internal/proc", "protocol"},
 	"internal/tools":      {"internal/atomicfile", "internal/llm", "internal/proc", "internal/sandbox", "protocol"},
 	// its file opened without following a symbolic link
@@ -74,6 +78,9 @@ var arrows = map[string][]string{
 	"internal/transport":  {"protocol"},
 	"internal/tui":        {"client", "protocol"},
 	"internal/version":    {},
+	// the web listener hands the connections it authenticated to the
+	// server, naming their principal; the grants prove guests' tokens
+	"internal/web": {"internal/guest", "internal/server", "protocol"},
 	// the worker names the composition it serves and the host surface it
 	// trusts as the link defines them, the two ends of one connection;
 	// what it records and sends is redacted of the keys it holds

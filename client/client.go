@@ -42,6 +42,11 @@ type Options struct {
 	// Surface names the kind of client (protocol.SurfaceCLI, …); "sdk"
 	// when empty.
 	Surface string
+	// Dial, when set, opens the connection instead of the unix socket at
+	// the endpoint: a WebSocket to the host's web listener, say, as a
+	// net.Conn carrying its text messages. The endpoint then only names
+	// the host in errors.
+	Dial func(ctx context.Context) (net.Conn, error)
 }
 
 // Interruption reasons.
@@ -224,7 +229,11 @@ func Dial(ctx context.Context, endpoint string, opts Options) (*Conn, error) {
 		ctx, cancel = context.WithTimeout(ctx, dialTimeout)
 		defer cancel()
 	}
-	nc, err := dialUnix(ctx, endpoint)
+	dial := opts.Dial
+	if dial == nil {
+		dial = func(ctx context.Context) (net.Conn, error) { return dialUnix(ctx, endpoint) }
+	}
+	nc, err := dial(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to agentd host at %s: %w", endpoint, err)
 	}

@@ -73,6 +73,11 @@ const (
 	OpHostResourcesQuery   Op[HostResourcesQueryInput, HostResourcesQueryResult] = "host.resources.query"
 	OpHostUpgradePrepare   Op[UpgradePrepareInput, UpgradePrepareResult]         = "host.upgrade.prepare"
 	OpHostShutdown         Op[ShutdownInput, ShutdownResult]                     = "host.shutdown"
+	OpHostWebStart         Op[WebStartInput, WebListener]                        = "host.web.start"
+
+	OpGrantCreate Op[GrantCreateInput, GrantCreateResult] = "grant.create"
+	OpGrantList   Op[GrantListInput, GrantListResult]     = "grant.list"
+	OpGrantRevoke Op[GrantRef, Grant]                     = "grant.revoke"
 
 	OpSessionList           Op[SessionListInput, SessionListResult] = "session.list"
 	OpSessionCreate         Op[SessionCreateInput, Session]         = "session.create"
@@ -134,6 +139,11 @@ var operations = sync.OnceValue(func() []Operation {
 		op(OpHostResourcesQuery, Query, AccessOwner, "The host's process resources: memory, descriptors, goroutines, workers."),
 		op(OpHostUpgradePrepare, Command, AccessOwner, "Prepares the host to hand its home to a newer host."),
 		op(OpHostShutdown, Command, AccessOwner, "Drains the host and makes it exit."),
+		op(OpHostWebStart, Command, AccessOwner, "Starts the host's web listener, or returns the one it runs."),
+
+		op(OpGrantCreate, Command, AccessOwner, "Gives a guest a grant on one session, and returns its token."),
+		op(OpGrantList, Query, AccessOwner, "Lists the grants in force with their last use."),
+		op(OpGrantRevoke, Command, AccessOwner, "Revokes a grant: its guest's requests, subscriptions and PTY control end at once."),
 
 		op(OpSessionList, Query, AccessRead, "Lists sessions from the catalog."),
 		op(OpSessionCreate, Command, AccessOwner, "Creates a session."),

@@ -43,6 +43,9 @@ type HostStatus struct {
 	LogFile string `json:"logFile,omitempty"`
 	// Providers are the host's model providers, configured or not.
 	Providers []ProviderStatus `json:"providers,omitempty"`
+	// Web is the host's web listener, when it runs one (its OwnerToken
+	// never set here).
+	Web *WebListener `json:"web,omitempty"`
 }
 
 // DiagnosticsQueryInput is the input of host.diagnostics.query.

@@ -2,12 +2,14 @@
 // memory of an idle worker, a streamed turn reaching a client, listing
 // many sessions, `agentd attach` drawing its first screen, and one session
 // fanned out to many subscribers with one that stalls, a slow reader on a
-// tool that prints as fast as it can — beside anchors
+// tool that prints as fast as it can, a stream and a PTY over the
+// WebSocket — beside anchors
 // measured in the same run: the pi coding agent (`pi --mode rpc`: its time
 // to ready and its idle memory), a raw unix-socket stream of the same
 // frames, the host.status round trip on the same connection, `ls` of the
-// sessions folder, `tmux list-sessions` and `tmux attach`, and the same
-// fan-out without the stalled subscriber.
+// sessions folder, `tmux list-sessions` and `tmux attach`, the same
+// fan-out without the stalled subscriber, and the same stream and PTY over
+// the unix socket.
 //
 // Everything under test runs as real processes: the agentd binary (built
 // from ./cmd/agentd unless -agentd names one) with AGENTD_HOME and
@@ -92,8 +94,8 @@ func main() {
 	flag.StringVar(&cfg.piDir, "pi-dir", "", "where npm installs pi (default: the user cache directory)")
 	flag.BoolVar(&cfg.noPi, "no-pi", false, "do not run pi: its anchors are reported unavailable")
 	flag.StringVar(&cfg.profile, "profile", "", "write CPU profiles of every agentd host and worker, and of this client, into `dir`; agentd then runs inside this binary")
-	flag.StringVar(&skip, "skip", "", "comma-separated parts to skip: run,stream,ls,attach,fanout,flood,pty (rss comes with run)")
-	flag.StringVar(&only, "only", "", "comma-separated parts to run, the others skipped: run,stream,ls,attach,fanout,flood,pty")
+	flag.StringVar(&skip, "skip", "", "comma-separated parts to skip: run,stream,ls,attach,fanout,flood,pty,web (rss comes with run)")
+	flag.StringVar(&only, "only", "", "comma-separated parts to run, the others skipped: run,stream,ls,attach,fanout,flood,pty,web")
 	flag.IntVar(&cfg.sessions, "sessions", 0, "sessions listed by `agentd ls` (default 10000, -quick 2000)")
 	flag.IntVar(&cfg.deltas, "deltas", 0, "text deltas of the streamed turn (default 100000)")
 	flag.DurationVar(&cfg.fanInterval, "fan-interval", 0, "pause between the fan-out turn's timestamp lines (default 1ms)")
@@ -115,7 +117,7 @@ func main() {
 }
 
 // parts are the bench's parts, in the order they run.
-var parts = []string{"run", "stream", "ls", "attach", "fanout", "flood", "pty"}
+var parts = []string{"run", "stream", "ls", "attach", "fanout", "flood", "pty", "web"}
 
 func (c *config) fill(skip, only string) {
 	c.coldRuns, c.warmRuns, c.newRuns, c.piRuns = 15, 20, 10, 10
@@ -236,7 +238,7 @@ func (b *bench) run(ctx context.Context) error {
 	}
 
 	fns := map[string]func(context.Context) error{
-		"run": b.runPart, "stream": b.streamPart, "ls": b.lsPart, "attach": b.attachPart, "fanout": b.fanoutPart, "flood": b.floodPart, "pty": b.ptyPart,
+		"run": b.runPart, "stream": b.streamPart, "ls": b.lsPart, "attach": b.attachPart, "fanout": b.fanoutPart, "flood": b.floodPart, "pty": b.ptyPart, "web": b.webPart,
 	}
 	for _, name := range parts {
 		p := struct {

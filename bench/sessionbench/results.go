@@ -21,6 +21,7 @@ type results struct {
 	fanout fanoutResults
 	flood  floodResults
 	pty    ptyResults
+	web    webResults
 }
 
 // Goals, from the issue.
@@ -195,6 +196,9 @@ func (b *bench) rows() []row {
 	}
 	if !b.cfg.skip["pty"] {
 		rows = append(rows, r.pty.rows()...)
+	}
+	if !b.cfg.skip["web"] {
+		rows = append(rows, r.web.rows()...)
 	}
 	return rows
 }

@@ -119,6 +119,8 @@ prints this help.`,
 		newLogsCmd(e),
 		newShellCmd(e),
 		newPtyCmd(e),
+		newWebCmd(e),
+		newShareCmd(e),
 		newWorkerCmd(e),
 	)
 	// Added now rather than when the command runs, so that unknownCommand

@@ -30,6 +30,7 @@ var (
 	completeModels      = completer{ask: modelNamesOf}
 	completeProviders   = completer{ask: providersOf}
 	completePending     = completer{ask: pendingOf}
+	completeGrants      = completer{ask: grantsOf}
 	completeApprovals   = completer{words: []string{protocol.ApprovalAsk, protocol.ApprovalAll, protocol.ApprovalReadOnly}}
 	completeThinking    = completer{words: []string{"off", "low", "medium", "high"}}
 	completeAnswers     = completer{words: []string{protocol.AnswerAllow, protocol.AnswerDeny}}
@@ -59,6 +60,8 @@ var argCompleters = map[string][]completer{
 	"models thinking": {completeThinking},
 	"auth set":        {completeProviders},
 	"auth rm":         {completeProviders},
+	"share":           {completeSessions},
+	"share rm":        {completeGrants},
 }
 
 // flagCompleters are, by command and flag name, the completers of flag
@@ -128,6 +131,22 @@ func sessionIDsOf(ctx context.Context, c *client.Conn, _ []string, toComplete st
 	for _, s := range page.Sessions {
 		if strings.HasPrefix(s.SessionID, toComplete) {
 			out = append(out, cobra.CompletionWithDesc(s.SessionID, oneLine(sessionLabel(s))))
+		}
+	}
+	return out
+}
+
+// grantsOf are the host's grants in force whose id starts with
+// toComplete, described by their session, level and label.
+func grantsOf(ctx context.Context, c *client.Conn, _ []string, toComplete string) []cobra.Completion {
+	res, err := client.Call(ctx, c, protocol.OpGrantList, protocol.GrantListInput{})
+	if err != nil {
+		return nil
+	}
+	var out []cobra.Completion
+	for _, g := range res.Grants {
+		if strings.HasPrefix(g.GrantID, toComplete) {
+			out = append(out, cobra.CompletionWithDesc(g.GrantID, oneLine(strings.TrimSpace(g.Level+" of "+g.SessionID+" "+g.Label))))
 		}
 	}
 	return out

@@ -99,6 +99,11 @@ func printStatus(w io.Writer, st protocol.HostStatus) {
 	if len(st.Providers) > 0 {
 		fmt.Fprintf(tw, "providers\t%s\n", providersLine(st.Providers))
 	}
+	if st.Web != nil {
+		fmt.Fprintf(tw, "web\t%s\n", st.Web.WebSocketURL)
+	} else {
+		fmt.Fprintf(tw, "web\t%s\n", pal.dim("off (agentd web)"))
+	}
 	tw.Flush()
 }
 

@@ -48,6 +48,9 @@ type connectionConfig struct {
 	// authorize decides whether a call's caller may run its operation
 	// (see Authorizer).
 	authorize func(ctx context.Context, call *Call) error
+	// confirm, when set, decides once the handler has succeeded whether
+	// the caller may still have its result (see Confirmer).
+	confirm func(call *Call) error
 	// attacher returns the composition's attacher once it is ready, or nil.
 	attacher func() ConnectionAttacher
 	// begin admits an operation into the server's accounting.
@@ -448,7 +451,13 @@ func (c *connection) runChecked(h Handler, call *Call) (any, error) {
 	if err := c.cfg.authorize(c.ctx, call); err != nil {
 		return nil, err
 	}
-	return h(c.ctx, call)
+	v, err := h(c.ctx, call)
+	if err == nil && c.cfg.confirm != nil {
+		if err := c.cfg.confirm(call); err != nil {
+			return nil, err
+		}
+	}
+	return v, err
 }
 
 // respond queues a response, with then called once it has been flushed;

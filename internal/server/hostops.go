@@ -19,7 +19,12 @@ import (
 func (srv *Server) hostHandlers() Table {
 	t := Table{}
 	Handle(t, protocol.OpHostStatus, func(ctx context.Context, call *Call, _ *protocol.HostStatusInput) (protocol.HostStatus, error) {
-		return srv.Status(), nil
+		st := srv.Status()
+		if call.Caller.Principal.Kind != protocol.PrincipalLocalOwner {
+			// The host's files and setup are the owner's to know.
+			st.Home, st.LogFile, st.Providers, st.Web = "", "", nil, nil
+		}
+		return st, nil
 	})
 	Handle(t, protocol.OpHostDiagnosticsQuery, func(ctx context.Context, call *Call, in *protocol.DiagnosticsQueryInput) (protocol.DiagnosticsQueryResult, error) {
 		return srv.Diagnostics(in.Limit), nil

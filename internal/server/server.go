@@ -412,6 +412,15 @@ func (srv *Server) authorize(ctx context.Context, call *Call) error {
 	return AuthorizeOwner(call)
 }
 
+// confirm asks the composition, when it confirms access, whether call's
+// caller may still have the result of the operation that just ran.
+func (srv *Server) confirm(call *Call) error {
+	if c, ok := srv.composition().(Confirmer); ok {
+		return c.Confirm(call)
+	}
+	return nil
+}
+
 func (srv *Server) attacher() ConnectionAttacher {
 	a, _ := srv.composition().(ConnectionAttacher)
 	return a
@@ -549,11 +558,36 @@ func (srv *Server) serveConn(c *net.UnixConn) {
 		c.Close()
 		return
 	}
-	t := transport.NewBudgeted(c, srv.reads)
+	srv.serve(c, protocol.LocalOwner)
+}
+
+// ServeConn serves nc, a connection accepted and authenticated elsewhere
+// (the web listener), for principal, and returns once it has ended: the
+// same handshake, limits, queues and eviction as a connection of the
+// socket, its count against MaxConnections included.
+func (srv *Server) ServeConn(nc net.Conn, principal protocol.Principal) {
+	if srv.conns.Add(1) > int64(srv.cfg.MaxConnections) {
+		srv.conns.Add(-1)
+		defer nc.Close()
+		reason := fmt.Sprintf("the host serves its maximum of %d connections", srv.cfg.MaxConnections)
+		msg, _ := json.Marshal(protocol.Refused{Kind: protocol.KindRefused, Reason: reason, MaxConnections: srv.cfg.MaxConnections})
+		nc.SetWriteDeadline(time.Now().Add(refuseWriteTimeout))
+		nc.Write(append(msg, '\n'))
+		srv.diag.record(slog.LevelWarn, kindCapacity, "refused a connection: "+reason)
+		return
+	}
+	defer srv.conns.Add(-1)
+	srv.serve(nc, principal)
+}
+
+// serve runs the handshake of nc, whose peer acts for principal, and
+// serves the connection.
+func (srv *Server) serve(nc net.Conn, principal protocol.Principal) {
+	t := transport.NewBudgeted(nc, srv.reads)
 	// This goroutine reads the connection from the hello to its end.
 	defer srv.readsReleased()
 	defer t.ReleaseReader()
-	id, ok := srv.handshake(c, t)
+	id, ok := srv.handshake(nc, t, principal)
 	if !ok {
 		t.Abort(nil)
 		return
@@ -564,6 +598,7 @@ func (srv *Server) serveConn(c *net.UnixConn) {
 		base:      srv.base,
 		resolve:   srv.resolve,
 		authorize: srv.authorize,
+		confirm:   srv.confirm,
 		attacher:  srv.attacher,
 		inline: func(op protocol.Operation) bool {
 			_, ok := srv.hostTable[op.Name]
@@ -626,7 +661,7 @@ func (srv *Server) trim() {
 	debug.FreeOSMemory()
 }
 
-func (srv *Server) handshake(c *net.UnixConn, t *transport.Conn) (Identity, bool) {
+func (srv *Server) handshake(c net.Conn, t *transport.Conn, principal protocol.Principal) (Identity, bool) {
 	c.SetReadDeadline(time.Now().Add(srv.cfg.HandshakeTimeout))
 	line, err := t.Read()
 	if err != nil {
@@ -671,7 +706,7 @@ func (srv *Server) handshake(c *net.UnixConn, t *transport.Conn) (Identity, bool
 		ConnectionID:     "c" + fmt.Sprint(srv.nextConn.Add(1)),
 		ClientInstanceID: hello.ClientInstanceID,
 		Surface:          hello.Surface,
-		Principal:        protocol.LocalOwner,
+		Principal:        principal,
 	}
 	msg, _ := json.Marshal(protocol.Accepted{
 		Kind: protocol.KindAccepted, HostEpoch: srv.epoch, ConnectionID: id.ConnectionID,

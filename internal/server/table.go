@@ -53,6 +53,14 @@ type Authorizer interface {
 	Authorize(ctx context.Context, call *Call) error
 }
 
+// Confirmer is implemented by an Authorizer whose decision can be
+// withdrawn while a call runs (a guest's grant, revoked): the server asks
+// it once more after a handler succeeded, and answers what it returns
+// instead of the result, which the caller then never sees.
+type Confirmer interface {
+	Confirm(call *Call) error
+}
+
 // AuthorizeOwner is the rule where no Authorizer decides: the local owner
 // may run every operation, anyone else only host.status, which reads no
 // session.

@@ -17,8 +17,8 @@ import (
 )
 
 // asGuest is the session service with the callers of web connections
-// taken for a guest that holds no grant: what a guest's requests will
-// meet once the host has guests, decided by the service's own Authorize.
+// taken for a guest that holds no grant (its grant never given, or
+// revoked), decided by the service's own Authorize.
 type asGuest struct{ *sessions.Service }
 
 var guest = protocol.Principal{ID: "g-1", Kind: protocol.PrincipalGuest}

@@ -109,6 +109,9 @@ func (c *clientConn) Close(context.Context) error {
 	subs, held := c.subs, c.controllers
 	c.subs, c.controllers = map[string]*subscription{}, map[string]controllerHeld{}
 	c.mu.Unlock()
+	c.s.mu.Lock()
+	delete(c.s.guests, c)
+	c.s.mu.Unlock()
 	for _, sub := range subs {
 		sub.abort()
 	}

@@ -89,19 +89,22 @@ func (s *Service) keepRequested(in any) {
 // whether a call's caller may run its operation, from the operation's
 // access level (protocol.Operations()), the caller's principal and the
 // session the input names, which it resolves in place to the session's
-// id. The local owner may run every operation. Anyone else may not see a
-// session its grants do not name, so an operation on one answers
-// not_found, as for a session that does not exist; no grants are given
-// yet, so a caller other than the owner sees no session and may run only
+// id. The owner may run every operation. A guest may run what its grant
+// allows on the grant's session (authorizeGuest); any other session is
+// not_found to it, as one that does not exist. Anyone else may run only
 // host.status.
 func (s *Service) Authorize(_ context.Context, call *server.Call) error {
 	var ref *string
 	if in, ok := call.Decoded().(protocol.SessionScoped); ok && *in.SessionRef() != "" {
 		ref = in.SessionRef()
 	}
-	if call.Caller.Principal.Kind != protocol.PrincipalLocalOwner {
+	switch call.Caller.Principal.Kind {
+	case protocol.PrincipalLocalOwner:
+	case protocol.PrincipalGuest:
+		return s.authorizeGuest(call, ref)
+	default:
 		if ref != nil {
-			return protocol.Errorf(protocol.CodeNotFound, "session %q not found", *ref)
+			return notFound(*ref)
 		}
 		return server.AuthorizeOwner(call)
 	}

@@ -31,6 +31,7 @@ func (s *Service) handlers() server.Table {
 	t[string(protocol.OpSessionTranscriptPage)] = s.pageTranscript
 	server.Handle(t, protocol.OpSubscriptionPtyInterestSet, s.setPtyInterest)
 	s.addSessionOps(t)
+	s.guestHandlers(t)
 	return t
 }
 
@@ -38,7 +39,10 @@ func (s *Service) session(h catalog.Header) protocol.Session {
 	return h.Session(s.status(h.ID))
 }
 
-func (s *Service) list(_ context.Context, _ *server.Call, in *protocol.SessionListInput) (protocol.SessionListResult, error) {
+func (s *Service) list(_ context.Context, call *server.Call, in *protocol.SessionListInput) (protocol.SessionListResult, error) {
+	if call.Caller.Principal.Kind == protocol.PrincipalGuest {
+		return s.guestList(call, in), nil
+	}
 	limit := in.Limit
 	if limit == 0 {
 		limit = protocol.DefaultSessionPage
@@ -177,6 +181,12 @@ func (s *Service) remove(_ context.Context, _ *server.Call, in *protocol.Session
 	if err := s.cat.Remove(h.ID); err != nil {
 		return protocol.SessionRef{}, catalogError(err)
 	}
+	var ended []string
+	for _, g := range s.grants.RevokeSession(h.ID) {
+		s.stopExpiry(g.GrantID)
+		ended = append(ended, g.GrantID)
+	}
+	s.endGuests(ended...)
 	return protocol.SessionRef{SessionID: h.ID}, nil
 }
 

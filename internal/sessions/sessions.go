@@ -26,9 +26,11 @@ import (
 	"time"
 
 	"github.com/agentd-dev/agentd/internal/catalog"
+	"github.com/agentd-dev/agentd/internal/guest"
 	"github.com/agentd-dev/agentd/internal/link"
 	"github.com/agentd-dev/agentd/internal/server"
 	"github.com/agentd-dev/agentd/internal/supervisor"
+	"github.com/agentd-dev/agentd/internal/web"
 	"github.com/agentd-dev/agentd/protocol"
 )
 
@@ -122,6 +124,15 @@ type Service struct {
 	// under the same id later gets its workers. Guarded by mu.
 	removing map[string]int
 	draining bool // guarded by mu
+
+	grants *guest.Store // constant: the guests' grants
+	// guests are the connections of guests, for the revocation of a
+	// grant to reach. Guarded by mu.
+	guests map[*clientConn]struct{}
+	web    *web.Listener // guarded by mu: the web listener, once started
+	// expiries end what a grant's guest holds when the grant expires, by
+	// grant id; nil once the service closed. Guarded by mu.
+	expiries map[string]*time.Timer
 }
 
 // ErrClosed is the cause of the service's context once it closed.
@@ -160,9 +171,16 @@ func New(ctx context.Context, h *server.Server, cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening the session catalog: %w", err)
 	}
-	s := &Service{cfg: cfg, host: h, sup: sup, cat: cat, log: cfg.Logger, workers: map[string]*worker{}, archived: map[string]bool{}, removing: map[string]int{}, detached: make(chan struct{})}
+	grants, err := guest.Open(cfg.Home)
+	if err != nil {
+		return nil, err
+	}
+	s := &Service{cfg: cfg, host: h, sup: sup, cat: cat, log: cfg.Logger, workers: map[string]*worker{}, archived: map[string]bool{}, removing: map[string]int{}, detached: make(chan struct{}), grants: grants, guests: map[*clientConn]struct{}{}, expiries: map[string]*time.Timer{}}
 	s.ctx, s.cancel = context.WithCancelCause(ctx)
 	s.table = s.handlers()
+	for _, g := range grants.List() {
+		s.expireLater(g)
+	}
 	s.adoptAll()
 	return s, nil
 }
@@ -200,12 +218,16 @@ func (s *Service) BeginDrain() {
 	stops.Wait()
 }
 
-// stopStarting makes the host start no more workers, and returns those
-// that run.
+// stopStarting makes the host start no more workers, nor take web
+// connections, and returns the workers that run.
 func (s *Service) stopStarting() []*worker {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.draining = true
+	if s.web != nil {
+		// As the host's socket: no connection comes once the host drains.
+		s.web.StopAccepting()
+	}
 	workers := make([]*worker, 0, len(s.workers))
 	for _, w := range s.workers {
 		workers = append(workers, w)
@@ -221,6 +243,7 @@ func (s *Service) Close(ctx context.Context) error {
 		close(s.detached)
 	}
 	s.cancel(ErrClosed)
+	s.closeWeb()
 	if !s.handingOff.Load() {
 		s.BeginDrain()
 	}
@@ -232,12 +255,22 @@ func (s *Service) Close(ctx context.Context) error {
 // AttachConnection implements server.ConnectionAttacher: it tracks the
 // subscriptions each client connection holds.
 func (s *Service) AttachConnection(id server.Identity, out *server.OutboundWriter) server.Attachment {
-	return &clientConn{s: s, id: id, out: out, subs: map[string]*subscription{}, turn: make(chan struct{}, 1), controllers: map[string]controllerHeld{}}
+	c := &clientConn{s: s, id: id, out: out, subs: map[string]*subscription{}, turn: make(chan struct{}, 1), controllers: map[string]controllerHeld{}}
+	if id.Principal.Kind == protocol.PrincipalGuest {
+		s.mu.Lock()
+		s.guests[c] = struct{}{}
+		s.mu.Unlock()
+	}
+	return c
 }
 
 // ReportStatus adds the model providers to host.status.
 func (s *Service) ReportStatus(st *protocol.HostStatus) {
 	st.Providers = s.cfg.Models.Providers()
+	if l := s.webListener(); l != nil {
+		info := l.Info()
+		st.Web = &info
+	}
 }
 
 // ReportDiagnostics adds the counts of the session fan-out's work to

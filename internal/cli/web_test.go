@@ -1,0 +1,172 @@
+package cli_test
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/coder/websocket"
+
+	"github.com/agentd-dev/agentd/client"
+	"github.com/agentd-dev/agentd/internal/agentdtest"
+	"github.com/agentd-dev/agentd/protocol"
+)
+
+// agentd web starts the listener once and prints where it listens, with
+// a new owner's login each time; agentd share prints a grant whose
+// token opens the session alone over the WebSocket; share ls lists it and
+// share rm revokes it at once; status shows the listener.
+func TestWebAndShareGiveAGuestOneSessionUntilRevoked(t *testing.T) {
+	p := newPlace(t)
+	id := strings.TrimSpace(p.mustRun("new", "--cwd", p.workDir()))
+	other := strings.TrimSpace(p.mustRun("new", "--cwd", p.workDir()))
+
+	var web struct {
+		URL          string `json:"url"`
+		WebSocketURL string `json:"websocketUrl"`
+		OwnerToken   string `json:"ownerToken"`
+	}
+	if err := json.Unmarshal([]byte(p.mustRun("web", "--json")), &web); err != nil || !strings.HasPrefix(web.URL, "http://127.0.0.1:") || !strings.HasSuffix(web.WebSocketURL, "/ws") || web.OwnerToken == "" {
+		t.Fatalf("agentd web --json: %+v %v", web, err)
+	}
+	again := p.mustRun("web")
+	if !strings.Contains(again, web.WebSocketURL) || strings.Contains(again, web.OwnerToken) || !strings.Contains(again, "owner's login") || !strings.Contains(again, "no web page yet") {
+		t.Fatalf("a second agentd web:\n%s", again)
+	}
+	if out := p.mustRun("status"); !strings.Contains(out, web.WebSocketURL) {
+		t.Fatalf("agentd status does not show the listener:\n%s", out)
+	}
+
+	var share struct {
+		GrantID string `json:"grantId"`
+		URL     string `json:"url"`
+		Token   string `json:"token"`
+	}
+	if err := json.Unmarshal([]byte(p.mustRun("share", id[:6], "--label", "Ana", "--expires", "2h", "--json")), &share); err != nil || share.GrantID == "" || !strings.HasPrefix(share.URL, web.URL) || share.Token == "" {
+		t.Fatalf("agentd share --json: %+v %v", share, err)
+	}
+	var grants []protocol.Grant
+	if err := json.Unmarshal([]byte(p.mustRun("share", "ls", "--json")), &grants); err != nil || len(grants) != 1 || grants[0].SessionID != id || grants[0].Label != "Ana" || grants[0].ExpiresAt == nil || grants[0].Level != protocol.GrantObserve {
+		t.Fatalf("agentd share ls --json: %+v %v", grants, err)
+	}
+	if out := p.mustRun("share", "ls"); !strings.Contains(out, share.GrantID) || !strings.Contains(out, "Ana") {
+		t.Fatalf("agentd share ls:\n%s", out)
+	}
+
+	ctx := agentdtest.Context(t)
+	guest, err := client.Dial(ctx, web.WebSocketURL, client.Options{Surface: protocol.SurfaceWeb, Dial: func(ctx context.Context) (net.Conn, error) {
+		ws, _, err := websocket.Dial(ctx, web.WebSocketURL, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + share.Token}}})
+		if err != nil {
+			return nil, err
+		}
+		return websocket.NetConn(context.Background(), ws, websocket.MessageText), nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer guest.Close()
+	list, err := client.Call(ctx, guest, protocol.OpSessionList, protocol.SessionListInput{})
+	if err != nil || len(list.Sessions) != 1 || list.Sessions[0].SessionID != id {
+		t.Fatalf("the guest's session.list: %+v %v", list, err)
+	}
+	if _, err := client.Call(ctx, guest, protocol.OpSessionGet, protocol.SessionRef{SessionID: other}); !strings.Contains(errString(err), "not found") {
+		t.Fatalf("the guest's session.get of another session: %v", err)
+	}
+
+	if out := p.mustRun("share", "rm", share.GrantID); !strings.Contains(out, "revoked "+share.GrantID) {
+		t.Fatalf("agentd share rm: %s", out)
+	}
+	if _, err := client.Call(ctx, guest, protocol.OpSessionGet, protocol.SessionRef{SessionID: id}); !strings.Contains(errString(err), "not found") {
+		t.Fatalf("the guest's session.get once revoked: %v", err)
+	}
+	if out := strings.TrimSpace(p.mustRun("share", "ls", "--json")); out != "[]" {
+		t.Fatalf("agentd share ls --json after the revocation: %s", out)
+	}
+	if _, stderr, code := p.run("share", "rm", share.GrantID); code == 0 || !strings.Contains(stderr, share.GrantID) {
+		t.Fatalf("a second agentd share rm: exit %d, %s", code, stderr)
+	}
+	if _, stderr, code := p.run("share", id, "--expires", "-1h"); code == 0 || !strings.Contains(stderr, "--expires") {
+		t.Fatalf("agentd share --expires -1h: exit %d, %s", code, stderr)
+	}
+}
+
+// A grant survives agentd upgrade: the replacing host reads it from the
+// home, lists it, and its token opens the session once the new host
+// listens on the web, as asked again; its revocation holds in the new
+// host too.
+func TestAGrantSurvivesAHostHandOff(t *testing.T) {
+	p := newPlace(t)
+	id := strings.TrimSpace(p.mustRun("new", "--cwd", p.workDir()))
+	var share struct {
+		GrantID string `json:"grantId"`
+		Token   string `json:"token"`
+	}
+	if err := json.Unmarshal([]byte(p.mustRun("share", id, "--control", "--json")), &share); err != nil {
+		t.Fatal(err)
+	}
+	before := p.statusJSON().PID
+	p.mustRun("upgrade")
+	if p.statusJSON().PID == before {
+		t.Fatal("the host was not replaced")
+	}
+	var grants []protocol.Grant
+	if err := json.Unmarshal([]byte(p.mustRun("share", "ls", "--json")), &grants); err != nil || len(grants) != 1 || grants[0].GrantID != share.GrantID || grants[0].Level != protocol.GrantControl {
+		t.Fatalf("the grants after the hand-off: %+v %v", grants, err)
+	}
+	var web struct {
+		WebSocketURL string `json:"websocketUrl"`
+	}
+	if err := json.Unmarshal([]byte(p.mustRun("web", "--json")), &web); err != nil {
+		t.Fatal(err)
+	}
+	ctx := agentdtest.Context(t)
+	guest, err := client.Dial(ctx, web.WebSocketURL, client.Options{Surface: protocol.SurfaceWeb, Dial: func(ctx context.Context) (net.Conn, error) {
+		ws, _, err := websocket.Dial(ctx, web.WebSocketURL, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + share.Token}}})
+		if err != nil {
+			return nil, err
+		}
+		return websocket.NetConn(context.Background(), ws, websocket.MessageText), nil
+	}})
+	if err != nil {
+		t.Fatalf("the grant's token on the new host: %v", err)
+	}
+	defer guest.Close()
+	if s, err := client.Call(ctx, guest, protocol.OpSessionGet, protocol.SessionRef{SessionID: id}); err != nil || s.SessionID != id {
+		t.Fatalf("the guest's session.get on the new host: %+v %v", s, err)
+	}
+	p.mustRun("share", "rm", share.GrantID)
+	if _, err := client.Call(ctx, guest, protocol.OpSessionGet, protocol.SessionRef{SessionID: id}); !strings.Contains(errString(err), "not found") {
+		t.Fatalf("the guest's session.get once revoked on the new host: %v", err)
+	}
+}
+
+// agentd share completes a session id, and share rm a grant's id from the
+// running host.
+func TestShareCompletesSessionsAndGrants(t *testing.T) {
+	p := newPlace(t)
+	p.mustRun("new", "--id", "beta1", "--cwd", p.workDir(), "--title", "the docs")
+	var share struct {
+		GrantID string `json:"grantId"`
+	}
+	if err := json.Unmarshal([]byte(p.mustRun("share", "beta1", "--label", "Ana", "--json")), &share); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := completions(t, p, "share", "be"); !slices.Contains(got, "beta1\tthe docs, in work") {
+		t.Errorf("__complete share be: %q", got)
+	}
+	want := []string{share.GrantID + "\tobserve of beta1 Ana"}
+	if got, directive := completions(t, p, "share", "rm", ""); !slices.Equal(got, want) || directive != ":4" {
+		t.Errorf("__complete share rm: %q %s; want %q", got, directive, want)
+	}
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}

@@ -1,0 +1,389 @@
+// Package web owns the host's HTTP listener: a WebSocket endpoint that
+// carries the same frames as the host's unix socket to clients that
+// prove a token, and the exchange of the owner's web login token for a
+// cookie. It checks each request's Host and Origin, and slows failed
+// token attempts. It serves no page yet. It decides nothing of what a
+// connection may do: it names the connection's principal, and the
+// server's one access check decides the rest.
+package web
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/agentd-dev/agentd/internal/guest"
+	"github.com/agentd-dev/agentd/internal/server"
+	"github.com/agentd-dev/agentd/protocol"
+)
+
+// Paths the listener serves.
+const (
+	// PathWebSocket is the WebSocket endpoint.
+	PathWebSocket = "/ws"
+	// PathLogin exchanges a token for a cookie.
+	PathLogin = "/login"
+)
+
+// CookieName is the cookie a login sets.
+const CookieName = "agentd_session"
+
+// maxCookies bounds the logins a listener remembers.
+const maxCookies = 1024
+
+// Owner is the principal of the owner's web connections: the owner, who
+// proved the web login token.
+var Owner = protocol.Principal{ID: "web_owner", Kind: protocol.PrincipalLocalOwner}
+
+// Config configures a listener.
+type Config struct {
+	// Server serves the connections.
+	Server *server.Server
+	// Grants authenticates guests' tokens.
+	Grants *guest.Store
+	// Listen is the address; empty is a free port on 127.0.0.1.
+	Listen string
+	// CertFile and KeyFile, given together, serve TLS.
+	CertFile, KeyFile string
+	Logger            *slog.Logger
+	// Rate and Burst bound failed token attempts: past Burst, at most
+	// Rate a second are looked at; the rest are refused at once with 429.
+	// Zero means 10 a second, in bursts of 20.
+	Rate  float64
+	Burst int
+}
+
+// Listener is a running web listener.
+type Listener struct {
+	cfg     Config                 // constant
+	ln      net.Listener           // constant
+	http    *http.Server           // constant
+	info    protocol.WebListener   // constant, without the owner's token
+	hosts   func(host string) bool // constant: the Host headers it answers
+	limiter *limiter               // constant
+
+	wg sync.WaitGroup // the HTTP server and the connections it handed over
+
+	mu         sync.Mutex
+	ownerToken string                        // guarded by mu: the hash of the owner's latest login token until it is exchanged
+	cookies    map[string]protocol.Principal // guarded by mu: by the hash of their value
+	conns      map[net.Conn]struct{}         // guarded by mu: the WebSocket connections served
+	closed     bool                          // guarded by mu
+}
+
+// Start listens and serves; it returns the listener and the owner's web
+// login token, which it holds only as a hash and accepts once.
+func Start(cfg Config) (*Listener, string, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if (cfg.CertFile == "") != (cfg.KeyFile == "") {
+		return nil, "", errors.New(`fields "certFile" and "keyFile": give both or neither`)
+	}
+	addr := cfg.Listen
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, "", fmt.Errorf(`field "listen": %q is not host:port: %w`, cfg.Listen, err)
+	}
+	var tlsConfig *tls.Config
+	if cfg.CertFile != "" {
+		cert, err := tls.LoadX509KeyPair(cfg.CertFile, cfg.KeyFile)
+		if err != nil {
+			return nil, "", fmt.Errorf(`fields "certFile" and "keyFile": %w`, err)
+		}
+		tlsConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, "", fmt.Errorf(`field "listen": %w`, err)
+	}
+	if tlsConfig != nil {
+		ln = tls.NewListener(ln, tlsConfig)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	loopback := isLoopback(host)
+	scheme, wsScheme := "http", "ws"
+	if tlsConfig != nil {
+		scheme, wsScheme = "https", "wss"
+	}
+	shown := host
+	if host == "" || net.ParseIP(host) != nil && net.ParseIP(host).IsUnspecified() {
+		shown, _ = os.Hostname()
+	}
+	hostPort := net.JoinHostPort(shown, strconv.Itoa(port))
+	token, hash := guest.NewToken()
+	l := &Listener{
+		cfg: cfg, ln: ln,
+		info: protocol.WebListener{
+			Address: ln.Addr().String(), Loopback: loopback,
+			URL: scheme + "://" + hostPort + "/", WebSocketURL: wsScheme + "://" + hostPort + PathWebSocket,
+		},
+		hosts:      allowedHosts(host, loopback, port),
+		limiter:    newLimiter(cfg.Rate, cfg.Burst),
+		ownerToken: hash,
+		cookies:    map[string]protocol.Principal{},
+		conns:      map[net.Conn]struct{}{},
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc(PathWebSocket, l.serveWebSocket)
+	mux.HandleFunc(PathLogin, l.serveLogin)
+	mux.HandleFunc("/", l.serveRoot)
+	l.http = &http.Server{
+		Handler:           l.checked(mux),
+		ReadHeaderTimeout: 10 * time.Second,
+		MaxHeaderBytes:    16 << 10,
+		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelDebug),
+	}
+	l.wg.Go(func() { l.http.Serve(ln) })
+	return l, token, nil
+}
+
+// NewOwnerToken returns a new owner's web login token, accepted once;
+// the one before it, if not yet exchanged, is no longer accepted.
+func (l *Listener) NewOwnerToken() string {
+	token, hash := guest.NewToken()
+	l.mu.Lock()
+	l.ownerToken = hash
+	l.mu.Unlock()
+	return token
+}
+
+// Info describes the listener, without the owner's token.
+func (l *Listener) Info() protocol.WebListener { return l.info }
+
+// StopAccepting stops listening: the connections it handed over carry
+// on until the server ends them, or Close.
+func (l *Listener) StopAccepting() { l.ln.Close() }
+
+// Close stops listening and ends the connections it handed over, then
+// waits for them.
+func (l *Listener) Close() error {
+	l.mu.Lock()
+	l.closed = true
+	conns := make([]net.Conn, 0, len(l.conns))
+	for c := range l.conns {
+		conns = append(conns, c)
+	}
+	l.mu.Unlock()
+	err := l.http.Close()
+	for _, c := range conns {
+		c.Close()
+	}
+	l.wg.Wait()
+	return err
+}
+
+// isLoopback reports whether host names only this machine.
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// allowedHosts returns the check of a request's Host header. A name the
+// listener was not given could be any site's, pointed at this address
+// (DNS rebinding), so a listener on loopback answers only loopback
+// addresses and localhost; one on a named host that name; one on an
+// address that address, or, on all addresses, any address literal and
+// this machine's name.
+func allowedHosts(host string, loopback bool, port int) func(string) bool {
+	name, _ := os.Hostname()
+	ip := net.ParseIP(host)
+	if host == "" {
+		ip = net.IPv4zero // ":port" listens on every address
+	}
+	return func(h string) bool {
+		hh, p, err := net.SplitHostPort(h)
+		if err != nil || p != strconv.Itoa(port) {
+			return false
+		}
+		hip := net.ParseIP(hh)
+		switch {
+		case loopback:
+			return hh == "localhost" || hip != nil && hip.IsLoopback()
+		case ip == nil:
+			return strings.EqualFold(hh, host)
+		case ip.IsUnspecified():
+			return hip != nil || name != "" && strings.EqualFold(hh, name)
+		}
+		return hip != nil && hip.Equal(ip)
+	}
+}
+
+// checked refuses a request whose Host the listener does not answer to,
+// or whose Origin is another site's, and sets the headers every answer
+// carries.
+func (l *Listener) checked(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Content-Security-Policy", "default-src 'none'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'")
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("Referrer-Policy", "no-referrer")
+		h.Set("Cache-Control", "no-store")
+		if !l.hosts(r.Host) {
+			http.Error(w, "agentd does not answer to this host name", http.StatusMisdirectedRequest)
+			return
+		}
+		if o := r.Header.Get("Origin"); o != "" && !sameOrigin(o, r) {
+			http.Error(w, "agentd refuses requests from another site", http.StatusForbidden)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// sameOrigin reports whether origin is the listener's own, as r reached it.
+func sameOrigin(origin string, r *http.Request) bool {
+	scheme := "http://"
+	if r.TLS != nil {
+		scheme = "https://"
+	}
+	return strings.EqualFold(origin, scheme+r.Host)
+}
+
+// serveRoot says plainly that there is no page yet.
+func (l *Listener) serveRoot(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(http.StatusNotFound)
+	fmt.Fprintf(w, "agentd serves no web page yet.\nClients connect a WebSocket to %s with Authorization: Bearer TOKEN, and speak the protocol of docs/protocol.md.\n", PathWebSocket)
+}
+
+// serveLogin exchanges a token, sent as Authorization: Bearer TOKEN in a
+// POST, for an HttpOnly, SameSite=Strict cookie: the owner's login token
+// once, a guest's as often as it is in force.
+func (l *Listener) serveLogin(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		http.Error(w, "POST a token to log in", http.StatusMethodNotAllowed)
+		return
+	}
+	p, ok := l.authenticate(w, r, true)
+	if !ok {
+		return
+	}
+	value, hash := guest.NewToken()
+	l.mu.Lock()
+	if len(l.cookies) >= maxCookies {
+		// Logins are bounded: the oldest is not known, so one goes at
+		// random; its browser logs in again.
+		for k := range l.cookies {
+			delete(l.cookies, k)
+			break
+		}
+	}
+	l.cookies[hash] = p
+	l.mu.Unlock()
+	http.SetCookie(w, &http.Cookie{
+		Name: CookieName, Value: value, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil,
+	})
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// serveWebSocket upgrades a request that proves a token, or carries the
+// cookie of one, to a WebSocket, and serves it as a connection of the
+// host.
+func (l *Listener) serveWebSocket(w http.ResponseWriter, r *http.Request) {
+	p, ok := l.authenticate(w, r, false)
+	if !ok {
+		return
+	}
+	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{})
+	if err != nil {
+		return // Accept answered it
+	}
+	nc := websocket.NetConn(context.Background(), ws, websocket.MessageText)
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		nc.Close()
+		return
+	}
+	l.conns[nc] = struct{}{}
+	l.wg.Add(1)
+	l.mu.Unlock()
+	defer l.wg.Done()
+	l.cfg.Server.ServeConn(nc, p)
+	nc.Close()
+	l.mu.Lock()
+	delete(l.conns, nc)
+	l.mu.Unlock()
+}
+
+// authenticate returns the principal r proves: by its bearer token (the
+// owner's login token only at the login), or by its cookie. A failure is
+// answered 401, and counted; past the limit of failures every attempt is
+// answered 429 at once, whatever its token.
+func (l *Listener) authenticate(w http.ResponseWriter, r *http.Request, login bool) (protocol.Principal, bool) {
+	token, bearer := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	cookie, _ := r.Cookie(CookieName)
+	if !bearer && cookie == nil {
+		w.Header().Set("WWW-Authenticate", "Bearer")
+		http.Error(w, "send Authorization: Bearer TOKEN", http.StatusUnauthorized)
+		return protocol.Principal{}, false
+	}
+	if !l.limiter.allow() {
+		if n := l.limiter.slow(); n == 1 || n%100 == 0 {
+			l.cfg.Logger.Warn("web token attempts slowed: refused before their token is looked at", "refused", n, "remote", r.RemoteAddr)
+		}
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, "too many failed token attempts; try again shortly", http.StatusTooManyRequests)
+		return protocol.Principal{}, false
+	}
+	if p, ok := l.prove(token, bearer, cookie, login); ok {
+		return p, true
+	}
+	n := l.limiter.fail()
+	if n <= 10 || n%100 == 0 {
+		l.cfg.Logger.Warn("a web request's token proves nothing", "failures", n, "remote", r.RemoteAddr, "path", r.URL.Path)
+	}
+	w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
+	http.Error(w, "the token is wrong, expired or revoked", http.StatusUnauthorized)
+	return protocol.Principal{}, false
+}
+
+func (l *Listener) prove(token string, bearer bool, cookie *http.Cookie, login bool) (protocol.Principal, bool) {
+	if bearer {
+		hash := guest.HashToken(token)
+		if login {
+			l.mu.Lock()
+			owner := l.ownerToken != "" && guest.SameHash(l.ownerToken, hash)
+			if owner {
+				l.ownerToken = "" // exchanged once
+			}
+			l.mu.Unlock()
+			if owner {
+				return Owner, true
+			}
+		}
+		if g, err := l.cfg.Grants.Authenticate(token); err == nil {
+			return protocol.Principal{ID: g.GrantID, Kind: protocol.PrincipalGuest}, true
+		}
+		return protocol.Principal{}, false
+	}
+	hash := guest.HashToken(cookie.Value)
+	l.mu.Lock()
+	p, ok := l.cookies[hash]
+	l.mu.Unlock()
+	if ok && p.Kind == protocol.PrincipalGuest {
+		if _, inForce := l.cfg.Grants.Get(p.ID); !inForce {
+			return protocol.Principal{}, false
+		}
+	}
+	return p, ok
+}
