@@ -144,7 +144,8 @@ func TestTheAgentsCommandsReachNoKeyNorAgentdFromTheirSandbox(t *testing.T) {
 		fmt.Sprintf("read:host-environ=/proc/%d/environ read:host-mem=/proc/%d/mem read:host-cmdline=/proc/%d/cmdline", st.PID, st.PID, st.PID),
 		fmt.Sprintf("read:worker-environ=/proc/%d/environ read:worker-mem=/proc/%d/mem read:worker-cmdline=/proc/%d/cmdline", worker.PID, worker.PID, worker.PID),
 		"read:credentials=" + filepath.Join(p.home, "credentials.json"),
-		"list:home=" + p.home, "list:rundir=" + p.rundir,
+		"list:home=" + p.home, "read:registration=" + protocol.RegistrationPath(p.rundir, st.HostID),
+		"read:transcript=" + filepath.Join(p.home, "sessions", id, "transcript.jsonl"),
 		"dial:host=" + protocol.SocketPath(p.rundir, st.HostID), "dial:worker=" + worker.Endpoint,
 		"write:outside=" + filepath.Join(outside, "x"), "write:inside=inside.txt",
 		"tcp:network=" + ln.Addr().String(),
@@ -156,7 +157,8 @@ func TestTheAgentsCommandsReachNoKeyNorAgentdFromTheirSandbox(t *testing.T) {
 	for _, want := range []string{
 		"host-environ: denied", "host-mem: denied", "worker-environ: denied", "worker-mem: denied",
 		"host-cmdline: readable", "worker-cmdline: readable", // read, below: they hold no key
-		"credentials: denied", "home: denied", "rundir: denied",
+		"credentials: denied", "registration: denied", "transcript: denied",
+		"home: listed", // its names, never what they hold
 		"host: closed", "worker: closed",
 		"outside: denied", "inside: written",
 		"network: denied",

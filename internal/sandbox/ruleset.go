@@ -3,6 +3,7 @@ package sandbox
 import (
 	"fmt"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/landlock-lsm/go-landlock/landlock"
@@ -54,7 +55,8 @@ func (p *Policy) rulesetLocked() (*ruleset, error) {
 // output is thrown away, zeros and randomness, the terminal.
 var devices = []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty", "/dev/ptmx"}
 
-// build builds p's ruleset: read beneath everything but the hidden paths,
+// build builds p's ruleset: read beneath everything but the hidden paths
+// (whose names may be listed),
 // write beneath the private tmp and, in workspace mode, the workspace
 // (but the hidden paths), the devices and the terminals; with the
 // network off, no TCP port to bind or connect to; no signal to a process
@@ -72,6 +74,11 @@ func (p *Policy) build() (*ruleset, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listing what commands may read: %w", err)
 	}
+	// The directories on the way to a hidden path may be listed, as
+	// `ls ~` or `find .` in a workspace holding agentd's home need: a
+	// listing right is granted beneath them all, so the hidden paths'
+	// entries can be named, never opened.
+	listable := slices.Clone(split)
 	write := []string{p.Tmp}
 	if p.Mode != protocol.SandboxReadOnly {
 		write = append(write, p.Workspace...)
@@ -102,6 +109,7 @@ func (p *Policy) build() (*ruleset, error) {
 	rules := []landlock.Rule{
 		landlock.RODirs(dirs...).IgnoreIfMissing(),
 		landlock.ROFiles(files...).IgnoreIfMissing(),
+		landlock.PathAccess(ll.AccessFSReadDir, listable...).IgnoreIfMissing(),
 		landlock.RWFiles(devices...).WithIoctlDev().IgnoreIfMissing(),
 		landlock.RWFiles("/dev/pts").WithIoctlDev().IgnoreIfMissing(),
 	}
