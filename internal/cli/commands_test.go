@@ -409,7 +409,7 @@ func TestStatusShowsHomeLogAndRunningSessionsWithoutCountingItself(t *testing.T)
 	run, _ := runUntilTool(t, p, id, "run `sleep 30`")
 	defer func() { p.mustRun("stop", "--now", id); run.Wait() }()
 	out = p.mustRun("status")
-	if !strings.Contains(out, "1 sessions running") || !strings.Contains(out, "busy") || !strings.Contains(out, "sleeper") {
+	if !strings.Contains(out, "1 session running") || !strings.Contains(out, "busy") || !strings.Contains(out, "sleeper") {
 		t.Errorf("status while a turn runs:\n%s", out)
 	}
 	var st struct {
