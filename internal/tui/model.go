@@ -293,6 +293,9 @@ type model struct {
 	conn   string // what happened to the connection, while it is not well
 	behind bool   // the stream is opened again after the screen fell behind
 	flash  string // a message for the person, until the next key
+	// turnFlash marks a flash about the running turn (interrupting it,
+	// stopping it), which goes once no turn runs.
+	turnFlash bool
 	armed  bool   // Ctrl-C was pressed once
 	ended  error  // why the stream ended for good
 	follow bool   // the view follows the transcript's end
@@ -437,6 +440,9 @@ func (m *model) events(msg eventsMsg) tea.Cmd {
 		}
 		return tea.Quit
 	}
+	if _, running := m.running(); m.turnFlash && !running {
+		m.flash, m.turnFlash = "", false
+	}
 	m.refresh()
 	return tea.Batch(append(cmds, m.next())...)
 }
@@ -549,12 +555,20 @@ func (m *model) key(k tea.KeyPressMsg) tea.Cmd {
 	armed := m.armed
 	m.armed = false
 	if key != "ctrl+c" {
-		m.flash = ""
+		m.flash, m.turnFlash = "", false
 	}
 	if m.paneOpen {
 		if cmd, handled := m.paneKey(key); handled {
 			return cmd
 		}
+	}
+	if (key == "ctrl+u" || key == "ctrl+d") && m.input.Value() != "" {
+		// On a line being typed they are readline's: ctrl+u deletes
+		// what is before the cursor, ctrl+d the character under it. They
+		// scroll half a page on an empty line.
+		var cmd tea.Cmd
+		m.input, cmd = m.input.Update(k)
+		return cmd
 	}
 	switch key {
 	case "tab":
@@ -570,7 +584,7 @@ func (m *model) key(k tea.KeyPressMsg) tea.Cmd {
 		case !armed:
 			m.armed, m.flash = true, "no turn runs: ctrl+c again detaches (as ctrl+\\ does)"
 		case running:
-			m.flash = "stopping the turn after its current step"
+			m.flash, m.turnFlash = "stopping the turn after its current step", true
 			return m.request("stop", func(ctx context.Context, c *client.Conn, session string) error {
 				_, err := client.Call(ctx, c, protocol.OpTurnStop, protocol.TurnRef{SessionID: session, TurnID: turn})
 				return err
@@ -581,7 +595,7 @@ func (m *model) key(k tea.KeyPressMsg) tea.Cmd {
 		return nil
 	case "esc":
 		if turn, running := m.running(); running {
-			m.flash = "interrupting the turn"
+			m.flash, m.turnFlash = "interrupting the turn", true
 			return m.request("interrupt", func(ctx context.Context, c *client.Conn, session string) error {
 				_, err := client.Call(ctx, c, protocol.OpTurnInterrupt, protocol.TurnRef{SessionID: session, TurnID: turn})
 				return err

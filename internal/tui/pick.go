@@ -39,6 +39,7 @@ type picker struct {
 	at       int
 	chosen   int
 	width    int
+	done     bool // chosen or left: the picker draws nothing more
 }
 
 func (p *picker) Init() tea.Cmd { return nil }
@@ -54,9 +55,10 @@ func (p *picker) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		case "down", "j":
 			p.at = min(p.at+1, len(p.sessions)-1)
 		case "enter":
-			p.chosen = p.at
+			p.chosen, p.done = p.at, true
 			return p, tea.Quit
 		case "esc", "q", "ctrl+c", "ctrl+\\":
+			p.done = true
 			return p, tea.Quit
 		}
 	}
@@ -64,6 +66,12 @@ func (p *picker) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 }
 
 func (p *picker) View() tea.View {
+	if p.done {
+		// Its last frame clears the lines it took: once left, the list
+		// is not on the terminal, above the session or the shell's
+		// prompt.
+		return tea.NewView("")
+	}
 	var b strings.Builder
 	b.WriteString(styles().header.Render("sessions of this directory") + "\n")
 	for i, s := range p.sessions {

@@ -309,6 +309,10 @@ func (m *model) header() string {
 	p := m.proj.Projection()
 	s := p.Session
 	status := s.Status
+	if _, running := m.running(); running && (status == "" || status == protocol.SessionIdle) {
+		// The session's own status follows its turn's a step behind.
+		status = protocol.SessionRunning
+	}
 	if status == "" {
 		status = protocol.SessionIdle
 	}
