@@ -296,9 +296,9 @@ type model struct {
 	// turnFlash marks a flash about the running turn (interrupting it,
 	// stopping it), which goes once no turn runs.
 	turnFlash bool
-	armed  bool   // Ctrl-C was pressed once
-	ended  error  // why the stream ended for good
-	follow bool   // the view follows the transcript's end
+	armed     bool  // Ctrl-C was pressed once
+	ended     error // why the stream ended for good
+	follow    bool  // the view follows the transcript's end
 }
 
 func newModel(ctx context.Context, f *client.Follower) *model {
