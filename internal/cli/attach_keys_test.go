@@ -71,3 +71,40 @@ func TestTheScreenSaysATurnRunsAndLetsGoOfItsInterruptOnceItEnded(t *testing.T) 
 		t.Fatalf("detaching said nothing:\n%s", text)
 	}
 }
+
+// TestThePickerAlignsEmojiTitlesAndLeavesNothingBehind: a title with
+// emoji takes the columns the terminal gives it, the columns after it
+// where they are on every other line; once a session is chosen and left,
+// the list is not on the terminal.
+func TestThePickerAlignsEmojiTitlesAndLeavesNothingBehind(t *testing.T) {
+	p := newSessionPlace(t)
+	dir := p.workDir()
+	titles := []string{"plain words", "🚀 launch", "❤️ hearts ⚠️ warn", "👍🏽 thumbs"}
+	for _, title := range titles {
+		p.mustRun("new", "--cwd", dir, "--title", title)
+	}
+	s := p.screenOf(t, p.commandIn(dir, "attach"))
+	s.waitText("enter attach")
+	col := -1
+	for _, title := range titles {
+		// The column of the status after the title, in the terminal's
+		// cells.
+		at := s.cellOf(title, "idle")
+		if at < 0 {
+			t.Fatalf("no line of %q:\n%s", title, s.text())
+		}
+		if col >= 0 && at != col {
+			t.Errorf("the status after %q is at column %d, not %d:\n%s", title, at, col, s.text())
+		}
+		col = at
+	}
+	s.typeKeys("\r")
+	s.waitText("ctrl+\\ detach")
+	s.typeKeys("\x1c")
+	if err := s.waitExit(); err != nil {
+		t.Fatal(err)
+	}
+	if text := s.text(); strings.Contains(text, "sessions of this directory") || !strings.Contains(text, "[detached (from session ") {
+		t.Fatalf("after detaching:\n%s", text)
+	}
+}

@@ -112,6 +112,36 @@ func (s *screen) text() string {
 	return s.term.String()
 }
 
+// cellOf returns the column of the cell where what starts on the first
+// line of the screen that shows line, or -1: a column of the terminal's
+// cells, a wide character taking two.
+func (s *screen) cellOf(line, what string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for y := range s.term.Height() {
+		var text strings.Builder
+		var cols []int // by byte of text: its cell's column
+		for x := 0; x < s.term.Width(); x++ {
+			c := s.term.CellAt(x, y)
+			if c == nil || c.Width == 0 {
+				continue
+			}
+			for range len(c.Content) {
+				cols = append(cols, x)
+			}
+			text.WriteString(c.Content)
+		}
+		if !strings.Contains(text.String(), line) {
+			continue
+		}
+		if i := strings.Index(text.String(), what); i >= 0 {
+			return cols[i]
+		}
+		return -1
+	}
+	return -1
+}
+
 // waitFor waits until the screen shows what cond accepts, and returns it.
 func (s *screen) waitFor(what string, cond func(screen string) bool) string {
 	s.t.Helper()
