@@ -640,6 +640,10 @@ type Resource struct {
 	ExitCode  *int       `json:"exitCode,omitempty"`
 	StartedAt time.Time  `json:"startedAt"`
 	EndedAt   *time.Time `json:"endedAt,omitempty"`
+	// Cols and Rows are a running PTY's size, which its controller sets;
+	// a change of it is a change of the resource. 0 for a shell run.
+	Cols int `json:"cols,omitempty"`
+	Rows int `json:"rows,omitempty"`
 }
 
 // Runtime resource kinds (Resource.Kind) and states (Resource.State).

@@ -416,6 +416,7 @@ func viewPTY(ctx context.Context, c *client.Conn, v ptyView, r protocol.Resource
 			ctl.Release(rctx) // an exited PTY's control is gone already
 		}
 	}()
+	var mark string // what a read-only view's last row says
 	switch {
 	case findErr != nil:
 		return ptyEnd{}, findErr
@@ -427,13 +428,16 @@ func viewPTY(ctx context.Context, c *client.Conn, v ptyView, r protocol.Resource
 			fmt.Fprintf(v.notes, "agentd: %s (ctrl+\\ detaches)\n", note)
 			leave = "detaches"
 		}
-		cols, rows := windowSize(v.in)
-		a.banner, a.bannerRow = bannerLine(fmt.Sprintf("agentd: %s (ctrl+\\ %s)", note, leave), cols, rows), max(rows, 1)
+		mark = fmt.Sprintf("agentd: %s (ctrl+\\ %s)", note, leave)
 	case ctlErr != nil:
 		return ptyEnd{}, ctlErr
 	}
 	if v.find {
 		a.res = found
+	}
+	if ctl == nil {
+		cols, rows := windowSize(v.in)
+		a.watch = newPTYWatch(v.out, r.Ref, mark, a.res.Cols, a.res.Rows, cols, rows)
 	}
 	setupDone()
 	a.resize(windowSize(v.in))
@@ -471,7 +475,11 @@ func viewPTY(ctx context.Context, c *client.Conn, v ptyView, r protocol.Resource
 		case <-ctx.Done():
 			end = ctx.Err()
 		case <-winch:
-			a.resize(windowSize(v.in))
+			cols, rows := windowSize(v.in)
+			if w := a.watching(); w != nil {
+				w.resized(cols, rows)
+			}
+			a.resize(cols, rows)
 		}
 	}
 	cancel()
@@ -565,16 +573,14 @@ type attachment struct {
 	mayTake bool              // constant: control may be taken
 	stream  *client.PTYStream // constant
 	out     io.Writer         // constant
-	// banner, when set, is drawn over each screen of the PTY while it is
-	// watched read-only, on bannerRow; constant after setup.
-	banner    string
-	bannerRow int
+	// watch, set while the PTY is watched read-only from the start, is
+	// where the terminal is written; constant after setup.
+	watch *ptyWatch
 
 	mu         sync.Mutex
 	ctl        *client.Controller // guarded by mu: nil while watching
 	typed      []byte             // guarded by mu: typed, not sent yet
 	cols, rows int                // guarded by mu: a size not sent yet, or 0
-	unbanner   bool               // guarded by mu: the banner is to be erased
 	sending    bool               // guarded by mu: a goroutine is making control calls
 	lost       bool               // guarded by mu: a call conflicted; no more are made
 	wake       chan struct{}      // a size waits for send
@@ -591,21 +597,21 @@ func (a *attachment) show(ctx context.Context) error {
 		if ev.Resource != nil && ev.Resource.State == protocol.ResourceExited {
 			return errExited{*ev.Resource}
 		}
+		if ev.Resource != nil && a.watch != nil {
+			if err := a.watch.ptyResized(ev.Resource.Cols, ev.Resource.Rows); err != nil {
+				return err
+			}
+		}
 		if len(ev.Data) == 0 {
 			continue
 		}
-		a.mu.Lock()
-		unbanner := a.unbanner
-		a.unbanner = false
-		a.mu.Unlock()
-		data := ev.Data
-		switch {
-		case unbanner:
-			data = append([]byte(bannerClear(a.bannerRow)), data...)
-		case ev.Screen && a.banner != "" && a.controller() == nil:
-			data = append(data, a.banner...)
+		if a.watch != nil {
+			if err := a.watch.output(ev.Data, ev.Screen); err != nil {
+				return err
+			}
+			continue
 		}
-		if _, err := a.out.Write(data); err != nil {
+		if _, err := a.out.Write(ev.Data); err != nil {
 			return err
 		}
 	}
@@ -645,11 +651,21 @@ func (a *attachment) readKeys(ctx context.Context, in *os.File) error {
 		if i >= 0 {
 			keys = keys[:i]
 		}
-		if len(keys) > 0 && a.controlFor(ctx, in) != nil {
+		switch {
+		case len(keys) > 0 && a.controlFor(ctx, in) != nil:
 			a.mu.Lock()
 			a.typed = append(a.typed, keys...)
 			a.mu.Unlock()
 			if err := a.sendPending(ctx); err != nil {
+				return err
+			}
+		case len(keys) > 0 && a.watch != nil:
+			// Said, not dropped without a word.
+			why := "read-only: another client controls this PTY (ctrl+\\ detaches)"
+			if !a.mayTake {
+				why = "read-only: watching only, keys are not sent (ctrl+\\ detaches)"
+			}
+			if err := a.watch.dropped(why); err != nil {
 				return err
 			}
 		}
@@ -657,6 +673,15 @@ func (a *attachment) readKeys(ctx context.Context, in *os.File) error {
 			return errDetached
 		}
 	}
+}
+
+// watching returns the watch of a PTY watched read-only, nil once
+// control is held.
+func (a *attachment) watching() *ptyWatch {
+	if a.watch == nil || a.controller() != nil {
+		return nil
+	}
+	return a.watch
 }
 
 func (a *attachment) controller() *client.Controller {
@@ -681,8 +706,10 @@ func (a *attachment) controlFor(ctx context.Context, in *os.File) *client.Contro
 	cols, rows := windowSize(in)
 	a.mu.Lock()
 	a.ctl, a.cols, a.rows = ctl, cols, rows
-	a.unbanner = a.banner != ""
 	a.mu.Unlock()
+	if a.watch != nil {
+		a.watch.controlled()
+	}
 	return ctl
 }
 

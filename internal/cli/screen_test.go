@@ -47,12 +47,18 @@ func (p *place) screen(t *testing.T, args ...string) *screen {
 // screenOf runs cmd, an agentd command, in a PTY.
 func (p *place) screenOf(t *testing.T, cmd *exec.Cmd) *screen {
 	t.Helper()
+	return p.screenSized(t, cmd, screenCols, screenRows)
+}
+
+// screenSized runs cmd, an agentd command, in a PTY cols×rows.
+func (p *place) screenSized(t *testing.T, cmd *exec.Cmd, cols, rows int) *screen {
+	t.Helper()
 	cmd.Env = append(cmd.Env, "TERM=xterm-256color")
-	tty, err := pty.StartWithSize(cmd, &pty.Winsize{Cols: screenCols, Rows: screenRows})
+	tty, err := pty.StartWithSize(cmd, &pty.Winsize{Cols: uint16(cols), Rows: uint16(rows)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &screen{t: t, cmd: cmd, tty: tty, exit: make(chan struct{}), drained: make(chan struct{}), term: vt.NewEmulator(screenCols, screenRows), changed: make(chan struct{}, 1)}
+	s := &screen{t: t, cmd: cmd, tty: tty, exit: make(chan struct{}), drained: make(chan struct{}), term: vt.NewEmulator(cols, rows), changed: make(chan struct{}, 1)}
 	s.wg.Go(func() { // the program's output, onto the screen
 		defer close(s.drained)
 		buf := make([]byte, 32<<10)
