@@ -338,6 +338,12 @@ const (
 	PlacementNextTurn = "next_turn"
 )
 
+// MessageTurnID returns the id of the turn a submitted message starts,
+// when it starts one: "t" and the message's id, in the form of the ids
+// clients give the turns they start ("t" and 16 hex digits), when the
+// message's id is 16 hex digits.
+func MessageTurnID(messageID string) string { return "t" + messageID }
+
 // MessageSubmitInput is the input of turn.message.submit.
 type MessageSubmitInput struct {
 	SessionID string  `json:"sessionId"`

@@ -306,7 +306,7 @@ func TestAQueuedFollowUpOutlivesAKilledWorker(t *testing.T) {
 	if _, err := client.Call(ctx, c, protocol.OpTurnStart, protocol.TurnStartInput{SessionID: id, TurnID: "t3", Content: protocol.Content{Text: "hello"}}); err != nil {
 		t.Fatal(err)
 	}
-	w.waitEnd(t, "turn-m2")
+	w.waitEnd(t, "tm2")
 	if log := p.mustRun("log", id); !strings.Contains(log, "queued-before-the-kill") {
 		t.Fatalf("log:\n%s", log)
 	}

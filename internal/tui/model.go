@@ -686,7 +686,7 @@ func (m *model) send(text string, queue bool) tea.Cmd {
 			placement = protocol.PlacementNextTurn
 		}
 		_, err := client.Call(ctx, c, protocol.OpTurnMessageSubmit, protocol.MessageSubmitInput{
-			SessionID: session, MessageID: "m" + newID(), Content: protocol.Content{Text: text}, Placement: placement,
+			SessionID: session, MessageID: newID(), Content: protocol.Content{Text: text}, Placement: placement,
 		})
 		return err
 	})
