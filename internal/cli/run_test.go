@@ -154,6 +154,9 @@ func TestReadOnlyApprovalRefusesBashAndTheTurnGoesOn(t *testing.T) {
 	if !strings.Contains(out, "read-only") {
 		t.Fatalf("output does not say why:\n%s", out)
 	}
+	if n := strings.Count(out, "approval policy is read-only"); n != 1 {
+		t.Fatalf("the refusal is said %d times, not once:\n%s", n, out)
+	}
 }
 
 func workerPID(t *testing.T, p *place, session string) int {
