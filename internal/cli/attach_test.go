@@ -42,10 +42,14 @@ func TestTwoAttachedScreensShowOneSession(t *testing.T) {
 	}
 	b.typeKeys("y")
 	for _, s := range []*screen{a, b} {
-		s.waitFor("the approval answered, the output and the reply", func(text string) bool {
+		text := s.waitFor("the approval answered, the output and the reply", func(text string) bool {
 			return !strings.Contains(text, approvalAsked) && strings.Contains(text, "│ typed-in-a") &&
 				strings.Contains(text, "── completed") && strings.Contains(text, "allowed: run bash")
 		})
+		// The approval is drawn where it happened: before the output.
+		if strings.Index(text, "allowed: run bash") > strings.Index(text, "│ typed-in-a") {
+			t.Fatalf("the approval is drawn below the output it came before:\n%s", text)
+		}
 	}
 }
 

@@ -278,6 +278,10 @@ type model struct {
 	// by call id, until the feed has a block for them (joinCalls).
 	awaited map[string]*Block
 	skips   map[*Block][]skip // where a streaming block's stream skipped
+	// inTool are the notes drawn inside each tool call's block (placeNote);
+	// placed, the notes drawn so, not at their own place.
+	inTool map[*Block][]placedNote
+	placed map[*Block]bool
 
 	width, height int
 	view          viewport.Model
@@ -311,7 +315,7 @@ func newModel(ctx context.Context, f *client.Follower) *model {
 		ctx: ctx, f: f, in: newInbox(), proj: protocol.NewProjector(snap), feed: NewFeed(f.LastRecord()),
 		through: snap.TranscriptSequence, noOlder: snap.TranscriptSequence == 0,
 		view: viewport.New(), input: in, render: newRenderer(), follow: true,
-		awaited: map[string]*Block{}, skips: map[*Block][]skip{},
+		awaited: map[string]*Block{}, skips: map[*Block][]skip{}, inTool: map[*Block][]placedNote{}, placed: map[*Block]bool{},
 	}
 	m.view.KeyMap = viewport.KeyMap{} // keys are routed by the model
 	m.feed.OnChange = m.changed
