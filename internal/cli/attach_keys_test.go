@@ -84,7 +84,15 @@ func TestThePickerAlignsEmojiTitlesAndLeavesNothingBehind(t *testing.T) {
 		p.mustRun("new", "--cwd", dir, "--title", title)
 	}
 	s := p.screenOf(t, p.commandIn(dir, "attach"))
-	s.waitText("enter attach")
+	// Drawn first at a width of its own, then at the terminal's.
+	s.waitFor("every title whole", func(text string) bool {
+		for _, title := range titles {
+			if !strings.Contains(text, title) {
+				return false
+			}
+		}
+		return true
+	})
 	col := -1
 	for _, title := range titles {
 		// The column of the status after the title, in the terminal's
@@ -101,8 +109,10 @@ func TestThePickerAlignsEmojiTitlesAndLeavesNothingBehind(t *testing.T) {
 	s.typeKeys("\r")
 	s.waitText("ctrl+\\ detach")
 	s.typeKeys("\x1c")
+	// Typed as soon as the session shows, before its screen reads keys
+	// (the terminal not raw yet), ctrl+\ detaches all the same.
 	if err := s.waitExit(); err != nil {
-		t.Fatal(err)
+		t.Fatalf("%v:\n%s", err, s.text())
 	}
 	if text := s.text(); strings.Contains(text, "sessions of this directory") || !strings.Contains(text, "[detached (from session ") {
 		t.Fatalf("after detaching:\n%s", text)

@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -114,6 +115,12 @@ func Run(ctx context.Context, opts Options) error {
 	winch := make(chan os.Signal, 1)
 	signal.Notify(winch, syscall.SIGWINCH)
 	defer signal.Stop(winch)
+	// Ctrl-\ typed while the terminal is not raw yet (the first frame is
+	// drawn before) is SIGQUIT: it detaches too, rather than end the
+	// process with a dump of its goroutines.
+	quit := make(chan os.Signal, 1)
+	signal.Notify(quit, syscall.SIGQUIT)
+	defer signal.Stop(quit)
 	tty, _ := opts.Output.(*os.File)
 	cols, rows, err := windowSize(tty)
 	if err != nil {
@@ -152,11 +159,20 @@ func Run(ctx context.Context, opts Options) error {
 	wg.Go(warmWidths) // after the first frame, which it would slow on a busy machine
 	p := tea.NewProgram(m, popts...)
 	wg.Go(func() { m.in.read(ctx, opts.Follower) })
+	var quitted atomic.Bool
+	wg.Go(func() {
+		select {
+		case <-quit:
+			quitted.Store(true)
+			cancel()
+		case <-ctx.Done():
+		}
+	})
 	if tty != nil {
 		wg.Go(func() { followSize(ctx, p, tty, winch) })
 	}
 	_, err = p.Run()
-	if drawn && err != nil && !errors.Is(err, tea.ErrProgramKilled) {
+	if drawn && err != nil && (!errors.Is(err, tea.ErrProgramKilled) || quitted.Load()) {
 		tty.WriteString(firstFrameUndo) // Bubble Tea may not have started
 	}
 	cancel()

@@ -39,7 +39,6 @@ type picker struct {
 	at       int
 	chosen   int
 	width    int
-	done     bool // chosen or left: the picker draws nothing more
 }
 
 func (p *picker) Init() tea.Cmd { return nil }
@@ -55,10 +54,9 @@ func (p *picker) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		case "down", "j":
 			p.at = min(p.at+1, len(p.sessions)-1)
 		case "enter":
-			p.chosen, p.done = p.at, true
+			p.chosen = p.at
 			return p, tea.Quit
 		case "esc", "q", "ctrl+c", "ctrl+\\":
-			p.done = true
 			return p, tea.Quit
 		}
 	}
@@ -66,12 +64,6 @@ func (p *picker) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 }
 
 func (p *picker) View() tea.View {
-	if p.done {
-		// Its last frame clears the lines it took: once left, the list
-		// is not on the terminal, above the session or the shell's
-		// prompt.
-		return tea.NewView("")
-	}
 	var b strings.Builder
 	b.WriteString(styles().header.Render("sessions of this directory") + "\n")
 	for i, s := range p.sessions {
@@ -87,7 +79,11 @@ func (p *picker) View() tea.View {
 		b.WriteString(truncate(line, max(p.width, 20)) + "\n")
 	}
 	b.WriteString(styles().dim.Render("↑/↓ choose · enter attach · esc leave"))
-	return tea.NewView(b.String())
+	// On the alternate screen: once left, the list is not on the
+	// terminal, above the session or the shell's prompt.
+	v := tea.NewView(b.String())
+	v.AltScreen = true
+	return v
 }
 
 // padTo cuts s to width cells, or pads it with spaces to them.
