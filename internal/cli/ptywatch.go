@@ -12,18 +12,22 @@ import (
 
 // ptyWatch is the terminal a PTY is shown on, every write to it going
 // through the watch. While control is being taken, the PTY's output
-// passes as it comes, and is played on a model of its screen at the PTY's
-// size too. Control taken, the output passes, and the model is dropped.
-// Control refused, or not asked for, the PTY is watched read-only: while
-// the terminal is smaller than the PTY, it is drawn from the model,
-// clipped to it around the PTY's cursor, its last row saying so;
-// otherwise the output passes as it comes, its last row marked read-only.
+// passes as it comes, and is kept from its last whole screen on; control
+// taken, it passes and nothing is kept. Control refused, or not asked
+// for, the PTY is watched read-only: what was kept is played on a model
+// of its screen at the PTY's size, and so is its output from then on.
+// While the terminal is smaller than the PTY, the terminal is drawn from
+// the model, clipped to it around the PTY's cursor, its last row saying
+// so; otherwise the output passes as it comes, its last row marked
+// read-only. The model is made only then: it takes a moment and
+// megabytes, which a view that takes control need not wait for.
 type ptyWatch struct {
 	out io.Writer // constant
 	ref string    // constant: the PTY's ref
 
 	mu                 sync.Mutex
-	emu                *vt.Emulator // guarded by mu; nil until the PTY's size is known, and once control is taken
+	emu                *vt.Emulator // guarded by mu; nil until watched read-only with the PTY's size known
+	kept               []byte       // guarded by mu: the output shown while control is being taken, from its last whole screen on
 	cols, rows         int          // guarded by mu: the PTY's size; 0 while not known
 	termCols, termRows int          // guarded by mu: the terminal's size, once watched
 	top, left          int          // guarded by mu: the PTY's cell drawn at the terminal's top left while clipped
@@ -42,21 +46,34 @@ func newPTYWatch(out io.Writer, ref string, cols, rows int) *ptyWatch {
 	return w
 }
 
-// sizeLocked notes the PTY's size, making or resizing its model.
+// sizeLocked notes the PTY's size, resizing its model, or making it when
+// watched read-only.
 func (w *ptyWatch) sizeLocked(cols, rows int) {
 	if cols <= 0 || rows <= 0 || cols == w.cols && rows == w.rows {
 		return
 	}
 	w.cols, w.rows = cols, rows
-	if w.emu == nil {
-		w.emu = vt.NewEmulator(cols, rows)
-		w.emu.SetScrollbackSize(1)
-		// The model's answers to the program's queries are the
-		// controlling terminal's to give.
-		w.emu.InputPipe().(io.Closer).Close()
+	switch {
+	case w.emu != nil:
+		w.emu.Resize(cols, rows)
+	case w.watching:
+		w.modelLocked()
+	}
+}
+
+// modelLocked makes the model of the PTY's screen, once its size is
+// known, and plays on it the output kept.
+func (w *ptyWatch) modelLocked() {
+	if w.cols == 0 {
 		return
 	}
-	w.emu.Resize(cols, rows)
+	w.emu = vt.NewEmulator(w.cols, w.rows)
+	w.emu.SetScrollbackSize(1)
+	// The model's answers to the program's queries are the controlling
+	// terminal's to give.
+	w.emu.InputPipe().(io.Closer).Close()
+	w.emu.Write(w.kept)
+	w.kept = nil
 }
 
 // clipsLocked reports whether the terminal is too small for the PTY.
@@ -66,16 +83,18 @@ func (w *ptyWatch) clipsLocked() bool {
 }
 
 // output shows data, the PTY's output (its whole screen when screen is
-// set), and plays it on the model.
+// set), and plays it on the model once watched read-only.
 func (w *ptyWatch) output(data []byte, screen bool) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if !w.watching {
-		// Written first: the screen waits for no model.
-		_, err := w.out.Write(data)
-		if w.emu != nil {
-			w.emu.Write(data)
+		if !w.done {
+			if screen {
+				w.kept = w.kept[:0]
+			}
+			w.kept = append(w.kept, data...)
 		}
+		_, err := w.out.Write(data)
 		return err
 	}
 	if w.emu != nil {
@@ -105,6 +124,7 @@ func (w *ptyWatch) readOnly(mark string, termCols, termRows int) error {
 	return w.change(func() {
 		w.watching, w.mark = true, mark
 		w.termCols, w.termRows = termCols, termRows
+		w.modelLocked()
 	})
 }
 
@@ -153,7 +173,7 @@ func (w *ptyWatch) controlled() {
 	if w.watching && (w.clipped || w.markLocked() != "") {
 		io.WriteString(w.out, bannerClear(max(w.termRows, 1)))
 	}
-	w.watching, w.done, w.emu = false, true, nil
+	w.watching, w.done, w.emu, w.kept = false, true, nil, nil
 }
 
 // markLocked is the last row's mark when the terminal is not clipped:
