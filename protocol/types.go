@@ -377,6 +377,12 @@ const (
 	PlacementNextTurn = "next_turn"
 )
 
+// MessageTurnID returns the id of the turn a submitted message starts,
+// when it starts one: "t" and the message's id, in the form of the ids
+// clients give the turns they start ("t" and 16 hex digits), when the
+// message's id is 16 hex digits.
+func MessageTurnID(messageID string) string { return "t" + messageID }
+
 // MessageSubmitInput is the input of turn.message.submit.
 type MessageSubmitInput struct {
 	SessionID string  `json:"sessionId"`
@@ -679,6 +685,10 @@ type Resource struct {
 	ExitCode  *int       `json:"exitCode,omitempty"`
 	StartedAt time.Time  `json:"startedAt"`
 	EndedAt   *time.Time `json:"endedAt,omitempty"`
+	// Cols and Rows are a running PTY's size, which its controller sets;
+	// a change of it is a change of the resource. 0 for a shell run.
+	Cols int `json:"cols,omitempty"`
+	Rows int `json:"rows,omitempty"`
 }
 
 // Runtime resource kinds (Resource.Kind) and states (Resource.State).

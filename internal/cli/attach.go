@@ -22,6 +22,27 @@ func newAttachCmd(e *env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "attach [SESSION]",
 		Short: "Mirror a session live: full-screen on a terminal (ctrl+\\ detaches), its events as lines elsewhere.",
+		Long: `Mirror a session live: full-screen on a terminal, its events as lines
+elsewhere (or JSON lines with --json). Detaching stops nothing: the session
+runs on. Without SESSION, attach picks the current directory's latest
+session, offering a choice on a terminal when it has several.
+
+Keys on the full screen:
+  enter            send the prompt: a turn of its own, or into the running turn
+  alt+enter        queue the prompt as the next turn
+  esc              interrupt the running turn now, its running tool killed
+  ctrl+c ctrl+c    stop the running turn after its current step
+  ctrl+\           detach (ctrl+c twice too, when no turn runs)
+  y / n / a        allow, deny, or always allow the call waiting for approval
+  tab              open the session's shell runs and PTYs (enter opens one)
+  pgup / pgdn      scroll; ctrl+u / ctrl+d half a page, on an empty line
+  up / down        scroll a line
+Editing the line, as readline:
+  ctrl+a / ctrl+e  start / end of the line
+  alt+b / alt+f    a word back / forward
+  ctrl+w           delete the word before the cursor
+  ctrl+u / ctrl+k  delete to the start / to the end of the line
+  ctrl+d           delete the character under the cursor`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			switch {
 			case len(args) > 1:
@@ -70,7 +91,12 @@ func newAttachCmd(e *env) *cobra.Command {
 						return viewRunLog(ctx, f.SessionID(), ref, in, out)
 					}
 				}
-				return attachEnded(e, f.SessionID(), tui.Run(ctx, opts))
+				err := tui.Run(ctx, opts)
+				if err == nil && ctx.Err() == nil {
+					// As tmux says when a client detaches.
+					fmt.Fprintf(e.stdout, "[detached (from session %s)]\n", f.SessionID())
+				}
+				return attachEnded(e, f.SessionID(), err)
 			}
 			// Said on stderr, so JSON on stdout stays only the session's.
 			snap := f.Session().Snapshot()

@@ -42,10 +42,14 @@ func TestTwoAttachedScreensShowOneSession(t *testing.T) {
 	}
 	b.typeKeys("y")
 	for _, s := range []*screen{a, b} {
-		s.waitFor("the approval answered, the output and the reply", func(text string) bool {
+		text := s.waitFor("the approval answered, the output and the reply", func(text string) bool {
 			return !strings.Contains(text, approvalAsked) && strings.Contains(text, "│ typed-in-a") &&
 				strings.Contains(text, "── completed") && strings.Contains(text, "allowed: run bash")
 		})
+		// The approval is drawn where it happened: before the output.
+		if strings.Index(text, "allowed: run bash") > strings.Index(text, "│ typed-in-a") {
+			t.Fatalf("the approval is drawn below the output it came before:\n%s", text)
+		}
 	}
 }
 
@@ -254,9 +258,19 @@ func TestAltEnterQueuesAFollowUpAndEnterSteersTheRunningTurn(t *testing.T) {
 	s.waitText("steering: some steering")
 	s.typeKeys("y")
 	s.waitText("❯ (into the turn) some steering")
-	s.waitFor("the follow-up's turn", func(text string) bool {
+	text := s.waitFor("the follow-up's turn", func(text string) bool {
 		return strings.Count(text, "── completed") == 2 && strings.Contains(text, "❯ then a follow-up") && !strings.Contains(text, "queued: then a follow-up")
 	})
+	// The queued turn's id is of the form of the one typed.
+	ids := regexp.MustCompile(`── turn (\S+)`).FindAllStringSubmatch(text, -1)
+	if len(ids) != 2 {
+		t.Fatalf("turns shown: %q\n%s", ids, text)
+	}
+	for _, id := range ids {
+		if !regexp.MustCompile(`^t[0-9a-f]{16}$`).MatchString(id[1]) {
+			t.Errorf("turn id %q is not of the form t and 16 hex digits:\n%s", id[1], text)
+		}
+	}
 }
 
 // TestAttachOffATerminalPrintsTheSessionsEvents: off a terminal, attach

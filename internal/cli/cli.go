@@ -14,6 +14,7 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/agentd-dev/agentd/internal/startenv"
 	"github.com/agentd-dev/agentd/internal/version"
@@ -92,7 +93,7 @@ prints this help.`,
 	}
 	root.SetOut(e.stdout)
 	root.SetErr(e.stderr)
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{flagError(err)} })
 	root.SetVersionTemplate(fmt.Sprintf("agentd {{.Version}} (protocol %d..%d)\n", protocol.ProtocolVersion, protocol.ProtocolVersion))
 	hostModel = ""
 	root.PersistentFlags().StringVar(&hostModel, "host-model", "", "default model (provider/model) of a host this command starts; an error when one already runs")
@@ -164,6 +165,29 @@ prints this help.`,
 // unknownCommand refuses a first word that names no command, suggesting
 // the commands it is close to. It runs before cobra, which would otherwise
 // take `agentd nosuch --help` as a request for the root's help.
+// flagError says what a flag's value should have been, in place of the
+// parser's own words (strconv.ParseInt: parsing "abc": invalid syntax).
+func flagError(err error) error {
+	var bad *pflag.InvalidValueError
+	if !errors.As(err, &bad) {
+		return err
+	}
+	var want string
+	switch bad.GetFlag().Value.Type() {
+	case "int", "int64", "int32", "uint", "uint64", "uint32":
+		want = "want a whole number"
+	case "duration":
+		want = "want a duration such as 90s, 5m or 1h30m"
+	case "bool":
+		want = "want true or false"
+	case "float64", "float32":
+		want = "want a number"
+	default:
+		return err
+	}
+	return fmt.Errorf("--%s %q: %s", bad.GetFlag().Name, bad.GetValue(), want)
+}
+
 func unknownCommand(root *cobra.Command, args []string) error {
 	word := ""
 	for i := 0; i < len(args); i++ {

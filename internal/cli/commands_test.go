@@ -103,10 +103,12 @@ func TestMistypedCommandsAreRefusedWithASuggestion(t *testing.T) {
 		{[]string{"--host-model", "faux/echo", "lss"}, `did you mean "ls"`},
 		{[]string{"models", "slect"}, `did you mean "select"`},
 		{[]string{"help", "stauts"}, `did you mean "status"`},
+		{[]string{"ls", "--limit", "abc"}, `--limit "abc": want a whole number`},
+		{[]string{"host", "--idle-grace", "soon"}, `--idle-grace "soon": want a duration`},
 	}
 	for _, c := range cases {
 		stdout, errOut, code := p.run(c.args...)
-		if code != 2 || !strings.Contains(errOut, c.says) || stdout != "" {
+		if code != 2 || !strings.Contains(errOut, c.says) || strings.Contains(errOut, "strconv") || stdout != "" {
 			t.Errorf("agentd %q: exit %d, stdout %q, stderr %q; want exit 2 saying %q", c.args, code, stdout, errOut, c.says)
 		}
 	}
@@ -409,7 +411,7 @@ func TestStatusShowsHomeLogAndRunningSessionsWithoutCountingItself(t *testing.T)
 	run, _ := runUntilTool(t, p, id, "run `sleep 30`")
 	defer func() { p.mustRun("stop", "--now", id); run.Wait() }()
 	out = p.mustRun("status")
-	if !strings.Contains(out, "1 sessions running") || !strings.Contains(out, "busy") || !strings.Contains(out, "sleeper") {
+	if !strings.Contains(out, "1 session running") || !strings.Contains(out, "busy") || !strings.Contains(out, "sleeper") {
 		t.Errorf("status while a turn runs:\n%s", out)
 	}
 	var st struct {

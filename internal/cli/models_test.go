@@ -27,6 +27,8 @@ func TestModelsThatCannotRunAreRefusedWithTheReasonAndTheFix(t *testing.T) {
 		{[]string{"run", "--cwd", dir, "--model", "faux/nosuch", "hi"}, 1, unlisted},
 		{[]string{"new", "--cwd", dir, "--model", "faux/nosuch"}, 1, unlisted},
 		{[]string{"models", "select", "faux/nosuch"}, 2, unlisted},
+		{[]string{"models", "select", "nope"}, 2, []string{`unknown provider "nope"`, "faux"}},
+		{[]string{"models", "select", "faux"}, 2, []string{"faux/echo"}},
 		{[]string{"run", "--cwd", dir, "--model", "anthropic/claude-opus-4-6", "hi"}, 1, noKey},
 		{[]string{"models", "select", "anthropic/claude-opus-4-6"}, 2, noKey},
 		{[]string{"new", "--cwd", dir, "--model", "openai/gpt-5"}, 1, []string{"openai is not configured", "agentd auth set openai", "OPENAI_BASE_URL"}},

@@ -435,7 +435,7 @@ func viewPTY(ctx context.Context, c *client.Conn, v ptyView, r protocol.Resource
 		acquiring.Go(func() { ctl, ctlErr = c.AcquirePTY(setup, r.SessionID, r.Ref) })
 	}
 	o.wg.Wait()
-	a := &attachment{c: c, res: r, mayTake: v.mode == attachControl, stream: o.stream, out: v.out, wake: make(chan struct{}, 1), settled: make(chan struct{})}
+	a := &attachment{c: c, res: r, mayTake: v.mode == attachControl, stream: o.stream, out: v.out, wake: make(chan struct{}, 1)}
 	defer func() {
 		acquiring.Wait()
 		if ctl := a.controller(); ctl != nil {
@@ -461,6 +461,7 @@ func viewPTY(ctx context.Context, c *client.Conn, v ptyView, r protocol.Resource
 	if v.find {
 		a.res = o.found
 	}
+	a.watch = newPTYWatch(v.out, a.res.Ref, a.res.Cols, a.res.Rows)
 
 	raw, err := makeRaw(v.in)
 	if err != nil {
@@ -480,20 +481,22 @@ func viewPTY(ctx context.Context, c *client.Conn, v ptyView, r protocol.Resource
 	settle()
 	var end error
 	switch {
-	case errors.Is(ctlErr, client.ErrOperationConflict) && ctl == nil:
-		leave := "returns"
-		if v.inline {
-			leave = "detaches"
+	case ctl != nil:
+		a.watch.controlled()
+	case ctlErr != nil && !errors.Is(ctlErr, client.ErrOperationConflict):
+		end = ctlErr
+	default: // control refused, or not asked for: watched read-only
+		mark := ""
+		if ctlErr != nil {
+			leave := "returns"
+			if v.inline {
+				leave = "detaches"
+			}
+			mark = fmt.Sprintf("agentd: another client controls %s: watching it read-only until it is free and a key is typed (ctrl+\\ %s)", r.Ref, leave)
 		}
 		cols, rows := windowSize(v.in)
-		note := fmt.Sprintf("agentd: another client controls %s: watching it read-only until it is free and a key is typed (ctrl+\\ %s)", r.Ref, leave)
-		a.mu.Lock()
-		a.banner, a.bannerRow = bannerLine(note, cols, rows), max(rows, 1)
-		a.mu.Unlock()
-	case ctlErr != nil:
-		end = ctlErr
+		end = a.watch.readOnly(mark, cols, rows)
 	}
-	close(a.settled)
 	if end == nil {
 		setupDone()
 		a.resize(windowSize(v.in))
@@ -510,7 +513,11 @@ func viewPTY(ctx context.Context, c *client.Conn, v ptyView, r protocol.Resource
 		case <-ctx.Done():
 			end = ctx.Err()
 		case <-winch:
-			a.resize(windowSize(v.in))
+			cols, rows := windowSize(v.in)
+			if err := a.watch.resized(cols, rows); err != nil {
+				end = err
+			}
+			a.resize(cols, rows)
 		}
 	}
 	cancel()
@@ -577,18 +584,6 @@ const (
 	viewModesReset = "\x1b[0m\x1b[?1000l\x1b[?1002l\x1b[?1003l\x1b[?1006l\x1b[?2004l\x1b[?1004l\x1b[?1l\x1b>\x1b[?25h\x1b[<u"
 )
 
-// bannerLine is note drawn on row, the last of a terminal cols wide, in
-// reverse video, the cursor and its attributes kept.
-func bannerLine(note string, cols, row int) string {
-	if r := []rune(note); cols > 2 && len(r) > cols-2 {
-		note = string(r[:cols-3]) + "…"
-	}
-	return fmt.Sprintf("\x1b7\x1b[%d;1H\x1b[0;7m %s \x1b[0m\x1b[K\x1b8", max(row, 1), note)
-}
-
-// bannerClear erases row, where a banner was drawn.
-func bannerClear(row int) string { return fmt.Sprintf("\x1b7\x1b[%d;1H\x1b[0m\x1b[2K\x1b8", row) }
-
 // errDetached ends an attachment at Ctrl-\.
 var errDetached = errors.New("detached")
 
@@ -604,31 +599,24 @@ type attachment struct {
 	mayTake bool              // constant: control may be taken
 	stream  *client.PTYStream // constant
 	out     io.Writer         // constant
-	// settled is closed once taking control has succeeded or failed: ctl
-	// and banner are set.
-	settled chan struct{}
+	// watch is where the terminal is written: the PTY's output passes
+	// through it, and once control is refused, or not asked for, it draws
+	// the read-only view. Constant after setup.
+	watch *ptyWatch
 
-	mu sync.Mutex
-	// banner, when set, is drawn over each screen of the PTY while it is
-	// watched read-only, on bannerRow; guarded by mu, set before settled
-	// is closed.
-	banner     string
-	bannerRow  int
+	mu         sync.Mutex
 	ctl        *client.Controller // guarded by mu: nil while watching
 	typed      []byte             // guarded by mu: typed, not sent yet
 	cols, rows int                // guarded by mu: a size not sent yet, or 0
-	unbanner   bool               // guarded by mu: the banner is to be erased
 	sending    bool               // guarded by mu: a goroutine is making control calls
 	lost       bool               // guarded by mu: a call conflicted; no more are made
 	wake       chan struct{}      // a size waits for send
 }
 
-// show writes the PTY's screen and output to the terminal until the PTY
-// exits. The first screen is written as soon as it comes; what follows
-// it waits until taking control has settled, and follows the banner when
-// control was not taken.
+// show writes the PTY's screen and output to the terminal, through its
+// watch, until the PTY exits. The first screen is written as soon as it
+// comes, whether or not control is taken yet.
 func (a *attachment) show(ctx context.Context) error {
-	settled := false
 	for {
 		ev, err := a.stream.Next(ctx)
 		if err != nil {
@@ -637,47 +625,15 @@ func (a *attachment) show(ctx context.Context) error {
 		if ev.Resource != nil && ev.Resource.State == protocol.ResourceExited {
 			return errExited{*ev.Resource}
 		}
+		if ev.Resource != nil {
+			if err := a.watch.ptyResized(ev.Resource.Cols, ev.Resource.Rows); err != nil {
+				return err
+			}
+		}
 		if len(ev.Data) == 0 {
 			continue
 		}
-		if !settled {
-			select {
-			case <-a.settled:
-				settled = true
-			default:
-			}
-		}
-		a.mu.Lock()
-		unbanner := a.unbanner
-		a.unbanner = false
-		banner, row, watching := a.banner, a.bannerRow, a.ctl == nil
-		a.mu.Unlock()
-		data := ev.Data
-		switch {
-		case unbanner:
-			data = append([]byte(bannerClear(row)), data...)
-		case ev.Screen && banner != "" && watching:
-			data = append(data, banner...)
-		}
-		if _, err := a.out.Write(data); err != nil {
-			return err
-		}
-		if settled {
-			continue
-		}
-		select {
-		case <-a.settled:
-			settled = true
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		a.mu.Lock()
-		banner, watching = a.banner, a.ctl == nil
-		a.mu.Unlock()
-		if !ev.Screen || banner == "" || !watching {
-			continue
-		}
-		if _, err := io.WriteString(a.out, banner); err != nil {
+		if err := a.watch.output(ev.Data, ev.Screen); err != nil {
 			return err
 		}
 	}
@@ -717,11 +673,21 @@ func (a *attachment) readKeys(ctx context.Context, in *os.File) error {
 		if i >= 0 {
 			keys = keys[:i]
 		}
-		if len(keys) > 0 && a.controlFor(ctx, in) != nil {
+		switch {
+		case len(keys) > 0 && a.controlFor(ctx, in) != nil:
 			a.mu.Lock()
 			a.typed = append(a.typed, keys...)
 			a.mu.Unlock()
 			if err := a.sendPending(ctx); err != nil {
+				return err
+			}
+		case len(keys) > 0:
+			// Said, not dropped without a word.
+			why := "read-only: another client controls this PTY (ctrl+\\ detaches)"
+			if !a.mayTake {
+				why = "read-only: watching only, keys are not sent (ctrl+\\ detaches)"
+			}
+			if err := a.watch.dropped(why); err != nil {
 				return err
 			}
 		}
@@ -753,8 +719,8 @@ func (a *attachment) controlFor(ctx context.Context, in *os.File) *client.Contro
 	cols, rows := windowSize(in)
 	a.mu.Lock()
 	a.ctl, a.cols, a.rows = ctl, cols, rows
-	a.unbanner = a.banner != ""
 	a.mu.Unlock()
+	a.watch.controlled()
 	return ctl
 }
 

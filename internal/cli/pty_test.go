@@ -308,3 +308,43 @@ func TestPsListsWhatRunsAndTheLastEndedRuns(t *testing.T) {
 		t.Fatalf("ps --all --json: %d resources, %v", len(all), err)
 	}
 }
+
+// TestAPTYWatchedFromASmallerTerminalIsClippedAroundItsCursor: a 100×30
+// PTY watched from an 80×24 terminal is drawn as the PTY shows it,
+// clipped around its cursor, its last row saying so; a key typed there
+// says why it is not sent.
+func TestAPTYWatchedFromASmallerTerminalIsClippedAroundItsCursor(t *testing.T) {
+	p, id := newShellPlace(t)
+	work := p.workDir()
+	a := p.screenSized(t, p.commandIn(work, "shell", id), 100, 30)
+	a.typeKeys("for i in $(seq 1 40); do echo line-$i; done\r")
+	a.waitText("line-40")
+	ref := listResources(t, p, id)[0].Ref
+
+	cmd := p.commandIn(work, "pty", id, ref)
+	cmd.Stderr = nil
+	b := p.screenSized(t, cmd, 80, 24)
+	b.waitText(ref + " is 100×30: clipped to rows")
+	a.typeKeys("echo from-two\r")
+	text := b.waitFor("the command and its output, on lines of their own", func(text string) bool {
+		lines := strings.Split(text, "\n")
+		for i, l := range lines[:len(lines)-1] {
+			if strings.HasSuffix(strings.TrimRight(l, " "), "echo from-two") && strings.HasPrefix(lines[i+1], "from-two") {
+				return true
+			}
+		}
+		return false
+	})
+	if at := b.cellOf("echo from-two", "echo from-two"); at < 0 || at > 10 {
+		t.Fatalf("the command is drawn at column %d:\n%s", at, text)
+	}
+	lines := strings.Split(strings.TrimRight(text, "\n "), "\n")
+	if last := lines[len(lines)-1]; !strings.Contains(last, "agentd: "+ref+" is 100×30: clipped to rows 8–30, columns 1–80") {
+		t.Fatalf("the last row: %q\n%s", last, text)
+	}
+	b.typeKeys("x")
+	b.waitText("read-only: another client controls this PTY")
+	if strings.Contains(a.text(), "x\n") {
+		t.Fatalf("a watching client's key reached the PTY:\n%s", a.text())
+	}
+}

@@ -700,7 +700,7 @@ func (p *printer) begin(ctx context.Context, f runFlags, approve, prompt string)
 		p.setTurn(turnID)
 		return err
 	}
-	p.message = "m" + newID()
+	p.message = newID()
 	entry, err := client.Call(ctx, p.c, protocol.OpTurnMessageSubmit, protocol.MessageSubmitInput{
 		SessionID: p.session, MessageID: p.message, Content: protocol.Content{Text: prompt}, Placement: placement,
 	})
@@ -712,7 +712,7 @@ func (p *printer) begin(ctx context.Context, f runFlags, approve, prompt string)
 	// A follow-up, or a prompt that started a turn because none ran, has a
 	// turn of its own; steering goes into a turn the stream names.
 	if entry.State == protocol.QueueDelivered || placement == protocol.PlacementNextTurn {
-		p.setTurn("turn-" + p.message)
+		p.setTurn(protocol.MessageTurnID(p.message))
 	}
 	return nil
 }
@@ -797,7 +797,7 @@ func (p *printer) note(text string) {
 // recorded before the stream opened (its run_end came before too).
 func (p *printer) track(d protocol.SessionDelta) {
 	p.steered(d)
-	if d.Event == protocol.EventRunStart && d.TurnID == "turn-"+p.message && p.turn() == "" {
+	if d.Event == protocol.EventRunStart && d.TurnID == protocol.MessageTurnID(p.message) && p.turn() == "" {
 		p.setTurn(d.TurnID) // steering that missed its turn leads the next
 	}
 	turnID := p.turn()

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -152,6 +153,9 @@ func TestReadOnlyApprovalRefusesBashAndTheTurnGoesOn(t *testing.T) {
 	}
 	if !strings.Contains(out, "read-only") {
 		t.Fatalf("output does not say why:\n%s", out)
+	}
+	if n := strings.Count(out, "approval policy is read-only"); n != 1 {
+		t.Fatalf("the refusal is said %d times, not once:\n%s", n, out)
 	}
 }
 
@@ -305,7 +309,7 @@ func TestAQueuedFollowUpOutlivesAKilledWorker(t *testing.T) {
 	if _, err := client.Call(ctx, c, protocol.OpTurnStart, protocol.TurnStartInput{SessionID: id, TurnID: "t3", Content: protocol.Content{Text: "hello"}}); err != nil {
 		t.Fatal(err)
 	}
-	w.waitEnd(t, "turn-m2")
+	w.waitEnd(t, "tm2")
 	if log := p.mustRun("log", id); !strings.Contains(log, "queued-before-the-kill") {
 		t.Fatalf("log:\n%s", log)
 	}
@@ -535,32 +539,64 @@ func TestAPipedRunRefusesWhatNobodyCanAnswer(t *testing.T) {
 	}
 }
 
-func TestStopInterruptsARunningTurn(t *testing.T) {
+func TestStopEndsTheTurnAndKillsItsRunningToolAtOnce(t *testing.T) {
 	p := newSessionPlace(t)
-	id := strings.TrimSpace(p.mustRun("new", "--cwd", p.workDir()))
-	cmd := p.command("run", "--session", id, "--json", "--approve", "all", "run `sleep 20`")
-	stdout, _ := cmd.StdoutPipe()
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	sc := bufio.NewScanner(stdout)
-	for sc.Scan() && !strings.Contains(sc.Text(), `"event":"tool_call_start"`) {
-	}
-	go func() {
-		for sc.Scan() {
-		}
-	}()
-	if out := p.mustRun("stop", "--now", id); !strings.Contains(out, "stopping") {
+	dir := p.workDir()
+	id := strings.TrimSpace(p.mustRun("new", "--cwd", dir))
+	// The command's child, in its process group, says who it is.
+	cmd, stderr := runUntilTool(t, p, id, "run `sleep 60 & echo $! > child.pid; wait`")
+	var child int
+	poll.Until(t, "the tool's child to write its pid", func() bool {
+		b, err := os.ReadFile(filepath.Join(dir, "child.pid"))
+		child, err = strconv.Atoi(strings.TrimSpace(string(b)))
+		return err == nil
+	})
+	if out := p.mustRun("stop", id); !strings.Contains(out, "stopping turn") {
 		t.Fatalf("stop said %q", out)
 	}
 	if err := cmd.Wait(); err == nil || !strings.Contains(stderr.String(), "interrupted") {
 		t.Fatalf("run: %v %s", err, stderr.String())
 	}
+	if strings.Contains(stderr.String(), "context canceled") {
+		t.Errorf("run speaks Go: %s", stderr.String())
+	}
+	poll.Until(t, "the tool's child to end", func() bool { return !running(child) })
 	if out := p.mustRun("stop", id); !strings.Contains(out, "no turn is running") {
 		t.Fatalf("second stop said %q", out)
 	}
+}
+
+func TestStopAfterStepLetsTheRunningToolFinish(t *testing.T) {
+	p := newSessionPlace(t)
+	dir := p.workDir()
+	id := strings.TrimSpace(p.mustRun("new", "--cwd", dir))
+	// The tool waits for the stop to have been asked, then finishes.
+	cmd, stderr := runUntilTool(t, p, id, "run `while [ ! -e go-on ]; do sleep 0.05; done; echo finished`")
+	if out := p.mustRun("stop", "--after-step", id); !strings.Contains(out, "after its current step") {
+		t.Fatalf("stop --after-step said %q", out)
+	}
+	os.WriteFile(filepath.Join(dir, "go-on"), nil, 0o644)
+	if err := cmd.Wait(); err == nil || !strings.Contains(stderr.String(), "stopped") {
+		t.Fatalf("run: %v %s", err, stderr.String())
+	}
+	if log := p.mustRun("log", id); !strings.Contains(log, "finished") {
+		t.Fatalf("the tool did not finish:\n%s", log)
+	}
+	for _, args := range [][]string{{"stop", "--after-step", id, "shell-1"}, {"stop", "--after-step", "--now", id}} {
+		if _, errOut, code := p.run(args...); code != 2 || !strings.Contains(errOut, "--after-step") {
+			t.Errorf("agentd %v: exit %d: %s", args, code, errOut)
+		}
+	}
+}
+
+// running reports whether process pid runs: neither gone nor a zombie.
+func running(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	_, after, _ := strings.Cut(string(b), ") ")
+	return !strings.HasPrefix(after, "Z")
 }
 
 func TestSessionSelectionSpansEveryHostOfTheRuntimeDirectory(t *testing.T) {

@@ -47,12 +47,18 @@ func (p *place) screen(t *testing.T, args ...string) *screen {
 // screenOf runs cmd, an agentd command, in a PTY.
 func (p *place) screenOf(t *testing.T, cmd *exec.Cmd) *screen {
 	t.Helper()
+	return p.screenSized(t, cmd, screenCols, screenRows)
+}
+
+// screenSized runs cmd, an agentd command, in a PTY cols×rows.
+func (p *place) screenSized(t *testing.T, cmd *exec.Cmd, cols, rows int) *screen {
+	t.Helper()
 	cmd.Env = append(cmd.Env, "TERM=xterm-256color")
-	tty, err := pty.StartWithSize(cmd, &pty.Winsize{Cols: screenCols, Rows: screenRows})
+	tty, err := pty.StartWithSize(cmd, &pty.Winsize{Cols: uint16(cols), Rows: uint16(rows)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &screen{t: t, cmd: cmd, tty: tty, exit: make(chan struct{}), drained: make(chan struct{}), term: vt.NewEmulator(screenCols, screenRows), changed: make(chan struct{}, 1)}
+	s := &screen{t: t, cmd: cmd, tty: tty, exit: make(chan struct{}), drained: make(chan struct{}), term: vt.NewEmulator(cols, rows), changed: make(chan struct{}, 1)}
 	s.wg.Go(func() { // the program's output, onto the screen
 		defer close(s.drained)
 		buf := make([]byte, 32<<10)
@@ -110,6 +116,36 @@ func (s *screen) text() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.term.String()
+}
+
+// cellOf returns the column of the cell where what starts on the first
+// line of the screen that shows line, or -1: a column of the terminal's
+// cells, a wide character taking two.
+func (s *screen) cellOf(line, what string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for y := range s.term.Height() {
+		var text strings.Builder
+		var cols []int // by byte of text: its cell's column
+		for x := 0; x < s.term.Width(); x++ {
+			c := s.term.CellAt(x, y)
+			if c == nil || c.Width == 0 {
+				continue
+			}
+			for range len(c.Content) {
+				cols = append(cols, x)
+			}
+			text.WriteString(c.Content)
+		}
+		if !strings.Contains(text.String(), line) {
+			continue
+		}
+		if i := strings.Index(text.String(), what); i >= 0 {
+			return cols[i]
+		}
+		return -1
+	}
+	return -1
 }
 
 // waitFor waits until the screen shows what cond accepts, and returns it.

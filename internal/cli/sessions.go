@@ -523,15 +523,17 @@ func rootTurn(ctx context.Context, c *client.Conn, id string) (*protocol.TurnSna
 }
 
 func newStopCmd(e *env) *cobra.Command {
-	var now bool
+	var afterStep, now bool
 	cmd := &cobra.Command{
 		Use:   "stop SESSION [REF]",
-		Short: "Stop a session's running turn after its current step (--now: at once), or one of its resources.",
+		Short: "Stop a session's running turn at once, its running tool killed (--after-step: after its current step), or one of its resources.",
 		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) == 2 && now {
-				return usagef("stop --now is for a turn: give no REF")
-			}
-			if len(args) == 2 {
+			switch {
+			case len(args) == 2 && (afterStep || now):
+				return usagef("stop --after-step and --now are for a turn: give no REF")
+			case afterStep && now:
+				return usagef("stop --after-step waits for the current step, --now does not: give one")
+			case len(args) == 2:
 				return exactArgs(2, "SESSION REF")(cmd, args)
 			}
 			return exactArgs(1, "SESSION, or SESSION REF")(cmd, args)
@@ -550,19 +552,23 @@ func newStopCmd(e *env) *cobra.Command {
 					fmt.Fprintln(e.stdout, "no turn is running")
 					return nil
 				}
-				op := protocol.OpTurnStop
-				if now {
-					op = protocol.OpTurnInterrupt
+				op, what := protocol.OpTurnInterrupt, "stopping turn %s\n"
+				if afterStep {
+					op, what = protocol.OpTurnStop, "stopping turn %s after its current step\n"
 				}
 				if _, err := client.Call(ctx, c, op, protocol.TurnRef{SessionID: t.SessionID, TurnID: t.TurnID}); err != nil {
 					return err
 				}
-				fmt.Fprintf(e.stdout, "stopping turn %s\n", t.TurnID)
+				fmt.Fprintf(e.stdout, what, t.TurnID)
 				return nil
 			})
 		},
 	}
-	cmd.Flags().BoolVar(&now, "now", false, "interrupt at once, killing a running tool")
+	cmd.Flags().BoolVar(&afterStep, "after-step", false, "let the running step (the model's reply and the tools it called) finish, then stop")
+	// --now was the way to stop at once before that became the default:
+	// it is still taken, and changes nothing.
+	cmd.Flags().BoolVar(&now, "now", false, "stop at once (the default)")
+	cmd.Flags().MarkHidden("now")
 	return cmd
 }
 

@@ -140,12 +140,20 @@ func printRunning(w io.Writer, running []protocol.Session) {
 		fmt.Fprintf(w, "\nno session is running\n")
 		return
 	}
-	fmt.Fprintf(w, "\n%s\n", pal.heading(fmt.Sprintf("%d sessions running", len(running))))
+	fmt.Fprintf(w, "\n%s\n", pal.heading(counted(len(running), "session", "sessions")+" running"))
 	tw := newTable(w)
 	for _, s := range running {
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", pal.id(s.SessionID), pal.state(s.Status), pal.title(s.Title), tui.Visible(s.Cwd))
 	}
 	tw.Flush()
+}
+
+// counted says n of a thing: "1 session", "2 sessions".
+func counted(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }
 
 // statusAll lists every live host of the runtime directory, without

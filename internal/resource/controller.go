@@ -140,7 +140,19 @@ func (m *Manager) controllerLocked(conn, ref, id string) (*controller, error) {
 func (m *Manager) resizeLocked(r *resource, cols, rows int) error {
 	w, h := r.screen.size()
 	cols, rows = cmp.Or(cols, w), cmp.Or(rows, h)
+	was := r.info
+	if r.info.Cols != cols || r.info.Rows != rows {
+		// Told before the program learns of it: what it prints at the
+		// new size follows the change, and a watcher plays it at that
+		// size.
+		r.info.Cols, r.info.Rows = cols, rows
+		m.changedLocked(r)
+	}
 	if err := setSize(r.out, cols, rows); err != nil {
+		if r.info != was {
+			r.info = was
+			m.changedLocked(r)
+		}
 		return protocol.Errorf(protocol.CodeOperationConflict, "%s cannot be resized: %v", r.info.Ref, err)
 	}
 	r.screen.resize(cols, rows)

@@ -250,6 +250,9 @@ func (m *Manager) start(in StartInput, watch func([]byte)) (protocol.Resource, <
 		SessionID: m.cfg.SessionID, Ref: ref, Kind: kind, Command: redact.Secrets(in.Command), Cwd: cwd,
 		State: protocol.ResourceRunning, StartedAt: time.Now().UTC(),
 	}
+	if r.screen != nil {
+		r.info.Cols, r.info.Rows = r.screen.size()
+	}
 	if m.cfg.Dir != "" {
 		if err := os.MkdirAll(m.cfg.Dir, 0o700); err == nil {
 			r.log, err = atomicfile.Open(filepath.Join(m.cfg.Dir, ref+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)

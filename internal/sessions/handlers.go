@@ -237,6 +237,13 @@ func parseModel(spec string) (protocol.Model, error) {
 
 func (s *Service) selectModel(ctx context.Context, call *server.Call, in *protocol.ModelsSelectInput) (protocol.ModelSelection, error) {
 	if err := catalog.ValidModel(in.Model); err != nil {
+		if !strings.Contains(in.Model, "/") && strings.TrimSpace(in.Model) != "" {
+			// A word alone is taken for a provider: the providers say
+			// whether it names one (and which models it has) or not.
+			if perr := s.cfg.Models.Check(in.Model); perr != nil {
+				err = perr
+			}
+		}
 		return protocol.ModelSelection{}, protocol.Errorf(protocol.CodeInvalidRequest, "%v", err)
 	}
 	if err := s.cfg.Models.Check(in.Model); err != nil {

@@ -100,7 +100,7 @@ func (bashTool) Run(ctx context.Context, env *Env, raw json.RawMessage) Result {
 // process group, SIGKILL after a grace).
 func runResource(ctx context.Context, env *Env, command string, timeout time.Duration) Result {
 	if err := ctx.Err(); err != nil {
-		return failf("bash", "not started: %v", context.Cause(ctx))
+		return failf("bash", "not started: %s", why(ctx))
 	}
 	var mu sync.Mutex
 	sink := newOutputSink(env.Progress)
@@ -152,7 +152,11 @@ func timedOut(timeout time.Duration) string {
 }
 
 func interrupted(ctx context.Context) string {
-	return fmt.Sprintf("interrupted (%v); the command and the processes it started were killed", context.Cause(ctx))
+	w := why(ctx)
+	if w != "interrupted" {
+		w = "interrupted (" + w + ")"
+	}
+	return w + "; the command and the processes it started were killed"
 }
 
 // shell returns the shell commands are run with: bash, or sh without it.
@@ -170,7 +174,7 @@ func shell() string {
 // call outlives it.
 func runShell(ctx context.Context, env *Env, command string, timeout time.Duration) Result {
 	if err := ctx.Err(); err != nil {
-		return failf("bash", "not started: %v", context.Cause(ctx))
+		return failf("bash", "not started: %s", why(ctx))
 	}
 	sh := shell()
 	// One pipe keeps stdout and stderr in order.

@@ -306,3 +306,14 @@ func TestBashRefusesAPTYInTheForegroundAndABackgroundRunWithoutResources(t *test
 	mustFail(t, run(t, bashOutputTool{}, env, `{"ref":"shell-1"}`), "bash_output: this session has no background runs")
 	mustFail(t, run(t, bashStopTool{}, env, `{}`), `bash_stop: argument "ref" is required`)
 }
+
+func TestACancelledCommandSaysInterruptedNotGosWords(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	r := bashTool{}.Run(ctx, &Env{Cwd: t.TempDir()}, []byte(`{"command": "echo never"}`))
+	mustFail(t, r, "not started: interrupted")
+	if strings.Contains(r.Content, "context") {
+		t.Errorf("the result speaks Go: %q", r.Content)
+	}
+}

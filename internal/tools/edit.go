@@ -79,7 +79,7 @@ func (editTool) Run(ctx context.Context, env *Env, raw json.RawMessage) Result {
 		text = strings.Replace(text, a.OldString, a.NewString, 1)
 	}
 	if err := ctx.Err(); err != nil {
-		return failf("edit", "%s: not changed: %v", a.Path, context.Cause(ctx))
+		return failf("edit", "%s: not changed: %s", a.Path, why(ctx))
 	}
 	if _, err := writeAtomic(p, []byte(text)); err != nil {
 		return failf("edit", "cannot write %s: %v", a.Path, err)

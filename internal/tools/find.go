@@ -103,7 +103,7 @@ func (findTool) Run(ctx context.Context, env *Env, raw json.RawMessage) Result {
 	})
 	if err != nil {
 		if ctx.Err() != nil {
-			return failf("find", "stopped: %v", context.Cause(ctx))
+			return failf("find", "stopped: %s", why(ctx))
 		}
 		return failf("find", "%s: %s", name, describe(err))
 	}

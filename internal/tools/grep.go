@@ -138,13 +138,13 @@ func (grepTool) Run(ctx context.Context, env *Env, raw json.RawMessage) Result {
 		})
 		if err != nil && !errors.Is(err, errEnough) {
 			if ctx.Err() != nil {
-				return failf("grep", "stopped: %v", context.Cause(ctx))
+				return failf("grep", "stopped: %s", why(ctx))
 			}
 			return failf("grep", "%s: %s", name, describe(err))
 		}
 	}
 	if ctx.Err() != nil {
-		return failf("grep", "stopped: %v", context.Cause(ctx))
+		return failf("grep", "stopped: %s", why(ctx))
 	}
 
 	var b strings.Builder

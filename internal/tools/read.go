@@ -94,7 +94,7 @@ func (readTool) Run(ctx context.Context, env *Env, raw json.RawMessage) Result {
 	n := 0 // lines read so far
 	for {
 		if n%1024 == 0 && ctx.Err() != nil {
-			return failf("read", "%s: stopped: %v", a.Path, context.Cause(ctx))
+			return failf("read", "%s: stopped: %s", a.Path, why(ctx))
 		}
 		line, cut, err := lines.next()
 		if err == io.EOF {

@@ -16,6 +16,7 @@ package tools
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"runtime/debug"
@@ -162,6 +163,21 @@ func Call(ctx context.Context, log *slog.Logger, t Tool, env *Env, args json.Raw
 		}
 	}()
 	return t.Run(ctx, env, args)
+}
+
+// why says why ctx ended in words for the person and the model:
+// "interrupted" for a turn's cancellation, not Go's "context canceled".
+func why(ctx context.Context) string {
+	switch cause := context.Cause(ctx); {
+	case errors.Is(cause, context.Canceled):
+		return "interrupted"
+	case errors.Is(cause, context.DeadlineExceeded):
+		return "out of time"
+	case cause == nil:
+		return "not ended"
+	default:
+		return cause.Error()
+	}
 }
 
 // failf returns an error result whose message starts with the tool's name.

@@ -40,7 +40,7 @@ func (writeTool) Run(ctx context.Context, env *Env, raw json.RawMessage) Result 
 		return bad
 	}
 	if err := ctx.Err(); err != nil {
-		return failf("write", "%s: not written: %v", a.Path, context.Cause(ctx))
+		return failf("write", "%s: not written: %s", a.Path, why(ctx))
 	}
 	created, err := writeAtomic(resolve(env, a.Path), []byte(a.Content))
 	if err != nil {

@@ -97,6 +97,10 @@ func (m *model) changed(c Change) {
 	if c.Replaced {
 		delete(m.skips, b)
 	}
+	if c.New && b.Kind == BlockNote {
+		m.placeNote(b)
+		return
+	}
 	if !c.New || b.Kind != BlockTool {
 		return
 	}
@@ -125,4 +129,27 @@ func (m *model) takeCall(h *Block, j int) *Block {
 		b.Tool.Name = h.Tool.Name
 	}
 	return b
+}
+
+// placedNote is a note drawn inside a tool call's block: after the first
+// at bytes of its output, those it had when the note came.
+type placedNote struct {
+	at   int
+	note *Block
+}
+
+// placeNote draws note n, when a tool call runs as it comes, inside the
+// call's block where its output then ends: an approval asked before the
+// call's output, a lost connection amid it; not below what came after.
+func (m *model) placeNote(n *Block) {
+	for _, b := range slices.Backward(m.feed.Blocks) {
+		switch {
+		case b == n || b.Kind == BlockNote:
+			continue
+		case b.Kind == BlockTool && !b.Done && (n.TurnID == "" || n.TurnID == b.TurnID):
+			m.inTool[b] = append(m.inTool[b], placedNote{at: len(b.Tool.Output), note: n})
+			m.placed[n] = true
+		}
+		return
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -116,6 +117,12 @@ func Run(ctx context.Context, opts Options) error {
 	winch := make(chan os.Signal, 1)
 	signal.Notify(winch, syscall.SIGWINCH)
 	defer signal.Stop(winch)
+	// Ctrl-\ typed while the terminal is not raw yet (the first frame is
+	// drawn before) is SIGQUIT: it detaches too, rather than end the
+	// process with a dump of its goroutines.
+	quit := make(chan os.Signal, 1)
+	signal.Notify(quit, syscall.SIGQUIT)
+	defer signal.Stop(quit)
 	tty, _ := opts.Output.(*os.File)
 	cols, rows, err := windowSize(tty)
 	if err != nil {
@@ -156,11 +163,20 @@ func Run(ctx context.Context, opts Options) error {
 	wg.Go(warmWidths) // after the first frame, which it would slow on a busy machine
 	p := tea.NewProgram(m, popts...)
 	wg.Go(func() { m.in.read(ctx, opts.Follower) })
+	var quitted atomic.Bool
+	wg.Go(func() {
+		select {
+		case <-quit:
+			quitted.Store(true)
+			cancel()
+		case <-ctx.Done():
+		}
+	})
 	if tty != nil {
 		wg.Go(func() { followSize(ctx, p, tty, winch) })
 	}
 	_, err = p.Run()
-	if drawn && err != nil && !errors.Is(err, tea.ErrProgramKilled) {
+	if drawn && err != nil && (!errors.Is(err, tea.ErrProgramKilled) || quitted.Load()) {
 		tty.WriteString(firstFrameUndo) // Bubble Tea may not have started
 	}
 	cancel()
@@ -282,6 +298,10 @@ type model struct {
 	// by call id, until the feed has a block for them (joinCalls).
 	awaited map[string]*Block
 	skips   map[*Block][]skip // where a streaming block's stream skipped
+	// inTool are the notes drawn inside each tool call's block (placeNote);
+	// placed, the notes drawn so, not at their own place.
+	inTool map[*Block][]placedNote
+	placed map[*Block]bool
 
 	width, height int
 	view          viewport.Model
@@ -297,9 +317,12 @@ type model struct {
 	conn   string // what happened to the connection, while it is not well
 	behind bool   // the stream is opened again after the screen fell behind
 	flash  string // a message for the person, until the next key
-	armed  bool   // Ctrl-C was pressed once
-	ended  error  // why the stream ended for good
-	follow bool   // the view follows the transcript's end
+	// turnFlash marks a flash about the running turn (interrupting it,
+	// stopping it), which goes once no turn runs.
+	turnFlash bool
+	armed     bool  // Ctrl-C was pressed once
+	ended     error // why the stream ended for good
+	follow    bool  // the view follows the transcript's end
 }
 
 func newModel(ctx context.Context, f *client.Follower) *model {
@@ -312,7 +335,7 @@ func newModel(ctx context.Context, f *client.Follower) *model {
 		ctx: ctx, f: f, in: newInbox(), proj: protocol.NewProjector(snap), feed: NewFeed(f.LastRecord()),
 		through: snap.TranscriptSequence, noOlder: snap.TranscriptSequence == 0,
 		view: viewport.New(), input: in, render: newRenderer(), follow: true,
-		awaited: map[string]*Block{}, skips: map[*Block][]skip{},
+		awaited: map[string]*Block{}, skips: map[*Block][]skip{}, inTool: map[*Block][]placedNote{}, placed: map[*Block]bool{},
 	}
 	m.view.KeyMap = viewport.KeyMap{} // keys are routed by the model
 	m.feed.OnChange = m.changed
@@ -441,6 +464,9 @@ func (m *model) events(msg eventsMsg) tea.Cmd {
 		}
 		return tea.Quit
 	}
+	if _, running := m.running(); m.turnFlash && !running {
+		m.flash, m.turnFlash = "", false
+	}
 	m.refresh()
 	return tea.Batch(append(cmds, m.next())...)
 }
@@ -553,12 +579,20 @@ func (m *model) key(k tea.KeyPressMsg) tea.Cmd {
 	armed := m.armed
 	m.armed = false
 	if key != "ctrl+c" {
-		m.flash = ""
+		m.flash, m.turnFlash = "", false
 	}
 	if m.paneOpen {
 		if cmd, handled := m.paneKey(key); handled {
 			return cmd
 		}
+	}
+	if (key == "ctrl+u" || key == "ctrl+d") && m.input.Value() != "" {
+		// On a line being typed they are readline's: ctrl+u deletes
+		// what is before the cursor, ctrl+d the character under it. They
+		// scroll half a page on an empty line.
+		var cmd tea.Cmd
+		m.input, cmd = m.input.Update(k)
+		return cmd
 	}
 	switch key {
 	case "tab":
@@ -574,7 +608,7 @@ func (m *model) key(k tea.KeyPressMsg) tea.Cmd {
 		case !armed:
 			m.armed, m.flash = true, "no turn runs: ctrl+c again detaches (as ctrl+\\ does)"
 		case running:
-			m.flash = "stopping the turn after its current step"
+			m.flash, m.turnFlash = "stopping the turn after its current step", true
 			return m.request("stop", func(ctx context.Context, c *client.Conn, session string) error {
 				_, err := client.Call(ctx, c, protocol.OpTurnStop, protocol.TurnRef{SessionID: session, TurnID: turn})
 				return err
@@ -585,7 +619,7 @@ func (m *model) key(k tea.KeyPressMsg) tea.Cmd {
 		return nil
 	case "esc":
 		if turn, running := m.running(); running {
-			m.flash = "interrupting the turn"
+			m.flash, m.turnFlash = "interrupting the turn", true
 			return m.request("interrupt", func(ctx context.Context, c *client.Conn, session string) error {
 				_, err := client.Call(ctx, c, protocol.OpTurnInterrupt, protocol.TurnRef{SessionID: session, TurnID: turn})
 				return err
@@ -676,7 +710,7 @@ func (m *model) send(text string, queue bool) tea.Cmd {
 			placement = protocol.PlacementNextTurn
 		}
 		_, err := client.Call(ctx, c, protocol.OpTurnMessageSubmit, protocol.MessageSubmitInput{
-			SessionID: session, MessageID: "m" + newID(), Content: protocol.Content{Text: text}, Placement: placement,
+			SessionID: session, MessageID: newID(), Content: protocol.Content{Text: text}, Placement: placement,
 		})
 		return err
 	})

@@ -25,7 +25,7 @@ func screenModel(t *testing.T) *model {
 	m := &model{
 		ctx: context.Background(), in: newInbox(), proj: protocol.NewProjector(snap), feed: NewFeed(0), noOlder: true,
 		view: viewport.New(), input: in, render: newRenderer(), follow: true,
-		awaited: map[string]*Block{}, skips: map[*Block][]skip{},
+		awaited: map[string]*Block{}, skips: map[*Block][]skip{}, inTool: map[*Block][]placedNote{}, placed: map[*Block]bool{},
 	}
 	m.view.KeyMap = viewport.KeyMap{}
 	m.feed.OnChange = m.changed
@@ -269,7 +269,8 @@ func TestAToolCallInTheHistoryAndTheStreamShowsOnce(t *testing.T) {
 
 // TestARunningCallGoesOnFromTheSnapshotOfAStreamOpenedAgain: the output a
 // running call printed while the stream was lost shows once the stream
-// is open again, from its snapshot, each line once, under one header.
+// is open again, from its snapshot, each line once, under one header; the
+// reconnection is noted where the output was then.
 func TestARunningCallGoesOnFromTheSnapshotOfAStreamOpenedAgain(t *testing.T) {
 	m := screenModel(t)
 	m.apply(
@@ -280,7 +281,28 @@ func TestARunningCallGoesOnFromTheSnapshotOfAStreamOpenedAgain(t *testing.T) {
 		ToolCalls: []protocol.RunningToolCall{{TurnID: "t1", ID: "c1", Name: "bash", Arguments: []byte(`{"command":"make"}`), Output: "built a\nbuilt b\n"}}}
 	m.Update(eventsMsg{evs: []client.FollowEvent{{SessionEvent: client.SessionEvent{Snapshot: &snap}, Reopened: true}}})
 	m.apply(protocol.SessionDelta{Event: protocol.EventToolCallUpdate, TurnID: "t1", ToolCall: &protocol.ToolCallInfo{ID: "c1", Name: "bash", Output: "built c\n"}})
-	if s := m.screen(); strings.Count(s, "● ") != 1 || !strings.Contains(s, "● $ make\n  │ built a\n  │ built b\n  │ built c\n") {
+	if s := m.screen(); strings.Count(s, "● ") != 1 || !strings.Contains(s, "● $ make\n  │ built a\n  │ built b\n· reconnected\n  │ built c\n") {
 		t.Fatalf("after the stream opened again:\n%s", s)
+	}
+}
+
+// TestAnApprovalIsNotedWhereItHappenedAboveTheCallsOutput: the approval
+// of a call is drawn between the call and its output, as it happened,
+// not below the output that came after it.
+func TestAnApprovalIsNotedWhereItHappenedAboveTheCallsOutput(t *testing.T) {
+	m := screenModel(t)
+	in := protocol.Interaction{InteractionID: "i1", Kind: protocol.InteractionPermission, Prompt: "run bash: make", State: protocol.InteractionPending}
+	allowed := in
+	allowed.State, allowed.Answer = protocol.InteractionAnswered, protocol.AnswerAllow
+	m.apply(
+		protocol.SessionDelta{Event: protocol.EventRunStart, TurnID: "t1", Turn: &protocol.TurnSnapshot{TurnID: "t1", Status: protocol.TurnRunning}},
+		protocol.SessionDelta{Event: protocol.EventToolCallStart, TurnID: "t1", ToolCall: &protocol.ToolCallInfo{ID: "c1", Name: "bash", Arguments: []byte(`{"command":"make"}`)}},
+		protocol.SessionDelta{Event: protocol.EventInteractionAdded, TurnID: "t1", Interaction: &in},
+		protocol.SessionDelta{Event: protocol.EventInteractionResolved, TurnID: "t1", Interaction: &allowed},
+		protocol.SessionDelta{Event: protocol.EventToolCallUpdate, TurnID: "t1", ToolCall: &protocol.ToolCallInfo{ID: "c1", Name: "bash", Output: "built a\n"}},
+		protocol.SessionDelta{Event: protocol.EventToolCallEnd, TurnID: "t1", ToolCall: &protocol.ToolCallInfo{ID: "c1", Name: "bash", Output: "built a\nexit code 0"}},
+	)
+	if s := m.screen(); !strings.Contains(s, "● $ make\n· allowed: run bash: make\n  │ built a\n  │ exit code 0\n") || strings.Count(s, "allowed:") != 1 {
+		t.Fatalf("the approval is not where it happened:\n%s", s)
 	}
 }

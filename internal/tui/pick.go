@@ -79,7 +79,11 @@ func (p *picker) View() tea.View {
 		b.WriteString(truncate(line, max(p.width, 20)) + "\n")
 	}
 	b.WriteString(styles().dim.Render("↑/↓ choose · enter attach · esc leave"))
-	return tea.NewView(b.String())
+	// On the alternate screen: once left, the list is not on the
+	// terminal, above the session or the shell's prompt.
+	v := tea.NewView(b.String())
+	v.AltScreen = true
+	return v
 }
 
 // padTo cuts s to width cells, or pads it with spaces to them.

@@ -1,7 +1,9 @@
 package tui
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -88,14 +90,18 @@ func (r *renderer) setWidth(w int) {
 	r.width, r.cache = w, map[*Block]rendered{}
 }
 
-// block renders b, with a mark at each place its stream skipped, or
-// returns "" for a block that shows nothing.
-func (r *renderer) block(b *Block, skips []skip) string {
+// block renders b, with a mark at each place its stream skipped and
+// the notes drawn inside it, or returns "" for a block that shows
+// nothing.
+func (r *renderer) block(b *Block, skips []skip, notes []placedNote) string {
 	key := fmt.Sprintf("%d/%d/%d/%t/%t/%d/%v", len(b.Text), len(b.Tool.Output), b.Seq, b.Done, b.Error, b.Kind, skips)
+	for _, n := range notes {
+		key += fmt.Sprintf("/%d:%s:%t", n.at, n.note.Text, n.note.Error)
+	}
 	if c, ok := r.cache[b]; ok && c.key == key {
 		return c.out
 	}
-	out := r.draw(b, skips)
+	out := r.draw(b, skips, notes)
 	r.cache[b] = rendered{key, out}
 	return out
 }
@@ -104,7 +110,7 @@ func (r *renderer) wrap(s string) string {
 	return lipgloss.NewStyle().Width(max(r.width, 1)).Render(s)
 }
 
-func (r *renderer) draw(b *Block, skips []skip) string {
+func (r *renderer) draw(b *Block, skips []skip, notes []placedNote) string {
 	switch b.Kind {
 	case BlockTurn:
 		s := "── turn " + b.TurnID
@@ -146,12 +152,28 @@ func (r *renderer) draw(b *Block, skips []skip) string {
 			style = styles().toolOK
 		}
 		lines := []string{style.Render(r.wrap(head + plain(DescribeTool(b.Tool))))}
-		pieces, between := split(b.Tool.Output, skips)
-		out := r.outputLines(nil, pieces[0])
-		for i, sk := range between {
-			out = append(out, styles().dim.Render("  │ "+truncate(skippedText(sk.n), r.width-4)))
-			out = r.outputLines(out, pieces[i+1])
+		// The marks of skipped output and the notes, each where the
+		// output was when it came.
+		type mark struct {
+			at   int
+			line string
 		}
+		var marks []mark
+		for _, sk := range skips {
+			marks = append(marks, mark{sk.at, styles().dim.Render("  │ " + truncate(skippedText(sk.n), r.width-4))})
+		}
+		for _, n := range notes {
+			marks = append(marks, mark{n.at, r.draw(n.note, nil, nil)})
+		}
+		slices.SortStableFunc(marks, func(a, b mark) int { return cmp.Compare(a.at, b.at) })
+		var out []string
+		prev := 0
+		for _, mk := range marks {
+			at := min(max(mk.at, prev), len(b.Tool.Output))
+			out = append(r.outputLines(out, b.Tool.Output[prev:at]), mk.line)
+			prev = at
+		}
+		out = r.outputLines(out, b.Tool.Output[prev:])
 		if len(out) > toolLines {
 			lines = append(lines, styles().dim.Render(fmt.Sprintf("  │ … %d lines above", len(out)-toolLines)))
 			out = out[len(out)-toolLines:]
@@ -218,7 +240,10 @@ func (m *model) refresh() {
 			if b.Done {
 				delete(m.skips, b) // its whole text replaced what streamed
 			}
-			if s := m.render.block(b, m.skips[b]); s != "" {
+			if m.placed[b] {
+				continue // drawn inside its tool call's block
+			}
+			if s := m.render.block(b, m.skips[b], m.inTool[b]); s != "" {
 				parts = append(parts, s)
 			}
 		}
@@ -252,7 +277,10 @@ func (m *model) hideOlder() {
 
 // blockLines returns how many lines block b takes on the screen.
 func (m *model) blockLines(b *Block) int {
-	s := m.render.block(b, m.skips[b])
+	if m.placed[b] {
+		return 0
+	}
+	s := m.render.block(b, m.skips[b], m.inTool[b])
 	if s == "" {
 		return 0
 	}
@@ -309,6 +337,10 @@ func (m *model) header() string {
 	p := m.proj.Projection()
 	s := p.Session
 	status := s.Status
+	if _, running := m.running(); running && (status == "" || status == protocol.SessionIdle) {
+		// The session's own status follows its turn's a step behind.
+		status = protocol.SessionRunning
+	}
 	if status == "" {
 		status = protocol.SessionIdle
 	}

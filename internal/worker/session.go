@@ -367,7 +367,7 @@ func (s *session) startQueuedLocked() {
 	next.State = protocol.QueueDelivered
 	s.messages[next.MessageID] = next
 	s.emitLocked(protocol.SessionDelta{Event: protocol.EventQueueChanged, Queue: ptr(cloneQueue(s.queue))})
-	if _, err := s.beginTurnLocked("turn-"+next.MessageID, next.MessageID, next.Content.Text); err != nil {
+	if _, err := s.beginTurnLocked(protocol.MessageTurnID(next.MessageID), next.MessageID, next.Content.Text); err != nil {
 		s.logger.Error("starting a queued turn", "message", next.MessageID, "err", err)
 	}
 }
@@ -524,13 +524,13 @@ func (s *session) submitMessage(_ context.Context, _ *server.Call, in *protocol.
 	if e, ok := s.messages[in.MessageID]; ok {
 		return e, nil
 	}
-	if _, ok := s.turns["turn-"+in.MessageID]; ok {
+	if _, ok := s.turns[protocol.MessageTurnID(in.MessageID)]; ok {
 		return protocol.QueueEntry{EntryID: "q-" + in.MessageID, MessageID: in.MessageID, Content: in.Content, Placement: in.Placement, State: protocol.QueueDelivered}, nil
 	}
 	entry := protocol.QueueEntry{EntryID: "q-" + in.MessageID, MessageID: in.MessageID, Content: in.Content, Placement: in.Placement, State: protocol.QueueQueued}
 	if s.current == nil && len(s.queue.FollowUp) == 0 {
 		// Nothing runs: the message starts a turn now, whatever its placement.
-		if _, err := s.beginTurnLocked("turn-"+in.MessageID, in.MessageID, in.Content.Text); err != nil {
+		if _, err := s.beginTurnLocked(protocol.MessageTurnID(in.MessageID), in.MessageID, in.Content.Text); err != nil {
 			return protocol.QueueEntry{}, err
 		}
 		entry.State = protocol.QueueDelivered

@@ -317,7 +317,7 @@ func TestStopInterruptAndQueuedFollowUp(t *testing.T) {
 	if st := seen[len(seen)-1].Turn.Status; st != protocol.TurnInterrupted {
 		t.Fatalf("interrupted turn ended %q", st)
 	}
-	seen = until(t, deltas, runEnd("turn-m2"))
+	seen = until(t, deltas, runEnd("tm2"))
 	if st := seen[len(seen)-1].Turn.Status; st != protocol.TurnCompleted {
 		t.Fatalf("queued turn ended %q", st)
 	}
@@ -511,7 +511,7 @@ func TestQueuedMessagesOutliveTheWorker(t *testing.T) {
 		}
 		ended = append(ended, end.TurnID)
 	}
-	if got := strings.Join(ended, " "); got != "turn-m4 turn-m2 turn-m5" {
+	if got := strings.Join(ended, " "); got != "tm4 tm2 tm5" {
 		t.Fatalf("turns after restart: %s", got)
 	}
 }
@@ -541,7 +541,7 @@ func TestDeliveredSteeringIsNotQueuedAgainAfterRestart(t *testing.T) {
 	if err != nil || e.State != protocol.QueueDelivered {
 		t.Fatalf("the delivered steering message resubmitted: %+v %v", e, err)
 	}
-	if _, err := link.Call(ctx, r2.conn, protocol.OpTurnQuery, protocol.TurnRef{SessionID: "s1", TurnID: "turn-m2"}); !failedWith(err, protocol.CodeNotFound) {
+	if _, err := link.Call(ctx, r2.conn, protocol.OpTurnQuery, protocol.TurnRef{SessionID: "s1", TurnID: "tm2"}); !failedWith(err, protocol.CodeNotFound) {
 		t.Fatalf("the delivered steering message started a turn of its own: %v", err)
 	}
 	c, err := transcript.ReadAll(r.transcript)
@@ -585,7 +585,7 @@ func TestAQueuedMessageWaitsWhileTheModelCannotRun(t *testing.T) {
 	selectModel("faux/echo")
 	startTurn(t, r.conn, "t3", "now")
 	until(t, deltas, runEnd("t3"))
-	seen := until(t, deltas, runEnd("turn-m2"))
+	seen := until(t, deltas, runEnd("tm2"))
 	if st := seen[len(seen)-1].Turn.Status; st != protocol.TurnCompleted {
 		t.Fatalf("the waiting message's turn ended %q", st)
 	}

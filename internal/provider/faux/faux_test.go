@@ -138,6 +138,20 @@ func TestASummaryBoundsLongOutputAndSaysWhatFailed(t *testing.T) {
 	if strings.Contains(text, "line 21") {
 		t.Errorf("summary quotes past 20 lines:\n%s", text)
 	}
+	// A call refused before it ran is named; its refusal, shown as the
+	// call's result, is not quoted again.
+	refusal := "bash was not run: the session's approval policy is read-only, which refuses bash"
+	msgs = []llm.Message{
+		userText("run `ls -la`"),
+		{Role: llm.RoleTool, Parts: []llm.Part{{Type: llm.PartToolResult, ToolResult: &llm.ToolResult{CallID: "1", Name: "bash", Content: refusal, IsError: true}}}},
+	}
+	reply, err = p.Stream(context.Background(), llm.Request{Messages: msgs, Tools: []llm.ToolSpec{bashSpec}}, func(llm.Event) error { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if text := reply.Message.Text(); strings.Contains(text, "approval policy") || !strings.Contains(text, "`ls -la` was not run") || !strings.Contains(text, "I ran 0 commands.") {
+		t.Errorf("summary of a refused call:\n%s", text)
+	}
 }
 
 func TestCommandsInTheirQuotes(t *testing.T) {

@@ -99,16 +99,29 @@ func thought(prompt string, cmds []string, results []llm.ToolResult) string {
 	return s + "Every command it quotes has run, so I will sum up their output."
 }
 
-// summary quotes each command's output, bounded.
+// summary quotes each command's output, bounded; a command refused
+// before it ran is named, its refusal not quoted again: the person saw
+// it as the call's result.
 func summary(cmds []string, results []llm.ToolResult) string {
 	var sb strings.Builder
-	if len(cmds) == 1 {
+	refused := 0
+	for i := range cmds {
+		if notRun(results[i]) {
+			refused++
+		}
+	}
+	switch ran := len(cmds) - refused; {
+	case ran == 1:
 		sb.WriteString("I ran 1 command.")
-	} else {
-		fmt.Fprintf(&sb, "I ran %d commands.", len(cmds))
+	default:
+		fmt.Fprintf(&sb, "I ran %d commands.", ran)
 	}
 	for i, cmd := range cmds {
 		r := results[i]
+		if notRun(r) {
+			fmt.Fprintf(&sb, "\n\n`%s` was not run: the call was refused, for the reason given with it.", cmd)
+			continue
+		}
 		out := strings.TrimRight(r.Content, "\n \t")
 		verb := "printed"
 		if r.IsError {
@@ -125,6 +138,12 @@ func summary(cmds []string, results []llm.ToolResult) string {
 		fmt.Fprintf(&sb, "\n\n`%s` %s:\n```\n%s\n```", cmd, verb, bounded(out))
 	}
 	return sb.String()
+}
+
+// notRun reports whether r is the result of a call refused before its
+// tool ran ("bash was not run: …").
+func notRun(r llm.ToolResult) bool {
+	return r.IsError && strings.HasPrefix(r.Content, r.Name+" was not run: ")
 }
 
 // bounded returns the first summaryLines lines of out, at most summaryBytes,
