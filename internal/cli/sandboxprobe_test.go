@@ -208,4 +208,3 @@ func TestTheAgentsCommandsReachNoKeyNorAgentdFromTheirSandbox(t *testing.T) {
 		return nil
 	})
 }
-
