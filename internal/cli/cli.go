@@ -120,6 +120,7 @@ prints this help.`,
 		newShellCmd(e),
 		newPtyCmd(e),
 		newWorkerCmd(e),
+		newACPCmd(e),
 	)
 	// Added now rather than when the command runs, so that unknownCommand
 	// finds them.
