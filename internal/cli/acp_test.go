@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -472,5 +473,61 @@ func TestACPBadInputIsRefusedAndTheConnectionGoesOn(t *testing.T) {
 		if msg, _ := e["message"].(string); !strings.Contains(msg, c.says) {
 			t.Errorf("%s: message %q does not name %q", c.line, msg, c.says)
 		}
+	}
+}
+
+// rssKiB is the resident memory of process pid, in KiB.
+func rssKiB(t *testing.T, pid int) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+			n, err := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+	}
+	t.Fatal("no VmRSS")
+	return 0
+}
+
+func TestACPAnEditorThatNeverReadsLeavesAgentdBoundedAndTheSessionUnharmed(t *testing.T) {
+	p := newPlace(t)
+	// Two replies of 14 MiB of text, each in 140,000 deltas (a record
+	// holds at most 16 MiB).
+	chunk := strings.Repeat("x", 104) + " "
+	big := `{"steps":[{"repeat":140000,"text":"` + chunk + `"}]}`
+	writeScript(t, p, `{"replies":[`+big+`,`+big+`,{"steps":[{"text":"third turn"}]}]}`)
+	r := p.rawACP()
+	cwd := t.TempDir()
+	r.send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}`)
+	r.response(1)
+	r.send(`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":` + strconv.Quote(cwd) + `,"mcpServers":[]}}`)
+	res, _ := r.response(2)["result"].(map[string]any)
+	id, _ := res["sessionId"].(string)
+	if id == "" {
+		t.Fatalf("session/new: %v", res)
+	}
+	before := rssKiB(t, r.cmd.Process.Pid)
+	// From now on nobody reads what agentd acp writes.
+	for range 2 {
+		if _, errOut, code := p.run("run", "--session", id, "go"); code != 0 {
+			t.Fatalf("a turn failed: %s", errOut)
+		}
+	}
+	grew := rssKiB(t, r.cmd.Process.Pid) - before
+	t.Logf("agentd acp grew by %d KiB", grew)
+	if grew > 20<<10 {
+		t.Errorf("agentd acp grew by %d KiB while its editor read nothing of 28 MiB of replies", grew)
+	}
+	// The session goes on, for another client.
+	out := p.mustRun("run", "--session", id, "again")
+	if !strings.Contains(out, "third turn") {
+		t.Errorf("the next turn: %q", out)
 	}
 }
