@@ -189,7 +189,7 @@ func (a *agent) Initialize(_ context.Context, p sdk.InitializeRequest) (sdk.Init
 func (a *agent) Authenticate(ctx context.Context, p sdk.AuthenticateRequest) (sdk.AuthenticateResponse, error) {
 	models, err := call(ctx, a, protocol.OpModelsList, protocol.ModelsListInput{})
 	if err != nil {
-		return sdk.AuthenticateResponse{}, err
+		return sdk.AuthenticateResponse{}, hostError(err)
 	}
 	msg := fmt.Sprintf("methodId %q: agentd offers no authentication methods; a provider's key is set with `agentd auth`.", p.MethodId)
 	for _, pr := range models.Providers {

@@ -284,6 +284,9 @@ func TestACPPromptStreamsATurnWithAPermissionAndLoadReplaysIt(t *testing.T) {
 		t.Errorf("the permission names tool call %s, which no tool_call announced:\n%s", callID, strings.Join(live, "\n"))
 	}
 
+	if _, err := a.conn.Authenticate(ctx, sdk.AuthenticateRequest{MethodId: "key"}); err == nil || !strings.Contains(err.Error(), "agentd auth") || !strings.Contains(err.Error(), "faux") {
+		t.Errorf("authenticate: %v", err)
+	}
 	// A cancel with no turn running does nothing.
 	if err := a.conn.Cancel(ctx, sdk.CancelNotification{SessionId: sess.SessionId}); err != nil {
 		t.Fatal(err)
@@ -529,5 +532,54 @@ func TestACPAnEditorThatNeverReadsLeavesAgentdBoundedAndTheSessionUnharmed(t *te
 	out := p.mustRun("run", "--session", id, "again")
 	if !strings.Contains(out, "third turn") {
 		t.Errorf("the next turn: %q", out)
+	}
+}
+
+func TestACPModeAndConfigOptionsReachTheSession(t *testing.T) {
+	p := newPlace(t)
+	cwd := t.TempDir()
+	ctx := agentdtest.Context(t)
+	e := p.editor(nil) // a permission request would wait: none must come
+	sess, err := e.conn.NewSession(ctx, sdk.NewSessionRequest{Cwd: cwd, McpServers: []sdk.McpServer{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.conn.SetSessionMode(ctx, sdk.SetSessionModeRequest{SessionId: sess.SessionId, ModeId: "nosuch"}); err == nil || !strings.Contains(err.Error(), "modeId") {
+		t.Errorf("an unknown mode: %v", err)
+	}
+	if _, err := e.conn.SetSessionMode(ctx, sdk.SetSessionModeRequest{SessionId: sess.SessionId, ModeId: "all"}); err != nil {
+		t.Fatal(err)
+	}
+	opts, err := e.conn.SetSessionConfigOption(ctx, sdk.SetSessionConfigOptionRequest{ValueId: &sdk.SetSessionConfigOptionValueId{SessionId: sess.SessionId, ConfigId: "thinking", Value: "high"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(opts.ConfigOptions) != 2 || opts.ConfigOptions[1].Select == nil || opts.ConfigOptions[1].Select.CurrentValue != "high" {
+		t.Fatalf("config options after thinking high: %+v", opts.ConfigOptions)
+	}
+	if _, err := e.conn.SetSessionConfigOption(ctx, sdk.SetSessionConfigOptionRequest{ValueId: &sdk.SetSessionConfigOptionValueId{SessionId: sess.SessionId, ConfigId: "colour", Value: "red"}}); err == nil || !strings.Contains(err.Error(), "configId") {
+		t.Errorf("an unknown option: %v", err)
+	}
+	resp, err := e.conn.Prompt(ctx, sdk.PromptRequest{SessionId: sess.SessionId, Prompt: []sdk.ContentBlock{sdk.TextBlock("run `echo hi`")}})
+	if err != nil || resp.StopReason != sdk.StopReasonEndTurn {
+		t.Fatalf("session/prompt: %+v, %v", resp, err)
+	}
+	e.mu.Lock()
+	asked := len(e.asked)
+	e.mu.Unlock()
+	if asked != 0 {
+		t.Errorf("%d permission requests under mode all", asked)
+	}
+	if !e.saw("mode all") || !e.saw("thought ") {
+		t.Errorf("no mode update or no thinking:\n%s", strings.Join(e.seen(), "\n"))
+	}
+	var st struct {
+		Approval, Thinking string
+	}
+	if err := json.Unmarshal([]byte(p.mustRun("ls", "--json")), &[]any{&st}); err != nil {
+		t.Fatal(err)
+	}
+	if st.Approval != "all" || st.Thinking != "high" {
+		t.Errorf("the session's policy and thinking: %+v", st)
 	}
 }
