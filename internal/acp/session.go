@@ -188,10 +188,15 @@ func (s *session) live(snap protocol.SessionProjection, partial bool) error {
 			}
 		}
 		for _, c := range snap.ToolCalls {
+			_, known := s.tools[c.ID]
 			tc := s.toolCall(c.ID, c.Name, c.Arguments)
-			tc.output = c.Output
+			tc.output = tail(c.Output)
 			u := toolCallUpdate(c.ID, tc, sdk.ToolCallStatusInProgress)
-			if err := s.send(startUpdate(u)); err != nil {
+			up := startUpdate(u)
+			if known {
+				up = sdk.SessionUpdate{ToolCallUpdate: &u}
+			}
+			if err := s.send(up); err != nil {
 				return err
 			}
 		}

@@ -379,8 +379,18 @@ func TestACPTwoEditorsShareALiveTurn(t *testing.T) {
 	poll.Until(t, "both editors to see the command run", func() bool {
 		return a.saw("tool_call_update") && b.saw("in_progress")
 	})
-	// The first editor goes mid-turn: the turn runs on, and the second
-	// sees it end.
+	// A third editor loads the session mid-turn: the history, then the
+	// command running, then the rest live.
+	c := p.editor(allowOnce)
+	if _, err := c.conn.LoadSession(ctx, sdk.LoadSessionRequest{SessionId: sess.SessionId, Cwd: cwd, McpServers: []sdk.McpServer{}}); err != nil {
+		t.Fatal(err)
+	}
+	joined := c.seen()
+	if len(joined) < 2 || joined[0] != "user "+prompt || !strings.HasPrefix(joined[len(joined)-1], "tool_call_update ") || !strings.Contains(joined[len(joined)-1], "in_progress") {
+		t.Fatalf("an editor loading the session mid-turn got:\n%s", strings.Join(joined, "\n"))
+	}
+	// The first editor goes mid-turn: the turn runs on, and the others
+	// see it end.
 	a.close()
 	if err := <-answered; err == nil {
 		t.Error("the prompt of an editor that went was answered as if its turn ended")
@@ -388,7 +398,9 @@ func TestACPTwoEditorsShareALiveTurn(t *testing.T) {
 	if err := os.WriteFile(gate, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	poll.Until(t, "the second editor to see the turn end", func() bool { return strings.Contains(b.textOf(0), "through") })
+	poll.Until(t, "the other editors to see the turn end", func() bool {
+		return strings.Contains(b.textOf(0), "through") && strings.Contains(c.textOf(0), "through")
+	})
 	out := p.mustRun("log", string(sess.SessionId))
 	if !strings.Contains(out, "through") {
 		t.Errorf("agentd log lacks the turn's end:\n%s", out)
