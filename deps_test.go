@@ -90,6 +90,7 @@ var arrows = map[string][]string{
 	// a stopped stream's diagnosis asks the session's worker through the host's link
 	"bench/sessionbench": {"bench/internal/harness", "bench/internal/procstat", "bench/internal/table", "client", "internal/activation", "internal/cli", "internal/home", "internal/link", "internal/proc", "internal/resource", "protocol"},
 	"bench/soak":         {"bench/internal/asagentd", "bench/internal/harness", "client", "internal/activation", "internal/home", "internal/proc", "protocol"},
+	"bench/acpbench":     {"bench/internal/asagentd", "bench/internal/harness", "bench/internal/table", "client", "internal/activation", "protocol"},
 	"bench/handoffbench": {"bench/internal/asagentd", "bench/internal/harness", "bench/internal/procstat", "bench/internal/table", "client", "internal/activation", "internal/home", "internal/proc", "protocol"},
 }
 

@@ -57,7 +57,8 @@ func Serve(ctx context.Context, cfg Config, in io.ReadCloser, out io.WriteCloser
 	}
 	life, stop := context.WithCancelCause(ctx)
 	a := &agent{cfg: cfg, life: life, logger: logger, sessions: map[string]*session{}}
-	a.conn = sdk.NewAgentSideConnection(a, out, in)
+	a.out = newBatcher(out)
+	a.conn = sdk.NewAgentSideConnection(a, a.out, in)
 	a.conn.SetLogger(logger)
 	select {
 	case <-a.conn.Done():
@@ -67,7 +68,7 @@ func Serve(ctx context.Context, cfg Config, in io.ReadCloser, out io.WriteCloser
 	}
 	// Closing both ends first unblocks what waits on the editor.
 	in.Close()
-	out.Close()
+	a.out.Close()
 	a.closeAll()
 	a.wg.Wait()
 	<-a.conn.Done()
@@ -80,6 +81,7 @@ type agent struct {
 	life   context.Context          // constant: ends when the editor goes
 	logger *slog.Logger             // constant
 	conn   *sdk.AgentSideConnection // constant once Serve has set it
+	out    *batcher                 // constant once Serve has set it: what conn writes to
 
 	wg sync.WaitGroup // every goroutine the agent starts
 

@@ -218,7 +218,9 @@ func (s *session) permissionCall(in protocol.Interaction) sdk.ToolCallUpdate {
 			return sdk.ToolCallUpdate{ToolCallId: u.ToolCallId, Title: u.Title, Kind: u.Kind, Status: u.Status, RawInput: u.RawInput, Locations: u.Locations}
 		}
 	}
-	u := toolCallUpdate(in.InteractionID, &toolCall{name: d.Tool, args: d.Arguments}, sdk.ToolCallStatusPending)
+	tc := &toolCall{name: d.Tool}
+	tc.setArgs(d.Arguments)
+	u := toolCallUpdate(in.InteractionID, tc, sdk.ToolCallStatusPending)
 	return sdk.ToolCallUpdate{ToolCallId: u.ToolCallId, Title: sdk.Ptr(in.Prompt), Kind: u.Kind, Status: u.Status, RawInput: u.RawInput, Locations: u.Locations}
 }
 

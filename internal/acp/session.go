@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -21,27 +23,26 @@ const maxToolOutput = protocol.MaxRunningOutput
 // pump turns into session/update notifications, and the prompts of this
 // editor waiting for their turns.
 type session struct {
-	a        *agent           // constant
-	id       string           // constant: the session's full id
-	follower *client.Follower // constant
-	ctx      context.Context  // constant: ends when the session is closed
-	stop     context.CancelFunc
-	// replayed is closed once the transcript is replayed (session/load),
-	// at once otherwise.
-	replayed chan struct{}
+	a    *agent          // constant
+	id   string          // constant: the session's full id
+	ctx  context.Context // constant: ends when the session is closed
+	stop context.CancelFunc
 
-	// What pump alone reads and writes.
+	// What the history's replay, then pump, alone read and write.
 	replayThrough uint64               // the last record sent as history
+	unsent        []string             // history's tool calls waiting for their results
+	msgs          map[string]*message  // turn/message id → what was sent of a message streaming
 	tools         map[string]*toolCall // tool call id → the call
 	last          protocol.Session     // the session's header as last sent
 
-	mu      sync.Mutex
-	waits   map[string]chan protocol.TurnSnapshot // guarded by mu: turn id → the prompt waiting for it
-	queued  map[string]queuedPrompt               // guarded by mu: message id → a prompt waiting for its turn to start
-	own     map[string]bool                       // guarded by mu: turn and message ids of this editor's prompts
-	running string                                // guarded by mu: the running turn's id
-	mode    string                                // guarded by mu: the approval policy the next turn takes
-	asks    map[string]context.CancelFunc         // guarded by mu: interaction id → its request_permission
+	mu       sync.Mutex
+	follower *client.Follower                      // guarded by mu: the stream, once open
+	waits    map[string]chan protocol.TurnSnapshot // guarded by mu: turn id → the prompt waiting for it
+	queued   map[string]queuedPrompt               // guarded by mu: message id → a prompt waiting for its turn to start
+	own      map[string]bool                       // guarded by mu: turn and message ids of this editor's prompts
+	running  string                                // guarded by mu: the running turn's id
+	mode     string                                // guarded by mu: the approval policy the next turn takes
+	asks     map[string]context.CancelFunc         // guarded by mu: interaction id → its request_permission
 }
 
 // queuedPrompt is a prompt queued behind a running turn.
@@ -54,20 +55,24 @@ type queuedPrompt struct {
 type toolCall struct {
 	name   string
 	args   json.RawMessage
+	parsed toolArgs // args, decoded
 	output string
 	asked  bool // a permission request named it
 }
 
-func newSession(a *agent, id string, f *client.Follower, replay bool) *session {
+// setArgs sets the call's arguments.
+func (tc *toolCall) setArgs(args json.RawMessage) {
+	tc.args, tc.parsed = args, toolArgs{}
+	json.Unmarshal(args, &tc.parsed)
+}
+
+func newSession(a *agent, id string) *session {
 	ctx, stop := context.WithCancel(a.life)
 	s := &session{
-		a: a, id: id, follower: f, ctx: ctx, stop: stop, replayed: make(chan struct{}),
-		tools: map[string]*toolCall{},
+		a: a, id: id, ctx: ctx, stop: stop,
+		tools: map[string]*toolCall{}, msgs: map[string]*message{},
 		waits: map[string]chan protocol.TurnSnapshot{}, queued: map[string]queuedPrompt{},
 		own: map[string]bool{}, asks: map[string]context.CancelFunc{},
-	}
-	if !replay {
-		close(s.replayed)
 	}
 	return s
 }
@@ -75,36 +80,101 @@ func newSession(a *agent, id string, f *client.Follower, replay bool) *session {
 // close stops following the session; the pump ends.
 func (s *session) close() {
 	s.stop()
-	s.follower.Close()
+	s.mu.Lock()
+	f := s.follower
+	s.mu.Unlock()
+	if f != nil {
+		f.Close()
+	}
+}
+
+// replay sends the session's transcript as history, read in pages, and
+// returns the last record sent.
+func (s *session) replay(ctx context.Context) (uint64, error) {
+	c, err := s.a.hostConn(ctx)
+	if err != nil {
+		return 0, err
+	}
+	var last uint64
+	req := client.PageRequest{Direction: client.PageNewer, MaxBytes: protocol.MaxMessageBytes / 2}
+	for {
+		page, err := c.TranscriptPage(ctx, s.id, req)
+		if err != nil {
+			return last, err
+		}
+		for _, rec := range page.Records {
+			if err := s.history(rec); err != nil {
+				return last, err
+			}
+			last = rec.Seq
+		}
+		if page.NextCursor == "" {
+			return last, nil
+		}
+		req.Cursor = page.NextCursor
+	}
 }
 
 // send sends one update of the session to the editor.
 func (s *session) send(u sdk.SessionUpdate) error {
-	return s.a.conn.SessionUpdate(s.ctx, sdk.SessionNotification{SessionId: sdk.SessionId(s.id), Update: u})
+	w := wire(u)
+	if w == nil {
+		return s.a.conn.SessionUpdate(s.ctx, sdk.SessionNotification{SessionId: sdk.SessionId(s.id), Update: u})
+	}
+	if err := s.ctx.Err(); err != nil {
+		return err
+	}
+	b, err := line(s.id, w)
+	if err != nil {
+		return err
+	}
+	_, err = s.a.out.Write(b)
+	return err
 }
 
 // pump turns the session's stream into updates until the session is
-// closed, the editor goes, or the stream ends for good.
-func (s *session) pump(snap protocol.SessionProjection) {
+// closed, the editor goes, or the stream ends for good. With f nil the
+// history was sent up to record after: pump opens the stream after it,
+// and the records after it the projection includes are history too, then
+// what is in flight.
+func (s *session) pump(f *client.Follower, after uint64) {
 	defer s.endWaits()
+	replay := f == nil
+	if replay {
+		var err error
+		if f, err = client.FollowSession(s.ctx, s.a.dial, s.id, client.SessionOptions{Resume: true, After: after}); err != nil {
+			if s.ctx.Err() == nil {
+				s.a.logger.Warn("following a loaded session", "session", s.id, "err", err)
+			}
+			return
+		}
+	}
+	s.mu.Lock()
+	if s.ctx.Err() != nil {
+		s.mu.Unlock()
+		f.Close()
+		return
+	}
+	s.follower = f
+	s.mu.Unlock()
+	snap := f.Session().Snapshot()
 	s.last = snap.Session
 	s.setRunning(snap.RootTurn)
-	select {
-	case <-s.replayed:
+	if !replay {
 		// Followed from now: the pending permissions are asked.
 		if err := s.live(snap, false); err != nil {
 			return
 		}
-	default:
+	} else {
 		s.replayThrough = snap.TranscriptSequence
-		if s.replayThrough == 0 {
+		if s.replayThrough <= after {
 			if err := s.finishReplay(snap); err != nil {
 				return
 			}
 		}
 	}
 	for {
-		ev, err := s.follower.Next(s.ctx)
+		ev, err := f.Next(s.ctx)
 		if err != nil {
 			if s.ctx.Err() == nil {
 				s.a.logger.Info("the session's stream ended", "session", s.id, "err", err)
@@ -117,6 +187,11 @@ func (s *session) pump(snap protocol.SessionProjection) {
 		}
 		if ev.Reopened && ev.Snapshot != nil {
 			s.setRunning(ev.Snapshot.RootTurn)
+			for _, m := range ev.Snapshot.Streams {
+				if err := s.catchUp(m); err != nil {
+					return
+				}
+			}
 			continue
 		}
 		if ev.Resource != nil {
@@ -146,11 +221,6 @@ func (s *session) endWaits() {
 		cancel()
 		delete(s.asks, id)
 	}
-	select {
-	case <-s.replayed:
-	default:
-		close(s.replayed)
-	}
 }
 
 func (s *session) setRunning(t *protocol.TurnSnapshot) {
@@ -166,8 +236,93 @@ func (s *session) setRunning(t *protocol.TurnSnapshot) {
 // the text of a message still streaming, the tool calls running, the
 // todo list, and the permissions it waits for.
 func (s *session) finishReplay(snap protocol.SessionProjection) error {
-	defer close(s.replayed)
+	if err := s.flushCalls(); err != nil {
+		return err
+	}
 	return s.live(snap, true)
+}
+
+// maxHeld bounds the text held for a message whose stream skipped ahead.
+const maxHeld = 1 << 20
+
+// message is what this editor has had of an assistant message's text.
+type message struct {
+	sent int // bytes of the message's text sent, its prefix
+	// behind is set once the stream skipped ahead: what comes after is
+	// held, and the text from sent on goes out when the message ends,
+	// whole when its end carries it.
+	behind bool
+	held   strings.Builder // the deltas after the skip, gaps marked
+	broken bool            // held text went out: sent is no prefix now
+}
+
+func (s *session) message(turnID, msgID string) *message {
+	key := turnID + "/" + msgID
+	m := s.msgs[key]
+	if m == nil {
+		m = &message{}
+		s.msgs[key] = m
+	}
+	return m
+}
+
+// streamText sends a text delta, or holds it once the stream has skipped
+// ahead for this editor: the host skips a reader that lags, and an editor
+// has no other way to the text it missed.
+func (s *session) streamText(d protocol.SessionDelta) error {
+	m := s.message(d.TurnID, d.MessageID)
+	if d.Skipped > 0 {
+		m.behind = true
+		fmt.Fprintf(&m.held, "[… %d bytes skipped …]", d.Skipped)
+	}
+	if !m.behind {
+		if d.Text == "" {
+			return nil
+		}
+		m.sent += len(d.Text)
+		return s.send(sdk.UpdateAgentMessageText(d.Text))
+	}
+	m.held.WriteString(d.Text)
+	if m.held.Len() < maxHeld {
+		return nil
+	}
+	m.broken = true
+	text := m.held.String()
+	m.held.Reset()
+	return s.send(sdk.UpdateAgentMessageText(text))
+}
+
+// endText sends what the editor lacks of a message that ended: the rest
+// of its text, from the message's end when it carries the text (it does
+// unless the text passes the wire's limit), else what was held.
+func (s *session) endText(d protocol.SessionDelta) error {
+	key := d.TurnID + "/" + d.MessageID
+	m := s.msgs[key]
+	delete(s.msgs, key)
+	switch {
+	case m == nil:
+		return nil
+	case !m.broken && d.Text != "" && m.sent <= len(d.Text):
+		if rest := d.Text[m.sent:]; rest != "" {
+			return s.send(sdk.UpdateAgentMessageText(rest))
+		}
+	case m.held.Len() > 0:
+		return s.send(sdk.UpdateAgentMessageText(m.held.String()))
+	}
+	return nil
+}
+
+// catchUp sends the text of a message still streaming that this editor
+// has not had, from a projection.
+func (s *session) catchUp(ms protocol.MessageStream) error {
+	m := s.message(ms.TurnID, ms.MessageID)
+	if m.broken || m.sent >= len(ms.Text) {
+		return nil
+	}
+	rest := ms.Text[m.sent:]
+	m.sent, m.behind = len(ms.Text), false
+	m.held.Reset()
+	return s.send(sdk.UpdateAgentMessageText(rest))
 }
 
 // live sends the state of snap a follower from now on needs: with
@@ -181,10 +336,8 @@ func (s *session) live(snap protocol.SessionProjection, partial bool) error {
 					return err
 				}
 			}
-			if m.Text != "" {
-				if err := s.send(sdk.UpdateAgentMessageText(m.Text)); err != nil {
-					return err
-				}
+			if err := s.catchUp(m); err != nil {
+				return err
 			}
 		}
 		for _, c := range snap.ToolCalls {
@@ -237,9 +390,9 @@ func (s *session) delta(d protocol.SessionDelta, rec *protocol.TranscriptRecord,
 				return err
 			}
 		}
-		if d.Text != "" {
-			return s.send(sdk.UpdateAgentMessageText(d.Text))
-		}
+		return s.streamText(d)
+	case protocol.EventMessageEnd:
+		return s.endText(d)
 	case protocol.EventToolCallStart:
 		if c := d.ToolCall; c != nil {
 			_, known := s.tools[c.ID]
@@ -312,8 +465,18 @@ func (s *session) changed(now protocol.Session) error {
 }
 
 // history sends one record of the transcript replayed by session/load.
+// A tool call is sent once, as it ended, when its result follows its
+// message (with only approvals between); one with no result yet is sent
+// pending when anything else comes, or the history ends.
 func (s *session) history(rec protocol.TranscriptRecord) error {
+	if rec.Type != protocol.RecordToolResults && rec.Type != protocol.RecordToolAllowed {
+		if err := s.flushCalls(); err != nil {
+			return err
+		}
+	}
 	switch rec.Type {
+	case protocol.RecordTurnEnd:
+		s.recordedEnd(rec)
 	case protocol.RecordUserMessage:
 		var m protocol.UserMessageData
 		if json.Unmarshal(rec.Data, &m) == nil && m.Text != "" {
@@ -332,7 +495,9 @@ func (s *session) history(rec protocol.TranscriptRecord) error {
 			case p.Type == protocol.PartText && p.Text != "":
 				err = s.send(sdk.UpdateAgentMessageText(p.Text))
 			case p.Type == protocol.PartToolCall && p.ToolCall != nil:
-				err = s.announce(*p.ToolCall)
+				c := p.ToolCall
+				s.toolCall(c.ID, c.Name, c.Arguments)
+				s.unsent = append(s.unsent, c.ID)
 			}
 			if err != nil {
 				return err
@@ -344,13 +509,52 @@ func (s *session) history(rec protocol.TranscriptRecord) error {
 			return nil
 		}
 		for _, p := range m.Parts {
-			if r := p.ToolResult; p.Type == protocol.PartToolResult && r != nil {
-				if err := s.endTool(r.CallID, r.Name, r.Content, r.IsError); err != nil {
+			r := p.ToolResult
+			if p.Type != protocol.PartToolResult || r == nil {
+				continue
+			}
+			if i := slices.Index(s.unsent, r.CallID); i >= 0 {
+				// Calls before it with no result are sent first, pending.
+				for _, id := range s.unsent[:i] {
+					if err := s.send(startUpdate(toolCallUpdate(id, s.tools[id], sdk.ToolCallStatusPending))); err != nil {
+						return err
+					}
+				}
+				s.unsent = s.unsent[i+1:]
+				tc := s.toolCall(r.CallID, r.Name, nil)
+				tc.output = tail(r.Content)
+				if err := s.send(startUpdate(s.ended(r.CallID, tc, r.IsError))); err != nil {
 					return err
 				}
+				delete(s.tools, r.CallID)
+				continue
+			}
+			if err := s.endTool(r.CallID, r.Name, r.Content, r.IsError); err != nil {
+				return err
 			}
 		}
 	}
+	return nil
+}
+
+// recordedEnd answers the prompt waiting for the turn a turn_end record
+// ends: its run_end may have gone by while the stream was not open.
+func (s *session) recordedEnd(rec protocol.TranscriptRecord) {
+	var d protocol.TurnEndData
+	if json.Unmarshal(rec.Data, &d) == nil {
+		s.turnEnded(protocol.TurnSnapshot{SessionID: s.id, TurnID: rec.TurnID, Status: d.Status, Error: d.Error, Usage: d.Usage})
+	}
+}
+
+// flushCalls sends the tool calls of the history still waiting for their
+// results, pending.
+func (s *session) flushCalls() error {
+	for _, id := range s.unsent {
+		if err := s.send(startUpdate(toolCallUpdate(id, s.tools[id], sdk.ToolCallStatusPending))); err != nil {
+			return err
+		}
+	}
+	s.unsent = s.unsent[:0]
 	return nil
 }
 
@@ -359,6 +563,8 @@ func (s *session) history(rec protocol.TranscriptRecord) error {
 // hands a queued prompt the turn it started.
 func (s *session) record(rec protocol.TranscriptRecord) error {
 	switch rec.Type {
+	case protocol.RecordTurnEnd:
+		s.recordedEnd(rec)
 	case protocol.RecordTurnStart:
 		var d protocol.TurnStartData
 		if json.Unmarshal(rec.Data, &d) == nil && d.MessageID != "" {
@@ -416,6 +622,13 @@ func (s *session) announce(c protocol.ToolCallPart) error {
 func (s *session) endTool(id, name, output string, failed bool) error {
 	tc := s.toolCall(id, name, nil)
 	tc.output = tail(output)
+	u := s.ended(id, tc, failed)
+	delete(s.tools, id)
+	return s.send(sdk.SessionUpdate{ToolCallUpdate: &u})
+}
+
+// ended describes a tool call that ended.
+func (s *session) ended(id string, tc *toolCall, failed bool) sdk.SessionToolCallUpdate {
 	status := sdk.ToolCallStatusCompleted
 	if failed {
 		status = sdk.ToolCallStatusFailed
@@ -426,8 +639,7 @@ func (s *session) endTool(id, name, output string, failed bool) error {
 			u.Content = []sdk.ToolCallContent{diff, sdk.ToolContent(sdk.TextBlock(tc.output))}
 		}
 	}
-	delete(s.tools, id)
-	return s.send(sdk.SessionUpdate{ToolCallUpdate: &u})
+	return u
 }
 
 // toolCall returns the call id names, recording it when new.
@@ -438,7 +650,7 @@ func (s *session) toolCall(id, name string, args json.RawMessage) *toolCall {
 		s.tools[id] = tc
 	}
 	if len(args) > 0 {
-		tc.args = args
+		tc.setArgs(args)
 	}
 	if tc.name == "" {
 		tc.name = name
@@ -473,8 +685,7 @@ var kinds = map[string]sdk.ToolKind{
 // toolCallUpdate describes a tool call: its title, kind, arguments,
 // the files it names and its output so far.
 func toolCallUpdate(id string, tc *toolCall, status sdk.ToolCallStatus) sdk.SessionToolCallUpdate {
-	var a toolArgs
-	json.Unmarshal(tc.args, &a)
+	a := tc.parsed
 	title := tc.name
 	switch {
 	case a.Command != "":
@@ -513,8 +724,8 @@ func startUpdate(u sdk.SessionToolCallUpdate) sdk.SessionUpdate {
 
 // toolDiff is the diff an edit or a write made.
 func toolDiff(tc *toolCall) (sdk.ToolCallContent, bool) {
-	var a toolArgs
-	if json.Unmarshal(tc.args, &a) != nil || a.Path == "" {
+	a := tc.parsed
+	if a.Path == "" {
 		return sdk.ToolCallContent{}, false
 	}
 	switch tc.name {

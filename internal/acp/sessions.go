@@ -54,7 +54,7 @@ func (a *agent) NewSession(ctx context.Context, p sdk.NewSessionRequest) (sdk.Ne
 	if err != nil {
 		return sdk.NewSessionResponse{}, hostError(err)
 	}
-	if _, err := a.open(ctx, sess.SessionID, false); err != nil {
+	if _, _, err := a.open(ctx, sess.SessionID, false); err != nil {
 		return sdk.NewSessionResponse{}, hostError(err)
 	}
 	opts, err := a.configOptions(ctx, sess)
@@ -65,21 +65,16 @@ func (a *agent) NewSession(ctx context.Context, p sdk.NewSessionRequest) (sdk.Ne
 }
 
 // LoadSession replays the session's transcript as session/update
-// notifications and answers once the last is sent; live updates follow.
+// notifications and answers once the last is sent; what is in flight and
+// the live updates follow.
 func (a *agent) LoadSession(ctx context.Context, p sdk.LoadSessionRequest) (sdk.LoadSessionResponse, error) {
 	if err := checkCwd(p.Cwd, p.AdditionalDirectories, p.McpServers); err != nil {
 		return sdk.LoadSessionResponse{}, err
 	}
-	s, err := a.open(ctx, string(p.SessionId), true)
+	_, sess, err := a.open(ctx, string(p.SessionId), true)
 	if err != nil {
 		return sdk.LoadSessionResponse{}, hostError(err)
 	}
-	select {
-	case <-s.replayed:
-	case <-ctx.Done():
-		return sdk.LoadSessionResponse{}, ctx.Err()
-	}
-	sess := s.follower.Session().Projection().Session
 	opts, err := a.configOptions(ctx, sess)
 	if err != nil {
 		return sdk.LoadSessionResponse{}, hostError(err)
@@ -92,11 +87,10 @@ func (a *agent) ResumeSession(ctx context.Context, p sdk.ResumeSessionRequest) (
 	if err := checkCwd(p.Cwd, p.AdditionalDirectories, p.McpServers); err != nil {
 		return sdk.ResumeSessionResponse{}, err
 	}
-	s, err := a.open(ctx, string(p.SessionId), false)
+	_, sess, err := a.open(ctx, string(p.SessionId), false)
 	if err != nil {
 		return sdk.ResumeSessionResponse{}, hostError(err)
 	}
-	sess := s.follower.Session().Snapshot().Session
 	opts, err := a.configOptions(ctx, sess)
 	if err != nil {
 		return sdk.ResumeSessionResponse{}, hostError(err)
@@ -281,24 +275,41 @@ func (a *agent) session(id sdk.SessionId) (*session, error) {
 	return s, nil
 }
 
-// open follows session id, replacing a stream this editor had of it;
-// with replay the session's transcript is sent first.
-func (a *agent) open(ctx context.Context, id string, replay bool) (*session, error) {
+// open follows session id, replacing a stream this editor had of it.
+// With replay its transcript is sent first, as history read in pages,
+// and the stream, opened behind the answer, resumes after it: the worker
+// it may start is not waited for.
+func (a *agent) open(ctx context.Context, id string, replay bool) (*session, protocol.Session, error) {
 	if id == "" {
-		return nil, invalidParams("sessionId: must not be empty")
+		return nil, protocol.Session{}, invalidParams("sessionId: must not be empty")
 	}
-	dial := func(ctx context.Context) (*client.Conn, error) { return a.cfg.Dial(ctx) }
-	f, err := client.FollowSession(ctx, dial, id, client.SessionOptions{Resume: replay})
+	sess, err := call(ctx, a, protocol.OpSessionGet, protocol.SessionRef{SessionID: id})
 	if err != nil {
-		return nil, err
+		return nil, sess, err
 	}
-	snap := f.Session().Snapshot()
-	s := newSession(a, snap.Session.SessionID, f, replay)
+	s := newSession(a, sess.SessionID)
+	var after uint64
+	var f *client.Follower
+	if replay {
+		if after, err = s.replay(ctx); err != nil {
+			s.close()
+			return nil, sess, err
+		}
+	} else {
+		if f, err = client.FollowSession(ctx, a.dial, s.id, client.SessionOptions{}); err != nil {
+			s.close()
+			return nil, sess, err
+		}
+		sess = f.Session().Snapshot().Session
+	}
 	a.mu.Lock()
 	if a.life.Err() != nil {
 		a.mu.Unlock()
-		f.Close()
-		return nil, fmt.Errorf("the editor's connection ended")
+		s.close()
+		if f != nil {
+			f.Close()
+		}
+		return nil, sess, fmt.Errorf("the editor's connection ended")
 	}
 	old := a.sessions[s.id]
 	a.sessions[s.id] = s
@@ -306,6 +317,9 @@ func (a *agent) open(ctx context.Context, id string, replay bool) (*session, err
 	if old != nil {
 		old.close()
 	}
-	a.wg.Go(func() { s.pump(snap) })
-	return s, nil
+	a.wg.Go(func() { s.pump(f, after) })
+	return s, sess, nil
 }
+
+// dial connects to the host, for a session's stream.
+func (a *agent) dial(ctx context.Context) (*client.Conn, error) { return a.cfg.Dial(ctx) }

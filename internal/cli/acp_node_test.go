@@ -57,12 +57,16 @@ func TestACPNodeClientRunsATurnAndLoadsIt(t *testing.T) {
 		t.Errorf("initialize, prompt or permission: %+v", got)
 	}
 	for _, want := range []string{"tool_call", "tool_call_update", "agent_message_chunk"} {
-		if !slices.Contains(got.Live, want) || !slices.Contains(got.Replayed, want) {
-			t.Errorf("no %s live (%v) or replayed (%v)", want, got.Live, got.Replayed)
+		if !slices.Contains(got.Live, want) {
+			t.Errorf("no %s live: %v", want, got.Live)
 		}
 	}
-	if len(got.Replayed) == 0 || got.Replayed[0] != "user_message_chunk" || !strings.Contains(got.ReplayedText, "from-node") {
-		t.Errorf("session/load replayed %v, text %q", got.Replayed, got.ReplayedText)
+	// History sends each tool call once, as it ended.
+	if want := []string{"user_message_chunk", "agent_message_chunk", "tool_call", "agent_message_chunk"}; !slices.Equal(got.Replayed, want) {
+		t.Errorf("session/load replayed %v, want %v", got.Replayed, want)
+	}
+	if !strings.Contains(got.ReplayedText, "from-node") {
+		t.Errorf("session/load replayed the text %q", got.ReplayedText)
 	}
 	if !slices.Equal(got.Listed, []string{got.SessionID}) {
 		t.Errorf("session/list of the directory: %v, want %s", got.Listed, got.SessionID)
