@@ -22,7 +22,9 @@
 package main
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -190,7 +192,7 @@ func benchLoad(ctx context.Context, base string, records, runs int, keep func(*p
 	if len(page.Records) > 0 {
 		n = page.Records[len(page.Records)-1].Seq
 	}
-	var logTimes, loadTimes []time.Duration
+	var logTimes, loadTimes, sdkTimes []time.Duration
 	var updates int
 	for range runs {
 		began := time.Now()
@@ -200,17 +202,72 @@ func benchLoad(ctx context.Context, base string, records, runs int, keep func(*p
 			return nil, fmt.Errorf("agentd log: %w", err)
 		}
 		logTimes = append(logTimes, time.Since(began))
-		took, got, err := loadOnce(ctx, p, id, sess.Cwd)
+		took, got, err := loadRaw(p, id, sess.Cwd)
 		if err != nil {
 			return nil, err
 		}
 		loadTimes, updates = append(loadTimes, took), got
+		if took, _, err = loadOnce(ctx, p, id, sess.Cwd); err != nil {
+			return nil, err
+		}
+		sdkTimes = append(sdkTimes, took)
 	}
-	lg, ld := median(logTimes), median(loadTimes)
+	lg, ld, sd := median(logTimes), median(loadTimes), median(sdkTimes)
 	ratio := table.Ratio(ld, lg)
 	return []row{
 		{fmt.Sprintf("session/load of %d records (%d updates)", n, updates), ms(ld), ms(lg) + " agentd log", ratio, "≤ 2.0×", table.Verdict(ratio <= 2)},
+		{"  the same, decoded by the Go SDK's client", ms(sd), ms(lg) + " agentd log", table.Ratio(sd, lg), "-", "info"},
 	}, nil
+}
+
+// loadRaw starts agentd acp, loads session id as a client that reads
+// lines and decodes only their ids, and returns the time from the start
+// to the load's answer, which comes after the last replayed update, and
+// the updates before it.
+func loadRaw(p *place, id, cwd string) (time.Duration, int, error) {
+	began := time.Now()
+	cmd := p.command("acp")
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return 0, 0, err
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return 0, 0, err
+	}
+	if err := cmd.Start(); err != nil {
+		return 0, 0, err
+	}
+	defer func() {
+		in.Close()
+		cmd.Wait()
+	}()
+	lines := bufio.NewScanner(out)
+	lines.Buffer(nil, 16<<20)
+	await := func(want int) (int, error) {
+		n := 0
+		for lines.Scan() {
+			var m struct {
+				ID *int `json:"id"`
+			}
+			if json.Unmarshal(lines.Bytes(), &m) != nil {
+				return n, fmt.Errorf("agentd acp wrote %.200q", lines.Text())
+			}
+			if m.ID != nil && *m.ID == want {
+				return n, nil
+			}
+			n++
+		}
+		return n, errors.New("agentd acp ended before answering")
+	}
+	fmt.Fprintf(in, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}`+"\n")
+	if _, err := await(1); err != nil {
+		return 0, 0, err
+	}
+	load, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 2, "method": "session/load", "params": map[string]any{"sessionId": id, "cwd": cwd, "mcpServers": []any{}}})
+	in.Write(append(load, '\n'))
+	n, err := await(2)
+	return time.Since(began), n, err
 }
 
 // counter is an ACP client that counts what it is sent.

@@ -71,15 +71,21 @@ func (a *agent) LoadSession(ctx context.Context, p sdk.LoadSessionRequest) (sdk.
 	if err := checkCwd(p.Cwd, p.AdditionalDirectories, p.McpServers); err != nil {
 		return sdk.LoadSessionResponse{}, err
 	}
+	// The models are asked for while the history goes out.
+	models := make(chan modelsResult, 1)
+	go func() {
+		m, err := call(ctx, a, protocol.OpModelsList, protocol.ModelsListInput{})
+		models <- modelsResult{m, err}
+	}()
 	_, sess, err := a.open(ctx, string(p.SessionId), true)
+	m := <-models
+	if err == nil {
+		err = m.err
+	}
 	if err != nil {
 		return sdk.LoadSessionResponse{}, hostError(err)
 	}
-	opts, err := a.configOptions(ctx, sess)
-	if err != nil {
-		return sdk.LoadSessionResponse{}, hostError(err)
-	}
-	return sdk.LoadSessionResponse{Modes: modeState(sess), ConfigOptions: opts}, nil
+	return sdk.LoadSessionResponse{Modes: modeState(sess), ConfigOptions: optionsOf(m.models, sess)}, nil
 }
 
 // ResumeSession follows the session from now on, without its history.
@@ -235,6 +241,17 @@ func (a *agent) configOptions(ctx context.Context, sess protocol.Session) ([]sdk
 	if err != nil {
 		return nil, err
 	}
+	return optionsOf(models, sess), nil
+}
+
+// modelsResult is the answer to models.list.
+type modelsResult struct {
+	models protocol.ModelsListResult
+	err    error
+}
+
+// optionsOf are the config options of sess among models.
+func optionsOf(models protocol.ModelsListResult, sess protocol.Session) []sdk.SessionConfigOption {
 	var choices sdk.SessionConfigSelectOptionsUngrouped
 	seen := false
 	for _, m := range models.Models {
@@ -261,7 +278,7 @@ func (a *agent) configOptions(ctx context.Context, sess protocol.Session) ([]sdk
 	model.Select.Id, model.Select.Name, model.Select.Category = optionModel, "Model", sdk.Ptr(sdk.SessionConfigOptionCategoryModel)
 	think := sdk.NewSessionConfigOptionSelect(sdk.SessionConfigValueId(thinking), sdk.SessionConfigSelectOptions{Ungrouped: &levels})
 	think.Select.Id, think.Select.Name, think.Select.Category = optionThinking, "Thinking", sdk.Ptr(sdk.SessionConfigOptionCategoryThoughtLevel)
-	return []sdk.SessionConfigOption{model, think}, nil
+	return []sdk.SessionConfigOption{model, think}
 }
 
 // session returns the open session id names.
