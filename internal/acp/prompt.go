@@ -48,10 +48,14 @@ func (a *agent) Prompt(_ context.Context, p sdk.PromptRequest) (sdk.PromptRespon
 	}
 	select {
 	case t, ok := <-done:
-		if !ok {
-			return sdk.PromptResponse{}, &sdk.RequestError{Code: -32603, Message: errClosed.Error()}
+		switch {
+		case ok:
+			return stopReason(t)
+		case s.ctx.Err() != nil:
+			// session/close, or the editor going, ended the wait.
+			return sdk.PromptResponse{StopReason: sdk.StopReasonCancelled}, nil
 		}
-		return stopReason(t)
+		return sdk.PromptResponse{}, &sdk.RequestError{Code: -32603, Message: errClosed.Error()}
 	case <-s.ctx.Done():
 		return sdk.PromptResponse{StopReason: sdk.StopReasonCancelled}, nil
 	}

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"os"
 
@@ -35,7 +34,8 @@ Zed's settings:
 			if err != nil {
 				return err
 			}
-			in, out := ownEnds(e.stdin, e.stdout)
+			in, out, restore := ownEnds(e.stdin, e.stdout)
+			defer restore()
 			dial := func(ctx context.Context) (*client.Conn, error) {
 				c, _, err := openOwnAs(ctx, protocol.SurfaceACP)
 				return c, err
@@ -48,41 +48,51 @@ Zed's settings:
 }
 
 // ownEnds returns stdin and stdout as ends Serve can close to end a read
-// or a write that blocks: a pipe's file, set non-blocking, is closed
-// through the runtime's poller. Other readers and writers (in a test) are
-// closed when they can be, and otherwise left as they are.
-func ownEnds(stdin io.Reader, stdout io.Writer) (io.ReadCloser, io.WriteCloser) {
-	return pollable(stdin), pollableOut(stdout)
-}
-
-func pollable(r io.Reader) io.ReadCloser {
-	if f, ok := r.(*os.File); ok {
-		if g := reopen(f); g != nil {
-			return g
+// or a write that blocks: a pipe or a socket, set non-blocking, is closed
+// through the runtime's poller. restore sets them blocking again, as the
+// editor that shares them expects. Anything else (a terminal, a file, a
+// test's buffer) is used as it is.
+func ownEnds(stdin io.Reader, stdout io.Writer) (io.ReadCloser, io.WriteCloser, func()) {
+	var undo []func()
+	restore := func() {
+		for _, u := range undo {
+			u()
 		}
 	}
-	if rc, ok := r.(io.ReadCloser); ok {
-		return rc
-	}
-	return io.NopCloser(r)
-}
-
-func pollableOut(w io.Writer) io.WriteCloser {
-	if f, ok := w.(*os.File); ok {
-		if g := reopen(f); g != nil {
-			return g
+	in, ok := pollable(stdin, &undo).(io.ReadCloser)
+	if !ok {
+		if rc, isCloser := stdin.(io.ReadCloser); isCloser {
+			in = rc
+		} else {
+			in = io.NopCloser(stdin)
 		}
 	}
-	if wc, ok := w.(io.WriteCloser); ok {
-		return wc
+	out, ok := pollable(stdout, &undo).(io.WriteCloser)
+	if !ok {
+		if wc, isCloser := stdout.(io.WriteCloser); isCloser {
+			out = wc
+		} else {
+			out = nopWriteCloser{stdout}
+		}
 	}
-	return nopWriteCloser{w}
+	return in, out, restore
 }
 
-// reopen returns a new file of a duplicate of f's descriptor set
-// non-blocking, so that closing it ends a read or write in progress; nil
-// when that cannot be done.
-func reopen(f *os.File) *os.File {
+// pollable returns a new file of a duplicate of f's descriptor set
+// non-blocking when f is a pipe or a socket, adding to undo what sets it
+// blocking again; nil otherwise.
+func pollable(v any, undo *[]func()) any {
+	f, ok := v.(*os.File)
+	if !ok {
+		return nil
+	}
+	var st unix.Stat_t
+	if unix.Fstat(int(f.Fd()), &st) != nil {
+		return nil
+	}
+	if mode := st.Mode & unix.S_IFMT; mode != unix.S_IFIFO && mode != unix.S_IFSOCK {
+		return nil
+	}
 	fd, err := unix.Dup(int(f.Fd()))
 	if err != nil {
 		return nil
@@ -91,7 +101,9 @@ func reopen(f *os.File) *os.File {
 		unix.Close(fd)
 		return nil
 	}
-	return os.NewFile(uintptr(fd), fmt.Sprintf("%s (acp)", f.Name()))
+	orig := int(f.Fd())
+	*undo = append(*undo, func() { unix.SetNonblock(orig, false) })
+	return os.NewFile(uintptr(fd), f.Name())
 }
 
 type nopWriteCloser struct{ io.Writer }
