@@ -603,3 +603,47 @@ func TestACPModeAndConfigOptionsReachTheSession(t *testing.T) {
 		t.Errorf("the session's policy and thinking: %+v", st)
 	}
 }
+
+func TestACPCancelInterruptsTheTurnAndAnotherEditorsQueuedPromptRunsAfter(t *testing.T) {
+	p := newPlace(t)
+	cwd := t.TempDir()
+	ctx := agentdtest.Context(t)
+	a := p.editor(allowOnce)
+	b := p.editor(allowOnce)
+	sess, err := a.conn.NewSession(ctx, sdk.NewSessionRequest{Cwd: cwd, McpServers: []sdk.McpServer{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.conn.ResumeSession(ctx, sdk.ResumeSessionRequest{SessionId: sess.SessionId, Cwd: cwd}); err != nil {
+		t.Fatal(err)
+	}
+	type answer struct {
+		resp sdk.PromptResponse
+		err  error
+	}
+	prompt := func(e *editor, text string) <-chan answer {
+		done := make(chan answer, 1)
+		go func() {
+			resp, err := e.conn.Prompt(ctx, sdk.PromptRequest{SessionId: sess.SessionId, Prompt: []sdk.ContentBlock{sdk.TextBlock(text)}})
+			done <- answer{resp, err}
+		}()
+		return done
+	}
+	// A command that runs until it is interrupted.
+	first := prompt(a, "run `while true; do sleep 0.02; done`")
+	poll.Until(t, "the command to run", func() bool { return a.saw("in_progress") })
+	queued := prompt(b, "and then say hello")
+	poll.Until(t, "the second prompt to be queued", func() bool {
+		return strings.Contains(p.mustRun("log", "--json", string(sess.SessionId)), `"queue_add"`)
+	})
+	if err := a.conn.Cancel(ctx, sdk.CancelNotification{SessionId: sess.SessionId}); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-first; got.err != nil || got.resp.StopReason != sdk.StopReasonCancelled {
+		t.Fatalf("the cancelled prompt answered %+v, %v", got.resp, got.err)
+	}
+	if got := <-queued; got.err != nil || got.resp.StopReason != sdk.StopReasonEndTurn {
+		t.Fatalf("the queued prompt answered %+v, %v", got.resp, got.err)
+	}
+	poll.Until(t, "the first editor to see the queued prompt as the user's", func() bool { return a.saw("user and then say hello") })
+}
