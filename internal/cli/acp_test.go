@@ -647,3 +647,39 @@ func TestACPCancelInterruptsTheTurnAndAnotherEditorsQueuedPromptRunsAfter(t *tes
 	}
 	poll.Until(t, "the first editor to see the queued prompt as the user's", func() bool { return a.saw("user and then say hello") })
 }
+
+func TestACPAnEditorGoesOnAcrossAnUpgradeMidTurn(t *testing.T) {
+	p := newPlace(t)
+	cwd := t.TempDir()
+	ctx := agentdtest.Context(t)
+	e := p.editor(allowOnce)
+	sess, err := e.conn.NewSession(ctx, sdk.NewSessionRequest{Cwd: cwd, McpServers: []sdk.McpServer{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	answered := make(chan error, 1)
+	go func() {
+		resp, err := e.conn.Prompt(ctx, sdk.PromptRequest{SessionId: sess.SessionId, Prompt: []sdk.ContentBlock{sdk.TextBlock("run `while [ ! -e gate ]; do sleep 0.02; done; echo through`")}})
+		if err == nil && resp.StopReason != sdk.StopReasonEndTurn {
+			err = errors.New("stopped: " + string(resp.StopReason))
+		}
+		answered <- err
+	}()
+	poll.Until(t, "the command to run", func() bool { return e.saw("in_progress") })
+	// The host is replaced while the turn runs; the editor's stream and
+	// requests follow to the new one.
+	p.mustRun("upgrade")
+	if err := os.WriteFile(filepath.Join(cwd, "gate"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-answered; err != nil {
+		t.Fatalf("the prompt across the upgrade: %v", err)
+	}
+	if !strings.Contains(e.textOf(0), "through") {
+		t.Errorf("the turn's end did not reach the editor:\n%s", strings.Join(e.seen(), "\n"))
+	}
+	resp, err := e.conn.Prompt(ctx, sdk.PromptRequest{SessionId: sess.SessionId, Prompt: []sdk.ContentBlock{sdk.TextBlock("hello again")}})
+	if err != nil || resp.StopReason != sdk.StopReasonEndTurn {
+		t.Fatalf("a prompt after the upgrade: %+v, %v", resp, err)
+	}
+}
