@@ -312,6 +312,23 @@ func (s *session) endText(d protocol.SessionDelta) error {
 	return nil
 }
 
+// endMessages sends what is held of the messages of turn turnID that
+// never ended (the turn was interrupted mid-message), and forgets them.
+func (s *session) endMessages(turnID string) error {
+	for key, m := range s.msgs {
+		if !strings.HasPrefix(key, turnID+"/") {
+			continue
+		}
+		delete(s.msgs, key)
+		if m.held.Len() > 0 {
+			if err := s.send(sdk.UpdateAgentMessageText(m.held.String())); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // catchUp sends the text of a message still streaming that this editor
 // has not had, from a projection.
 func (s *session) catchUp(ms protocol.MessageStream) error {
@@ -418,6 +435,9 @@ func (s *session) delta(d protocol.SessionDelta, rec *protocol.TranscriptRecord,
 	case protocol.EventRunStart:
 		s.setRunning(d.Turn)
 	case protocol.EventRunEnd:
+		if err := s.endMessages(d.TurnID); err != nil {
+			return err
+		}
 		if d.Turn != nil {
 			s.turnEnded(*d.Turn)
 		}
