@@ -496,7 +496,7 @@ func (s *session) history(rec protocol.TranscriptRecord) error {
 	}
 	switch rec.Type {
 	case protocol.RecordTurnEnd:
-		s.recordedEnd(rec)
+		return s.recordedEnd(rec)
 	case protocol.RecordUserMessage:
 		var m protocol.UserMessageData
 		if json.Unmarshal(rec.Data, &m) == nil && m.Text != "" {
@@ -559,11 +559,15 @@ func (s *session) history(rec protocol.TranscriptRecord) error {
 
 // recordedEnd answers the prompt waiting for the turn a turn_end record
 // ends: its run_end may have gone by while the stream was not open.
-func (s *session) recordedEnd(rec protocol.TranscriptRecord) {
+func (s *session) recordedEnd(rec protocol.TranscriptRecord) error {
+	if err := s.endMessages(rec.TurnID); err != nil {
+		return err
+	}
 	var d protocol.TurnEndData
 	if json.Unmarshal(rec.Data, &d) == nil {
 		s.turnEnded(protocol.TurnSnapshot{SessionID: s.id, TurnID: rec.TurnID, Status: d.Status, Error: d.Error, Usage: d.Usage})
 	}
+	return nil
 }
 
 // flushCalls sends the tool calls of the history still waiting for their
@@ -584,7 +588,7 @@ func (s *session) flushCalls() error {
 func (s *session) record(rec protocol.TranscriptRecord) error {
 	switch rec.Type {
 	case protocol.RecordTurnEnd:
-		s.recordedEnd(rec)
+		return s.recordedEnd(rec)
 	case protocol.RecordTurnStart:
 		var d protocol.TurnStartData
 		if json.Unmarshal(rec.Data, &d) == nil && d.MessageID != "" {
