@@ -44,7 +44,9 @@ const result = await app.connectWith(stream, async (ctx) => {
     stopReason: prompt.stopReason,
     asked,
     live: live.map((u) => u.sessionUpdate),
-    replayed: replayed.map((u) => u.sessionUpdate),
+    // The session's title may come as the load starts: the host names
+    // the session after its first prompt on its own time.
+    replayed: replayed.map((u) => u.sessionUpdate).filter((k) => k !== "session_info_update"),
     replayedText: replayed
       .filter((u) => u.sessionUpdate === "agent_message_chunk")
       .map((u) => u.content.text)
