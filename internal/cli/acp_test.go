@@ -683,3 +683,40 @@ func TestACPAnEditorGoesOnAcrossAnUpgradeMidTurn(t *testing.T) {
 		t.Fatalf("a prompt after the upgrade: %+v, %v", resp, err)
 	}
 }
+
+func TestACPAgentdAnswerWinsOverAnEditorsPermissionRequest(t *testing.T) {
+	p := newPlace(t)
+	cwd := t.TempDir()
+	ctx := agentdtest.Context(t)
+	e := p.editor(nil) // asks, and waits for an answer from elsewhere
+	sess, err := e.conn.NewSession(ctx, sdk.NewSessionRequest{Cwd: cwd, McpServers: []sdk.McpServer{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	answered := make(chan sdk.PromptResponse, 1)
+	go func() {
+		resp, _ := e.conn.Prompt(ctx, sdk.PromptRequest{SessionId: sess.SessionId, Prompt: []sdk.ContentBlock{sdk.TextBlock("run `echo answered-elsewhere`")}})
+		answered <- resp
+	}()
+	poll.Until(t, "the editor to be asked", func() bool {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		return len(e.asked) == 1
+	})
+	var pending []struct{ SessionID, InteractionID string }
+	if err := json.Unmarshal([]byte(p.mustRun("answer", "--json")), &pending); err != nil || len(pending) != 1 {
+		t.Fatalf("agentd answer --json: %+v, %v", pending, err)
+	}
+	p.mustRun("answer", pending[0].SessionID, pending[0].InteractionID, "allow")
+	if resp := <-answered; resp.StopReason != sdk.StopReasonEndTurn {
+		t.Fatalf("the prompt answered %+v", resp)
+	}
+	poll.Until(t, "the editor's request to be withdrawn", func() bool {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		return len(e.ended) == 1 && e.ended[0] != nil
+	})
+	if !strings.Contains(e.textOf(0), "answered-elsewhere") {
+		t.Errorf("the command's output did not reach the editor:\n%s", strings.Join(e.seen(), "\n"))
+	}
+}
