@@ -545,7 +545,9 @@ func TestACPAnEditorThatNeverReadsLeavesAgentdBoundedAndTheSessionUnharmed(t *te
 	turn()
 	grew := rssKiB(t, r.cmd.Process.Pid) - filled
 	t.Logf("agentd acp held %d KiB after the first reply, and grew by %d KiB over the next two", filled, grew)
-	if grew > 14<<10 {
+	// Holding the replies would take at least their 28 MiB; what is
+	// measured moves by a few MiB with the collector's timing.
+	if grew >= 28<<10 {
 		t.Errorf("agentd acp grew by %d KiB over 28 MiB of replies its editor read nothing of", grew)
 	}
 	// The session goes on, for another client.
