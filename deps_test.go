@@ -33,7 +33,10 @@ var arrows = map[string][]string{
 	// waits for it through the public client's discovery; it never
 	// imports the host. Only the agentd command, tests and benchmarks
 	// start hosts, so only they import it.
-	"internal/activation":      {"client", "internal/home", "internal/proc", "protocol"},
+	"internal/activation": {"client", "internal/home", "internal/proc", "protocol"},
+	// editors over the Agent Client Protocol: a client of the host like
+	// every other, handed the way to reach it by the agentd command
+	"internal/acp":             {"client", "protocol"},
 	"internal/agent":           {"internal/llm", "internal/tools"},
 	"internal/agentdtest":      {"client", "internal/agentdtest/poll", "internal/host", "internal/server", "protocol"},
 	"internal/agentdtest/poll": {},
@@ -88,7 +91,7 @@ var arrows = map[string][]string{
 	// the host's log opened without following a symbolic link, as every
 	// file agentd keeps in its own directories
 	"internal/cli": {
-		"client", "internal/activation", "internal/atomicfile", "internal/credentials", "internal/home", "internal/host", "internal/llm", "internal/proc", "internal/provider", "internal/provider/anthropic", "internal/provider/faux",
+		"client", "internal/acp", "internal/activation", "internal/atomicfile", "internal/credentials", "internal/home", "internal/host", "internal/llm", "internal/proc", "internal/provider", "internal/provider/anthropic", "internal/provider/faux",
 		"internal/provider/openai", "internal/redact", "internal/sandbox", "internal/sessions", "internal/startenv", "internal/tools", "internal/transcript",
 		"internal/tui", "internal/version", "internal/worker", "protocol",
 	},
@@ -103,6 +106,7 @@ var arrows = map[string][]string{
 	// the sandbox's cost on a bash call, through the tool itself
 	"bench/sandboxbench": {"bench/internal/table", "internal/sandbox", "internal/tools", "protocol"},
 	"bench/soak":         {"bench/internal/asagentd", "bench/internal/harness", "client", "internal/activation", "internal/home", "internal/proc", "protocol"},
+	"bench/acpbench":     {"bench/internal/asagentd", "bench/internal/harness", "bench/internal/table", "client", "internal/activation", "protocol"},
 	"bench/handoffbench": {"bench/internal/asagentd", "bench/internal/harness", "bench/internal/procstat", "bench/internal/table", "client", "internal/activation", "internal/home", "internal/proc", "protocol"},
 }
 

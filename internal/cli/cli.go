@@ -123,6 +123,7 @@ prints this help.`,
 		newWebCmd(e),
 		newShareCmd(e),
 		newWorkerCmd(e),
+		newACPCmd(e),
 	)
 	// Added now rather than when the command runs, so that unknownCommand
 	// finds them.

@@ -44,6 +44,11 @@ var hostModel string
 // openOwn connects to this home's host, starting it if none runs (see
 // hostCommand), and returns its registration.
 func openOwn(ctx context.Context) (*client.Conn, client.HostInfo, error) {
+	return openOwnAs(ctx, protocol.SurfaceCLI)
+}
+
+// openOwnAs is openOwn for a client of the given surface.
+func openOwnAs(ctx context.Context, surface string) (*client.Conn, client.HostInfo, error) {
 	act, err := activation.Resolve(activation.Options{})
 	if err != nil {
 		return nil, client.HostInfo{}, err
@@ -60,7 +65,7 @@ func openOwn(ctx context.Context) (*client.Conn, client.HostInfo, error) {
 	if act.Command, err = hostCommand(act.Home); err != nil {
 		return nil, client.HostInfo{}, err
 	}
-	opts := activation.OpenOptions{Activation: act, Options: client.Options{Surface: protocol.SurfaceCLI}}
+	opts := activation.OpenOptions{Activation: act, Options: client.Options{Surface: surface}}
 	if hostModel != "" {
 		opts.HostArgs = []string{"--default-model", hostModel}
 	}

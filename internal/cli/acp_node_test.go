@@ -1,0 +1,77 @@
+package cli_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// nodeClient is the ACP client on the reference TypeScript SDK; .ci/run
+// installs its dependencies with npm ci from its lockfile.
+var nodeClient = filepath.Join("..", "acp", "testdata", "node")
+
+func TestACPNodeClientRunsATurnAndLoadsIt(t *testing.T) {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("no node in PATH: the Node ACP client runs where node is")
+	}
+	if _, err := os.Stat(filepath.Join(nodeClient, "node_modules", "@agentclientprotocol", "sdk")); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("the Node ACP client's dependencies are not installed: .ci/run runs npm ci in %s first", nodeClient)
+		}
+		t.Skipf("the Node ACP client's dependencies are not installed: npm ci in %s (.ci/run does)", nodeClient)
+	}
+	p := newPlace(t)
+	cwd := t.TempDir()
+	cmd := exec.Command(node, "client.mjs", os.Args[0], "acp")
+	cmd.Dir = nodeClient
+	cmd.Env = append(p.env(), "AGENTD_ACP_CWD="+cwd)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitCommand(t, cmd, "the Node ACP client"); err != nil {
+		t.Fatalf("the Node ACP client: %v\n%s", err, stderr.String())
+	}
+	var got struct {
+		LoadSession  bool
+		StopReason   string
+		Asked        []string
+		Live         []string
+		Replayed     []string
+		ReplayedText string
+		Listed       []string
+		SessionID    string
+		Unknown      any
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &got); err != nil {
+		t.Fatalf("the Node ACP client printed %q: %v\n%s", stdout.String(), err, stderr.String())
+	}
+	if !got.LoadSession || got.StopReason != "end_turn" || !slices.Equal(got.Asked, []string{"echo from-node"}) {
+		t.Errorf("initialize, prompt or permission: %+v", got)
+	}
+	for _, want := range []string{"tool_call", "tool_call_update", "agent_message_chunk"} {
+		if !slices.Contains(got.Live, want) {
+			t.Errorf("no %s live: %v", want, got.Live)
+		}
+	}
+	// History sends each tool call once, as it ended.
+	if want := []string{"user_message_chunk", "agent_message_chunk", "tool_call", "agent_message_chunk"}; !slices.Equal(got.Replayed, want) {
+		t.Errorf("session/load replayed %v, want %v", got.Replayed, want)
+	}
+	if !strings.Contains(got.ReplayedText, "from-node") {
+		t.Errorf("session/load replayed the text %q", got.ReplayedText)
+	}
+	if !slices.Equal(got.Listed, []string{got.SessionID}) {
+		t.Errorf("session/list of the directory: %v, want %s", got.Listed, got.SessionID)
+	}
+	if got.Unknown != float64(-32601) {
+		t.Errorf("an unknown method answered %v, want -32601", got.Unknown)
+	}
+}
