@@ -426,6 +426,7 @@ function updateControls() {
   $('interrupt').hidden = !write || !cur.turnRunning;
   $('placement').hidden = !write || !cur.turnRunning;
   $('send').textContent = cur.turnRunning ? 'Queue' : 'Send';
+  $('new-pty').hidden = !page.principal || page.principal.kind === 'guest';
 }
 
 function applyDelta(d) {
@@ -717,6 +718,22 @@ $('interrupt').addEventListener('click', () => {
 });
 
 $('back').addEventListener('click', () => leaveSession(true));
+
+// A new terminal runs the owner's shell in the session's directory, in its
+// sandbox, as agentd shell does.
+$('new-pty').addEventListener('click', async () => {
+  const cur = page.cur;
+  const launchId = 'web-' + Date.now().toString(36) + Math.random().toString(36).slice(2, 6);
+  try {
+    const r = await call('runtime.resource.start', {
+      sessionId: cur.id, launchId, command: 'exec "${SHELL:-/bin/sh}"', pty: true, cols: 80, rows: 24,
+    });
+    await loadResources();
+    if (page.cur === cur) choosePTY(r.ref);
+  } catch (err) {
+    notice(err.message);
+  }
+});
 
 $('earlier').addEventListener('click', () => {
   if (page.cur && page.cur.olderCursor) loadOlder(page.cur.olderThrough);
