@@ -165,6 +165,7 @@ func (p *place) web() webURLs {
 // viewport nothing scrolls sideways and every button is a usable target.
 func TestThePageFollowsATurnAnswersAnApprovalAndTypesIntoATerminal(t *testing.T) {
 	p := newPlace(t)
+	p.extraEnv = append(p.extraEnv, "SHELL=/bin/sh") // a terminal without the machine's shell start-up files
 	writeScript(t, p, `{"replies":[
 		{"steps":[{"text":"Checking "},{"text":"first."},{"tool":"bash","arguments":{"command":"echo web-approved"},"id":"call-1"}]},
 		{"steps":[{"text":"All "},{"delay":"100ms"},{"text":"done."}]},
@@ -190,13 +191,13 @@ func TestThePageFollowsATurnAnswersAnApprovalAndTypesIntoATerminal(t *testing.T)
 	}
 	do(t, ctx, chromedp.Click(chromedp.CSS("#approvals button.allow")))
 	until(t, ctx, "the tool's output and the final reply", hasText(`#transcript [data-call="call-1"] .out`, "web-approved")+" && "+hasText("#transcript .rec", "All done.")+` && document.querySelector('#session-status').textContent === 'idle' && document.querySelector('#approvals').children.length === 0`)
-	shot(t, ctx, "page-desktop.png")
 
 	// A terminal: its screen live, control taken on the first key.
 	do(t, ctx, chromedp.Click(chromedp.CSS("#new-pty")))
 	until(t, ctx, "the terminal", hasText("#pty-who", "type to take control")+` && document.querySelector('#pty .xterm-helper-textarea') !== null`)
 	do(t, ctx, chromedp.Focus(chromedp.CSS("#pty .xterm-helper-textarea")), typeText("echo typed-$((6*7))"), pressEnter())
 	until(t, ctx, "the typed command's output", hasText("#pty .xterm-rows", "typed-42")+" && "+hasText("#pty-who", "you control it"))
+	shot(t, ctx, "page-desktop.png")
 
 	// A dropped connection: the page dials again and resumes after the
 	// last record it had.
