@@ -268,3 +268,37 @@ func TestAnObserveLinkSeesOneSessionReadOnlyUntilRevoked(t *testing.T) {
 	until(t, ctx, "the stream to end", `document.querySelector('#conn').dataset.state === 'ended' && page.cur === null && document.querySelector('#transcript').offsetParent === null`)
 	t.Logf("the page ended the guest's view %v after agentd share rm returned; its forced prompt was refused with %s", time.Since(revoked), forced)
 }
+
+// A guest's page rides out agentd upgrade: once the new host listens on
+// the web at the same address again, the page logs in with the token its
+// tab kept (the new host knows no cookie of the old) and carries on from
+// the last record it had, missing and repeating nothing.
+func TestAGuestPageReconnectsAcrossAnUpgrade(t *testing.T) {
+	p := newPlace(t)
+	writeScript(t, p, `{"replies":[{"steps":[{"text":"Before the upgrade."}]},{"steps":[{"text":"After the upgrade."}]}]}`)
+	id := strings.TrimSpace(p.mustRun("new", "--cwd", p.workDir()))
+	w := p.web()
+	var share struct {
+		URL string `json:"url"`
+	}
+	if err := json.Unmarshal([]byte(p.mustRun("share", id, "--control", "--json")), &share); err != nil {
+		t.Fatal(err)
+	}
+	ctx := newTab(t, 1280, 900)
+	do(t, ctx, chromedp.Navigate(share.URL))
+	until(t, ctx, "the shared session", fmt.Sprintf(`page.cur !== null && page.cur.subId !== null && page.cur.id === %q`, id))
+	p.mustRun("run", "--session", id, "--approve", "all", "before?")
+	until(t, ctx, "the turn before the upgrade", hasText("#transcript .rec", "Before the upgrade."))
+	epoch := eval[string](t, ctx, `page.hostEpoch`)
+
+	p.mustRun("upgrade")
+	addr := strings.TrimSuffix(strings.TrimPrefix(w.URL, "http://"), "/")
+	p.mustRun("web", "--listen", addr)
+	p.mustRun("run", "--session", id, "--approve", "all", "after?")
+	until(t, ctx, "the page on the new host", hasText("#transcript .rec", "After the upgrade.")+fmt.Sprintf(` && page.hostEpoch !== %q && document.querySelector('#conn').dataset.state === 'live'`, epoch))
+	for _, text := range []string{"before?", "Before the upgrade.", "after?", "After the upgrade."} {
+		if n := eval[int](t, ctx, countText("#transcript .rec", text)); n != 1 {
+			t.Errorf("%q is shown %d times after the upgrade", text, n)
+		}
+	}
+}

@@ -180,7 +180,11 @@ function onFrame(f) {
       notice('The host refused this page: ' + f.reason);
       return;
     case 'subscription.session_delta':
-      if (page.cur && f.subscriptionId === page.cur.subId) applyDelta(f.delta);
+      if (page.cur && f.subscriptionId === page.cur.subId) {
+        const follow = atEnd();
+        applyDelta(f.delta);
+        if (follow) scrollToEnd();
+      }
       return;
     case 'subscription.runtime_resource_update':
       if (page.cur && f.subscriptionId === page.cur.subId) loadResources();
@@ -228,6 +232,16 @@ function onClosed(reason) {
     default: // slow_consumer, worker_exited: open again from the last record
       openSubscription();
   }
+}
+
+// atEnd reports whether the page is scrolled to (about) its end, where
+// it follows what comes.
+function atEnd() {
+  return window.innerHeight + window.scrollY >= document.documentElement.scrollHeight - 80;
+}
+
+function scrollToEnd() {
+  window.scrollTo(0, document.documentElement.scrollHeight);
 }
 
 function canWrite() {
@@ -370,10 +384,15 @@ async function loadOlder(through) {
     return;
   }
   if (page.cur !== cur) return;
+  const first = cur.olderCursor === null;
   const frag = document.createDocumentFragment();
-  const holder = { append: (n) => frag.append(n) };
-  for (const rec of r.records || []) renderRecord(rec, holder);
+  for (const rec of r.records || []) renderRecord(rec, frag);
+  const height = document.documentElement.scrollHeight;
   $('transcript').prepend(frag);
+  // The first page opens at its end, as the session stands; an earlier
+  // page keeps in view what was.
+  if (first) scrollToEnd();
+  else window.scrollBy(0, document.documentElement.scrollHeight - height);
   cur.olderCursor = r.nextCursor;
   cur.olderThrough = through;
   $('earlier').hidden = !r.nextCursor;
