@@ -169,7 +169,8 @@ func TestThePageFollowsATurnAnswersAnApprovalAndTypesIntoATerminal(t *testing.T)
 	writeScript(t, p, `{"replies":[
 		{"steps":[{"text":"Checking "},{"text":"first."},{"tool":"bash","arguments":{"command":"echo web-approved"},"id":"call-1"}]},
 		{"steps":[{"text":"All "},{"delay":"100ms"},{"text":"done."}]},
-		{"steps":[{"text":"After the drop."}]}
+		{"steps":[{"text":"After the drop."}]},
+		{"steps":[{"text":"Thinking long"},{"delay":"1h"}]}
 	]}`)
 	id := strings.TrimSpace(p.mustRun("new", "--cwd", p.workDir(), "--approve", "ask", "--title", "Fix the tokenizer"))
 	w := p.web()
@@ -209,6 +210,15 @@ func TestThePageFollowsATurnAnswersAnApprovalAndTypesIntoATerminal(t *testing.T)
 			t.Errorf("%q is shown %d times after the reconnection", text, n)
 		}
 	}
+
+	// While a turn runs: a message steers it, queued until taken; the
+	// turn is interrupted.
+	do(t, ctx, chromedp.SetValue(chromedp.CSS("#prompt"), "a long one"), chromedp.Click(chromedp.CSS("#send")))
+	until(t, ctx, "the running turn", hasText("#transcript .rec.streaming", "Thinking long")+` && document.querySelector('#interrupt').offsetParent !== null && document.querySelector('#placement').offsetParent !== null`)
+	do(t, ctx, chromedp.SetValue(chromedp.CSS("#prompt"), "steer it"), chromedp.Click(chromedp.CSS("#send")))
+	until(t, ctx, "the steering message queued", hasText("#queue li", "steer: steer it"))
+	do(t, ctx, chromedp.Click(chromedp.CSS("#interrupt")))
+	until(t, ctx, "the turn interrupted", hasText("#transcript .rec.failed", "Turn interrupted")+` && document.querySelector('#session-status').textContent === 'idle' && document.querySelector('#interrupt').offsetParent === null`)
 
 	// A phone: reloaded at 390×844, the page logs in by its cookie.
 	do(t, ctx, chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2)), chromedp.Reload())

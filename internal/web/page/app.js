@@ -403,6 +403,7 @@ function applySnapshot(s, resume) {
   cur.snapshot = s;
   setSession(s.session);
   cur.turnRunning = !!(s.rootTurn && s.rootTurn.status === 'running');
+  cur.turnId = s.rootTurn ? s.rootTurn.turnId : null;
   renderQueue(s.queue);
   renderPlan(s.todo);
   cur.interactions.clear();
@@ -453,6 +454,7 @@ function applyDelta(d) {
   switch (d.event) {
     case 'run_start':
       cur.turnRunning = true;
+      cur.turnId = d.turnId;
       updateControls();
       break;
     case 'run_end':
@@ -733,7 +735,7 @@ $('prompt').addEventListener('keydown', (ev) => {
 });
 
 $('interrupt').addEventListener('click', () => {
-  call('turn.interrupt', { sessionId: page.cur.id }).catch((err) => notice(err.message));
+  call('turn.interrupt', { sessionId: page.cur.id, turnId: page.cur.turnId }).catch((err) => notice(err.message));
 });
 
 $('back').addEventListener('click', () => leaveSession(true));
