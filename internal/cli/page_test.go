@@ -130,13 +130,13 @@ func pressEnter() chromedp.Action[chromedp.Void] {
 	})
 }
 
-func shot(t *testing.T, ctx context.Context, name string) {
+func shot(t *testing.T, ctx context.Context, name string, capture chromedp.Action[[]byte]) {
 	t.Helper()
 	dir := os.Getenv(envPageShots)
 	if dir == "" {
 		return
 	}
-	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	png, err := chromedp.Run(ctx, capture)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +170,8 @@ func TestThePageFollowsATurnAnswersAnApprovalAndTypesIntoATerminal(t *testing.T)
 		{"steps":[{"text":"Checking "},{"text":"first."},{"tool":"bash","arguments":{"command":"echo web-approved"},"id":"call-1"}]},
 		{"steps":[{"text":"All "},{"delay":"100ms"},{"text":"done."}]},
 		{"steps":[{"text":"After the drop."}]},
-		{"steps":[{"text":"Thinking long"},{"delay":"1h"}]}
+		{"steps":[{"text":"Thinking long"},{"delay":"1h"}]},
+		{"steps":[{"text":"Steered."}]}
 	]}`)
 	id := strings.TrimSpace(p.mustRun("new", "--cwd", p.workDir(), "--approve", "ask", "--title", "Fix the tokenizer"))
 	w := p.web()
@@ -198,7 +199,7 @@ func TestThePageFollowsATurnAnswersAnApprovalAndTypesIntoATerminal(t *testing.T)
 	until(t, ctx, "the terminal", hasText("#pty-who", "type to take control")+` && document.querySelector('#pty .xterm-helper-textarea') !== null`)
 	do(t, ctx, chromedp.Focus(chromedp.CSS("#pty .xterm-helper-textarea")), typeText("echo typed-$((6*7))"), pressEnter())
 	until(t, ctx, "the typed command's output", hasText("#pty .xterm-rows", "typed-42")+" && "+hasText("#pty-who", "you control it"))
-	shot(t, ctx, "page-desktop.png")
+	shot(t, ctx, "page-desktop.png", chromedp.FullScreenshot(100))
 
 	// A dropped connection: the page dials again and resumes after the
 	// last record it had.
@@ -218,7 +219,10 @@ func TestThePageFollowsATurnAnswersAnApprovalAndTypesIntoATerminal(t *testing.T)
 	do(t, ctx, chromedp.SetValue(chromedp.CSS("#prompt"), "steer it"), chromedp.Click(chromedp.CSS("#send")))
 	until(t, ctx, "the steering message queued", hasText("#queue li", "steer: steer it"))
 	do(t, ctx, chromedp.Click(chromedp.CSS("#interrupt")))
-	until(t, ctx, "the turn interrupted", hasText("#transcript .rec.failed", "Turn interrupted")+` && document.querySelector('#session-status').textContent === 'idle' && document.querySelector('#interrupt').offsetParent === null`)
+	until(t, ctx, "the turn interrupted, and the message it left starting the next", hasText("#transcript .rec.failed", "Turn interrupted")+" && "+hasText("#transcript .rec", "Steered.")+` && document.querySelector('#session-status').textContent === 'idle' && document.querySelector('#queue-box').hidden`)
+	if n := eval[int](t, ctx, countText("#transcript .rec.failed", "Turn interrupted")); n != 1 {
+		t.Errorf("the interruption is shown %d times", n)
+	}
 
 	// A phone: reloaded at 390×844, the page logs in by its cookie.
 	do(t, ctx, chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2)), chromedp.Reload())
@@ -230,7 +234,7 @@ func TestThePageFollowsATurnAnswersAnApprovalAndTypesIntoATerminal(t *testing.T)
 	if len(small) > 0 {
 		t.Errorf("touch targets smaller than 44 px: %q", small)
 	}
-	shot(t, ctx, "page-phone.png")
+	shot(t, ctx, "page-phone.png", chromedp.CaptureScreenshot())
 }
 
 // A guest's observe link shows its one session, live, without a control

@@ -366,7 +366,7 @@ async function openSubscription() {
   applySnapshot(r.snapshot, resume);
   if (!resume) {
     cur.lastSeq = r.snapshot.transcriptSequence;
-    loadOlder(r.snapshot.transcriptSequence);
+    if (cur.lastSeq > 0) loadOlder(cur.lastSeq);
   }
   loadResources();
   if (cur.pty) choosePTY(cur.pty.ref);
@@ -386,7 +386,8 @@ async function loadOlder(through) {
   if (page.cur !== cur) return;
   const first = cur.olderCursor === null;
   const frag = document.createDocumentFragment();
-  for (const rec of r.records || []) renderRecord(rec, frag);
+  // Records past the snapshot come as entry_added deltas, shown already.
+  for (const rec of r.records || []) if (rec.seq <= through) renderRecord(rec, frag);
   const height = document.documentElement.scrollHeight;
   $('transcript').prepend(frag);
   // The first page opens at its end, as the session stands; an earlier
@@ -460,10 +461,6 @@ function applyDelta(d) {
     case 'run_end':
       cur.turnRunning = false;
       for (const [k, b] of cur.streams) if (k.startsWith(d.turnId + '/')) { b.block.classList.remove('streaming'); cur.streams.delete(k); }
-      if (d.turn && d.turn.status !== 'completed') {
-        const n = el('div', 'rec note failed', 'Turn ' + d.turn.status + (d.turn.error ? ': ' + d.turn.error : ''));
-        $('transcript').append(n);
-      }
       updateControls();
       break;
     case 'message_start':
