@@ -167,7 +167,7 @@ func TestThePageFollowsATurnAnswersAnApprovalAndTypesIntoATerminal(t *testing.T)
 	p := newPlace(t)
 	p.extraEnv = append(p.extraEnv, "SHELL=/bin/sh") // a terminal without the machine's shell start-up files
 	writeScript(t, p, `{"replies":[
-		{"steps":[{"text":"Checking "},{"text":"first."},{"tool":"bash","arguments":{"command":"echo web-approved"},"id":"call-1"}]},
+		{"steps":[{"text":"Checking "},{"text":"first."},{"tool":"bash","arguments":{"command":"seq 1 40; echo web-approved"},"id":"call-1"}]},
 		{"steps":[{"text":"All "},{"delay":"100ms"},{"text":"done."}]},
 		{"steps":[{"text":"After the drop."}]},
 		{"steps":[{"text":"Thinking long"},{"delay":"1h"}]},
@@ -187,12 +187,12 @@ func TestThePageFollowsATurnAnswersAnApprovalAndTypesIntoATerminal(t *testing.T)
 	until(t, ctx, "the prompt box", `document.querySelector('#prompt').offsetParent !== null && document.querySelector('#session-status').textContent === 'idle'`)
 
 	do(t, ctx, chromedp.SetValue(chromedp.CSS("#prompt"), "please fix it"), chromedp.Click(chromedp.CSS("#send")))
-	until(t, ctx, "the reply streamed and the approval asked", hasText("#transcript .rec", "Checking first.")+" && "+hasText("#approvals .approval", "echo web-approved"))
+	until(t, ctx, "the reply streamed and the approval asked", hasText("#transcript .rec", "Checking first.")+" && "+hasText("#approvals .approval", "seq 1 40; echo web-approved"))
 	if n := eval[int](t, ctx, countText("#transcript .rec.user", "please fix it")); n != 1 {
 		t.Fatalf("the prompt is shown %d times", n)
 	}
 	do(t, ctx, chromedp.Click(chromedp.CSS("#approvals button.allow")))
-	until(t, ctx, "the tool's output and the final reply", hasText(`#transcript [data-call="call-1"] .out`, "web-approved")+" && "+hasText("#transcript .rec", "All done.")+` && document.querySelector('#session-status').textContent === 'idle' && document.querySelector('#approvals').children.length === 0`)
+	until(t, ctx, "the tool's output, folded, and the final reply", hasText(`#transcript [data-call="call-1"] details.out-box .out`, "web-approved")+" && "+hasText("#transcript .rec", "All done.")+` && document.querySelector('#session-status').textContent === 'idle' && document.querySelector('#approvals').children.length === 0`)
 
 	// A terminal: its screen live, control taken on the first key.
 	do(t, ctx, chromedp.Click(chromedp.CSS("#new-pty")))

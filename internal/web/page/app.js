@@ -887,6 +887,13 @@ function dropPTY() {
   $('pty-box').hidden = true;
 }
 
+// The list's marks follow the sessions' state while it is shown: the host
+// pushes no change of the list, so the page reads it again every few
+// seconds.
+setInterval(() => {
+  if (!page.cur && page.principal && !page.ended && page.ws && page.ws.readyState === WebSocket.OPEN) loadList();
+}, 3000);
+
 // ---- Start ----------------------------------------------------------------
 
 (async () => {
