@@ -230,7 +230,12 @@ func TestThePageFollowsATurnAnswersAnApprovalAndTypesIntoATerminal(t *testing.T)
 	if wide := eval[int](t, ctx, `document.documentElement.scrollWidth - window.innerWidth`); wide > 0 {
 		t.Errorf("the page scrolls %d px sideways at 390 px", wide)
 	}
-	small := eval[[]string](t, ctx, `[...document.querySelectorAll('button, select, textarea, #sessions a')].filter(e => e.offsetParent !== null).filter(e => { const r = e.getBoundingClientRect(); return r.height < 44 || r.width < 44; }).map(e => e.id || e.textContent)`)
+	do(t, ctx, chromedp.Click(chromedp.CSS(`#resources li[data-ref="pty-2"] button.show`)))
+	until(t, ctx, "the terminal on a phone", hasText("#pty .xterm-rows", "typed-42"))
+	if wide := eval[int](t, ctx, `document.documentElement.scrollWidth - window.innerWidth`); wide > 0 {
+		t.Errorf("with a terminal shown, the page scrolls %d px sideways at 390 px", wide)
+	}
+	small := eval[[]string](t, ctx, `[...document.querySelectorAll('button, select, textarea:not(.xterm-helper-textarea), #sessions a')].filter(e => e.offsetParent !== null).filter(e => { const r = e.getBoundingClientRect(); return r.height < 44 || r.width < 44; }).map(e => e.id || e.textContent)`)
 	if len(small) > 0 {
 		t.Errorf("touch targets smaller than 44 px: %q", small)
 	}
