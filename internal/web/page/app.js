@@ -823,10 +823,10 @@ async function choosePTY(ref) {
     const term = new window.Terminal({ cols: 80, rows: 24, convertEol: false, fontSize: 13, scrollback: 1000 });
     const host = $('pty');
     host.replaceChildren();
+    $('pty-box').hidden = false; // shown first: the terminal measures its cells as it opens
     term.open(host);
     cur.pty = { ref, term, controllerId: null, next: 0, sending: Promise.resolve(), state: res.state };
     term.onData((data) => ptyKey(cur, data));
-    $('pty-box').hidden = false;
     ptyWho(cur.pty);
   }
   if (cur.subId) {
