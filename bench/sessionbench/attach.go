@@ -28,9 +28,11 @@ type attachResults struct {
 	coldAgent summary // `agentd attach ID` with the session's worker stopped first
 	// When the screen first showed any text, of the same runs.
 	agentdFirst, tmuxFirst summary
-	starts                 starts // `agentd version` and a Go program that only prints
-	err                    string // why agentd attach could not be measured
-	tmuxErr                string // why the tmux anchor could not be measured
+	starts                 starts  // `agentd version` and a Go program that only prints
+	page                   summary // the web page, navigation → the last reply shown
+	pageErr                string  // why the page could not be measured
+	err                    string  // why agentd attach could not be measured
+	tmuxErr                string  // why the tmux anchor could not be measured
 }
 
 // The terminal both attaches draw on.
@@ -158,6 +160,14 @@ func (b *bench) attachPart(ctx context.Context) error {
 	}
 	fmt.Printf("  agentd attach p50 %s p90 %s max %s (n=%d); tmux attach p50 %s p90 %s max %s (n=%d)\n",
 		dur(r.agentd.p50), dur(r.agentd.p90), dur(r.agentd.max), r.agentd.n, dur(r.tmux.p50), dur(r.tmux.p90), dur(r.tmux.max), r.tmux.n)
+
+	// The web page, the same session, in headless Chromium.
+	if r.page, err = b.pageFirstScreen(ctx, c, id, b.cfg.attachRuns); err != nil {
+		r.pageErr = err.Error()
+		fmt.Printf("  the web page: %v\n", err)
+	} else {
+		fmt.Printf("  the web page, navigation → the last reply shown: p50 %s p90 %s max %s (n=%d)\n", dur(r.page.p50), dur(r.page.p90), dur(r.page.max), r.page.n)
+	}
 
 	// With the session's worker stopped: the attach starts it (informational).
 	if r.err == "" {

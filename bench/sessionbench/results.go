@@ -184,6 +184,12 @@ func (b *bench) rows() []row {
 			)
 			rows = append(rows, a.starts.rows(a.tmux)...)
 		}
+		switch {
+		case a.pageErr != "":
+			rows = append(rows, row{"web page to its first screen", "failed: " + a.pageErr, "-", nan, "< 300ms", "FAIL"})
+		case a.page.n > 0:
+			rows = append(rows, row{fmt.Sprintf("web page, navigation → its first screen, %d records, p50 (n=%d)", a.records, a.page.n), dur(a.page.p50), dur(a.agentd.p50) + " agentd attach", table.Ratio(a.page.p50, a.agentd.p50), "< 300ms", table.Verdict(a.page.p50 < goalPage)})
+		}
 		if a.coldAgent.n > 0 {
 			rows = append(rows, row{fmt.Sprintf("  worker stopped first (the attach starts it), p50 (n=%d)", a.coldAgent.n), dur(a.coldAgent.p50), dur(a.tmux.p50) + " tmux attach", table.Ratio(a.coldAgent.p50, a.tmux.p50), "-", "info"})
 		}

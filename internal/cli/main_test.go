@@ -23,5 +23,14 @@ func TestMain(m *testing.M) {
 	if os.Getenv(envAsCLI) == "1" {
 		os.Exit(cli.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 	}
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(closingBrowser{m})
+}
+
+// closingBrowser runs the tests, then ends the browser the page's tests
+// started, before the leak check.
+type closingBrowser struct{ *testing.M }
+
+func (m closingBrowser) Run() int {
+	defer closeBrowser()
+	return m.M.Run()
 }

@@ -18,13 +18,14 @@ func newWebCmd(e *env) *cobra.Command {
 	var in protocol.WebStartInput
 	cmd := &cobra.Command{
 		Use:   "web",
-		Short: "Listen on the web: print the WebSocket URL and a new owner's login token.",
+		Short: "Listen on the web: print the page's link, logging the owner in once.",
 		Long: `Start the host's web listener, off until asked, and print where it listens.
 
 It listens on a free port of 127.0.0.1 unless --listen names an address; an
 address beyond loopback exposes the host to whoever reaches it and holds a
 token. TLS is served with --tls-cert and --tls-key, or by a proxy in front.
-There is no web page yet: clients connect a WebSocket and send
+It prints a link to the page with a new owner's login token: the page
+exchanges it once for a cookie. Other clients connect a WebSocket and send
 Authorization: Bearer TOKEN, as docs/protocol.md describes.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -60,11 +61,11 @@ Authorization: Bearer TOKEN, as docs/protocol.md describes.`,
 func printWeb(w io.Writer, l protocol.WebListener) {
 	fmt.Fprintf(w, "listening on %s\n", l.Address)
 	fmt.Fprintf(w, "websocket   %s\n", l.WebSocketURL)
-	fmt.Fprintf(w, "there is no web page yet: %s answers that it has none\n", l.URL)
 	if !l.Loopback {
 		fmt.Fprintf(w, "\nthis listens beyond this machine: whoever reaches %s and holds a token reaches the host\n", l.Address)
 	}
-	fmt.Fprintf(w, "\nowner's login, shown this once and replacing any before it not yet used: %s\n", l.OwnerToken)
+	fmt.Fprintf(w, "\nopen the page (the link logs in once, and replaces any before it not yet used):\n  %s#token=%s\n", l.URL, l.OwnerToken)
+	fmt.Fprintf(w, "owner's login token, for other clients: %s\n", l.OwnerToken)
 	fmt.Fprintf(w, "exchange it once for a session cookie: POST %slogin with Authorization: Bearer TOKEN\n", l.URL)
 	fmt.Fprintf(w, "guests: agentd share SESSION prints a token for one session, sent as Authorization: Bearer TOKEN on %s\n", l.WebSocketURL)
 }

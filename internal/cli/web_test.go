@@ -34,7 +34,7 @@ func TestWebAndShareGiveAGuestOneSessionUntilRevoked(t *testing.T) {
 		t.Fatalf("agentd web --json: %+v %v", web, err)
 	}
 	again := p.mustRun("web")
-	if !strings.Contains(again, web.WebSocketURL) || strings.Contains(again, web.OwnerToken) || !strings.Contains(again, "owner's login") || !strings.Contains(again, "no web page yet") {
+	if !strings.Contains(again, web.WebSocketURL) || strings.Contains(again, web.OwnerToken) || !strings.Contains(again, "owner's login") || !strings.Contains(again, web.URL+"#token=") {
 		t.Fatalf("a second agentd web:\n%s", again)
 	}
 	if out := p.mustRun("status"); !strings.Contains(out, web.WebSocketURL) {

@@ -112,7 +112,9 @@ func (s *Service) createGrant(_ context.Context, _ *server.Call, in *protocol.Gr
 	s.expireLater(g)
 	res := protocol.GrantCreateResult{Grant: g, Token: token}
 	if l := s.webListener(); l != nil {
-		res.URL = l.Info().URL + "#token=" + token
+		// The level tells the page which controls to show; the host
+		// decides what the token may do whatever the link says.
+		res.URL = l.Info().URL + "#token=" + token + "&level=" + g.Level
 	}
 	return res, nil
 }

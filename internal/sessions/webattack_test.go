@@ -77,10 +77,10 @@ func TestTheWebListenerRefusesBadTokensOtherHostsAndOtherSites(t *testing.T) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(body), "no web page yet") {
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `<script src="/app.js"`) {
 		t.Errorf("the root answered %d %q", resp.StatusCode, body)
 	}
-	if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'none'") {
+	if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'none'") || !strings.Contains(csp, "script-src 'self';") {
 		t.Errorf("the root's Content-Security-Policy: %q", csp)
 	}
 }

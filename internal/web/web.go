@@ -2,7 +2,8 @@
 // carries the same frames as the host's unix socket to clients that
 // prove a token, and the exchange of the owner's web login token for a
 // cookie. It checks each request's Host and Origin, and slows failed
-// token attempts. It serves no page yet. It decides nothing of what a
+// token attempts. It serves the web page, embedded in the binary, at
+// "/". It decides nothing of what a
 // connection may do: it names the connection's principal, and the
 // server's one access check decides the rest.
 package web
@@ -10,6 +11,7 @@ package web
 import (
 	"context"
 	"crypto/tls"
+	"embed"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -35,6 +37,46 @@ const (
 	// PathLogin exchanges a token for a cookie.
 	PathLogin = "/login"
 )
+
+// The page: its files, embedded, and the paths that serve them. The page
+// is plain files (no build step); vendor/ holds @xterm/xterm as its npm
+// package (page/package-lock.json) ships it.
+//
+//go:embed page/index.html page/app.js page/app.css page/vendor/xterm.js page/vendor/xterm.css
+var pageFiles embed.FS
+
+// pageAssets holds each path of the page: its file and content type.
+var pageAssets = loadPage(map[string][2]string{
+	"/":                 {"page/index.html", "text/html; charset=utf-8"},
+	"/app.js":           {"page/app.js", "text/javascript; charset=utf-8"},
+	"/app.css":          {"page/app.css", "text/css; charset=utf-8"},
+	"/vendor/xterm.js":  {"page/vendor/xterm.js", "text/javascript; charset=utf-8"},
+	"/vendor/xterm.css": {"page/vendor/xterm.css", "text/css; charset=utf-8"},
+})
+
+type asset struct {
+	body        []byte
+	contentType string
+}
+
+// loadPage reads the embedded files of paths (path: file, content type).
+func loadPage(paths map[string][2]string) map[string]asset {
+	assets := make(map[string]asset, len(paths))
+	for path, f := range paths {
+		body, err := pageFiles.ReadFile(f[0])
+		if err != nil {
+			panic(err) // the go:embed line names every file
+		}
+		assets[path] = asset{body, f[1]}
+	}
+	return assets
+}
+
+// contentSecurityPolicy lets the page load its own scripts, styles and
+// WebSocket, and nothing else: no inline script, no other site, no frame.
+// Styles may also be inline because xterm.js writes the terminal's theme
+// and cell size into <style> elements it creates; scripts may not.
+const contentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; connect-src 'self'; img-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
 
 // CookieName is the cookie a login sets.
 const CookieName = "agentd_session"
@@ -141,7 +183,7 @@ func Start(cfg Config) (*Listener, string, error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc(PathWebSocket, l.serveWebSocket)
 	mux.HandleFunc(PathLogin, l.serveLogin)
-	mux.HandleFunc("/", l.serveRoot)
+	mux.HandleFunc("/", l.servePage)
 	l.http = &http.Server{
 		Handler:           l.checked(mux),
 		ReadHeaderTimeout: 10 * time.Second,
@@ -232,7 +274,7 @@ func allowedHosts(host string, loopback bool, port int) func(string) bool {
 func (l *Listener) checked(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
-		h.Set("Content-Security-Policy", "default-src 'none'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'")
+		h.Set("Content-Security-Policy", contentSecurityPolicy)
 		h.Set("X-Content-Type-Options", "nosniff")
 		h.Set("Referrer-Policy", "no-referrer")
 		h.Set("Cache-Control", "no-store")
@@ -257,11 +299,24 @@ func sameOrigin(origin string, r *http.Request) bool {
 	return strings.EqualFold(origin, scheme+r.Host)
 }
 
-// serveRoot says plainly that there is no page yet.
-func (l *Listener) serveRoot(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	w.WriteHeader(http.StatusNotFound)
-	fmt.Fprintf(w, "agentd serves no web page yet.\nClients connect a WebSocket to %s with Authorization: Bearer TOKEN, and speak the protocol of docs/protocol.md.\n", PathWebSocket)
+// servePage serves the page's files; any other path is not found. The
+// page holds no secret: it logs in with the token its link carries.
+func (l *Listener) servePage(w http.ResponseWriter, r *http.Request) {
+	a, ok := pageAssets[r.URL.Path]
+	if !ok {
+		http.NotFound(w, r)
+		return
+	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		http.Error(w, "the page is read with GET", http.StatusMethodNotAllowed)
+		return
+	}
+	w.Header().Set("Content-Type", a.contentType)
+	w.Header().Set("Content-Length", strconv.Itoa(len(a.body)))
+	if r.Method == http.MethodGet {
+		w.Write(a.body)
+	}
 }
 
 // serveLogin exchanges a token, sent as Authorization: Bearer TOKEN in a
