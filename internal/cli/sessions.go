@@ -83,6 +83,16 @@ func hostCommand(home string) ([]string, error) {
 	return []string{exe, "host", "--log-file", filepath.Join(home, activation.LogFileName)}, nil
 }
 
+// callHost runs one operation on this home's host.
+func callHost[In, Out any](cmd *cobra.Command, op protocol.Op[In, Out], in In) (Out, error) {
+	var out Out
+	err := withHost(cmd, func(ctx context.Context, c *client.Conn) (err error) {
+		out, err = client.Call(ctx, c, op, in)
+		return err
+	})
+	return out, err
+}
+
 // withHost runs fn with a connection to this home's host.
 func withHost(cmd *cobra.Command, fn func(ctx context.Context, c *client.Conn) error) error {
 	ctx, cancel := context.WithTimeout(cmd.Context(), requestTimeout)

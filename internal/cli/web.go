@@ -29,14 +29,7 @@ exchanges it once for a cookie. Other clients connect a WebSocket and send
 Authorization: Bearer TOKEN, as docs/protocol.md describes.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, cancel := context.WithTimeout(cmd.Context(), requestTimeout)
-			defer cancel()
-			c, err := open(ctx)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			l, err := client.Call(ctx, c, protocol.OpHostWebStart, in)
+			l, err := callHost(cmd, protocol.OpHostWebStart, in)
 			if err != nil {
 				return err
 			}
@@ -138,14 +131,7 @@ func newShareLsCmd(e *env) *cobra.Command {
 		Short: "List the grants in force with their last use.",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, cancel := context.WithTimeout(cmd.Context(), requestTimeout)
-			defer cancel()
-			c, err := open(ctx)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			res, err := client.Call(ctx, c, protocol.OpGrantList, protocol.GrantListInput{})
+			res, err := callHost(cmd, protocol.OpGrantList, protocol.GrantListInput{})
 			if err != nil {
 				return err
 			}
@@ -189,14 +175,7 @@ func newShareRmCmd(e *env) *cobra.Command {
 		Short: "Revoke a grant, at once: its guest's streams and PTY control end.",
 		Args:  exactArgs(1, "GRANT"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, cancel := context.WithTimeout(cmd.Context(), requestTimeout)
-			defer cancel()
-			c, err := open(ctx)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			g, err := client.Call(ctx, c, protocol.OpGrantRevoke, protocol.GrantRef{GrantID: args[0]})
+			g, err := callHost(cmd, protocol.OpGrantRevoke, protocol.GrantRef{GrantID: args[0]})
 			if err != nil {
 				return err
 			}
