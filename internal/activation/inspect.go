@@ -97,11 +97,13 @@ func inspectHost(ctx context.Context, dir, id string) (client.HostInfo, hostHeal
 	}
 
 	// Stale. Remove the record only if it is still the one read: a new host
-	// renames a fresh file (a new inode) into place.
+	// renames a fresh file (a new inode) into place. The socket is left to
+	// the next host of this id, which replaces it holding the home's lock:
+	// a socket that refuses a connection may be that host's own, bound and
+	// not yet listening, and removing it would cut the host off.
 	if now, err := os.Lstat(info.RegistrationPath); err == nil && os.SameFile(before, now) {
 		os.Remove(info.RegistrationPath)
 	}
-	removeDeadSocket(ctx, protocol.SocketPath(dir, id))
 	return info, hostStale, nil
 }
 
@@ -133,23 +135,6 @@ func readRegistration(dir, id string) (client.HostInfo, os.FileInfo, hostHealth)
 		return info, before, hostStale
 	}
 	return info, before, hostLive
-}
-
-// removeDeadSocket removes the socket file at path when it is a socket that
-// refuses connections. The path is the one the layout gives, never one read
-// from a registration, so a corrupt record cannot point the removal
-// elsewhere.
-func removeDeadSocket(ctx context.Context, path string) {
-	before, err := os.Lstat(path)
-	if err != nil || before.Mode().Type() != fs.ModeSocket {
-		return
-	}
-	if err := probeSocket(ctx, path); err == nil || !errors.Is(err, unix.ECONNREFUSED) {
-		return
-	}
-	if now, err := os.Lstat(path); err == nil && os.SameFile(before, now) {
-		os.Remove(path)
-	}
 }
 
 // probeSocket dials the unix socket at path once and closes the
