@@ -33,7 +33,7 @@ var arrows = map[string][]string{
 	// waits for it through the public client's discovery; it never
 	// imports the host. Only the agentd command, tests and benchmarks
 	// start hosts, so only they import it.
-	"internal/activation": {"client", "internal/home", "internal/proc", "protocol"},
+	"internal/activation": {"client", "internal/fswatch", "internal/home", "internal/proc", "protocol"},
 	// editors over the Agent Client Protocol: a client of the host like
 	// every other, handed the way to reach it by the agentd command
 	"internal/acp":             {"client", "protocol"},
@@ -43,7 +43,9 @@ var arrows = map[string][]string{
 	"internal/atomicfile":      {},
 	"internal/catalog":         {"internal/atomicfile", "protocol"},
 	"internal/credentials":     {"internal/atomicfile"},
-	"internal/fanout":          {},
+	// waking a waiter when a file changes: activation and logs -f
+	"internal/fswatch": {},
+	"internal/fanout":  {},
 	// the guests' grants, kept in the home as every file agentd keeps
 	"internal/guest":                 {"internal/atomicfile", "protocol"},
 	"internal/home":                  {"internal/atomicfile", "protocol"},
@@ -91,7 +93,7 @@ var arrows = map[string][]string{
 	// the host's log opened without following a symbolic link, as every
 	// file agentd keeps in its own directories
 	"internal/cli": {
-		"client", "internal/acp", "internal/activation", "internal/atomicfile", "internal/credentials", "internal/home", "internal/host", "internal/llm", "internal/proc", "internal/provider", "internal/provider/anthropic", "internal/provider/faux",
+		"client", "internal/acp", "internal/activation", "internal/atomicfile", "internal/fswatch", "internal/credentials", "internal/home", "internal/host", "internal/llm", "internal/proc", "internal/provider", "internal/provider/anthropic", "internal/provider/faux",
 		"internal/provider/openai", "internal/redact", "internal/sandbox", "internal/sessions", "internal/startenv", "internal/tools", "internal/transcript",
 		"internal/tui", "internal/version", "internal/worker", "protocol",
 	},

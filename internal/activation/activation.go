@@ -29,6 +29,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentd-dev/agentd/client"
+	"github.com/agentd-dev/agentd/internal/fswatch"
 	"github.com/agentd-dev/agentd/internal/home"
 	"github.com/agentd-dev/agentd/internal/proc"
 	"github.com/agentd-dev/agentd/protocol"
@@ -156,11 +157,11 @@ func EnsureHost(ctx context.Context, opts Options) (client.HostInfo, bool, error
 	if err := os.MkdirAll(opts.Home, 0o700); err != nil {
 		return client.HostInfo{}, false, fmt.Errorf("activate host %s: %w", opts.HostID, err)
 	}
-	w := newChanges()
-	defer w.close()
+	w := fswatch.New()
+	defer w.Close()
 	// Watched before the first look under the lock, so that no change
 	// after it is missed.
-	w.entry(protocol.RegistrationPath(opts.RuntimeDir, opts.HostID))
+	w.Entry(protocol.RegistrationPath(opts.RuntimeDir, opts.HostID))
 	var again recheck
 	lock, info, err := lockActivation(ctx, opts, w, &again)
 	if err != nil {
@@ -227,11 +228,11 @@ type recheck struct {
 
 // wait waits for a change or for the next look's time, or returns ctx's
 // error.
-func (r *recheck) wait(ctx context.Context, w *changes) error {
+func (r *recheck) wait(ctx context.Context, w *fswatch.Watcher) error {
 	if r.d == 0 {
 		r.d = recheckMin
 	}
-	changed, err := w.wait(ctx, r.d)
+	changed, err := w.Wait(ctx, r.d)
 	if changed {
 		r.d = recheckMin
 	} else {
@@ -272,7 +273,7 @@ func waitError(opts Options, child *activatedHost, held bool, err error) error {
 // whenever w reports a change, and as again paces it. (A failed try opens
 // and closes the lock file, so the file's own events would wake every
 // waiter at once: they are not watched.)
-func lockActivation(ctx context.Context, opts Options, w *changes, again *recheck) (*flock.Flock, client.HostInfo, error) {
+func lockActivation(ctx context.Context, opts Options, w *fswatch.Watcher, again *recheck) (*flock.Flock, client.HostInfo, error) {
 	path := filepath.Join(opts.Home, LockName)
 	fl := flock.New(path, flock.SetFlag(os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW), flock.SetPermissions(0o600))
 	for {
@@ -311,12 +312,12 @@ type activatedHost struct {
 // outlives this process, so nothing waits on it but exited and
 // reapActivated. w watches the host's stderr file, so that what the host
 // writes there, and its exit, wake the activation.
-func startHost(opts Options, w *changes) (*activatedHost, error) {
+func startHost(opts Options, w *fswatch.Watcher) (*activatedHost, error) {
 	errf, err := os.CreateTemp(opts.Home, "activation-*.stderr")
 	if err != nil {
 		return nil, err
 	}
-	w.file(errf.Name())
+	w.File(errf.Name())
 	childErr, err := os.OpenFile(errf.Name(), os.O_WRONLY|os.O_APPEND, 0)
 	// Unlinked at once: the host keeps its descriptor, and no file is left
 	// behind whatever happens to this process.

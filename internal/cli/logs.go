@@ -17,14 +17,17 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentd-dev/agentd/client"
+	"github.com/agentd-dev/agentd/internal/fswatch"
 	"github.com/agentd-dev/agentd/internal/tui"
 	"github.com/agentd-dev/agentd/protocol"
 )
 
-// followLook is how often logs -f reads what a shell run wrote since it
-// last looked: the run writes its log whatever reads it, and the reader
-// catches up from the file, so nothing waits on a slow reader.
-const followLook = 50 * time.Millisecond
+// followLook bounds how long logs -f waits, with nothing written to the
+// log, before it looks again: it is woken by the log's writes (through
+// inotify, where there is one), and looks anyway so that no write is
+// missed. The run writes its log whatever reads it, and the reader catches
+// up from the file, so nothing waits on a slow reader.
+const followLook = time.Second
 
 // tailChunk is how much of a log's end --tail reads at a time, looking
 // for the start of its last lines.
@@ -232,50 +235,52 @@ func readEveryKey(f *os.File) (*keyReader, error) {
 // followLog copies what f gains to out until stream reports resource
 // ref's end, and returns it; or returns nil when ctx ends (Ctrl-C).
 func followLog(ctx context.Context, f *os.File, out io.Writer, stream *client.Session, ref string) (*protocol.Resource, error) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	type end struct {
+	// ended is set once the stream has told the run's end, or failed;
+	// running is cancelled then, waking the wait for the log's writes.
+	var ended struct {
 		r   *protocol.Resource
 		err error
 	}
-	ended := make(chan end, 1)
+	running, stop := context.WithCancel(ctx)
+	defer stop()
 	done := make(chan struct{})
-	defer func() { cancel(); <-done }()
+	defer func() { stop(); <-done }()
 	go func() {
 		defer close(done)
+		defer stop()
 		for {
-			ev, err := stream.Next(ctx)
+			ev, err := stream.Next(running)
 			if err != nil {
-				ended <- end{err: err}
+				ended.err = err
 				return
 			}
 			if r := ev.Resource; r != nil && r.Ref == ref && r.State != protocol.ResourceRunning {
-				ended <- end{r: r}
+				ended.r = r
 				return
 			}
 		}
 	}()
-	look := time.NewTicker(followLook)
-	defer look.Stop()
+	w := fswatch.New()
+	defer w.Close()
+	w.File(f.Name())
 	for {
-		select {
-		case <-ctx.Done():
-			return nil, nil
-		case <-look.C:
-			if _, err := io.Copy(out, f); err != nil {
-				return nil, err
-			}
-		case e := <-ended:
-			if e.err != nil {
-				if ctx.Err() != nil {
-					return nil, nil
-				}
-				return nil, fmt.Errorf("following %s: %w", ref, e.err)
-			}
-			// The run has ended: what it wrote is all in the file.
-			_, err := io.Copy(out, f)
-			return e.r, err
+		if _, err := io.Copy(out, f); err != nil {
+			return nil, err
 		}
+		if _, err := w.Wait(running, followLook); err == nil {
+			continue
+		}
+		// The run ended, or the stream failed, or ctx ended (Ctrl-C).
+		<-done
+		switch {
+		case ctx.Err() != nil:
+			return nil, nil
+		case ended.err != nil:
+			return nil, fmt.Errorf("following %s: %w", ref, ended.err)
+		}
+		// The run has ended: what it wrote is all in the file.
+		_, err := io.Copy(out, f)
+		return ended.r, err
 	}
 }
 

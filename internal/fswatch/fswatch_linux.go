@@ -1,4 +1,7 @@
-package activation
+// Package fswatch wakes a waiter when the files it depends on change,
+// through inotify where there is one, and otherwise after each wait's
+// timeout.
+package fswatch
 
 import (
 	"context"
@@ -12,11 +15,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// changes wakes a waiting activation when a file it depends on changes:
-// the registration record is put in place or removed, the host writes to
-// or closes its stderr. It reads an
-// inotify instance through the runtime's poller, so waiting blocks no
-// thread and ends with a deadline or a context, and needs no goroutine.
+// Watcher wakes a waiter when a file it depends on changes: a directory
+// entry put in place or removed, a file written to or closed by its
+// writer. It reads an inotify instance through the runtime's poller, so
+// waiting blocks no thread and ends with a deadline or a context, and
+// needs no goroutine.
 //
 // A change is a hint to look again, never an answer: callers re-read what
 // they wait on after every wake-up, and wait with a bounded timeout so that
@@ -24,8 +27,8 @@ import (
 // watched, a directory that does not exist yet, a system without inotify)
 // is still seen. Without inotify every wait is its timeout.
 //
-// A changes is used by one goroutine.
-type changes struct {
+// A Watcher is used by one goroutine.
+type Watcher struct {
 	f *os.File // the inotify instance; nil without one
 	// names maps a directory's watch to the entry names that count in
 	// it; a file's watch maps to nil (every event counts).
@@ -46,8 +49,8 @@ const (
 	fileEvents = unix.IN_MODIFY | unix.IN_CLOSE_WRITE
 )
 
-func newChanges() *changes {
-	w := &changes{names: make(map[int32][]string)}
+func New() *Watcher {
+	w := &Watcher{names: make(map[int32][]string)}
 	fd, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
 	if err != nil {
 		return w
@@ -63,15 +66,15 @@ func newChanges() *changes {
 	return w
 }
 
-// entry watches the directory entry path: its creation, replacement by a
+// Entry watches the directory entry path: its creation, replacement by a
 // rename, and removal.
-func (w *changes) entry(path string) {
+func (w *Watcher) Entry(path string) {
 	if w.f != nil && !w.watchEntry(path) {
 		w.missing = append(w.missing, path)
 	}
 }
 
-func (w *changes) watchEntry(path string) bool {
+func (w *Watcher) watchEntry(path string) bool {
 	wd, err := w.add(filepath.Dir(path), entryEvents|unix.IN_ONLYDIR)
 	if err != nil {
 		return false
@@ -80,9 +83,9 @@ func (w *changes) watchEntry(path string) bool {
 	return true
 }
 
-// file watches the file at path (the file, not the name: it may be
+// File watches the file at path (the file, not the name: it may be
 // renamed or removed after) for writes and for closes by a writer.
-func (w *changes) file(path string) {
+func (w *Watcher) File(path string) {
 	if w.f == nil {
 		return
 	}
@@ -91,7 +94,7 @@ func (w *changes) file(path string) {
 	}
 }
 
-func (w *changes) add(path string, mask uint32) (int32, error) {
+func (w *Watcher) add(path string, mask uint32) (int32, error) {
 	raw, err := w.f.SyscallConn()
 	if err != nil {
 		return 0, err
@@ -106,9 +109,9 @@ func (w *changes) add(path string, mask uint32) (int32, error) {
 	return int32(wd), werr
 }
 
-// wait returns when a watched change happens (true), when d has passed
+// Wait returns when a watched change happens (true), when d has passed
 // (false), or with ctx's error when ctx ends first.
-func (w *changes) wait(ctx context.Context, d time.Duration) (bool, error) {
+func (w *Watcher) Wait(ctx context.Context, d time.Duration) (bool, error) {
 	if w.f == nil {
 		return sleep(ctx, d)
 	}
@@ -151,7 +154,7 @@ func (w *changes) wait(ctx context.Context, d time.Duration) (bool, error) {
 // matches reports whether the events in b include one that counts. An
 // event is struct inotify_event: wd, mask, cookie and len, each 32 bits in
 // the machine's order, then len bytes of NUL-padded name.
-func (w *changes) matches(b []byte) bool {
+func (w *Watcher) matches(b []byte) bool {
 	for len(b) >= unix.SizeofInotifyEvent {
 		wd := int32(binary.NativeEndian.Uint32(b[0:]))
 		mask := binary.NativeEndian.Uint32(b[4:])
@@ -176,10 +179,22 @@ func (w *changes) matches(b []byte) bool {
 	}
 	return false
 }
-
-func (w *changes) close() {
+func (w *Watcher) Close() {
 	if w.f != nil {
 		w.f.Close()
 		w.f = nil
+	}
+}
+
+// sleep returns false once d has passed, or ctx's error when ctx ends
+// first.
+func sleep(ctx context.Context, d time.Duration) (bool, error) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false, ctx.Err()
+	case <-t.C:
+		return false, nil
 	}
 }

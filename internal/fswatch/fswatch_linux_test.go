@@ -1,4 +1,4 @@
-package activation
+package fswatch
 
 import (
 	"context"
@@ -11,18 +11,18 @@ import (
 
 func TestChangesWakeOnTheWatchedEntryOnly(t *testing.T) {
 	dir := t.TempDir()
-	w := newChanges()
-	defer w.close()
+	w := New()
+	defer w.Close()
 	if w.f == nil {
 		t.Skip("no inotify")
 	}
-	w.entry(filepath.Join(dir, "h1.json"))
+	w.Entry(filepath.Join(dir, "h1.json"))
 
 	// Another entry of the directory changes nothing.
 	if err := os.WriteFile(filepath.Join(dir, "h2.json"), []byte("{}"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if changed, err := w.wait(t.Context(), time.Millisecond); changed || err != nil {
+	if changed, err := w.Wait(t.Context(), time.Millisecond); changed || err != nil {
 		t.Fatalf("wait after another entry changed = %v, %v; want a timeout", changed, err)
 	}
 	// A record renamed into place wakes.
@@ -33,33 +33,33 @@ func TestChangesWakeOnTheWatchedEntryOnly(t *testing.T) {
 	if err := os.Rename(tmp, filepath.Join(dir, "h1.json")); err != nil {
 		t.Fatal(err)
 	}
-	if changed, err := w.wait(t.Context(), time.Hour); !changed || err != nil {
+	if changed, err := w.Wait(t.Context(), time.Hour); !changed || err != nil {
 		t.Fatalf("wait after the record was renamed into place = %v, %v", changed, err)
 	}
 }
 
 func TestChangesWatchADirectoryOnceItExists(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "run")
-	w := newChanges()
-	defer w.close()
+	w := New()
+	defer w.Close()
 	if w.f == nil {
 		t.Skip("no inotify")
 	}
-	w.entry(filepath.Join(dir, "h1.json"))
-	if changed, err := w.wait(t.Context(), time.Millisecond); changed || err != nil {
+	w.Entry(filepath.Join(dir, "h1.json"))
+	if changed, err := w.Wait(t.Context(), time.Millisecond); changed || err != nil {
 		t.Fatalf("wait on a missing directory = %v, %v; want a timeout", changed, err)
 	}
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
 	// This wait watches the directory, now there, and times out.
-	if changed, err := w.wait(t.Context(), time.Millisecond); changed || err != nil {
+	if changed, err := w.Wait(t.Context(), time.Millisecond); changed || err != nil {
 		t.Fatalf("wait = %v, %v; want a timeout", changed, err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "h1.json"), []byte("{}"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if changed, err := w.wait(t.Context(), time.Hour); !changed || err != nil {
+	if changed, err := w.Wait(t.Context(), time.Hour); !changed || err != nil {
 		t.Fatalf("wait after the record was written = %v, %v", changed, err)
 	}
 }
@@ -70,32 +70,32 @@ func TestChangesWakeWhenAWriterClosesTheFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := newChanges()
-	defer w.close()
+	w := New()
+	defer w.Close()
 	if w.f == nil {
 		t.Skip("no inotify")
 	}
-	w.file(path)
+	w.File(path)
 	f.Close()
-	if changed, err := w.wait(t.Context(), time.Hour); !changed || err != nil {
+	if changed, err := w.Wait(t.Context(), time.Hour); !changed || err != nil {
 		t.Fatalf("wait after the writer closed the file = %v, %v", changed, err)
 	}
 }
 
 func TestChangesWaitEndsWithItsContext(t *testing.T) {
-	w := newChanges()
-	defer w.close()
-	w.entry(filepath.Join(t.TempDir(), "h1.json"))
+	w := New()
+	defer w.Close()
+	w.Entry(filepath.Join(t.TempDir(), "h1.json"))
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	if _, err := w.wait(ctx, time.Hour); !errors.Is(err, context.Canceled) {
+	if _, err := w.Wait(ctx, time.Hour); !errors.Is(err, context.Canceled) {
 		t.Fatalf("wait with an ended context = %v", err)
 	}
 	// Cancelled while it waits, or just before: either way it ends.
 	ctx, cancel = context.WithCancel(t.Context())
 	done := make(chan error)
 	go func() {
-		_, err := w.wait(ctx, time.Hour)
+		_, err := w.Wait(ctx, time.Hour)
 		done <- err
 	}()
 	cancel()
