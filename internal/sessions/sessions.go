@@ -181,6 +181,13 @@ func New(ctx context.Context, h *server.Server, cfg Config) (*Service, error) {
 	for _, g := range grants.List() {
 		s.expireLater(g)
 	}
+	rec, ok, err := web.Recorded(cfg.Home)
+	if err != nil {
+		s.log.Warn("the web listener's record is unreadable: the host stays off the web until asked", "err", err)
+	}
+	if ok {
+		s.wg.Go(func() { s.resumeWeb(rec) })
+	}
 	s.adoptAll()
 	return s, nil
 }

@@ -196,6 +196,10 @@ type Listener struct {
 	cookies    map[string]login      // guarded by mu: by the hash of their value
 	conns      map[net.Conn]struct{} // guarded by mu: the WebSocket connections served
 	closed     bool                  // guarded by mu
+	// unrecorded is set once the listener stops accepting, or is
+	// forgotten: what it does then is no longer written to the home,
+	// which may be a newer host's or no one's. Guarded by mu.
+	unrecorded bool
 }
 
 // Start listens and serves; it returns the listener and the owner's web
@@ -306,7 +310,25 @@ func (l *Listener) Info() protocol.WebListener { return l.info }
 
 // StopAccepting stops listening: the connections it handed over carry
 // on until the server ends them, or Close.
-func (l *Listener) StopAccepting() { l.ln.Close() }
+func (l *Listener) StopAccepting() {
+	l.mu.Lock()
+	l.unrecorded = true
+	l.mu.Unlock()
+	l.ln.Close()
+}
+
+// Forget stops accepting, and removes the listener's record and its
+// logins from the home (Forget): no host listens there again until asked.
+func (l *Listener) Forget() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.unrecorded = true
+	l.ln.Close()
+	if l.cfg.Home == "" {
+		return nil
+	}
+	return Forget(l.cfg.Home)
+}
 
 // Close stops listening and ends the connections it handed over, then
 // waits for them.
@@ -329,7 +351,7 @@ func (l *Listener) Close() error {
 // writeLocked records the listener and its logins in the home, if it
 // has one. Called with mu held.
 func (l *Listener) writeLocked() error {
-	if l.cfg.Home == "" {
+	if l.cfg.Home == "" || l.unrecorded {
 		return nil
 	}
 	r := l.record
