@@ -100,7 +100,7 @@ func TestWebAndShareGiveAGuestOneSessionUntilRevoked(t *testing.T) {
 
 // A grant survives agentd upgrade: the replacing host reads it from the
 // home, lists it, and its token opens the session once the new host
-// listens on the web, as asked again; its revocation holds in the new
+// listens on the web again; its revocation holds in the new
 // host too.
 func TestAGrantSurvivesAHostHandOff(t *testing.T) {
 	p := newPlace(t)
