@@ -285,3 +285,38 @@ func dialWeb(t *testing.T, url string, header http.Header) *client.Conn {
 	t.Cleanup(func() { c.Close() })
 	return c
 }
+
+// A host started after a shutdown listens on the web again where the one
+// before did; when the address is taken then, it stays off the web and
+// agentd status says why.
+func TestARestartedHostListensAgainUnlessTheAddressIsTaken(t *testing.T) {
+	p := newPlace(t)
+	p.web()
+	addr := p.statusJSON().Web.Address
+	p.mustRun("shutdown")
+	p.mustRun("ls")
+	poll.Until(t, "the restarted host listening on the web", func() bool {
+		st := p.statusJSON()
+		return st.Web != nil
+	})
+	if got := p.statusJSON().Web.Address; got != addr {
+		t.Fatalf("the restarted host listens on %s, the one before on %s", got, addr)
+	}
+
+	p.mustRun("shutdown")
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	p.mustRun("ls")
+	poll.Until(t, "the restarted host to give up the taken address", func() bool {
+		return p.statusJSON().WebOff != ""
+	})
+	if st := p.statusJSON(); st.Web != nil || !strings.Contains(st.WebOff, "address already in use") {
+		t.Fatalf("the host's web with its address taken: %+v %q", st.Web, st.WebOff)
+	}
+	if out := p.mustRun("status"); !strings.Contains(out, "off: ") || !strings.Contains(out, "address already in use") {
+		t.Fatalf("agentd status with the address taken:\n%s", out)
+	}
+}

@@ -246,7 +246,7 @@ func (s *Service) startWeb(_ context.Context, _ *server.Call, in *protocol.WebSt
 	if err != nil {
 		return protocol.WebListener{}, protocol.Errorf(protocol.CodeInvalidRequest, "%v", err)
 	}
-	s.web = l
+	s.web, s.webOff = l, ""
 	info := l.Info()
 	s.log.Info("web listener started", "address", info.Address, "loopback", info.Loopback)
 	info.OwnerToken = token
@@ -281,6 +281,11 @@ func (s *Service) resumeWeb(rec web.Config) {
 		}
 		if !errors.Is(err, syscall.EADDRINUSE) || time.Now().After(deadline) {
 			s.log.Warn("the web listener recorded in the home is left off: agentd web starts one", "listen", rec.Listen, "err", err)
+			s.mu.Lock()
+			if s.web == nil {
+				s.webOff = err.Error()
+			}
+			s.mu.Unlock()
 			return
 		}
 		select {
@@ -315,7 +320,7 @@ func (s *Service) startRecordedWeb(rec web.Config) (protocol.WebListener, error)
 func (s *Service) stopWeb(context.Context, *server.Call, *protocol.WebStopInput) (protocol.WebStopResult, error) {
 	s.mu.Lock()
 	l := s.web
-	s.web = nil
+	s.web, s.webOff = nil, ""
 	var err error
 	if l != nil {
 		err = l.Forget()
