@@ -84,8 +84,10 @@ var arrows = map[string][]string{
 	"internal/tui":        {"client", "protocol"},
 	"internal/version":    {},
 	// the web listener hands the connections it authenticated to the
-	// server, naming their principal; the grants prove guests' tokens
-	"internal/web": {"internal/guest", "internal/server", "protocol"},
+	// server, naming their principal; the grants prove guests' tokens;
+	// it records itself and its logins in the home, as the home's other
+	// files are written
+	"internal/web": {"internal/atomicfile", "internal/guest", "internal/server", "protocol"},
 	// the worker names the composition it serves and the host surface it
 	// trusts as the link defines them, the two ends of one connection;
 	// what it records and sends is redacted of the keys it holds

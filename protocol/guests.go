@@ -81,6 +81,15 @@ type WebStartInput struct {
 	KeyFile  string `json:"keyFile,omitempty"`
 }
 
+// WebStopInput is the input of host.web.stop.
+type WebStopInput struct{}
+
+// WebStopResult is the result of host.web.stop.
+type WebStopResult struct {
+	// Address is where the listener listened; empty if none did.
+	Address string `json:"address"`
+}
+
 // WebListener is the host's web listener.
 type WebListener struct {
 	// Address is where it listens.

@@ -74,6 +74,7 @@ const (
 	OpHostUpgradePrepare   Op[UpgradePrepareInput, UpgradePrepareResult]         = "host.upgrade.prepare"
 	OpHostShutdown         Op[ShutdownInput, ShutdownResult]                     = "host.shutdown"
 	OpHostWebStart         Op[WebStartInput, WebListener]                        = "host.web.start"
+	OpHostWebStop          Op[WebStopInput, WebStopResult]                       = "host.web.stop"
 
 	OpGrantCreate Op[GrantCreateInput, GrantCreateResult] = "grant.create"
 	OpGrantList   Op[GrantListInput, GrantListResult]     = "grant.list"
@@ -140,6 +141,7 @@ var operations = sync.OnceValue(func() []Operation {
 		op(OpHostUpgradePrepare, Command, AccessOwner, "Prepares the host to hand its home to a newer host."),
 		op(OpHostShutdown, Command, AccessOwner, "Drains the host and makes it exit."),
 		op(OpHostWebStart, Command, AccessOwner, "Starts the host's web listener, or returns the one it runs."),
+		op(OpHostWebStop, Command, AccessOwner, "Stops the host's web listener for good: no host listens again until asked."),
 
 		op(OpGrantCreate, Command, AccessOwner, "Gives a guest a grant on one session, and returns its token."),
 		op(OpGrantList, Query, AccessOwner, "Lists the grants in force with their last use."),

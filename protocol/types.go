@@ -46,6 +46,9 @@ type HostStatus struct {
 	// Web is the host's web listener, when it runs one (its OwnerToken
 	// never set here).
 	Web *WebListener `json:"web,omitempty"`
+	// WebOff says why the web listener recorded in the home does not
+	// run (its address was taken, say), when it does not.
+	WebOff string `json:"webOff,omitempty"`
 }
 
 // DiagnosticsQueryInput is the input of host.diagnostics.query.

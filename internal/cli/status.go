@@ -101,6 +101,8 @@ func printStatus(w io.Writer, st protocol.HostStatus) {
 	}
 	if st.Web != nil {
 		fmt.Fprintf(tw, "web\t%s\n", st.Web.WebSocketURL)
+	} else if st.WebOff != "" {
+		fmt.Fprintf(tw, "web\t%s\n", pal.dim("off: "+st.WebOff+" (agentd web)"))
 	} else {
 		fmt.Fprintf(tw, "web\t%s\n", pal.dim("off (agentd web)"))
 	}

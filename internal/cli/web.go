@@ -14,7 +14,7 @@ import (
 )
 
 func newWebCmd(e *env) *cobra.Command {
-	var asJSON bool
+	var asJSON, off bool
 	var in protocol.WebStartInput
 	cmd := &cobra.Command{
 		Use:   "web",
@@ -26,9 +26,31 @@ address beyond loopback exposes the host to whoever reaches it and holds a
 token. TLS is served with --tls-cert and --tls-key, or by a proxy in front.
 It prints a link to the page with a new owner's login token: the page
 exchanges it once for a cookie. Other clients connect a WebSocket and send
-Authorization: Bearer TOKEN, as docs/protocol.md describes.`,
+Authorization: Bearer TOKEN, as docs/protocol.md describes.
+
+The listener is recorded in the home: after agentd upgrade, or a restart of
+the host, it listens on the same address again and its logins hold, so an
+open page reconnects by itself. --off stops it for good.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if off {
+				if in != (protocol.WebStartInput{}) {
+					return usageError{errors.New("--off: give no --listen, --tls-cert or --tls-key with it")}
+				}
+				res, err := callHost(cmd, protocol.OpHostWebStop, protocol.WebStopInput{})
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					return writeJSON(e.stdout, res)
+				}
+				if res.Address == "" {
+					fmt.Fprintln(e.stdout, "the host did not listen on the web; it will not until agentd web")
+				} else {
+					fmt.Fprintf(e.stdout, "stopped listening on %s; the host will not again until agentd web\n", res.Address)
+				}
+				return nil
+			}
 			l, err := callHost(cmd, protocol.OpHostWebStart, in)
 			if err != nil {
 				return err
@@ -47,7 +69,8 @@ Authorization: Bearer TOKEN, as docs/protocol.md describes.`,
 	cmd.Flags().StringVar(&in.Listen, "listen", "", "listen on this host:port (default: a free port of 127.0.0.1)")
 	cmd.Flags().StringVar(&in.CertFile, "tls-cert", "", "serve TLS with this PEM certificate (with --tls-key)")
 	cmd.Flags().StringVar(&in.KeyFile, "tls-key", "", "the PEM key of --tls-cert")
-	cmd.Flags().BoolVar(&asJSON, "json", false, `print {"url": …, "websocketUrl": …, "ownerToken": …}`)
+	cmd.Flags().BoolVar(&off, "off", false, "stop listening on the web for good: no host listens again until agentd web")
+	cmd.Flags().BoolVar(&asJSON, "json", false, `print {"url": …, "websocketUrl": …, "ownerToken": …} ({"address": …} with --off)`)
 	return cmd
 }
 

@@ -3,8 +3,11 @@ package cli_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -13,6 +16,7 @@ import (
 
 	"github.com/agentd-dev/agentd/client"
 	"github.com/agentd-dev/agentd/internal/agentdtest"
+	"github.com/agentd-dev/agentd/internal/agentdtest/poll"
 	"github.com/agentd-dev/agentd/protocol"
 )
 
@@ -96,7 +100,7 @@ func TestWebAndShareGiveAGuestOneSessionUntilRevoked(t *testing.T) {
 
 // A grant survives agentd upgrade: the replacing host reads it from the
 // home, lists it, and its token opens the session once the new host
-// listens on the web, as asked again; its revocation holds in the new
+// listens on the web again; its revocation holds in the new
 // host too.
 func TestAGrantSurvivesAHostHandOff(t *testing.T) {
 	p := newPlace(t)
@@ -169,4 +173,150 @@ func errString(err error) string {
 		return ""
 	}
 	return err.Error()
+}
+
+// agentd web's listener and the owner's login survive agentd upgrade:
+// the new host listens on the same address once it serves, and a cookie
+// from before opens /ws there; the home holds only the cookie's hash.
+func TestTheWebListenerAndItsLoginSurviveAnUpgrade(t *testing.T) {
+	p := newPlace(t)
+	id := strings.TrimSpace(p.mustRun("new", "--cwd", p.workDir()))
+	w := p.web()
+	before := p.statusJSON()
+	if before.Web == nil {
+		t.Fatal("agentd status does not show the listener")
+	}
+	cookie := ownerLogin(t, w)
+
+	rec, err := os.Stat(filepath.Join(p.home, "web.json"))
+	if err != nil || rec.Mode().Perm() != 0o600 {
+		t.Fatalf("the listener's record: %v %v, want mode 0600", rec, err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(p.home, "web.json")); strings.Contains(string(b), cookie.Value) || strings.Contains(string(b), w.OwnerToken) {
+		t.Fatalf("the listener's record holds a secret:\n%s", b)
+	}
+
+	p.mustRun("upgrade")
+	poll.Until(t, "the new host listening on the web", func() bool {
+		st := p.statusJSON()
+		return st.PID != before.PID && st.Web != nil
+	})
+	if after := p.statusJSON().Web; after.Address != before.Web.Address || after.WebSocketURL != before.Web.WebSocketURL {
+		t.Fatalf("the new host listens on %+v, the old one on %+v", after, before.Web)
+	}
+	c := dialWeb(t, before.Web.WebSocketURL, http.Header{"Cookie": {cookie.String()}})
+	list, err := client.Call(agentdtest.Context(t), c, protocol.OpSessionList, protocol.SessionListInput{})
+	if err != nil || len(list.Sessions) != 1 || list.Sessions[0].SessionID != id {
+		t.Fatalf("the owner's session.list on the new host, by the cookie from before: %+v %v", list, err)
+	}
+}
+
+// agentd web --off stops the listener for good: nothing listens on its
+// address, and a host started after a shutdown stays off the web.
+func TestWebOffStopsTheListenerForGood(t *testing.T) {
+	p := newPlace(t)
+	p.mustRun("new", "--cwd", p.workDir())
+	p.web()
+	addr := p.statusJSON().Web.Address
+	if out := p.mustRun("web", "--off"); !strings.Contains(out, "stopped listening on "+addr) {
+		t.Fatalf("agentd web --off:\n%s", out)
+	}
+	if _, err := os.Stat(filepath.Join(p.home, "web.json")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the listener's record after agentd web --off: %v", err)
+	}
+	if c, err := net.Dial("tcp", addr); err == nil {
+		c.Close()
+		t.Fatalf("%s still answers after agentd web --off", addr)
+	}
+	if out := p.mustRun("web", "--off"); !strings.Contains(out, "did not listen") {
+		t.Fatalf("a second agentd web --off:\n%s", out)
+	}
+	if _, stderr, code := p.run("web", "--off", "--listen", addr); code == 0 || !strings.Contains(stderr, "--off") {
+		t.Fatalf("agentd web --off --listen: exit %d, %s", code, stderr)
+	}
+
+	p.mustRun("shutdown")
+	p.mustRun("ls")
+	if st := p.statusJSON(); st.Web != nil {
+		t.Fatalf("the restarted host listens on the web: %+v", st.Web)
+	}
+	if c, err := net.Dial("tcp", addr); err == nil {
+		c.Close()
+		t.Fatalf("%s answers after a restart", addr)
+	}
+}
+
+// ownerLogin exchanges the owner's login token of w for its cookie.
+func ownerLogin(t *testing.T, w webURLs) *http.Cookie {
+	t.Helper()
+	req, err := http.NewRequestWithContext(agentdtest.Context(t), http.MethodPost, w.URL+"login", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+w.OwnerToken)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	for _, c := range res.Cookies() {
+		if c.Name == "agentd_session" && res.StatusCode == http.StatusNoContent {
+			return c
+		}
+	}
+	t.Fatalf("the owner's login: %s, no cookie", res.Status)
+	return nil
+}
+
+// dialWeb connects to the host's WebSocket at url with header.
+func dialWeb(t *testing.T, url string, header http.Header) *client.Conn {
+	t.Helper()
+	ctx := agentdtest.Context(t)
+	c, err := client.Dial(ctx, url, client.Options{Surface: protocol.SurfaceWeb, Dial: func(ctx context.Context) (net.Conn, error) {
+		ws, _, err := websocket.Dial(ctx, url, &websocket.DialOptions{HTTPHeader: header})
+		if err != nil {
+			return nil, err
+		}
+		return websocket.NetConn(context.Background(), ws, websocket.MessageText), nil
+	}})
+	if err != nil {
+		t.Fatalf("dialling %s: %v", url, err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// A host started after a shutdown listens on the web again where the one
+// before did; when the address is taken then, it stays off the web and
+// agentd status says why.
+func TestARestartedHostListensAgainUnlessTheAddressIsTaken(t *testing.T) {
+	p := newPlace(t)
+	p.web()
+	addr := p.statusJSON().Web.Address
+	p.mustRun("shutdown")
+	p.mustRun("ls")
+	poll.Until(t, "the restarted host listening on the web", func() bool {
+		st := p.statusJSON()
+		return st.Web != nil
+	})
+	if got := p.statusJSON().Web.Address; got != addr {
+		t.Fatalf("the restarted host listens on %s, the one before on %s", got, addr)
+	}
+
+	p.mustRun("shutdown")
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	p.mustRun("ls")
+	poll.Until(t, "the restarted host to give up the taken address", func() bool {
+		return p.statusJSON().WebOff != ""
+	})
+	if st := p.statusJSON(); st.Web != nil || !strings.Contains(st.WebOff, "address already in use") {
+		t.Fatalf("the host's web with its address taken: %+v %q", st.Web, st.WebOff)
+	}
+	if out := p.mustRun("status"); !strings.Contains(out, "off: ") || !strings.Contains(out, "address already in use") {
+		t.Fatalf("agentd status with the address taken:\n%s", out)
+	}
 }

@@ -22,7 +22,7 @@ func (srv *Server) hostHandlers() Table {
 		st := srv.Status()
 		if call.Caller.Principal.Kind != protocol.PrincipalLocalOwner {
 			// The host's files and setup are the owner's to know.
-			st.Home, st.LogFile, st.Providers, st.Web = "", "", nil, nil
+			st.Home, st.LogFile, st.Providers, st.Web, st.WebOff = "", "", nil, nil, ""
 		}
 		return st, nil
 	})

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/agentd-dev/agentd/internal/fanout"
@@ -22,6 +23,7 @@ func (s *Service) guestHandlers(t server.Table) {
 	server.Handle(t, protocol.OpGrantList, s.listGrants)
 	server.Handle(t, protocol.OpGrantRevoke, s.revokeGrant)
 	server.Handle(t, protocol.OpHostWebStart, s.startWeb)
+	server.Handle(t, protocol.OpHostWebStop, s.stopWeb)
 }
 
 // notFound is what a guest hears of a session it holds no grant for,
@@ -239,16 +241,102 @@ func (s *Service) startWeb(_ context.Context, _ *server.Call, in *protocol.WebSt
 		return protocol.WebListener{}, protocol.Errorf(protocol.CodeDraining, "the host is draining")
 	}
 	l, token, err := web.Start(web.Config{
-		Server: s.host, Grants: s.grants, Listen: in.Listen, CertFile: in.CertFile, KeyFile: in.KeyFile, Logger: s.log,
+		Server: s.host, Grants: s.grants, Listen: in.Listen, CertFile: in.CertFile, KeyFile: in.KeyFile, Home: s.cfg.Home, Logger: s.log,
 	})
 	if err != nil {
 		return protocol.WebListener{}, protocol.Errorf(protocol.CodeInvalidRequest, "%v", err)
 	}
-	s.web = l
+	s.web, s.webOff = l, ""
 	info := l.Info()
 	s.log.Info("web listener started", "address", info.Address, "loopback", info.Loopback)
 	info.OwnerToken = token
 	return info, nil
+}
+
+// resumeWebPatience is how long a host that starts tries the address its
+// web listener was recorded on while it is taken: the host it replaces
+// lets go of it as it hands off, which may be a moment after this host
+// serves.
+const resumeWebPatience = 10 * time.Second
+
+// resumeWeb listens on the web again as the listener recorded in the
+// home did (web.Recorded), once the host serves. An address taken past
+// resumeWebPatience, or any other failure, is logged, and the host stays
+// off the web until asked.
+func (s *Service) resumeWeb(rec web.Config) {
+	select {
+	case <-s.host.Ready():
+	case <-s.ctx.Done():
+		return
+	}
+	deadline := time.Now().Add(resumeWebPatience)
+	delay := 10 * time.Millisecond
+	for {
+		info, err := s.startRecordedWeb(rec)
+		if err == nil {
+			if info.Address != "" {
+				s.log.Info("web listener started again, as recorded", "address", info.Address, "loopback", info.Loopback)
+			}
+			return
+		}
+		if !errors.Is(err, syscall.EADDRINUSE) || time.Now().After(deadline) {
+			s.log.Warn("the web listener recorded in the home is left off: agentd web starts one", "listen", rec.Listen, "err", err)
+			s.mu.Lock()
+			if s.web == nil {
+				s.webOff = err.Error()
+			}
+			s.mu.Unlock()
+			return
+		}
+		select {
+		case <-time.After(delay):
+		case <-s.ctx.Done():
+			return
+		}
+		delay = min(2*delay, 500*time.Millisecond)
+	}
+}
+
+// startRecordedWeb starts the listener rec describes, unless one runs
+// (the owner asked meanwhile) or the host no longer takes connections;
+// it returns the listener it started, or an empty one.
+func (s *Service) startRecordedWeb(rec web.Config) (protocol.WebListener, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.web != nil || s.draining || s.expiries == nil {
+		return protocol.WebListener{}, nil
+	}
+	rec.Server, rec.Grants, rec.Home, rec.Logger = s.host, s.grants, s.cfg.Home, s.log
+	l, _, err := web.Start(rec)
+	if err != nil {
+		return protocol.WebListener{}, err
+	}
+	s.web = l
+	return l.Info(), nil
+}
+
+// stopWeb stops the web listener for good: it no longer accepts, its
+// record and logins leave the home, and its connections end.
+func (s *Service) stopWeb(context.Context, *server.Call, *protocol.WebStopInput) (protocol.WebStopResult, error) {
+	s.mu.Lock()
+	l := s.web
+	s.web, s.webOff = nil, ""
+	var err error
+	if l != nil {
+		err = l.Forget()
+		// Its connections end apart from this call: it may be one of
+		// them.
+		s.wg.Go(func() { l.Close() })
+	} else {
+		err = web.Forget(s.cfg.Home)
+	}
+	s.mu.Unlock()
+	var res protocol.WebStopResult
+	if l != nil {
+		res.Address = l.Info().Address
+		s.log.Info("web listener stopped for good", "address", res.Address)
+	}
+	return res, err
 }
 
 // closeWeb stops the web listener, if one runs, and the grants' expiries.

@@ -256,6 +256,10 @@ func TestAGuestSeesOnlyTheSessionOfItsGrantAndDoesOnlyWhatItsLevelAllows(t *test
 			_, err := client.Call(ctx, guest, protocol.OpHostWebStart, protocol.WebStartInput{})
 			return err
 		},
+		"host.web.stop": func() error {
+			_, err := client.Call(ctx, guest, protocol.OpHostWebStop, protocol.WebStopInput{})
+			return err
+		},
 		"host.shutdown": func() error {
 			_, err := client.Call(ctx, guest, protocol.OpHostShutdown, protocol.ShutdownInput{})
 			return err

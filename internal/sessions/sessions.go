@@ -130,6 +130,9 @@ type Service struct {
 	// grant to reach. Guarded by mu.
 	guests map[*clientConn]struct{}
 	web    *web.Listener // guarded by mu: the web listener, once started
+	// webOff is why the listener recorded in the home does not run, when
+	// it does not. Guarded by mu.
+	webOff string
 	// expiries end what a grant's guest holds when the grant expires, by
 	// grant id; nil once the service closed. Guarded by mu.
 	expiries map[string]*time.Timer
@@ -180,6 +183,14 @@ func New(ctx context.Context, h *server.Server, cfg Config) (*Service, error) {
 	s.table = s.handlers()
 	for _, g := range grants.List() {
 		s.expireLater(g)
+	}
+	rec, ok, err := web.Recorded(cfg.Home)
+	if err != nil {
+		s.log.Warn("the web listener's record is unreadable: the host stays off the web until asked", "err", err)
+		s.webOff = err.Error()
+	}
+	if ok {
+		s.wg.Go(func() { s.resumeWeb(rec) })
 	}
 	s.adoptAll()
 	return s, nil
@@ -271,6 +282,9 @@ func (s *Service) ReportStatus(st *protocol.HostStatus) {
 		info := l.Info()
 		st.Web = &info
 	}
+	s.mu.Lock()
+	st.WebOff = s.webOff
+	s.mu.Unlock()
 }
 
 // ReportDiagnostics adds the counts of the session fan-out's work to

@@ -12,12 +12,15 @@ import (
 	"context"
 	"crypto/tls"
 	"embed"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,6 +28,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/agentd-dev/agentd/internal/atomicfile"
 	"github.com/agentd-dev/agentd/internal/guest"
 	"github.com/agentd-dev/agentd/internal/server"
 	"github.com/agentd-dev/agentd/protocol"
@@ -84,6 +88,71 @@ const CookieName = "agentd_session"
 // maxCookies bounds the logins a listener remembers.
 const maxCookies = 1024
 
+// cookieLifetime is how long a login lasts.
+const cookieLifetime = 30 * 24 * time.Hour
+
+// FileName is the file of the home that records the listener, mode 0600:
+// where it listens, and the hashes of its logins' cookies with their
+// expiry, so that a host started later (a restart, a hand-off) listens
+// there again and its logins still hold.
+const FileName = "web.json"
+
+// record is what FileName holds.
+type record struct {
+	Listen   string        `json:"listen"`
+	CertFile string        `json:"certFile,omitempty"`
+	KeyFile  string        `json:"keyFile,omitempty"`
+	Cookies  []storedLogin `json:"cookies"`
+}
+
+// storedLogin is one login: its cookie's hash, its principal and expiry.
+type storedLogin struct {
+	Hash      string             `json:"hash"`
+	Principal protocol.Principal `json:"principal"`
+	ExpiresAt time.Time          `json:"expiresAt"`
+}
+
+// login is a login the listener holds, by its cookie's hash.
+type login struct {
+	principal protocol.Principal
+	expiresAt time.Time
+}
+
+// Recorded returns the settings of the listener recorded in home (Listen,
+// CertFile and KeyFile of the Config), and whether one is.
+func Recorded(home string) (Config, bool, error) {
+	r, ok, err := readRecord(home)
+	if err != nil || !ok {
+		return Config{}, false, err
+	}
+	return Config{Listen: r.Listen, CertFile: r.CertFile, KeyFile: r.KeyFile}, true, nil
+}
+
+// Forget removes the listener's record from home, and its logins with it:
+// no host listens there again until asked.
+func Forget(home string) error {
+	path := filepath.Join(home, FileName)
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("removing the web listener's record: %w", err)
+	}
+	return atomicfile.SyncDir(home)
+}
+
+func readRecord(home string) (record, bool, error) {
+	b, err := os.ReadFile(filepath.Join(home, FileName))
+	if errors.Is(err, os.ErrNotExist) {
+		return record{}, false, nil
+	}
+	if err != nil {
+		return record{}, false, fmt.Errorf("reading the web listener's record: %w", err)
+	}
+	var r record
+	if err := json.Unmarshal(b, &r); err != nil {
+		return record{}, false, fmt.Errorf("reading the web listener's record %s: %w", FileName, err)
+	}
+	return r, true, nil
+}
+
 // Owner is the principal of the owner's web connections: the owner, who
 // proved the web login token.
 var Owner = protocol.Principal{ID: "web_owner", Kind: protocol.PrincipalLocalOwner}
@@ -96,6 +165,10 @@ type Config struct {
 	Grants *guest.Store
 	// Listen is the address; empty is a free port on 127.0.0.1.
 	Listen string
+	// Home, when set, is where the listener records itself and its
+	// logins (FileName), and whose recorded logins it holds from its
+	// start.
+	Home string
 	// CertFile and KeyFile, given together, serve TLS.
 	CertFile, KeyFile string
 	Logger            *slog.Logger
@@ -118,10 +191,15 @@ type Listener struct {
 	wg sync.WaitGroup // the HTTP server and the connections it handed over
 
 	mu         sync.Mutex
-	ownerToken string                        // guarded by mu: the hash of the owner's latest login token until it is exchanged
-	cookies    map[string]protocol.Principal // guarded by mu: by the hash of their value
-	conns      map[net.Conn]struct{}         // guarded by mu: the WebSocket connections served
-	closed     bool                          // guarded by mu
+	ownerToken string                // guarded by mu: the hash of the owner's latest login token until it is exchanged
+	record     record                // guarded by mu: what it records in the home, without the cookies
+	cookies    map[string]login      // guarded by mu: by the hash of their value
+	conns      map[net.Conn]struct{} // guarded by mu: the WebSocket connections served
+	closed     bool                  // guarded by mu
+	// unrecorded is set once the listener stops accepting, or is
+	// forgotten: what it does then is no longer written to the home,
+	// which may be a newer host's or no one's. Guarded by mu.
+	unrecorded bool
 }
 
 // Start listens and serves; it returns the listener and the owner's web
@@ -167,6 +245,20 @@ func Start(cfg Config) (*Listener, string, error) {
 		shown, _ = os.Hostname()
 	}
 	hostPort := net.JoinHostPort(shown, strconv.Itoa(port))
+	cookies := map[string]login{}
+	if cfg.Home != "" {
+		old, _, err := readRecord(cfg.Home)
+		if err != nil {
+			ln.Close()
+			return nil, "", err
+		}
+		now := time.Now()
+		for _, c := range old.Cookies {
+			if c.ExpiresAt.After(now) {
+				cookies[c.Hash] = login{c.Principal, c.ExpiresAt}
+			}
+		}
+	}
 	token, hash := guest.NewToken()
 	l := &Listener{
 		cfg: cfg, ln: ln,
@@ -177,8 +269,10 @@ func Start(cfg Config) (*Listener, string, error) {
 		hosts:      allowedHosts(host, loopback, port),
 		limiter:    newLimiter(cfg.Rate, cfg.Burst),
 		ownerToken: hash,
-		cookies:    map[string]protocol.Principal{},
-		conns:      map[net.Conn]struct{}{},
+		// The port bound, with the host as given: a name stays a name.
+		record:  record{Listen: net.JoinHostPort(host, strconv.Itoa(port)), CertFile: cfg.CertFile, KeyFile: cfg.KeyFile},
+		cookies: cookies,
+		conns:   map[net.Conn]struct{}{},
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc(PathWebSocket, l.serveWebSocket)
@@ -189,6 +283,13 @@ func Start(cfg Config) (*Listener, string, error) {
 		ReadHeaderTimeout: 10 * time.Second,
 		MaxHeaderBytes:    16 << 10,
 		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelDebug),
+	}
+	l.mu.Lock()
+	err = l.writeLocked()
+	l.mu.Unlock()
+	if err != nil {
+		ln.Close()
+		return nil, "", err
 	}
 	l.wg.Go(func() { l.http.Serve(ln) })
 	return l, token, nil
@@ -209,7 +310,25 @@ func (l *Listener) Info() protocol.WebListener { return l.info }
 
 // StopAccepting stops listening: the connections it handed over carry
 // on until the server ends them, or Close.
-func (l *Listener) StopAccepting() { l.ln.Close() }
+func (l *Listener) StopAccepting() {
+	l.mu.Lock()
+	l.unrecorded = true
+	l.mu.Unlock()
+	l.ln.Close()
+}
+
+// Forget stops accepting, and removes the listener's record and its
+// logins from the home (Forget): no host listens there again until asked.
+func (l *Listener) Forget() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.unrecorded = true
+	l.ln.Close()
+	if l.cfg.Home == "" {
+		return nil
+	}
+	return Forget(l.cfg.Home)
+}
 
 // Close stops listening and ends the connections it handed over, then
 // waits for them.
@@ -227,6 +346,28 @@ func (l *Listener) Close() error {
 	}
 	l.wg.Wait()
 	return err
+}
+
+// writeLocked records the listener and its logins in the home, if it
+// has one. Called with mu held.
+func (l *Listener) writeLocked() error {
+	if l.cfg.Home == "" || l.unrecorded {
+		return nil
+	}
+	r := l.record
+	r.Cookies = make([]storedLogin, 0, len(l.cookies))
+	for hash, c := range l.cookies {
+		r.Cookies = append(r.Cookies, storedLogin{hash, c.principal, c.expiresAt})
+	}
+	slices.SortFunc(r.Cookies, func(a, b storedLogin) int { return a.ExpiresAt.Compare(b.ExpiresAt) })
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := atomicfile.WriteDurable(filepath.Join(l.cfg.Home, FileName), append(b, '\n'), 0o600); err != nil {
+		return fmt.Errorf("recording the web listener: %w", err)
+	}
+	return nil
 }
 
 // isLoopback reports whether host names only this machine.
@@ -333,19 +474,34 @@ func (l *Listener) serveLogin(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	value, hash := guest.NewToken()
+	now := time.Now()
+	expires := now.Add(cookieLifetime)
 	l.mu.Lock()
-	if len(l.cookies) >= maxCookies {
-		// Logins are bounded: the oldest is not known, so one goes at
-		// random; its browser logs in again.
-		for k := range l.cookies {
+	for k, c := range l.cookies {
+		if !c.expiresAt.After(now) {
 			delete(l.cookies, k)
-			break
 		}
 	}
-	l.cookies[hash] = p
+	if len(l.cookies) >= maxCookies {
+		// Logins are bounded: the one that expires first goes; its
+		// browser logs in again.
+		first := ""
+		for k, c := range l.cookies {
+			if first == "" || c.expiresAt.Before(l.cookies[first].expiresAt) {
+				first = k
+			}
+		}
+		delete(l.cookies, first)
+	}
+	l.cookies[hash] = login{p, expires}
+	err := l.writeLocked()
 	l.mu.Unlock()
+	if err != nil {
+		// The login holds in this host; a host after it does not know it.
+		l.cfg.Logger.Warn("a web login is not recorded", "err", err)
+	}
 	http.SetCookie(w, &http.Cookie{
-		Name: CookieName, Value: value, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil,
+		Name: CookieName, Value: value, Path: "/", Expires: expires, HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil,
 	})
 	w.WriteHeader(http.StatusNoContent)
 }
@@ -433,8 +589,12 @@ func (l *Listener) prove(token string, bearer bool, cookie *http.Cookie, login b
 	}
 	hash := guest.HashToken(cookie.Value)
 	l.mu.Lock()
-	p, ok := l.cookies[hash]
+	c, ok := l.cookies[hash]
 	l.mu.Unlock()
+	if ok && !c.expiresAt.After(time.Now()) {
+		return protocol.Principal{}, false
+	}
+	p := c.principal
 	if ok && p.Kind == protocol.PrincipalGuest {
 		if _, inForce := l.cfg.Grants.Get(p.ID); !inForce {
 			return protocol.Principal{}, false
