@@ -62,7 +62,7 @@ var arrows = map[string][]string{
 	// the sandbox of the agent's commands: it knows the modes' names, and
 	// is imported by what starts commands (tools, resource), the worker
 	// that says how (its policy) and the agentd command (its status)
-	"internal/sandbox": {"internal/sandbox/entry", "protocol"},
+	"internal/sandbox": {"internal/proc", "internal/sandbox/entry", "protocol"},
 	// the re-exec itself: nothing of agentd, so that its init runs early
 	"internal/sandbox/entry": {},
 	// a command's output kept, logged and sent without the keys the

@@ -208,3 +208,46 @@ func TestTheAgentsCommandsReachNoKeyNorAgentdFromTheirSandbox(t *testing.T) {
 		return nil
 	})
 }
+
+// `go run` removes the binary it built once the command exits, and an
+// upgrade replaces it: the host, its workers and their sandboxed commands
+// run on from the binary they started as, the file gone.
+func TestCommandsRunOnceTheAgentdBinaryIsRemoved(t *testing.T) {
+	p := newPlace(t)
+	self, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	exe := filepath.Join(t.TempDir(), "agentd")
+	if err := os.WriteFile(exe, self, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	first := p.command("run", "--cwd", p.workDir(), "--approve", "all", "run `true`")
+	first.Path, first.Args[0] = exe, exe
+	var stderr strings.Builder
+	first.Stderr = &stderr
+	if err := first.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitCommand(t, first, "the first run"); err != nil {
+		t.Fatalf("the first run: %v: %s", err, stderr.String())
+	}
+	id := sessionIDFrom(t, stderr.String())
+	if err := os.Remove(exe); err != nil {
+		t.Fatal(err)
+	}
+	// The session's worker, started from the removed file, runs a
+	// sandboxed command; so does a new session's worker.
+	out, errOut, code := p.run("run", "--session", id, "--approve", "all", "run `echo after-$((2*3))`")
+	if code != 0 || !strings.Contains(out, "after-6") {
+		t.Fatalf("a turn once the binary is gone: exit %d: %s\n%s", code, errOut, out)
+	}
+	other := filepath.Join(t.TempDir(), "other")
+	if err := os.Mkdir(other, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code = p.run("run", "--cwd", other, "--approve", "all", "run `echo new-$((3*3))`")
+	if code != 0 || !strings.Contains(out, "new-9") {
+		t.Fatalf("a new session once the binary is gone: exit %d: %s\n%s", code, errOut, out)
+	}
+}

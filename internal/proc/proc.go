@@ -262,3 +262,17 @@ var haveProc = sync.OnceValue(func() bool {
 	_, err := os.Stat("/proc/self/stat")
 	return err == nil
 })
+
+// SelfExe is the path that names this process's own executable on Linux.
+const SelfExe = "/proc/self/exe"
+
+// SelfExecutable names this program's own binary in a way that keeps
+// working after the file is replaced or removed (an upgrade, or `go run`
+// cleaning up): SelfExe where there is one, else os.Executable. A process
+// it starts runs this same program.
+func SelfExecutable() (string, error) {
+	if _, err := os.Stat(SelfExe); err == nil {
+		return SelfExe, nil
+	}
+	return os.Executable()
+}

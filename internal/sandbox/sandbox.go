@@ -27,6 +27,7 @@ import (
 	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
 	"golang.org/x/sys/unix"
 
+	"github.com/agentd-dev/agentd/internal/proc"
 	"github.com/agentd-dev/agentd/internal/sandbox/entry"
 	"github.com/agentd-dev/agentd/protocol"
 )
@@ -61,8 +62,9 @@ type Policy struct {
 	// Hidden lists what a sandboxed command may neither read nor write:
 	// agentd's home, its runtime directory, the credentials file.
 	Hidden []string
-	// Executable is the agentd binary the re-exec runs; empty:
-	// os.Executable.
+	// Executable is the agentd binary the re-exec runs; empty: this
+	// program's own, as proc.SelfExecutable names it (still there once
+	// its file is replaced or removed).
 	Executable string
 
 	mu           sync.Mutex
@@ -141,7 +143,7 @@ func (p *Policy) executable() (string, error) {
 	if p.Executable != "" {
 		return p.Executable, nil
 	}
-	exe, err := os.Executable()
+	exe, err := proc.SelfExecutable()
 	if err != nil {
 		return "", fmt.Errorf("sandbox: finding agentd's executable: %w", err)
 	}

@@ -27,7 +27,7 @@ func (s *Supervisor) Start(ctx context.Context, sessionID string, args []string)
 	sock := s.SocketPath(sessionID)
 	argv := append(append([]string(nil), s.cfg.Command[1:]...), "--session", sessionID, "--socket", sock, "--home", s.cfg.Home)
 	cmd := exec.Command(s.cfg.Command[0], append(argv, args...)...)
-	if cmd.Path == selfExe {
+	if cmd.Path == proc.SelfExe {
 		// ps shows the program's name, not the path it was started by.
 		cmd.Args[0] = os.Args[0]
 	}

@@ -104,7 +104,7 @@ type Supervisor struct {
 // New returns a supervisor for cfg.
 func New(cfg Config) (*Supervisor, error) {
 	if len(cfg.Command) == 0 {
-		exe, err := selfExecutable()
+		exe, err := proc.SelfExecutable()
 		if err != nil {
 			return nil, fmt.Errorf("finding the worker command: %w", err)
 		}
@@ -340,15 +340,3 @@ func describeExit(err error) string {
 	}
 	return "worker exited"
 }
-
-// selfExecutable names this program's own binary in a way that keeps
-// working after the file is replaced or removed (an upgrade, or `go run`
-// cleaning up): /proc/self/exe where there is one.
-func selfExecutable() (string, error) {
-	if _, err := os.Stat(selfExe); err == nil {
-		return selfExe, nil
-	}
-	return os.Executable()
-}
-
-const selfExe = "/proc/self/exe"
