@@ -185,16 +185,3 @@ func (w *Watcher) Close() {
 		w.f = nil
 	}
 }
-
-// sleep returns false once d has passed, or ctx's error when ctx ends
-// first.
-func sleep(ctx context.Context, d time.Duration) (bool, error) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false, ctx.Err()
-	case <-t.C:
-		return false, nil
-	}
-}

@@ -22,12 +22,5 @@ func (w *Watcher) Close()            {}
 
 // wait returns false once d has passed, or ctx's error when ctx ends first.
 func (w *Watcher) Wait(ctx context.Context, d time.Duration) (bool, error) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false, ctx.Err()
-	case <-t.C:
-		return false, nil
-	}
+	return sleep(ctx, d)
 }
