@@ -193,6 +193,44 @@ func (p Price) Priced(u Usage) Usage {
 	return u
 }
 
+// DefaultContextWindow is the window assumed for a model nobody describes:
+// small enough that any model of 2024 or later holds it, so compaction
+// starts early rather than a turn failing.
+const DefaultContextWindow = 32_000
+
+// ModelInfo is what is known of one model beyond its name.
+type ModelInfo struct {
+	// ContextWindow is the most tokens one request may hold, the prompt
+	// and the reply together.
+	ContextWindow int
+	// Known reports whether ContextWindow comes from a table or the
+	// provider's own listing; false means DefaultContextWindow was assumed.
+	Known bool
+	// Price is the model's price, nil when it is not known.
+	Price *Price
+}
+
+// Describer is implemented by a provider that knows its models' windows
+// and prices.
+type Describer interface {
+	// Describe returns what the provider knows of model; Known is false
+	// when it knows nothing.
+	Describe(model string) ModelInfo
+}
+
+// Describe returns what p knows of model, with DefaultContextWindow when it
+// knows no window.
+func Describe(p Provider, model string) ModelInfo {
+	var info ModelInfo
+	if d, ok := p.(Describer); ok {
+		info = d.Describe(model)
+	}
+	if info.ContextWindow <= 0 {
+		info.ContextWindow, info.Known = DefaultContextWindow, false
+	}
+	return info
+}
+
 // Reply is a finished model reply.
 type Reply struct {
 	Message    Message

@@ -88,6 +88,12 @@ func (k *keyed) KeySource() string {
 	return source
 }
 
+// Describe returns what the provider as it is now knows of model.
+func (k *keyed) Describe(model string) llm.ModelInfo {
+	p, _ := k.current()
+	return llm.Describe(p, model)
+}
+
 func (k *keyed) Stream(ctx context.Context, req llm.Request, emit func(llm.Event) error) (llm.Reply, error) {
 	p, _ := k.current()
 	return p.Stream(ctx, req, emit)

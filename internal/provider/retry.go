@@ -115,6 +115,9 @@ func (r *retrying) KeySource() string {
 	return ""
 }
 
+// Describe returns what the wrapped provider knows of model.
+func (r *retrying) Describe(model string) llm.ModelInfo { return llm.Describe(r.inner, model) }
+
 func (r *retrying) Stream(ctx context.Context, req llm.Request, emit func(llm.Event) error) (llm.Reply, error) {
 	emitted := false
 	track := func(ev llm.Event) error {
