@@ -97,10 +97,24 @@ type UnknownModelError struct {
 	Model    string
 	// Models are the provider's models.
 	Models []string
+	// Nearest are the provider's models nearest to Model, nearest first;
+	// empty when none is near.
+	Nearest []string
 }
 
+// maxNamed bounds the models an UnknownModelError names when none is near.
+const maxNamed = 8
+
 func (e *UnknownModelError) Error() string {
-	return fmt.Sprintf("%s has no model %q (its models: %s)", e.Provider, e.Model, strings.Join(e.Models, ", "))
+	if len(e.Nearest) > 0 {
+		return fmt.Sprintf("%s has no model %q; did you mean %s?", e.Provider, e.Model, strings.Join(e.Nearest, ", "))
+	}
+	models := e.Models
+	more := ""
+	if len(models) > maxNamed {
+		models, more = models[:maxNamed], fmt.Sprintf(" and %d more", len(e.Models)-maxNamed)
+	}
+	return fmt.Sprintf("%s has no model %q (its models: %s%s)", e.Provider, e.Model, strings.Join(models, ", "), more)
 }
 
 // Is reports whether target is ErrUnknownModel.

@@ -88,6 +88,19 @@ func (k *keyed) KeySource() string {
 	return source
 }
 
+// ListingScope names whom the listing of the provider as it is now is
+// for.
+func (k *keyed) ListingScope() string {
+	p, _ := k.current()
+	return listingScope(p)
+}
+
+// ListModels lists the models of the provider as it is now.
+func (k *keyed) ListModels(ctx context.Context) ([]ListedModel, error) {
+	p, _ := k.current()
+	return listModels(ctx, p)
+}
+
 // Describe returns what the provider as it is now knows of model.
 func (k *keyed) Describe(model string) llm.ModelInfo {
 	p, _ := k.current()

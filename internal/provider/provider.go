@@ -10,7 +10,10 @@
 package provider
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"sync"
@@ -38,6 +41,14 @@ type AnyModel interface {
 	AnyModel() bool
 }
 
+// Knower is implemented by a provider that decides itself which model
+// names it accepts beyond the exact names it lists (Discovering: a name
+// with a dated suffix).
+type Knower interface {
+	// Knows reports whether model is one the provider serves.
+	Knows(model string) bool
+}
+
 // KeySourcer is implemented by a provider that can say where its API key
 // comes from (see Keyed).
 type KeySourcer interface {
@@ -63,6 +74,9 @@ type Info struct {
 	// AnyModel reports whether the provider accepts models it does not
 	// list.
 	AnyModel bool `json:"anyModel,omitempty"`
+	// ModelSource says where Models come from: ModelsListed (the
+	// provider's service listed them) or ModelsBuiltin.
+	ModelSource string `json:"modelSource"`
 }
 
 // Registry holds the providers a program registered, in registration order.
@@ -118,7 +132,10 @@ func (r *Registry) Available() []Info {
 	defer r.mu.Unlock()
 	infos := make([]Info, 0, len(r.providers))
 	for _, p := range r.providers {
-		info := Info{Name: p.Name(), Models: p.Models(), Configured: true, AnyModel: anyModel(p)}
+		info := Info{Name: p.Name(), Models: p.Models(), Configured: true, AnyModel: anyModel(p), ModelSource: ModelsBuiltin}
+		if s, ok := p.(interface{ ModelSource() string }); ok {
+			info.ModelSource = s.ModelSource()
+		}
 		if c, ok := p.(Configurable); ok {
 			info.Configured = c.Configured()
 			info.Env = c.ConfigEnv()
@@ -181,8 +198,9 @@ func (r *Registry) Lookup(spec string) (llm.Provider, string, error) {
 // Resolve finds the provider and model a "provider/model" spec names, ready
 // to call. The model is everything after the first slash, so
 // "openai/meta-llama/Llama-3.1-8B" names the model "meta-llama/Llama-3.1-8B".
-// The model must be one the provider lists, unless the provider serves any
-// (AnyModel). Its errors are *UnknownProviderError, *ModelRequiredError,
+// The model must be one the provider lists (or Knows), unless the provider
+// serves any (AnyModel); a model it does not is refused with the nearest
+// names it lists. Its errors are *UnknownProviderError, *ModelRequiredError,
 // *NotConfiguredError and *UnknownModelError.
 func (r *Registry) Resolve(spec string) (llm.Provider, string, error) {
 	p, model, err := r.Lookup(spec)
@@ -192,10 +210,51 @@ func (r *Registry) Resolve(spec string) (llm.Provider, string, error) {
 	if c, ok := p.(Configurable); ok && !c.Configured() {
 		return nil, "", &NotConfiguredError{Provider: p.Name(), Env: c.ConfigEnv()}
 	}
-	if models := p.Models(); !slices.Contains(models, model) && !anyModel(p) {
-		return nil, "", &UnknownModelError{Provider: p.Name(), Model: model, Models: models}
+	if anyModel(p) {
+		return p, model, nil
+	}
+	known := false
+	if k, ok := p.(Knower); ok {
+		known = k.Knows(model)
+	} else {
+		known = slices.Contains(p.Models(), model)
+	}
+	if !known {
+		models := p.Models()
+		return nil, "", &UnknownModelError{Provider: p.Name(), Model: model, Models: models, Nearest: Suggest(model, models, 3)}
 	}
 	return p, model, nil
+}
+
+// Await waits until every registered provider that lists its models from
+// its service has a listing, or its listing failed, or ctx ends: for a
+// caller about to show or check models the first time. Asking a provider
+// for its models starts its listing; Await asks each first.
+func (r *Registry) Await(ctx context.Context) {
+	r.mu.Lock()
+	ps := slices.Clone(r.providers)
+	r.mu.Unlock()
+	for _, p := range ps {
+		if a, ok := p.(interface{ Await(context.Context) }); ok {
+			p.Models()
+			a.Await(ctx)
+		}
+	}
+}
+
+// Close stops what the registered providers do in the background (a
+// listing of models in flight) and waits for it.
+func (r *Registry) Close() error {
+	r.mu.Lock()
+	ps := slices.Clone(r.providers)
+	r.mu.Unlock()
+	var errs []error
+	for _, p := range ps {
+		if c, ok := p.(io.Closer); ok {
+			errs = append(errs, c.Close())
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // KeyEnvs returns the environment variables that hold the registered

@@ -166,9 +166,9 @@ func TestLookupAcceptsAnUnconfiguredProvider(t *testing.T) {
 func TestAvailableListsUnconfiguredProviders(t *testing.T) {
 	reg := registry("")
 	want := []provider.Info{
-		{Name: "anthropic", Models: []string{"claude-sonnet-4-5", "claude-haiku-4-5"}, Configured: false, Env: "ANTHROPIC_API_KEY"},
-		{Name: "openai", Models: []string{"gpt-5"}, Configured: false, Env: "OPENAI_API_KEY"},
-		{Name: "faux", Models: []string{"echo"}, Configured: true},
+		{Name: "anthropic", Models: []string{"claude-sonnet-4-5", "claude-haiku-4-5"}, Configured: false, Env: "ANTHROPIC_API_KEY", ModelSource: provider.ModelsBuiltin},
+		{Name: "openai", Models: []string{"gpt-5"}, Configured: false, Env: "OPENAI_API_KEY", ModelSource: provider.ModelsBuiltin},
+		{Name: "faux", Models: []string{"echo"}, Configured: true, ModelSource: provider.ModelsBuiltin},
 	}
 	if got := reg.Available(); !reflect.DeepEqual(got, want) {
 		t.Errorf("Available = %+v, want %+v", got, want)

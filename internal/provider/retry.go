@@ -115,6 +115,15 @@ func (r *retrying) KeySource() string {
 	return ""
 }
 
+// ListingScope names whom the wrapped provider's listing is for.
+func (r *retrying) ListingScope() string { return listingScope(r.inner) }
+
+// ListModels lists the wrapped provider's models, without retrying: a
+// listing that fails is asked for again later.
+func (r *retrying) ListModels(ctx context.Context) ([]ListedModel, error) {
+	return listModels(ctx, r.inner)
+}
+
 // Describe returns what the wrapped provider knows of model.
 func (r *retrying) Describe(model string) llm.ModelInfo { return llm.Describe(r.inner, model) }
 

@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io"
@@ -63,6 +65,59 @@ func Post(ctx context.Context, client *http.Client, provider, url string, header
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 	return nil, StatusError(provider, resp.StatusCode, Scrub(ErrorMessage(raw), secret), resp.Header)
+}
+
+// maxListBody bounds the body of a listing's answer.
+const maxListBody = 8 << 20
+
+// GetJSON asks url with header and decodes its 2xx answer, a JSON object,
+// into v. Other statuses and failures to reach the service are mapped as
+// Post maps them.
+func GetJSON(ctx context.Context, client *http.Client, provider, url string, header http.Header, secret string, v any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return TransportError(provider, err)
+	}
+	for k, vals := range header {
+		req.Header[k] = vals
+	}
+	req.Header.Set("Accept", "application/json")
+	if client == nil {
+		client = http.DefaultClient
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return TransportError(provider, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		raw, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+		return StatusError(provider, resp.StatusCode, Scrub(ErrorMessage(raw), secret), resp.Header)
+	}
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxListBody+1))
+	if err != nil {
+		return TransportError(provider, err)
+	}
+	if len(raw) > maxListBody {
+		return &llm.ProviderError{Provider: provider, Message: "the service's answer is larger than 8 MiB"}
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		return &llm.ProviderError{Provider: provider, Message: "the service's answer is not the JSON expected: " + err.Error()}
+	}
+	return nil
+}
+
+// KeyDigest returns a short digest of key that tells keys apart without
+// giving any away, for a listing's scope; "" for no key.
+func KeyDigest(key string) string {
+	if key == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(sum[:6])
 }
 
 // ErrorMessage returns the error.message of a service's error object, ""

@@ -40,10 +40,6 @@ const DefaultMaxTokens = 8192
 // redacted thinking block.
 const RedactedPrefix = "redacted:"
 
-// models are the models listed, best known first; any other model name is
-// passed to the service as it is.
-var models = []string{"claude-sonnet-4-5", "claude-opus-4-6", "claude-haiku-4-5"}
-
 // adaptiveModels think adaptively: the API marks budgeted thinking as
 // deprecated for them, so for them a thinking level is sent as adaptive thinking with that level as
 // the output effort.
@@ -51,7 +47,10 @@ var adaptiveModels = map[string]bool{"claude-opus-4-6": true, "claude-mythos-pre
 
 var (
 	_ llm.Provider          = (*Provider)(nil)
+	_ llm.Describer         = (*Provider)(nil)
 	_ provider.Configurable = (*Provider)(nil)
+	_ provider.AnyModel     = (*Provider)(nil)
+	_ provider.Lister       = (*Provider)(nil)
 )
 
 // DefaultBaseURL is the service's address when none is given.
@@ -75,6 +74,8 @@ type Config struct {
 // concurrent use; it is constant after New.
 type Provider struct {
 	key    string
+	base   string // the service's address, without a trailing slash
+	custom bool   // base is not DefaultBaseURL: a gateway that may serve any name
 	url    string // the Messages endpoint
 	client *http.Client
 }
@@ -90,14 +91,20 @@ func New(cfg Config) *Provider {
 	if client == nil {
 		client = http.DefaultClient
 	}
-	return &Provider{key: cfg.APIKey, url: strings.TrimRight(base, "/") + "/v1/messages", client: client}
+	base = strings.TrimRight(base, "/")
+	return &Provider{key: cfg.APIKey, base: base, custom: base != DefaultBaseURL, url: base + "/v1/messages", client: client}
 }
 
 // Name returns "anthropic".
 func (p *Provider) Name() string { return Name }
 
-// Models lists the known models, best first.
-func (p *Provider) Models() []string { return append([]string(nil), models...) }
+// Models lists the models of Table, best first.
+func (p *Provider) Models() []string { return Table.IDs() }
+
+// AnyModel reports whether the provider talks to a service at a base URL
+// other than Anthropic's (a gateway), which decides itself which names it
+// serves.
+func (p *Provider) AnyModel() bool { return p.custom }
 
 // Configured reports whether an API key was given.
 func (p *Provider) Configured() bool { return p.key != "" }
@@ -140,7 +147,7 @@ func (p *Provider) Stream(ctx context.Context, req llm.Request, emit func(llm.Ev
 	}
 	defer resp.Body.Close()
 
-	acc := accumulator{price: prices[req.Model]}
+	acc := accumulator{price: Table.Describe(req.Model).Price}
 	events := provider.NewEvents(resp.Body)
 	for events.Next() {
 		switch events.Name() {

@@ -33,7 +33,7 @@ func FuzzStream(f *testing.F) {
 	f.Add(`{"type":"message_start","message":{"usage":{"input_tokens":-5,"cache_read_input_tokens":-1}}}`+"\n"+
 		`{"type":"message_delta","usage":{"output_tokens":-3,"cache_creation_input_tokens":7}}`, "claude-haiku-4-5")
 	f.Fuzz(func(t *testing.T, stream, model string) {
-		acc := accumulator{price: prices[model]}
+		acc := accumulator{price: Table.Describe(model).Price}
 		sc := bufio.NewScanner(strings.NewReader(stream))
 		sc.Buffer(nil, 1<<20)
 		for sc.Scan() {

@@ -39,14 +39,12 @@ const (
 // DefaultBaseURL is the base URL when none is given.
 const DefaultBaseURL = "https://api.openai.com/v1"
 
-// models are the models listed, best known first; any other model name
-// (a local server's) is passed to the service as it is.
-var models = []string{"gpt-5", "gpt-5-mini", "gpt-4.1", "o4-mini"}
-
 var (
 	_ llm.Provider          = (*Provider)(nil)
 	_ provider.Configurable = (*Provider)(nil)
 	_ provider.AnyModel     = (*Provider)(nil)
+	_ provider.Lister       = (*Provider)(nil)
+	_ llm.Describer         = (*Provider)(nil)
 )
 
 // Config configures the provider.
@@ -66,6 +64,7 @@ type Provider struct {
 	key        string
 	configured bool
 	official   bool   // it speaks to OpenAI's own API, whose prices are known
+	base       string // the base URL, without a trailing slash
 	url        string // the Chat Completions endpoint
 	client     *http.Client
 }
@@ -85,6 +84,7 @@ func New(cfg Config) *Provider {
 		key:        cfg.APIKey,
 		configured: cfg.APIKey != "" || cfg.BaseURL != "",
 		official:   strings.TrimRight(baseURL, "/") == DefaultBaseURL,
+		base:       strings.TrimRight(baseURL, "/"),
 		url:        strings.TrimRight(baseURL, "/") + "/chat/completions",
 		client:     client,
 	}
@@ -94,7 +94,7 @@ func New(cfg Config) *Provider {
 func (p *Provider) Name() string { return Name }
 
 // Models lists the known models, best first.
-func (p *Provider) Models() []string { return append([]string(nil), models...) }
+func (p *Provider) Models() []string { return Table.IDs() }
 
 // Configured reports whether a key or a base URL was given.
 func (p *Provider) Configured() bool { return p.configured }
@@ -143,7 +143,7 @@ func (p *Provider) Stream(ctx context.Context, req llm.Request, emit func(llm.Ev
 
 	var acc accumulator
 	if p.official {
-		acc.price = prices[req.Model]
+		acc.price = Table.Describe(req.Model).Price
 	}
 	events := provider.NewEvents(resp.Body)
 	for events.Next() {

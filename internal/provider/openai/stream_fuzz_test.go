@@ -32,7 +32,7 @@ func FuzzStream(f *testing.F) {
 	}
 	f.Add(`{"choices":[],"usage":{"prompt_tokens":-10,"completion_tokens":3,"prompt_tokens_details":{"cached_tokens":99}}}`, "gpt-4.1")
 	f.Fuzz(func(t *testing.T, stream, model string) {
-		acc := accumulator{price: prices[model]}
+		acc := accumulator{price: Table.Describe(model).Price}
 		emit := func(llm.Event) error { return nil }
 		sc := bufio.NewScanner(strings.NewReader(stream))
 		sc.Buffer(nil, 1<<20)
