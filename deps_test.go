@@ -52,7 +52,7 @@ var arrows = map[string][]string{
 	"internal/host":                  {"internal/home", "internal/server", "protocol"},
 	"internal/llm":                   {},
 	"internal/proc":                  {},
-	"internal/provider":              {"internal/llm", "internal/redact"},
+	"internal/provider":              {"internal/atomicfile", "internal/llm", "internal/redact"},
 	"internal/provider/anthropic":    {"internal/llm", "internal/provider", "internal/redact"},
 	"internal/provider/faux":         {"internal/llm", "internal/provider"},
 	"internal/provider/openai":       {"internal/llm", "internal/provider", "internal/redact"},

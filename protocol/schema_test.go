@@ -166,6 +166,7 @@ func TestSchemaEnumsMatchConstants(t *testing.T) {
 		{"schema/operations/session.create.input.json", []string{"network"}, networks},
 		{"schema/operations/session.get.result.json", []string{"sandbox"}, sandboxes},
 		{"schema/operations/session.get.result.json", []string{"network"}, networks},
+		{"schema/operations/models.list.result.json", []string{"default", "source"}, []string{protocol.ModelSourceProvider, protocol.ModelSourceBuiltin}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.path+"#"+strings.Join(tt.prop, "."), func(t *testing.T) {

@@ -487,7 +487,22 @@ type Model struct {
 	// Unavailable says why the model cannot run now, and what to do about
 	// it; empty when it can.
 	Unavailable string `json:"unavailable,omitempty"`
+	// Source says where the model is known from: ModelSourceProvider or
+	// ModelSourceBuiltin.
+	Source string `json:"source,omitempty"`
+	// ContextWindow is the model's context window in tokens, 0 when it is
+	// not known.
+	ContextWindow int `json:"contextWindow,omitempty"`
 }
+
+// Where a model is known from (Model.Source).
+const (
+	// ModelSourceProvider is a model its provider's service listed.
+	ModelSourceProvider = "provider"
+	// ModelSourceBuiltin is a model of agentd's own table, listed while
+	// no listing of the provider's is known (offline, no key yet).
+	ModelSourceBuiltin = "built-in"
+)
 
 // ModelsListResult is the result of models.list.
 type ModelsListResult struct {

@@ -1,12 +1,15 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"maps"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/agentd-dev/agentd/client"
 	"github.com/agentd-dev/agentd/internal/credentials"
@@ -187,9 +190,16 @@ func (k *keyring) toolEnv(extra []string) []string {
 	return env
 }
 
+// ModelListingsDir is the folder of the home that keeps the providers'
+// model listings, one file per provider.
+const ModelListingsDir = "models"
+
 // providers registers the model providers, explicitly, configured from
-// the environment and, for their keys, from keys.
-func providers(keys *keyring) (*provider.Registry, error) {
+// the environment and, for their keys, from keys. The remote ones list
+// their models from their services into the home; with follow set (a
+// worker) they only read what the host listed. The caller closes the
+// registry.
+func providers(home string, keys *keyring, follow bool) (*provider.Registry, error) {
 	reg := provider.NewRegistry()
 	f, err := faux.New(faux.Config{ScriptPath: os.Getenv(EnvFauxScript)})
 	if err != nil {
@@ -197,14 +207,15 @@ func providers(keys *keyring) (*provider.Registry, error) {
 	}
 	reg.Register(f)
 	retry := provider.DefaultRetryPolicy()
+	discovery := provider.DiscoveryConfig{Dir: filepath.Join(home, ModelListingsDir), Follow: follow}
 	anthropicURL := os.Getenv(anthropic.BaseURLEnv)
-	reg.Register(provider.WithRetry(provider.Keyed(anthropic.Name, anthropic.APIKeyEnv, keys, func(key string) llm.Provider {
+	reg.Register(provider.Discover(provider.WithRetry(provider.Keyed(anthropic.Name, anthropic.APIKeyEnv, keys, func(key string) llm.Provider {
 		return anthropic.New(anthropic.Config{APIKey: key, BaseURL: anthropicURL})
-	}), retry))
+	}), retry), discovery))
 	openaiURL := os.Getenv(openai.BaseURLEnv)
-	reg.Register(provider.WithRetry(provider.Keyed(openai.Name, openai.APIKeyEnv, keys, func(key string) llm.Provider {
+	reg.Register(provider.Discover(provider.WithRetry(provider.Keyed(openai.Name, openai.APIKeyEnv, keys, func(key string) llm.Provider {
 		return openai.New(openai.Config{APIKey: key, BaseURL: openaiURL})
-	}), retry))
+	}), retry), discovery))
 	return reg, nil
 }
 
@@ -216,17 +227,33 @@ type models struct {
 	def  string   // the host's default model (--default-model); see Default when empty
 }
 
-// Available lists every registered provider's models, those that cannot
-// run now saying why.
+// listingWait bounds how long a listing of models, or a check of a model
+// no listing names yet, waits for the providers' first listings.
+const listingWait = 5 * time.Second
+
+// Available lists every registered provider's models, with where each is
+// known from and its context window, those that cannot run now saying
+// why. It waits, boundedly, for a provider's first listing.
 func (m models) Available() []protocol.Model {
+	ctx, cancel := context.WithTimeout(context.Background(), listingWait)
+	m.reg.Await(ctx)
+	cancel()
 	var out []protocol.Model
 	for _, info := range m.reg.Available() {
 		why := ""
 		if !info.Configured {
 			why = notConfigured(info.Name, info.Env)
 		}
+		p, _ := m.reg.Get(info.Name)
 		for _, id := range info.Models {
-			out = append(out, protocol.Model{Provider: info.Name, ModelID: id, Unavailable: why})
+			model := protocol.Model{Provider: info.Name, ModelID: id, Unavailable: why, Source: protocol.ModelSourceBuiltin}
+			if info.ModelSource == provider.ModelsListed {
+				model.Source = protocol.ModelSourceProvider
+			}
+			if d := llm.Describe(p, id); d.Known {
+				model.ContextWindow = d.ContextWindow
+			}
+			out = append(out, model)
 		}
 	}
 	return out
@@ -245,8 +272,16 @@ func (m models) Providers() []protocol.ProviderStatus {
 	return out
 }
 
+// Check reports why spec cannot be chosen. A model no listing names yet
+// is checked again once the providers' first listings are in, boundedly.
 func (m models) Check(spec string) error {
 	_, _, err := m.Resolve(spec)
+	if errors.Is(err, provider.ErrUnknownModel) {
+		ctx, cancel := context.WithTimeout(context.Background(), listingWait)
+		m.reg.Await(ctx)
+		cancel()
+		_, _, err = m.Resolve(spec)
+	}
 	return err
 }
 
@@ -296,7 +331,7 @@ func explainModel(err error) error {
 	case errors.As(err, &nc):
 		return &explained{msg: notConfigured(nc.Provider, nc.Env), err: err}
 	case errors.As(err, &um):
-		return fmt.Errorf("%w: choose one of those (`agentd models` lists them)", err)
+		return fmt.Errorf("%w (`agentd models` lists its models)", err)
 	}
 	return err
 }

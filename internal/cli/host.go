@@ -64,10 +64,11 @@ func newHostCmd(e *env) *cobra.Command {
 			}
 			keys := newKeyring(act.Home)
 			keys.hand(envKeys)
-			reg, err := providers(keys)
+			reg, err := providers(act.Home, keys, false)
 			if err != nil {
 				return err
 			}
+			defer reg.Close()
 			m := models{reg: reg, keys: keys}
 			if defModel != "" {
 				if _, _, err := reg.Lookup(defModel); err != nil {

@@ -15,7 +15,7 @@ func newModelsCmd(e *env) *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "models",
-		Short: "List the models, marking the default (*) and those that cannot run, or select one.",
+		Short: "List the models with their context windows and where each is known from, marking the default (*) and those that cannot run, or select one.",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return withHost(cmd, func(ctx context.Context, c *client.Conn) error {
@@ -73,9 +73,10 @@ func newModelsCmd(e *env) *cobra.Command {
 	return cmd
 }
 
-// printModels lists every model, "*" marking the default for new sessions
-// and a model that cannot run saying why; then, once per provider, what to
-// do about it.
+// printModels lists every model with its context window and where it is
+// known from (listed by its provider, or built in while no listing is
+// known), "*" marking the default for new sessions and a model that cannot
+// run saying why; then, once per provider, what to do about it.
 func printModels(w io.Writer, res protocol.ModelsListResult) {
 	spec := func(m protocol.Model) string { return m.Provider + "/" + m.ModelID }
 	def := ""
@@ -89,15 +90,18 @@ func printModels(w io.Writer, res protocol.ModelsListResult) {
 		if spec(m) == def {
 			mark, listed = "*", true
 		}
-		if m.Unavailable != "" {
-			fmt.Fprintf(tw, "%s %s\tcannot run: %s has no key\n", mark, spec(m), m.Provider)
-		} else {
-			fmt.Fprintf(tw, "%s %s\n", mark, spec(m))
+		source := "built in"
+		if m.Source == protocol.ModelSourceProvider {
+			source = "listed by " + m.Provider
 		}
+		if m.Unavailable != "" {
+			source += "; cannot run: " + m.Provider + " has no key"
+		}
+		fmt.Fprintf(tw, "%s %s\t%s\t%s\n", mark, spec(m), windowText(m.ContextWindow), source)
 	}
 	if def != "" && !listed {
 		// A model its provider does not list, on a server that serves any.
-		fmt.Fprintf(tw, "* %s\n", def)
+		fmt.Fprintf(tw, "* %s\t%s\t%s\n", def, windowText(res.Default.ContextWindow), "not listed; the server decides")
 	}
 	tw.Flush()
 	for _, p := range res.Providers {
@@ -105,4 +109,18 @@ func printModels(w io.Writer, res protocol.ModelsListResult) {
 			fmt.Fprintf(w, "%s\n", p.Unavailable)
 		}
 	}
+}
+
+// windowText writes a context window in thousands of tokens ("200k"),
+// "-" when it is not known.
+func windowText(tokens int) string {
+	switch {
+	case tokens <= 0:
+		return "-"
+	case tokens >= 1_000_000 && tokens%1_000_000 == 0:
+		return fmt.Sprintf("%dM", tokens/1_000_000)
+	case tokens >= 1000:
+		return fmt.Sprintf("%dk", (tokens+500)/1000)
+	}
+	return fmt.Sprint(tokens)
 }

@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"encoding/json"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -60,7 +61,7 @@ func TestACompatibleServerAcceptsAnyModelAndTheDefaultIsMarkedAfterEachSelect(t 
 	for _, model := range []string{"openai/llama3.1", "faux/echo", "openai/gpt-5"} {
 		p.mustRun("models", "select", model)
 		out := p.mustRun("models")
-		if !strings.Contains(out, "* "+model+"\n") || strings.Count(out, "*") != 1 {
+		if !regexp.MustCompile(`(?m)^\* `+regexp.QuoteMeta(model)+`\s`).MatchString(out) || strings.Count(out, "*") != 1 {
 			t.Fatalf("after selecting %s, models shows:\n%s", model, out)
 		}
 	}

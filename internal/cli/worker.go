@@ -133,10 +133,11 @@ func newWorkerCmd(e *env) *cobra.Command {
 				return err
 			}
 			keys := newKeyring(cfg.Home)
-			reg, err := providers(keys)
+			reg, err := providers(cfg.Home, keys, true)
 			if err != nil {
 				return err
 			}
+			defer reg.Close()
 			cfg.Providers = models{reg: reg}
 			cfg.ToolEnv = func() []string { return keys.toolEnv(extra) }
 			cfg.Tools = tools.Builtin()

@@ -16,6 +16,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -58,7 +59,10 @@ func (r Request) JSON(t testing.TB) map[string]any {
 }
 
 // Server answers requests with its responses in order; a request past the
-// last one fails the test and gets a 500.
+// last one fails the test and gets a 500. A GET of a path ending in
+// /models is a listing of models, answered apart (see SetModels) and
+// recorded apart (Listings), so that a provider listing its models in the
+// background takes nothing from the recorded responses.
 type Server struct {
 	*httptest.Server
 	t         testing.TB
@@ -67,6 +71,84 @@ type Server struct {
 	mu        sync.Mutex
 	responses []Response // guarded by mu
 	requests  []Request  // guarded by mu
+	models    []Model    // guarded by mu; nil answers listings with a 404
+	pageSize  int        // guarded by mu; 0 lists every model on one page
+	listings  []Request  // guarded by mu
+}
+
+// Model is a model a Server lists.
+type Model struct {
+	ID string
+	// MaxInputTokens is the context window Anthropic's listing gives;
+	// 0 leaves it out.
+	MaxInputTokens int
+}
+
+// SetModels makes the server list models, pageSize to a page (0: all on
+// one), in the form both Anthropic's Models API (data, has_more,
+// first_id, last_id, paged by after_id) and OpenAI's (object "list",
+// data) answer.
+func (s *Server) SetModels(pageSize int, models ...Model) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.models, s.pageSize = models, pageSize
+	if s.models == nil {
+		s.models = []Model{}
+	}
+}
+
+// Listings returns the listings of models asked for so far.
+func (s *Server) Listings() []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Request(nil), s.listings...)
+}
+
+func (s *Server) serveModels(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	s.listings = append(s.listings, Request{Method: r.Method, Path: r.URL.RequestURI(), Header: r.Header.Clone()})
+	models, size := s.models, s.pageSize
+	s.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	if models == nil {
+		w.WriteHeader(http.StatusNotFound)
+		io.WriteString(w, `{"type":"error","error":{"type":"not_found_error","message":"no models here"}}`)
+		return
+	}
+	start := 0
+	if after := r.URL.Query().Get("after_id"); after != "" {
+		for i, m := range models {
+			if m.ID == after {
+				start = i + 1
+			}
+		}
+	}
+	end := len(models)
+	if size > 0 {
+		end = min(start+size, len(models))
+	}
+	type entry struct {
+		ID             string `json:"id"`
+		Type           string `json:"type"`
+		Object         string `json:"object"`
+		DisplayName    string `json:"display_name"`
+		MaxInputTokens int    `json:"max_input_tokens,omitempty"`
+		OwnedBy        string `json:"owned_by"`
+	}
+	page := struct {
+		Object  string  `json:"object"`
+		Data    []entry `json:"data"`
+		HasMore bool    `json:"has_more"`
+		FirstID string  `json:"first_id,omitempty"`
+		LastID  string  `json:"last_id,omitempty"`
+	}{Object: "list", Data: []entry{}, HasMore: end < len(models)}
+	for _, m := range models[start:end] {
+		page.Data = append(page.Data, entry{ID: m.ID, Type: "model", Object: "model", DisplayName: m.ID, MaxInputTokens: m.MaxInputTokens, OwnedBy: "system"})
+	}
+	if len(page.Data) > 0 {
+		page.FirstID, page.LastID = page.Data[0].ID, page.Data[len(page.Data)-1].ID
+	}
+	json.NewEncoder(w).Encode(page)
 }
 
 // NewServer starts a server that plays responses. It is closed when the
@@ -96,6 +178,10 @@ func (s *Server) Requests() []Request {
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/models") {
+		s.serveModels(w, r)
+		return
+	}
 	body, _ := io.ReadAll(r.Body)
 	s.mu.Lock()
 	s.requests = append(s.requests, Request{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: body})
