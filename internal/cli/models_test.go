@@ -219,3 +219,26 @@ func TestUsesTheMostRecentlySelectedModelForANewSession(t *testing.T) {
 		t.Fatalf("the next session's turn called model %q, want claude-opus-4-6", m)
 	}
 }
+
+func TestModelsShowsAGatewaysListingAndAnyNameItServesRuns(t *testing.T) {
+	p := newSessionPlace(t)
+	fake := fakeAnthropic(t, 1)
+	fake.SetModels(0, providertest.Model{ID: "gateway-sonnet", MaxInputTokens: 300_000}, providertest.Model{ID: "claude-sonnet-4-5"})
+	p.extraEnv = append(append(p.extraEnv, noKeys...), "ANTHROPIC_API_KEY=sk-ant-test-not-a-key", "ANTHROPIC_BASE_URL="+fake.URL)
+	out := p.mustRun("models")
+	for _, line := range []string{`anthropic/gateway-sonnet\s+300k\s+listed by anthropic`, `anthropic/claude-sonnet-4-5\s+200k\s+listed by anthropic`, `faux/echo\s+\S+\s+built in`} {
+		if !regexp.MustCompile(`(?m)^. ` + line + `$`).MatchString(out) {
+			t.Errorf("models does not show %q:\n%s", line, out)
+		}
+	}
+	if strings.Contains(out, "claude-opus-4-6") {
+		t.Errorf("models shows a built-in model the gateway does not list:\n%s", out)
+	}
+	// A name the gateway does not list still goes to it: it decides.
+	if out := p.mustRun("run", "--cwd", p.workDir(), "--model", "anthropic/team/claude-proxy", "hi"); !strings.Contains(out, "Hello, world.") {
+		t.Fatalf("run: %s", out)
+	}
+	if m := modelCalled(t, fake); m != "team/claude-proxy" {
+		t.Fatalf("the turn called model %q, want team/claude-proxy", m)
+	}
+}
