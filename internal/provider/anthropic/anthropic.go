@@ -5,6 +5,11 @@
 // It does not retry; a caller wraps the provider with provider.WithRetry so
 // that one policy governs every provider.
 //
+// Requests carry prompt caching breakpoints (cache_control) on the tools,
+// the system prompt and the conversation's stable prefix (see
+// markCachePrefixes); the usage a reply reports splits the prompt into
+// tokens read from the cache, written to it, and neither.
+//
 // Thinking levels map to extended thinking budgets (see ThinkingBudget),
 // except for the models that think adaptively (claude-opus-4-6), where the
 // level becomes the output effort. Thinking blocks come back as
@@ -234,9 +239,15 @@ type (
 		Effort string `json:"effort"`
 	}
 	tool struct {
-		Name        string         `json:"name"`
-		Description string         `json:"description,omitempty"`
-		InputSchema map[string]any `json:"input_schema"`
+		Name         string         `json:"name"`
+		Description  string         `json:"description,omitempty"`
+		InputSchema  map[string]any `json:"input_schema"`
+		CacheControl *cacheControl  `json:"cache_control,omitempty"`
+	}
+	// cacheControl marks the end of a prefix of the request for the
+	// service to cache.
+	cacheControl struct {
+		Type string `json:"type"` // "ephemeral"
 	}
 	message struct {
 		Role    string         `json:"role"`
@@ -255,6 +266,8 @@ type (
 		ToolUseID string          `json:"tool_use_id,omitempty"`
 		Content   []contentBlock  `json:"content,omitempty"`
 		IsError   bool            `json:"is_error,omitempty"`
+		// CacheControl is set on the last block of a cached prefix.
+		CacheControl *cacheControl `json:"cache_control,omitempty"`
 	}
 )
 
@@ -286,7 +299,65 @@ func buildParams(req llm.Request) (messageRequest, error) {
 		params.Tools = append(params.Tools, t)
 	}
 	params.Messages = messageParams(req.Messages)
+	markCachePrefixes(&params)
 	return params, nil
+}
+
+// MaxCacheBreakpoints is the most cache_control blocks the Messages API
+// takes in one request.
+const MaxCacheBreakpoints = 4
+
+// markCachePrefixes sets the prompt caching breakpoints Anthropic's prompt
+// caching documents, at most MaxCacheBreakpoints: the last tool (the tools
+// are the first part of the prompt), the system prompt, and two in the
+// conversation: its last message, which moves with each request so that
+// the next one reads all of this one from the cache, and the last message
+// before the latest prompt, the end of the previous turn, which stays put
+// for every model call of the turn. The service reads the longest cached
+// prefix at or before a breakpoint, and ignores one whose prefix is too
+// short to cache.
+func markCachePrefixes(params *messageRequest) {
+	ephemeral := &cacheControl{Type: "ephemeral"}
+	if n := len(params.Tools); n > 0 {
+		params.Tools[n-1].CacheControl = ephemeral
+	}
+	if n := len(params.System); n > 0 {
+		params.System[n-1].CacheControl = ephemeral
+	}
+	msgs := params.Messages
+	last := len(msgs) - 1
+	if last < 0 {
+		return
+	}
+	markLastBlock(&msgs[last], ephemeral)
+	for u := last; u >= 1; u-- {
+		if msgs[u].Role == "user" && hasPrompt(msgs[u]) {
+			markLastBlock(&msgs[u-1], ephemeral)
+			return
+		}
+	}
+}
+
+// hasPrompt reports whether a user message holds text a person wrote (a
+// prompt or steering), beside any tool results.
+func hasPrompt(m message) bool {
+	for _, b := range m.Content {
+		if b.Type == "text" {
+			return true
+		}
+	}
+	return false
+}
+
+// markLastBlock sets cc on the last block of m that may carry it: thinking
+// blocks may not.
+func markLastBlock(m *message, cc *cacheControl) {
+	for i := len(m.Content) - 1; i >= 0; i-- {
+		if t := m.Content[i].Type; t != "thinking" && t != "redacted_thinking" {
+			m.Content[i].CacheControl = cc
+			return
+		}
+	}
 }
 
 // toolParam translates a tool; its parameters, a JSON schema, become the

@@ -92,7 +92,7 @@ func TestTextReplyStreamsDeltasInOrder(t *testing.T) {
 	if r.Header.Get("Anthropic-Version") == "" {
 		t.Error("no anthropic-version header")
 	}
-	body := r.JSON(t)
+	body := withoutCacheControl(r.JSON(t))
 	wantBody := map[string]any{
 		"model":      "claude-sonnet-4-5",
 		"max_tokens": float64(anthropic.DefaultMaxTokens),
@@ -147,7 +147,7 @@ func TestToolCallArgumentsAreAssembledFromSeveralDeltas(t *testing.T) {
 		t.Errorf("stop reason = %q", reply.StopReason)
 	}
 
-	body := srv.Requests()[0].JSON(t)
+	body := withoutCacheControl(srv.Requests()[0].JSON(t))
 	wantTools := []any{map[string]any{
 		"name":        "bash",
 		"description": "Run a shell command.",
@@ -185,7 +185,7 @@ func TestToolResultsTravelAsToolResultBlocksOfAUserMessage(t *testing.T) {
 	if _, err := p.Stream(context.Background(), llm.Request{Model: "claude-sonnet-4-5", Messages: msgs}, func(llm.Event) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
-	body := srv.Requests()[0].JSON(t)
+	body := withoutCacheControl(srv.Requests()[0].JSON(t))
 	want := []any{
 		map[string]any{"role": "user", "content": []any{map[string]any{"type": "text", "text": "list the files"}}},
 		map[string]any{"role": "assistant", "content": []any{
@@ -234,7 +234,7 @@ func TestThinkingReplyKeepsItsSignature(t *testing.T) {
 	if !reflect.DeepEqual(reply.Message.Parts, wantParts) {
 		t.Errorf("parts = %+v, want %+v", reply.Message.Parts, wantParts)
 	}
-	body := srv.Requests()[0].JSON(t)
+	body := withoutCacheControl(srv.Requests()[0].JSON(t))
 	wantThinking := map[string]any{"type": "enabled", "budget_tokens": float64(24576)}
 	if !reflect.DeepEqual(body["thinking"], wantThinking) {
 		t.Errorf("thinking = %v, want %v", body["thinking"], wantThinking)
@@ -268,7 +268,7 @@ func TestThinkingLevelsSetBudgetsBelowMaxTokens(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			body := srv.Requests()[0].JSON(t)
+			body := withoutCacheControl(srv.Requests()[0].JSON(t))
 			if body["max_tokens"] != tc.wantMax {
 				t.Errorf("max_tokens = %v, want %v", body["max_tokens"], tc.wantMax)
 			}
@@ -490,11 +490,32 @@ func TestAnAdaptiveModelGetsTheLevelAsEffort(t *testing.T) {
 	}, func(llm.Event) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
-	body := srv.Requests()[0].JSON(t)
+	body := withoutCacheControl(srv.Requests()[0].JSON(t))
 	if th := body["thinking"]; !reflect.DeepEqual(th, map[string]any{"type": "adaptive"}) {
 		t.Errorf("thinking = %v", th)
 	}
 	if oc := body["output_config"]; !reflect.DeepEqual(oc, map[string]any{"effort": "medium"}) {
 		t.Errorf("output_config = %v", oc)
 	}
+}
+
+// withoutCacheControl returns v, a decoded request body, with its
+// cache_control fields left out, for tests of what else it says.
+func withoutCacheControl(v map[string]any) map[string]any {
+	var strip func(any)
+	strip = func(x any) {
+		switch x := x.(type) {
+		case map[string]any:
+			delete(x, "cache_control")
+			for _, y := range x {
+				strip(y)
+			}
+		case []any:
+			for _, y := range x {
+				strip(y)
+			}
+		}
+	}
+	strip(v)
+	return v
 }
