@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 )
 
 // Roles of a message.
@@ -120,6 +121,10 @@ const (
 	EventToolCallDelta = "tool_call_delta"
 	// EventToolCall carries a complete tool call.
 	EventToolCall = "tool_call"
+	// EventRetry says that the call failed before any of its reply came
+	// and is about to be made again after a wait (Retry set). It is no
+	// part of the reply.
+	EventRetry = "retry"
 )
 
 // Event is one piece of a streamed reply.
@@ -127,6 +132,19 @@ type Event struct {
 	Kind     string
 	Text     string
 	ToolCall *ToolCall
+	Retry    *Retry
+}
+
+// Retry describes a model call about to be made again.
+type Retry struct {
+	// Attempt is the number of the call that failed, from 1.
+	Attempt int
+	// MaxAttempts is the most calls that will be made.
+	MaxAttempts int
+	// Delay is the wait before the next call.
+	Delay time.Duration
+	// Reason is the failure, for people; it never carries a key.
+	Reason string
 }
 
 // Stop reasons.

@@ -22,6 +22,10 @@ type RetryPolicy struct {
 	// MaxDelay bounds a backoff. A retry-after longer than MaxDelay ends the
 	// retries at once: waiting that long is not worth a turn.
 	MaxDelay time.Duration
+	// Budget bounds the waits of one call together: a wait that would take
+	// them past it ends the retries at once. 0 means no bound but
+	// Attempts.
+	Budget time.Duration
 	// Wait sleeps for d, or until ctx ends (returning its error), whichever
 	// comes first. Nil means a timer; tests pass one that records.
 	Wait func(ctx context.Context, d time.Duration) error
@@ -29,10 +33,12 @@ type RetryPolicy struct {
 	Logger *slog.Logger
 }
 
-// DefaultRetryPolicy is the policy for remote providers: four attempts,
-// backoff from one second, waits of at most a minute.
+// DefaultRetryPolicy is the policy for remote providers: up to six
+// attempts, backoff from two seconds (2, 4, 8, 16, 32 seconds, each
+// jittered to between half and all of itself), a retry-after of at most a
+// minute honoured, and at most two minutes of waiting in all.
 func DefaultRetryPolicy() RetryPolicy {
-	return RetryPolicy{Attempts: 4, BaseDelay: time.Second, MaxDelay: time.Minute}
+	return RetryPolicy{Attempts: 6, BaseDelay: 2 * time.Second, MaxDelay: time.Minute, Budget: 2 * time.Minute}
 }
 
 // RetryError is the failure of a call WithRetry tried more than once, or
@@ -43,9 +49,11 @@ type RetryError struct {
 	Attempts int
 	// Err is the last attempt's failure.
 	Err error
-	// Wait is the retry-after that ended the retries, zero when they ran
-	// out.
+	// Wait is the wait that ended the retries: a retry-after too long, or
+	// one past Budget; zero when the attempts ran out.
 	Wait time.Duration
+	// Budget is set when Wait would have taken the waits past it.
+	Budget time.Duration
 }
 
 func (e *RetryError) Error() string {
@@ -54,7 +62,10 @@ func (e *RetryError) Error() string {
 		noun = "attempt"
 	}
 	msg := fmt.Sprintf("%v after %d %s", e.Err, e.Attempts, noun)
-	if e.Wait > 0 {
+	switch {
+	case e.Budget > 0:
+		msg += fmt.Sprintf("; waiting %v more would pass the retry budget of %v", e.Wait.Round(time.Second), e.Budget)
+	case e.Wait > 0:
 		msg += fmt.Sprintf("; the service asked to wait %v", e.Wait.Round(time.Second))
 	}
 	return msg
@@ -67,7 +78,10 @@ func (e *RetryError) Unwrap() error { return e.Err }
 // retryable *llm.ProviderError before any event was emitted: a reply that
 // has begun reaching the caller is never replayed. It waits between
 // attempts with exponential backoff and jitter, or for the retry-after the
-// failure carries, and stops at once when ctx ends (returning ctx's error).
+// failure carries, within the policy's budget, and stops at once when ctx
+// ends (returning ctx's error). Before each wait it emits an
+// llm.EventRetry saying how long it waits and why, so that a person sees
+// the call is not stuck.
 // A failure after more than one attempt is a *RetryError naming the count;
 // a first failure that is not retryable (a 401) is returned as it is.
 //
@@ -133,6 +147,7 @@ func (r *retrying) Stream(ctx context.Context, req llm.Request, emit func(llm.Ev
 		emitted = true
 		return emit(ev)
 	}
+	var waited time.Duration
 	for attempt := 1; ; attempt++ {
 		reply, err := r.inner.Stream(ctx, req, track)
 		if err == nil {
@@ -154,9 +169,17 @@ func (r *retrying) Stream(ctx context.Context, req llm.Request, emit func(llm.Ev
 			}
 			delay = after
 		}
+		if r.policy.Budget > 0 && waited+delay > r.policy.Budget {
+			return reply, &RetryError{Attempts: attempt, Err: err, Wait: delay, Budget: r.policy.Budget}
+		}
+		waited += delay
 		if r.policy.Logger != nil {
 			r.policy.Logger.Warn("model call failed; retrying",
 				"provider", r.inner.Name(), "attempt", attempt, "delay", delay, "err", err)
+		}
+		notice := llm.Event{Kind: llm.EventRetry, Retry: &llm.Retry{Attempt: attempt, MaxAttempts: r.policy.Attempts, Delay: delay, Reason: err.Error()}}
+		if err := emit(notice); err != nil {
+			return llm.Reply{}, err
 		}
 		if err := r.policy.Wait(ctx, delay); err != nil {
 			return llm.Reply{}, err

@@ -23,15 +23,30 @@ func TestRetryRecoversBeforeTheReplyBegins(t *testing.T) {
 	s := &stub{name: "anthropic", results: []stubResult{{err: overloaded}, {err: overloaded}, {events: []llm.Event{{Kind: llm.EventText, Text: "ok"}}}}}
 	var waits providertest.Waits
 	p := provider.WithRetry(s, provider.RetryPolicy{Attempts: 4, BaseDelay: 10 * time.Millisecond, Wait: waits.Wait})
-	var got []llm.Event
-	_, err := p.Stream(context.Background(), llm.Request{}, func(ev llm.Event) error { got = append(got, ev); return nil })
+	var got, notices []llm.Event
+	_, err := p.Stream(context.Background(), llm.Request{}, func(ev llm.Event) error {
+		if ev.Kind == llm.EventRetry {
+			notices = append(notices, ev)
+		} else {
+			got = append(got, ev)
+		}
+		return nil
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if s.calls != 3 || len(got) != 1 {
 		t.Errorf("calls = %d, events = %v", s.calls, got)
 	}
+	// Each wait was announced before it began, with the failure.
+	if len(notices) != 2 || notices[0].Retry.Attempt != 1 || notices[1].Retry.Attempt != 2 || notices[1].Retry.MaxAttempts != 4 ||
+		notices[0].Retry.Reason != "anthropic: overloaded (HTTP 529)" {
+		t.Errorf("retry notices = %+v", notices)
+	}
 	w := waits.All()
+	if len(notices) == 2 && (notices[0].Retry.Delay != w[0] || notices[1].Retry.Delay != w[1]) {
+		t.Errorf("notices say waits of %v and %v, the waits were %v", notices[0].Retry.Delay, notices[1].Retry.Delay, w)
+	}
 	if len(w) != 2 || w[0] < 5*time.Millisecond || w[0] > 10*time.Millisecond || w[1] < 10*time.Millisecond || w[1] > 20*time.Millisecond {
 		t.Errorf("waits = %v, want jittered 10ms then 20ms", w)
 	}

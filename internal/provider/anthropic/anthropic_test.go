@@ -325,14 +325,40 @@ func TestRateLimitIsRetriedAfterTheWaitTheServiceAsks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if reply.Message.Text() != "Hello, world." || len(rec.Events()) != 3 {
-		t.Errorf("reply = %+v, events = %+v", reply, rec.Events())
+	events := rec.Events()
+	if reply.Message.Text() != "Hello, world." || len(events) != 4 {
+		t.Fatalf("reply = %+v, events = %+v", reply, events)
+	}
+	// The wait was announced first: how long, and why.
+	if r := events[0].Retry; events[0].Kind != llm.EventRetry || r == nil || r.Delay != 7*time.Second || r.Attempt != 1 || r.Reason != "anthropic: rate limited (HTTP 429)" {
+		t.Errorf("first event = %+v (%+v), want the retry notice", events[0], events[0].Retry)
 	}
 	if n := len(srv.Requests()); n != 2 {
 		t.Errorf("server got %d requests, want 2", n)
 	}
 	if got := waits.All(); !reflect.DeepEqual(got, []time.Duration{7 * time.Second}) {
 		t.Errorf("waits = %v, want [7s]", got)
+	}
+}
+
+func TestRetriesStopAtTheirBudget(t *testing.T) {
+	limited := providertest.Response{Status: 429, File: "error_429.json", Header: map[string]string{"Retry-After": "50"}}
+	srv := providertest.NewServer(t, limited, limited, limited)
+	var waits providertest.Waits
+	policy := provider.DefaultRetryPolicy()
+	policy.Wait = waits.Wait
+	p := provider.WithRetry(newProvider(t, srv), policy)
+	var rec providertest.Recorder
+	_, err := p.Stream(context.Background(), llm.Request{Model: "claude-sonnet-4-5", Messages: []llm.Message{userText("hi")}}, rec.Emit)
+	want := "anthropic: rate limited (HTTP 429) after 3 attempts; waiting 50s more would pass the retry budget of 2m0s"
+	if err == nil || err.Error() != want {
+		t.Fatalf("error = %v, want %q", err, want)
+	}
+	if got := waits.All(); !reflect.DeepEqual(got, []time.Duration{50 * time.Second, 50 * time.Second}) {
+		t.Errorf("waits = %v, want two of 50s", got)
+	}
+	if n := len(rec.Events()); n != 2 {
+		t.Errorf("%d retry notices, want one per wait", n)
 	}
 }
 
