@@ -1,6 +1,9 @@
 package protocol
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"time"
+)
 
 // Turn statuses.
 const (
@@ -127,7 +130,27 @@ const (
 	EventInteractionResolved = "interaction_resolved"
 	EventTodoChanged         = "todo_changed"
 	EventSessionChanged      = "session_changed"
+	// EventModelRetry says that a model call of the turn failed before its
+	// reply began and will be made again after a wait: Retry says when
+	// and why. It comes between the message's message_start and its first
+	// message_update (or its message_end, when the call fails for good).
+	EventModelRetry = "model_retry"
 )
+
+// RetryNotice describes a model call about to be made again
+// (model_retry).
+type RetryNotice struct {
+	// Attempt is the number of the call that failed, from 1.
+	Attempt int `json:"attempt"`
+	// MaxAttempts is the most calls that will be made.
+	MaxAttempts int `json:"maxAttempts"`
+	// DelayMs is the wait before the next call, in milliseconds.
+	DelayMs int64 `json:"delayMs"`
+	// RetryAt is when the next call is made.
+	RetryAt time.Time `json:"retryAt"`
+	// Reason is the failure, for people: the provider's status and words.
+	Reason string `json:"reason"`
+}
 
 // ToolCallInfo describes a tool call in a delta.
 type ToolCallInfo struct {
@@ -163,6 +186,8 @@ type SessionDelta struct {
 	Todo        []TodoItem      `json:"todo,omitempty"`
 	Session     *Session        `json:"session,omitempty"`
 	Entry       json.RawMessage `json:"entry,omitempty"`
+	// Retry is set on model_retry.
+	Retry *RetryNotice `json:"retry,omitempty"`
 }
 
 // Continues reports whether next carries more of what d does, so the two

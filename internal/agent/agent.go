@@ -31,6 +31,9 @@ const (
 	ToolCallStart  = "tool_call_start"
 	ToolCallUpdate = "tool_call_update"
 	ToolCallEnd    = "tool_call_end"
+	// Retry says that the model call of MessageID failed before its reply
+	// began and is made again after a wait (Retry set).
+	Retry = "retry"
 )
 
 // Event is one thing the loop did, in order.
@@ -50,6 +53,8 @@ type Event struct {
 	// Usage is what the model call used, on MessageEnd, as its provider
 	// reported it: a call that failed may have used tokens too.
 	Usage llm.Usage
+	// Retry is set on Retry.
+	Retry *llm.Retry
 }
 
 // Decision is the answer to a tool call that needs approval.
@@ -185,6 +190,10 @@ func (l *Loop) callModel(ctx context.Context, req llm.Request) (llm.Reply, error
 			l.emit(Event{Kind: MessageUpdate, MessageID: id, Text: ev.Text})
 		case llm.EventThinking:
 			l.emit(Event{Kind: MessageUpdate, MessageID: id, Thinking: ev.Text})
+		case llm.EventRetry:
+			if ev.Retry != nil {
+				l.emit(Event{Kind: Retry, MessageID: id, Retry: ev.Retry})
+			}
 		}
 		return nil
 	})

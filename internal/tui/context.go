@@ -53,6 +53,14 @@ func UsageText(u protocol.TurnUsage) string {
 	return s
 }
 
+// RetryText says that a model call is made again after a wait, and why:
+// "retrying in 4s: anthropic: overloaded (HTTP 529) (attempt 1 of 6
+// failed)". The wait is rounded up to a whole second.
+func RetryText(r protocol.RetryNotice) string {
+	secs := (max(r.DelayMs, 0) + 999) / 1000
+	return fmt.Sprintf("retrying in %ds: %s (attempt %d of %d failed)", secs, r.Reason, r.Attempt, r.MaxAttempts)
+}
+
 // thousands writes n with a comma between each three digits: 12,345.
 func thousands(n int) string {
 	s := strconv.Itoa(n)

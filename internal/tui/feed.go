@@ -198,6 +198,10 @@ func (f *Feed) Delta(d protocol.SessionDelta) {
 				}
 			}
 		}
+	case protocol.EventModelRetry:
+		if d.Retry != nil {
+			f.add(&Block{Kind: BlockNote, TurnID: d.TurnID, Text: RetryText(*d.Retry), Done: true})
+		}
 	case protocol.EventInteractionAdded:
 		if in := d.Interaction; in != nil && f.notes[in.InteractionID] == nil {
 			f.notes[in.InteractionID] = f.add(&Block{Kind: BlockNote, TurnID: d.TurnID, Text: "waiting for approval: " + in.Prompt})

@@ -163,3 +163,22 @@ func TestLinesShowToolOutputMadeVisible(t *testing.T) {
 		t.Fatalf("got:\n%q\nwant:\n%q", got, want)
 	}
 }
+
+func TestLinesShowAModelCallRetriedAndTheReplyAfter(t *testing.T) {
+	var out strings.Builder
+	f := NewFeed(0)
+	f.OnChange = NewLines(&out).Change
+	for _, d := range []protocol.SessionDelta{
+		{Event: protocol.EventRunStart, TurnID: "t1", Turn: &protocol.TurnSnapshot{TurnID: "t1", Status: protocol.TurnRunning}},
+		{Event: protocol.EventMessageStart, TurnID: "t1", MessageID: "m1", Role: "assistant"},
+		{Event: protocol.EventModelRetry, TurnID: "t1", MessageID: "m1", Retry: &protocol.RetryNotice{Attempt: 1, MaxAttempts: 6, DelayMs: 1500, Reason: "anthropic: overloaded (HTTP 529)"}},
+		{Event: protocol.EventMessageUpdate, TurnID: "t1", MessageID: "m1", Text: "Hello."},
+		{Event: protocol.EventMessageEnd, TurnID: "t1", MessageID: "m1", Text: "Hello."},
+	} {
+		f.Delta(d)
+	}
+	want := "── turn t1\n· retrying in 2s: anthropic: overloaded (HTTP 529) (attempt 1 of 6 failed)\nHello.\n"
+	if out.String() != want {
+		t.Errorf("lines =\n%q\nwant\n%q", out.String(), want)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/agentd-dev/agentd/internal/agent"
 	"github.com/agentd-dev/agentd/internal/fanout"
@@ -421,6 +422,13 @@ func (s *session) onAgentEvent(t *turn, e agent.Event) {
 		d.ToolCall = &protocol.ToolCallInfo{ID: e.ToolCall.ID, Name: e.ToolCall.Name, Output: e.Output, IsError: e.IsError}
 		if e.Kind == agent.ToolCallStart {
 			d.ToolCall.Arguments = e.ToolCall.Arguments
+		}
+	case agent.Retry:
+		r := e.Retry
+		d.Event = protocol.EventModelRetry
+		d.Retry = &protocol.RetryNotice{
+			Attempt: r.Attempt, MaxAttempts: r.MaxAttempts, DelayMs: r.Delay.Milliseconds(),
+			RetryAt: time.Now().Add(r.Delay).UTC(), Reason: redact.String(r.Reason),
 		}
 	default:
 		return
