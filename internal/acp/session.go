@@ -410,6 +410,13 @@ func (s *session) delta(d protocol.SessionDelta, rec *protocol.TranscriptRecord,
 		return s.streamText(d)
 	case protocol.EventMessageEnd:
 		return s.endText(d)
+	case protocol.EventModelRetry:
+		// A wait an editor shows as the agent's thought, apart from its
+		// answer.
+		if r := d.Retry; r != nil {
+			secs := (max(r.DelayMs, 0) + 999) / 1000
+			return s.send(sdk.UpdateAgentThoughtText(fmt.Sprintf("retrying in %ds: %s (attempt %d of %d failed)\n", secs, r.Reason, r.Attempt, r.MaxAttempts)))
+		}
 	case protocol.EventToolCallStart:
 		if c := d.ToolCall; c != nil {
 			_, known := s.tools[c.ID]

@@ -460,14 +460,19 @@ function applyDelta(d) {
       break;
     case 'run_end':
       cur.turnRunning = false;
-      for (const [k, b] of cur.streams) if (k.startsWith(d.turnId + '/')) { b.block.classList.remove('streaming'); cur.streams.delete(k); }
+      for (const [k, b] of cur.streams) if (k.startsWith(d.turnId + '/')) { clearRetry(b); b.block.classList.remove('streaming'); cur.streams.delete(k); }
       updateControls();
       break;
     case 'message_start':
       streamBlock(d.turnId, d.messageId);
       break;
+    case 'model_retry': {
+      if (d.retry) showRetry(streamBlock(d.turnId, d.messageId), d.retry);
+      break;
+    }
     case 'message_update': {
       const b = streamBlock(d.turnId, d.messageId);
+      clearRetry(b);
       if (d.skipped) b.text.appendData(' … ' + d.skipped + ' bytes skipped … ');
       if (d.thinking) { b.thinkingBox.hidden = false; b.thinking.appendData(d.thinking); }
       if (d.text) b.text.appendData(d.text);
@@ -477,6 +482,7 @@ function applyDelta(d) {
       const key = d.turnId + '/' + d.messageId;
       const b = cur.streams.get(key);
       if (b) {
+        clearRetry(b);
         cur.streams.delete(key);
         b.block.classList.remove('streaming');
         if (!cur.done.has(d.turnId)) cur.done.set(d.turnId, []);
@@ -527,6 +533,31 @@ function applyDelta(d) {
       setSession(d.session);
       break;
   }
+}
+
+// showRetry shows, in a reply waiting for its model, that the model call
+// failed and is made again: "retrying in 4s", counting down from when the
+// notice came (the wait it states, not the host's clock), and why.
+function showRetry(b, r) {
+  clearRetry(b);
+  const note = el('div', 'retry', '');
+  b.block.append(note);
+  const at = Date.now() + Math.max(0, r.delayMs || 0);
+  const why = ': ' + r.reason + ' (attempt ' + r.attempt + ' of ' + r.maxAttempts + ' failed)';
+  const tick = () => {
+    if (!note.isConnected && b.retry) { clearInterval(b.retry.timer); return; }
+    const s = Math.ceil((at - Date.now()) / 1000);
+    note.textContent = (s > 0 ? 'retrying in ' + s + 's' : 'retrying now') + why;
+  };
+  tick();
+  b.retry = { note, timer: setInterval(tick, 1000) };
+}
+
+function clearRetry(b) {
+  if (!b.retry) return;
+  clearInterval(b.retry.timer);
+  b.retry.note.remove();
+  b.retry = null;
 }
 
 function streamBlock(turnId, messageId) {
