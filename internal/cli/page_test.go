@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -318,4 +321,58 @@ func TestAGuestPageReconnectsAcrossAnUpgrade(t *testing.T) {
 			t.Errorf("%q is shown %d times after the upgrade", text, n)
 		}
 	}
+}
+
+// The page shows a model call that failed and waits to be made again in
+// the reply that waits for it, counting down, and the reply once it
+// comes, without the notice.
+func TestThePageShowsAModelCallRetriedInTheWaitingReply(t *testing.T) {
+	p := newPlace(t)
+	overloaded := anthropicFixture(t, "error_529.json")
+	reply := anthropicFixture(t, "text.sse")
+	release := make(chan struct{})
+	var once sync.Once
+	var mu sync.Mutex
+	calls := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet {
+			http.Error(w, `{"type":"error","error":{"type":"not_found_error","message":"no models here"}}`, http.StatusNotFound)
+			return
+		}
+		mu.Lock()
+		calls++
+		n := calls
+		mu.Unlock()
+		if n == 1 {
+			w.Header().Set("Retry-After-Ms", "10")
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(529)
+			io.WriteString(w, overloaded)
+			return
+		}
+		// The second call answers once the test has seen the notice.
+		select {
+		case <-release:
+		case <-r.Context().Done():
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, reply)
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { once.Do(func() { close(release) }) })
+	p.extraEnv = append(append(p.extraEnv, noKeys...), "ANTHROPIC_API_KEY=sk-ant-test-not-a-key", "ANTHROPIC_BASE_URL="+srv.URL)
+	id := strings.TrimSpace(p.mustRun("new", "--cwd", p.workDir(), "--model", "anthropic/claude-sonnet-4-5"))
+	w := p.web()
+	ctx := newTab(t, 1280, 900)
+	do(t, ctx, chromedp.Navigate(w.URL+"#token="+w.OwnerToken))
+	row := fmt.Sprintf(`#sessions li[data-session=%q] a`, id)
+	until(t, ctx, "the session listed", fmt.Sprintf(`document.querySelector(%q) !== null`, row))
+	do(t, ctx, chromedp.Click(chromedp.CSS(row)))
+	until(t, ctx, "the prompt box", `document.querySelector('#prompt').offsetParent !== null && document.querySelector('#session-status').textContent === 'idle'`)
+
+	do(t, ctx, chromedp.SetValue(chromedp.CSS("#prompt"), "hi"), chromedp.Click(chromedp.CSS("#send")))
+	until(t, ctx, "the retry shown in the waiting reply", hasText("#transcript .rec.streaming .retry", "retrying")+" && "+hasText("#transcript .rec.streaming .retry", "anthropic: overloaded (HTTP 529) (attempt 1 of 6 failed)"))
+	once.Do(func() { close(release) })
+	until(t, ctx, "the reply, the notice gone", hasText("#transcript .rec", "Hello, world.")+` && document.querySelector('#transcript .retry') === null && document.querySelector('#session-status').textContent === 'idle'`)
 }
