@@ -218,6 +218,13 @@ func (s *Service) models(context.Context, *server.Call, *protocol.ModelsListInpu
 	m, err := parseModel(def)
 	out := protocol.ModelsListResult{Models: s.cfg.Models.Available(), Providers: s.cfg.Models.Providers()}
 	if err == nil {
+		// The default as the listing has it, with its source and window.
+		for _, listed := range out.Models {
+			if listed.Provider == m.Provider && listed.ModelID == m.ModelID {
+				m = listed
+				break
+			}
+		}
 		out.Default = &m
 	}
 	return out, nil
