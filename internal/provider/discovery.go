@@ -238,7 +238,19 @@ func (d *Discovering) loadLocked() {
 		d.fileTime = fi.ModTime()
 		return
 	}
-	if d.listing == nil || !l.FetchedAt.Before(d.listing.FetchedAt) {
+	// What another process wrote is checked as any outside bytes: a
+	// model without a name, or named twice, is left out.
+	seen := map[string]bool{}
+	kept := l.Models[:0]
+	for _, m := range l.Models {
+		if m.ID != "" && !seen[m.ID] {
+			seen[m.ID] = true
+			m.ContextWindow = max(m.ContextWindow, 0)
+			kept = append(kept, m)
+		}
+	}
+	l.Models = kept
+	if len(l.Models) > 0 && (d.listing == nil || !l.FetchedAt.Before(d.listing.FetchedAt)) {
 		d.listing = &l
 	}
 	d.fileTime = fi.ModTime()

@@ -108,10 +108,10 @@ func Suggest(name string, names []string, n int) []string {
 	var near []scored
 	limit := max(2, len(target)/3)
 	for _, cand := range names {
-		c := strings.ToLower(cand)
-		if c == target {
+		if cand == name {
 			continue
 		}
+		c := strings.ToLower(cand)
 		d := editDistance(target, c)
 		switch {
 		case target != "" && (strings.HasPrefix(c, target) || strings.HasPrefix(target, c)):
