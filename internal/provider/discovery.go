@@ -90,6 +90,7 @@ type Discovering struct {
 	mu         sync.Mutex
 	listing    *listing      // guarded by mu: the latest listing known, of any scope
 	fileTime   time.Time     // guarded by mu: the modification time of the file listing came from
+	checkedAt  time.Time     // guarded by mu: when the file was last looked at
 	refreshing chan struct{} // guarded by mu: closed when the listing in flight ends; nil when none is
 	failedAt   time.Time     // guarded by mu: when the last listing failed
 	closed     bool          // guarded by mu
@@ -108,10 +109,17 @@ func (d *Discovering) Name() string { return d.inner.Name() }
 // models the service lists first and in their order, the others in the
 // service's; else the built-in models.
 func (d *Discovering) Models() []string {
+	models, _ := d.ModelsAndSource()
+	return models
+}
+
+// ModelsAndSource returns Models and ModelSource together, from one look
+// at the listing.
+func (d *Discovering) ModelsAndSource() ([]string, string) {
 	l := d.current()
 	builtin := d.inner.Models()
 	if l == nil {
-		return builtin
+		return builtin, ModelsBuiltin
 	}
 	listed := make([]string, 0, len(l.Models))
 	for _, m := range l.Models {
@@ -128,15 +136,13 @@ func (d *Discovering) Models() []string {
 			out = append(out, id)
 		}
 	}
-	return out
+	return out, ModelsListed
 }
 
 // ModelSource says where Models come from: ModelsListed or ModelsBuiltin.
 func (d *Discovering) ModelSource() string {
-	if d.current() != nil {
-		return ModelsListed
-	}
-	return ModelsBuiltin
+	_, source := d.ModelsAndSource()
+	return source
 }
 
 // Knows reports whether model is one the provider's models name, or one
@@ -218,11 +224,22 @@ func (d *Discovering) current() *listing {
 	return l
 }
 
-// loadLocked reads the listing file when it changed since it was read.
+// fileCheckEvery is how often the listing file is looked at for a change
+// another process made: the listing serves many calls a second (every
+// host.status lists the providers), and changes every quarter of an hour.
+const fileCheckEvery = time.Second
+
+// loadLocked reads the listing file when it changed since it was read,
+// looking at most every fileCheckEvery.
 func (d *Discovering) loadLocked() {
 	if d.cfg.Dir == "" {
 		return
 	}
+	now := time.Now()
+	if !d.checkedAt.IsZero() && now.Sub(d.checkedAt) < fileCheckEvery && now.After(d.checkedAt) {
+		return
+	}
+	d.checkedAt = now
 	path := d.path()
 	fi, err := os.Stat(path)
 	if err != nil || fi.ModTime().Equal(d.fileTime) {

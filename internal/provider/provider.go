@@ -132,9 +132,11 @@ func (r *Registry) Available() []Info {
 	defer r.mu.Unlock()
 	infos := make([]Info, 0, len(r.providers))
 	for _, p := range r.providers {
-		info := Info{Name: p.Name(), Models: p.Models(), Configured: true, AnyModel: anyModel(p), ModelSource: ModelsBuiltin}
-		if s, ok := p.(interface{ ModelSource() string }); ok {
-			info.ModelSource = s.ModelSource()
+		info := Info{Name: p.Name(), Configured: true, AnyModel: anyModel(p), ModelSource: ModelsBuiltin}
+		if s, ok := p.(interface{ ModelsAndSource() ([]string, string) }); ok {
+			info.Models, info.ModelSource = s.ModelsAndSource()
+		} else {
+			info.Models = p.Models()
 		}
 		if c, ok := p.(Configurable); ok {
 			info.Configured = c.Configured()
