@@ -262,7 +262,7 @@ func (m models) Available() []protocol.Model {
 // Providers reports every registered provider.
 func (m models) Providers() []protocol.ProviderStatus {
 	var out []protocol.ProviderStatus
-	for _, info := range m.reg.Available() {
+	for _, info := range m.reg.Statuses() {
 		st := protocol.ProviderStatus{Name: info.Name, Configured: info.Configured, KeySource: info.Source, KeyEnv: info.Env, AnyModel: info.AnyModel}
 		if !info.Configured {
 			st.Unavailable = notConfigured(info.Name, info.Env)

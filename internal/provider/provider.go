@@ -150,6 +150,26 @@ func (r *Registry) Available() []Info {
 	return infos
 }
 
+// Statuses describes every registered provider as Available does, without
+// its models: for a status report, which asks often and shows none.
+func (r *Registry) Statuses() []Info {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	infos := make([]Info, 0, len(r.providers))
+	for _, p := range r.providers {
+		info := Info{Name: p.Name(), Configured: true, AnyModel: anyModel(p)}
+		if c, ok := p.(Configurable); ok {
+			info.Configured = c.Configured()
+			info.Env = c.ConfigEnv()
+		}
+		if k, ok := p.(KeySourcer); ok {
+			info.Source = k.KeySource()
+		}
+		infos = append(infos, info)
+	}
+	return infos
+}
+
 // Default returns the spec of the model to use when none was chosen: the
 // first model of the first configured provider other than faux, in
 // registration order, and otherwise "faux/<faux's first model>". It returns

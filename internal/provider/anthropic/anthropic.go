@@ -81,6 +81,7 @@ type Provider struct {
 	key    string
 	base   string // the service's address, without a trailing slash
 	custom bool   // base is not DefaultBaseURL: a gateway that may serve any name
+	scope  string // ListingScope's answer
 	url    string // the Messages endpoint
 	client *http.Client
 }
@@ -97,7 +98,11 @@ func New(cfg Config) *Provider {
 		client = http.DefaultClient
 	}
 	base = strings.TrimRight(base, "/")
-	return &Provider{key: cfg.APIKey, base: base, custom: base != DefaultBaseURL, url: base + "/v1/messages", client: client}
+	p := &Provider{key: cfg.APIKey, base: base, custom: base != DefaultBaseURL, url: base + "/v1/messages", client: client}
+	if p.key != "" {
+		p.scope = base + " " + provider.KeyDigest(p.key)
+	}
+	return p
 }
 
 // Name returns "anthropic".

@@ -38,12 +38,7 @@ type modelsPage struct {
 
 // ListingScope is the service's address and a digest of the key; "" when
 // the provider has no key.
-func (p *Provider) ListingScope() string {
-	if p.key == "" {
-		return ""
-	}
-	return p.base + " " + provider.KeyDigest(p.key)
-}
+func (p *Provider) ListingScope() string { return p.scope }
 
 // ListModels asks the Models API (GET /v1/models) for the models the key
 // may use, following its pages (has_more, after_id = last_id). A model's

@@ -38,12 +38,7 @@ type modelsList struct {
 
 // ListingScope is the service's address and a digest of the key; "" when
 // the provider is not configured.
-func (p *Provider) ListingScope() string {
-	if !p.configured {
-		return ""
-	}
-	return p.base + " " + provider.KeyDigest(p.key)
-}
+func (p *Provider) ListingScope() string { return p.scope }
 
 // ListModels asks the Models API (GET /models under the base URL) for the
 // models the service serves; of OpenAI's own, those Chat Completions

@@ -65,6 +65,7 @@ type Provider struct {
 	configured bool
 	official   bool   // it speaks to OpenAI's own API, whose prices are known
 	base       string // the base URL, without a trailing slash
+	scope      string // ListingScope's answer
 	url        string // the Chat Completions endpoint
 	client     *http.Client
 }
@@ -80,7 +81,7 @@ func New(cfg Config) *Provider {
 	if client == nil {
 		client = http.DefaultClient
 	}
-	return &Provider{
+	p := &Provider{
 		key:        cfg.APIKey,
 		configured: cfg.APIKey != "" || cfg.BaseURL != "",
 		official:   strings.TrimRight(baseURL, "/") == DefaultBaseURL,
@@ -88,6 +89,10 @@ func New(cfg Config) *Provider {
 		url:        strings.TrimRight(baseURL, "/") + "/chat/completions",
 		client:     client,
 	}
+	if p.configured {
+		p.scope = p.base + " " + provider.KeyDigest(p.key)
+	}
+	return p
 }
 
 // Name returns "openai".
