@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
@@ -277,5 +278,32 @@ func TestTwoToolsOfOneNameFailTheRun(t *testing.T) {
 	}
 	if len(m.requests) != 0 {
 		t.Errorf("the model was called %d times", len(m.requests))
+	}
+}
+
+// retrying is a provider that says it retries once before it answers.
+type retrying struct{ model }
+
+func (r *retrying) Stream(ctx context.Context, req llm.Request, emit func(llm.Event) error) (llm.Reply, error) {
+	emit(llm.Event{Kind: llm.EventRetry, Retry: &llm.Retry{Attempt: 1, MaxAttempts: 6, Delay: 2 * time.Second, Reason: "test: overloaded (HTTP 529)"}})
+	return r.model.Stream(ctx, req, emit)
+}
+
+func TestARetryOfAModelCallIsReportedInItsMessage(t *testing.T) {
+	r := &retrying{model: model{replies: []llm.Message{text("done")}}}
+	var events []Event
+	l := &Loop{Provider: r, Model: "m", Env: &tools.Env{Cwd: t.TempDir(), Todo: &tools.Todo{}}, Emit: func(e Event) { events = append(events, e) }}
+	if out, err := l.Run(context.Background(), user("go")); err != nil || out != OutcomeCompleted {
+		t.Fatalf("run: %v %v", out, err)
+	}
+	var kinds []string
+	for _, e := range events {
+		kinds = append(kinds, e.Kind)
+	}
+	if strings.Join(kinds, " ") != "message_start retry message_update message_end" {
+		t.Fatalf("events %v", kinds)
+	}
+	if e := events[1]; e.MessageID != events[0].MessageID || e.Retry == nil || e.Retry.Delay != 2*time.Second {
+		t.Errorf("retry event %+v", e)
 	}
 }
