@@ -147,8 +147,10 @@ func (p *Provider) Stream(ctx context.Context, req llm.Request, emit func(llm.Ev
 	if err != nil {
 		return llm.Reply{}, err
 	}
+	// The key travels in x-api-key, as Anthropic's API documents for
+	// every request.
 	header := http.Header{
-		"Authorization":     {"Bearer " + p.key},
+		"X-Api-Key":         {p.key},
 		"Anthropic-Version": {apiVersion},
 	}
 	resp, err := provider.Post(ctx, p.client, Name, p.url, header, params, p.key)

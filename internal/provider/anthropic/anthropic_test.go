@@ -85,9 +85,13 @@ func TestTextReplyStreamsDeltasInOrder(t *testing.T) {
 	if r.Method != "POST" || r.Path != "/v1/messages" {
 		t.Errorf("request = %s %s, want POST /v1/messages", r.Method, r.Path)
 	}
-	// The key is sent as a bearer token.
-	if got := r.Header.Get("Authorization"); got != "Bearer "+testKey {
-		t.Errorf("authorization = %q", got)
+	// The key is sent in x-api-key, as Anthropic documents, and nowhere
+	// else.
+	if got := r.Header.Get("X-Api-Key"); got != testKey {
+		t.Errorf("x-api-key = %q", got)
+	}
+	if got := r.Header.Get("Authorization"); got != "" {
+		t.Errorf("authorization = %q, want none", got)
 	}
 	if r.Header.Get("Anthropic-Version") == "" {
 		t.Error("no anthropic-version header")
