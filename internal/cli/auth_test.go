@@ -85,9 +85,9 @@ func TestAKeyStoredWithAuthSetIsUsedByTheRunningHostWithoutARestart(t *testing.T
 		t.Fatalf("a run after auth set: exit %d:\n%s\n%s", code, out, errOut)
 	}
 	reqs := fake.Requests()
-	// The key is sent as a bearer token.
-	if len(reqs) != 1 || reqs[0].Header.Get("Authorization") != "Bearer "+key {
-		t.Fatalf("the provider got %d requests, the first with the stored key: %v", len(reqs), len(reqs) == 1 && reqs[0].Header.Get("Authorization") == "Bearer "+key)
+	// The key is sent in x-api-key.
+	if len(reqs) != 1 || reqs[0].Header.Get("X-Api-Key") != key {
+		t.Fatalf("the provider got %d requests, the first with the stored key: %v", len(reqs), len(reqs) == 1 && reqs[0].Header.Get("X-Api-Key") == key)
 	}
 	if after := p.statusJSON(); after.PID != before.PID || after.HostEpoch != before.HostEpoch {
 		t.Fatalf("the host was replaced: pid %d → %d", before.PID, after.PID)

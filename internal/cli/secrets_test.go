@@ -325,8 +325,8 @@ func TestAKeyOfTheHostsEnvironmentIsHandedToItsWorkers(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "Hello, world.") {
 		t.Fatalf("run: exit %d:\n%s\n%s", code, out, errOut)
 	}
-	if reqs := fake.Requests(); len(reqs) != 1 || reqs[0].Header.Get("Authorization") != "Bearer "+key {
-		t.Fatalf("the provider got %d requests, the first with the key: %v", len(reqs), len(reqs) == 1 && reqs[0].Header.Get("Authorization") == "Bearer "+key)
+	if reqs := fake.Requests(); len(reqs) != 1 || reqs[0].Header.Get("X-Api-Key") != key {
+		t.Fatalf("the provider got %d requests, the first with the key: %v", len(reqs), len(reqs) == 1 && reqs[0].Header.Get("X-Api-Key") == key)
 	}
 	if out := p.mustRun("auth", "ls"); !strings.Contains(out, "the host's environment (ANTHROPIC_API_KEY)") {
 		t.Errorf("auth ls:\n%s", out)
