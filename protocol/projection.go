@@ -163,6 +163,8 @@ type SessionDelta struct {
 	Todo        []TodoItem      `json:"todo,omitempty"`
 	Session     *Session        `json:"session,omitempty"`
 	Entry       json.RawMessage `json:"entry,omitempty"`
+	// Compaction is a compaction's progress (compaction).
+	Compaction *CompactionInfo `json:"compaction,omitempty"`
 }
 
 // Continues reports whether next carries more of what d does, so the two

@@ -87,6 +87,12 @@ type session struct {
 	reg      home.WorkerRegistration        // guarded by mu: the worker's registration, once serving
 	messages map[string]protocol.QueueEntry // guarded by mu: submitted messages by id, as they stand
 	allowed  map[string]bool                // guarded by mu: tools a person allowed for the rest of the session
+
+	defaultCompactAt int  // constant: the host's compaction threshold, percent; 0 for protocol.DefaultCompactAt
+	compactAt        int  // guarded by mu: the session's own threshold, percent; 0 for the default
+	compacting       bool // guarded by mu: a compaction a person asked for runs; turns wait
+	usageTokens      int  // guarded by mu: the tokens of the conversation up to history[usageAt], as reported
+	usageAt          int  // guarded by mu: 0 when no reported usage measures the conversation
 }
 
 // ProviderResolver finds the provider of a "provider/model" spec.
@@ -109,6 +115,8 @@ func (s *session) handlers() server.Table {
 	server.Handle(t, protocol.OpModelsSelect, s.selectModel)
 	server.Handle(t, protocol.OpModelsThinkingSet, s.setThinking)
 	server.Handle(t, protocol.OpSessionGet, s.getSession)
+	server.Handle(t, protocol.OpSessionCompact, s.compactNow)
+	server.Handle(t, protocol.OpSessionCompactionSet, s.setCompaction)
 	server.Handle(t, protocol.OpSubscriptionOpen, s.openSubscription)
 	server.Handle(t, protocol.OpSubscriptionReady, s.readySubscription)
 	server.Handle(t, protocol.OpSubscriptionClose, s.closeSubscription)
@@ -194,6 +202,10 @@ func (s *session) startTurn(_ context.Context, _ *server.Call, in *protocol.Turn
 		return protocol.TurnStartResult{}, protocol.Errorf(protocol.CodeOperationConflict,
 			"turn %s is running; submit the message with placement %q or %q", s.current.snap.TurnID, protocol.PlacementSteering, protocol.PlacementNextTurn)
 	}
+	if s.compacting {
+		return protocol.TurnStartResult{}, protocol.Errorf(protocol.CodeOperationConflict,
+			"the session is compacting; submit the message with placement %q to have it start the next turn", protocol.PlacementNextTurn)
+	}
 	if in.Approval != "" {
 		s.header.Approval = in.Approval
 	}
@@ -241,6 +253,7 @@ func (s *session) beginTurnLocked(turnID, messageID, text string) (*turn, error)
 			return s.approve(ctx, t, call, tool)
 		},
 		Steering: s.takeSteering,
+		Compact:  func(ctx context.Context, req llm.Request) []llm.Message { return s.autoCompact(ctx, t, prov, req) },
 		Emit:     func(e agent.Event) { s.onAgentEvent(t, e) },
 		Commit:   func(m llm.Message) error { return s.commit(t, m) },
 	}
@@ -413,6 +426,9 @@ func (s *session) onAgentEvent(t *turn, e agent.Event) {
 		}
 		t.calls++
 		t.usage = t.usage.Add(e.Usage)
+		if !e.IsError {
+			s.noteUsageLocked(e.Usage)
+		}
 		t.snap.Usage = turnUsage(t.calls, t.usage)
 	case agent.ToolCallStart, agent.ToolCallUpdate, agent.ToolCallEnd:
 		d.Event = map[string]string{
@@ -528,7 +544,7 @@ func (s *session) submitMessage(_ context.Context, _ *server.Call, in *protocol.
 		return protocol.QueueEntry{EntryID: "q-" + in.MessageID, MessageID: in.MessageID, Content: in.Content, Placement: in.Placement, State: protocol.QueueDelivered}, nil
 	}
 	entry := protocol.QueueEntry{EntryID: "q-" + in.MessageID, MessageID: in.MessageID, Content: in.Content, Placement: in.Placement, State: protocol.QueueQueued}
-	if s.current == nil && len(s.queue.FollowUp) == 0 {
+	if s.current == nil && !s.compacting && len(s.queue.FollowUp) == 0 {
 		// Nothing runs: the message starts a turn now, whatever its placement.
 		if _, err := s.beginTurnLocked(protocol.MessageTurnID(in.MessageID), in.MessageID, in.Content.Text); err != nil {
 			return protocol.QueueEntry{}, err
@@ -550,7 +566,7 @@ func (s *session) submitMessage(_ context.Context, _ *server.Call, in *protocol.
 	}
 	s.enqueueLocked(entry)
 	s.emitLocked(protocol.SessionDelta{Event: protocol.EventQueueChanged, Queue: ptr(cloneQueue(s.queue))})
-	if s.current == nil {
+	if s.current == nil && !s.compacting {
 		// Messages a previous worker queued go first.
 		s.startQueuedLocked()
 	}

@@ -62,6 +62,20 @@
 //     steps after it are refused. Steps before it are emitted first, which
 //     scripts a failure in the middle of a reply.
 //
+// A script may state its model's context window, in tokens, with
+// "contextWindow": 4096 (from MinContextWindow to MaxContextWindow); the
+// provider then describes every model with it (llm.Describer), which
+// context compaction goes by. A script with a window and no "replies"
+// list answers by the default behaviour.
+//
+// # Summaries
+//
+// A request whose system prompt is llm.SummarySystem, context
+// compaction's, is answered with a summary of the conversation it writes
+// out: the person's requests, newest last, each clipped, within
+// summaryMax bytes. A script plays its next reply instead, as for any
+// request, so a test can script a summary or its failure.
+//
 // A reply with a tool call stops with llm.StopToolUse, others with
 // llm.StopEnd. Decoding is strict: an unknown field, a step with no kind or
 // two, or a bad duration is an error naming the reply and step.
@@ -142,10 +156,21 @@ func (p *Provider) Stream(ctx context.Context, req llm.Request, emit func(llm.Ev
 	if err := ctx.Err(); err != nil {
 		return llm.Reply{}, err
 	}
-	if p.script != nil {
+	if p.script != nil && p.script.Scripted {
 		return p.play(ctx, req, emit)
 	}
+	if req.System == llm.SummarySystem {
+		return summarize(req, emit)
+	}
 	return respond(req, emit)
+}
+
+// Describe returns the window the script states, if it states one.
+func (p *Provider) Describe(string) llm.ModelInfo {
+	if p.script == nil || p.script.ContextWindow == 0 {
+		return llm.ModelInfo{}
+	}
+	return llm.ModelInfo{ContextWindow: p.script.ContextWindow, Known: true}
 }
 
 // builder assembles a reply while emitting its events.
