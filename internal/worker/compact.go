@@ -16,7 +16,9 @@ import (
 // Context compaction. Before each model call of a turn the worker
 // estimates the request's tokens: the last reply's reported usage (its
 // prompt and its output) plus a quarter of the bytes of the messages added
-// since, or, with no usage to go on, a quarter of the request's bytes.
+// since, or, with no usage to go on (a new worker, a compaction since), a
+// quarter of the request's bytes; once a provider has counted, a quarter
+// of the bytes is scaled by how its count compared with that estimate.
 // Past the session's threshold share of the model's window it compacts
 // first: the session's model summarizes the older part of the
 // conversation, the summary is recorded (a compaction record; the
@@ -40,19 +42,36 @@ func (s *session) thresholdLocked() int {
 // conversation with fixed bytes of system prompt and tools.
 func (s *session) estimateLocked(fixed int) int {
 	if s.usageAt > 0 && s.usageAt <= len(s.history) {
-		return s.usageTokens + agent.ByteSize(s.history[s.usageAt:])/agent.BytesPerToken
+		return s.usageTokens + s.bytesToTokensLocked(agent.ByteSize(s.history[s.usageAt:]))
 	}
-	return (fixed + agent.ByteSize(s.history)) / agent.BytesPerToken
+	return s.bytesToTokensLocked(fixed + agent.ByteSize(s.history))
+}
+
+// bytesToTokensLocked estimates the tokens of n bytes: a quarter of them,
+// scaled by how the provider's last count compared with that estimate.
+func (s *session) bytesToTokensLocked(n int) int {
+	tokens := n / agent.BytesPerToken
+	if s.tokenRatio > 0 {
+		tokens = int(float64(tokens) * s.tokenRatio)
+	}
+	return tokens
 }
 
 // noteUsageLocked remembers a reply's usage as the measure of the
-// conversation up to and including that reply, which is committed next.
-func (s *session) noteUsageLocked(u llm.Usage) {
-	if u.IsZero() {
+// conversation up to and including that reply, which is committed next,
+// and how it compares with the bytes of the request and the reply.
+func (s *session) noteUsageLocked(u llm.Usage, reply *llm.Message) {
+	if u.IsZero() || reply == nil {
 		return
 	}
 	s.usageTokens = u.InputTokens + u.CacheReadTokens + u.CacheWriteTokens + u.OutputTokens
 	s.usageAt = len(s.history) + 1
+	if s.lastFixed > 0 {
+		estimate := (s.lastFixed + agent.ByteSize(s.history) + agent.ByteSize([]llm.Message{*reply})) / agent.BytesPerToken
+		if estimate > 0 {
+			s.tokenRatio = min(max(float64(s.usageTokens)/float64(estimate), 0.25), 4)
+		}
+	}
 }
 
 // autoCompact is a turn's agent.Loop.Compact: it compacts the
@@ -61,6 +80,7 @@ func (s *session) autoCompact(ctx context.Context, t *turn, prov llm.Provider, r
 	info := llm.Describe(prov, req.Model)
 	fixed := agent.FixedBytes(req.System, req.Tools)
 	s.mu.Lock()
+	s.lastFixed = fixed
 	before := s.estimateLocked(fixed)
 	bound := info.ContextWindow * s.thresholdLocked() / 100
 	s.mu.Unlock()
@@ -134,7 +154,9 @@ func (s *session) compact(ctx context.Context, c compaction) (protocol.CompactRe
 		return fail(fmt.Errorf("the model could not summarize: %w", err))
 	}
 	compacted := agent.Compacted(history, cut, summary)
-	after := (c.fixed + agent.ByteSize(compacted)) / agent.BytesPerToken
+	s.mu.Lock()
+	after := s.bytesToTokensLocked(c.fixed + agent.ByteSize(compacted))
+	s.mu.Unlock()
 	data := protocol.CompactionData{
 		Summary: summary, Messages: cut, Kept: len(history) - cut, Trigger: c.trigger,
 		ContextWindow: c.window, TokensBefore: c.before, TokensAfter: after, Usage: turnUsage(1, usage),

@@ -88,11 +88,13 @@ type session struct {
 	messages map[string]protocol.QueueEntry // guarded by mu: submitted messages by id, as they stand
 	allowed  map[string]bool                // guarded by mu: tools a person allowed for the rest of the session
 
-	defaultCompactAt int  // constant: the host's compaction threshold, percent; 0 for protocol.DefaultCompactAt
-	compactAt        int  // guarded by mu: the session's own threshold, percent; 0 for the default
-	compacting       bool // guarded by mu: a compaction a person asked for runs; turns wait
-	usageTokens      int  // guarded by mu: the tokens of the conversation up to history[usageAt], as reported
-	usageAt          int  // guarded by mu: 0 when no reported usage measures the conversation
+	defaultCompactAt int     // constant: the host's compaction threshold, percent; 0 for protocol.DefaultCompactAt
+	compactAt        int     // guarded by mu: the session's own threshold, percent; 0 for the default
+	compacting       bool    // guarded by mu: a compaction a person asked for runs; turns wait
+	usageTokens      int     // guarded by mu: the tokens of the conversation up to history[usageAt], as reported
+	usageAt          int     // guarded by mu: 0 when no reported usage measures the conversation
+	tokenRatio       float64 // guarded by mu: the provider's last count over the bytes/4 estimate; 0 before one
+	lastFixed        int     // guarded by mu: the bytes of the last request's system prompt and tools
 }
 
 // ProviderResolver finds the provider of a "provider/model" spec.
@@ -427,7 +429,7 @@ func (s *session) onAgentEvent(t *turn, e agent.Event) {
 		t.calls++
 		t.usage = t.usage.Add(e.Usage)
 		if !e.IsError {
-			s.noteUsageLocked(e.Usage)
+			s.noteUsageLocked(e.Usage, e.Message)
 		}
 		t.snap.Usage = turnUsage(t.calls, t.usage)
 	case agent.ToolCallStart, agent.ToolCallUpdate, agent.ToolCallEnd:
