@@ -75,7 +75,7 @@ var arrows = map[string][]string{
 	// why a session's worker ended written without following a link;
 	// the guests' grants it decides access from, and the web listener it
 	// starts for the owner
-	"internal/sessions":   {"internal/atomicfile", "internal/catalog", "internal/fanout", "internal/guest", "internal/home", "internal/link", "internal/server", "internal/supervisor", "internal/transport", "internal/web", "protocol"},
+	"internal/sessions":   {"internal/atomicfile", "internal/catalog", "internal/fanout", "internal/guest", "internal/home", "internal/link", "internal/server", "internal/supervisor", "internal/transcript", "internal/transport", "internal/web", "protocol"},
 	"internal/supervisor": {"internal/home", "internal/link", "internal/proc", "protocol"},
 	"internal/tools":      {"internal/atomicfile", "internal/llm", "internal/proc", "internal/sandbox", "protocol"},
 	// its file opened without following a symbolic link
@@ -91,7 +91,7 @@ var arrows = map[string][]string{
 	// the worker names the composition it serves and the host surface it
 	// trusts as the link defines them, the two ends of one connection;
 	// what it records and sends is redacted of the keys it holds
-	"internal/worker": {"internal/agent", "internal/fanout", "internal/home", "internal/link", "internal/llm", "internal/proc", "internal/redact", "internal/resource", "internal/sandbox", "internal/server", "internal/tools", "internal/transcript", "internal/transport", "protocol"},
+	"internal/worker": {"internal/agent", "internal/atomicfile", "internal/fanout", "internal/home", "internal/link", "internal/llm", "internal/proc", "internal/redact", "internal/resource", "internal/sandbox", "internal/server", "internal/tools", "internal/transcript", "internal/transport", "protocol"},
 	// the host's log opened without following a symbolic link, as every
 	// file agentd keeps in its own directories
 	"internal/cli": {

@@ -97,6 +97,10 @@ type FileChangeData struct {
 // MaxKeptFile bounds the content a file_change keeps of one file.
 const MaxKeptFile = 4 << 20
 
+// ChangesDir is the folder, beside a session's transcript, that keeps the
+// content of files before a file_change, each under its SHA-256 in hex.
+const ChangesDir = "changes"
+
 // ForkedData is the data of a forked record.
 type ForkedData struct {
 	// FromSessionID is the session the transcript was copied from.

@@ -242,6 +242,12 @@ func (l *Loop) runTool(ctx context.Context, set *tools.Set, call llm.ToolCall) l
 	env.Progress = func(chunk string) {
 		l.emit(Event{Kind: ToolCallUpdate, ToolCall: &call, Output: chunk})
 	}
+	if changed := l.Env.Changed; changed != nil {
+		env.Changed = func(c tools.FileChange) {
+			c.Tool, c.CallID = call.Name, call.ID
+			changed(c)
+		}
+	}
 	out := tools.Call(ctx, l.Logger, tool, &env, call.Arguments)
 	return finish(out.Content, out.IsError)
 }

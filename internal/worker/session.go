@@ -250,7 +250,8 @@ func (s *session) beginTurnLocked(turnID, messageID, text string) (*turn, error)
 	}
 	t.loop = &agent.Loop{
 		Provider: prov, Model: model, Thinking: s.header.Thinking, System: agent.SystemPrompt(s.system, instructions), Tools: s.tools,
-		Env: &tools.Env{Cwd: s.header.Cwd, Todo: s.todo, Environ: s.turnEnviron(), Sandbox: s.sandbox, Background: background{s}},
+		Env: &tools.Env{Cwd: s.header.Cwd, Todo: s.todo, Environ: s.turnEnviron(), Sandbox: s.sandbox, Background: background{s},
+			Changed: func(c tools.FileChange) { s.recordChange(t, c) }},
 		Approve: func(ctx context.Context, call llm.ToolCall, tool tools.Tool) (agent.Decision, error) {
 			return s.approve(ctx, t, call, tool)
 		},
