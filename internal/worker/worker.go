@@ -304,7 +304,7 @@ func (s *session) recover(previousExit string) error {
 			s.history = agent.Compacted(s.history, d.Messages, d.Summary)
 		case protocol.RecordCompactionSetting:
 			var d protocol.CompactionSettingData
-			if read(r, &d) {
+			if read(r, &d) && (&protocol.CompactionSetInput{SessionID: s.id, CompactAt: d.CompactAt}).Validate() == nil {
 				s.compactAt = d.CompactAt
 			}
 		case protocol.RecordAssistantMessage, protocol.RecordToolResults:

@@ -236,3 +236,31 @@ func TestConcurrentCallsEachTakeTheirOwnReply(t *testing.T) {
 		t.Errorf("%d distinct replies, want %d", len(seen), n)
 	}
 }
+
+func TestAScriptStatesItsModelsWindowAndMayLeaveTheRepliesToTheDefault(t *testing.T) {
+	s, err := faux.ParseScript([]byte(`{"contextWindow": 4096}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := faux.NewScripted(s)
+	if info := llm.Describe(p, "echo"); info.ContextWindow != 4096 || !info.Known {
+		t.Fatalf("Describe: %+v, want a known window of 4096", info)
+	}
+	reply, err := p.Stream(t.Context(), llm.Request{Messages: []llm.Message{{Role: llm.RoleUser, Parts: []llm.Part{{Type: llm.PartText, Text: "hello"}}}}}, func(llm.Event) error { return nil })
+	if err != nil || !strings.Contains(reply.Message.Text(), "hello") {
+		t.Fatalf("a script without replies answers by the default: %q, %v", reply.Message.Text(), err)
+	}
+	summary, err := p.Stream(t.Context(), llm.Request{System: llm.SummarySystem, Messages: []llm.Message{{Role: llm.RoleUser, Parts: []llm.Part{{Type: llm.PartText,
+		Text: "Summarize this conversation:\n\nuser: fix the lexer\nassistant: done\nuser: now the parser"}}}}}, func(llm.Event) error { return nil })
+	if err != nil || !strings.Contains(summary.Message.Text(), "fix the lexer | now the parser") {
+		t.Fatalf("summary: %q, %v", summary.Message.Text(), err)
+	}
+	if info := llm.Describe(faux.NewScripted(&faux.Script{Scripted: true}), "echo"); info.Known || info.ContextWindow != llm.DefaultContextWindow {
+		t.Fatalf("a script stating no window: %+v", info)
+	}
+	for _, bad := range []string{`{"contextWindow": 10}`, `{"contextWindow": "big"}`, `{}`} {
+		if _, err := faux.ParseScript([]byte(bad)); err == nil {
+			t.Errorf("%s parsed", bad)
+		}
+	}
+}
