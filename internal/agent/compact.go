@@ -80,8 +80,9 @@ func FixedBytes(system string, specs []llm.ToolSpec) int {
 
 // CutPoint chooses where the kept part of history starts: history[:cut]
 // is summarized. keep > 0 keeps that many recent messages; keep == 0 keeps
-// as many as fit budget bytes. A tool's results are never kept without
-// the call they answer: the cut moves past them. It returns
+// as many as fit budget bytes, and always a last message of the person's,
+// the request the model is about to answer. A tool's results are never
+// kept without the call they answer: the cut moves past them. It returns
 // ErrNothingToCompact when nothing new would be summarized.
 func CutPoint(history []llm.Message, keep, budget int) (int, error) {
 	cut := len(history)
@@ -99,6 +100,10 @@ func CutPoint(history []llm.Message, keep, budget int) (int, error) {
 	}
 	for cut < len(history) && history[cut].Role == llm.RoleTool {
 		cut++
+	}
+	if keep == 0 && cut == len(history) && cut > 0 && history[cut-1].Role == llm.RoleUser {
+		// The request the model is about to answer stays as it was.
+		cut--
 	}
 	summarized := history[:cut]
 	if len(summarized) == 0 || len(summarized) == 1 && IsSummary(summarized[0]) {
