@@ -124,6 +124,18 @@ func (s *session) compact(ctx context.Context, c compaction) (protocol.CompactRe
 	info := protocol.CompactionInfo{State: protocol.CompactionStarted, Trigger: c.trigger, TokensBefore: c.before, ContextWindow: c.window}
 	s.mu.Lock()
 	history := slices.Clone(s.history)
+	s.mu.Unlock()
+	// What is kept takes at most a quarter of the window, and leaves room
+	// under the bound for the system prompt, the tools and the summary.
+	budget := min(c.window/4, c.bound-c.fixed/agent.BytesPerToken-agent.SummaryReserve)
+	cut, cutErr := agent.CutPoint(history, c.keep, max(budget, 0)*agent.BytesPerToken)
+	if cutErr != nil && c.trigger == protocol.CompactionAuto {
+		// Nothing to summarize: what the request holds is the request
+		// being answered, and what no compaction can shrink.
+		s.logger.Debug("a request past the compaction threshold has nothing to compact", "tokens", c.before, "bound", c.bound)
+		return protocol.CompactResult{}, nil, cutErr
+	}
+	s.mu.Lock()
 	s.emitLocked(protocol.SessionDelta{Event: protocol.EventCompaction, TurnID: turnID, Compaction: ptr(info)})
 	s.mu.Unlock()
 
@@ -135,12 +147,8 @@ func (s *session) compact(ctx context.Context, c compaction) (protocol.CompactRe
 		s.mu.Unlock()
 		return protocol.CompactResult{}, nil, err
 	}
-	// What is kept takes at most a quarter of the window, and leaves room
-	// under the bound for the system prompt, the tools and the summary.
-	budget := min(c.window/4, c.bound-c.fixed/agent.BytesPerToken-agent.SummaryReserve)
-	cut, err := agent.CutPoint(history, c.keep, max(budget, 0)*agent.BytesPerToken)
-	if err != nil {
-		return fail(err)
+	if cutErr != nil {
+		return fail(cutErr)
 	}
 	summary, usage, err := agent.Summarize(ctx, c.prov, c.model, history[:cut], c.window)
 	if c.turn != nil && (!usage.IsZero() || usage.Priced) {
