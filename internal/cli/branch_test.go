@@ -25,6 +25,15 @@ func (p *place) logRecords(id string) []protocol.TranscriptRecord {
 	return out
 }
 
+func (p *place) sessionCount() int {
+	p.t.Helper()
+	var sessions []protocol.Session
+	if err := json.Unmarshal([]byte(p.mustRun("ls", "--json")), &sessions); err != nil {
+		p.t.Fatalf("ls --json: %v", err)
+	}
+	return len(sessions)
+}
+
 func ofType(recs []protocol.TranscriptRecord, typ string) []protocol.TranscriptRecord {
 	var out []protocol.TranscriptRecord
 	for _, r := range recs {
@@ -151,7 +160,9 @@ const editScript = `{"replies": [
 ]}`
 
 func TestRewindPutsBackTheFilesLaterTurnsChangedAndRefusesWhenOneChangedSince(t *testing.T) {
-	p := newSessionPlace(t)
+	// The script's replies are its worker's: the session's worker lives
+	// through both turns (the default idle grace, not the short one).
+	p := newPlace(t)
 	script := filepath.Join(t.TempDir(), "edits.json")
 	os.WriteFile(script, []byte(editScript), 0o600)
 	p.extraEnv = append(p.extraEnv, "AGENTD_FAUX_SCRIPT="+script)
@@ -175,7 +186,7 @@ func TestRewindPutsBackTheFilesLaterTurnsChangedAndRefusesWhenOneChangedSince(t 
 	// a.txt changed on disk since the agent wrote it: rewinding the first
 	// turn's files is refused, naming it, and nothing changes.
 	os.WriteFile(a, []byte("changed by hand\n"), 0o644)
-	sessionsBefore := p.mustRun("ls")
+	sessionsBefore := p.sessionCount()
 	_, errOut, code = p.run("rewind", id, "--to", first, "--files")
 	if code == 0 || !strings.Contains(errOut, a) || strings.Contains(errOut, b+" (") {
 		t.Fatalf("rewind over a changed file: exit %d %q; want a refusal naming %s alone", code, errOut, a)
@@ -183,7 +194,7 @@ func TestRewindPutsBackTheFilesLaterTurnsChangedAndRefusesWhenOneChangedSince(t 
 	if got, _ := os.ReadFile(a); string(got) != "changed by hand\n" || !exists(b) {
 		t.Fatal("a refused rewind changed files")
 	}
-	if p.mustRun("ls") != sessionsBefore {
+	if p.sessionCount() != sessionsBefore {
 		t.Fatal("a refused rewind made a session")
 	}
 
