@@ -803,7 +803,7 @@ func (s *session) setThinking(_ context.Context, _ *server.Call, in *protocol.Th
 	return protocol.ModelSelection{SessionID: s.id, Model: s.header.Model, Thinking: in.Level}, nil
 }
 
-// Busy reports whether a turn or a runtime resource runs, or no host has
+// Busy reports whether a turn, a compaction or a runtime resource runs, or no host has
 // claimed the worker yet: a worker is an orphan only once the host that
 // started it has gone.
 func (s *session) Busy() bool {
@@ -812,5 +812,5 @@ func (s *session) Busy() bool {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.current != nil || !s.claimed
+	return s.current != nil || s.compacting || !s.claimed
 }
