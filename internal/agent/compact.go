@@ -31,6 +31,10 @@ const (
 	resultTail = 200
 	// argsMax bounds a tool call's arguments as written out.
 	argsMax = 300
+	// textHead and textTail are the bytes of a long text the summary
+	// request keeps, from its start and its end.
+	textHead = 4000
+	textTail = 2000
 	// summaryShare is the share of the window, in percent, that the
 	// written-out conversation may take in a summary request.
 	summaryShare = 60
@@ -184,7 +188,7 @@ func writeOut(m llm.Message) []string {
 	for _, p := range m.Parts {
 		switch {
 		case p.Type == llm.PartText && p.Text != "":
-			out = append(out, m.Role+": "+p.Text)
+			out = append(out, m.Role+": "+cut(p.Text, textHead, textTail))
 		case p.ToolCall != nil:
 			out = append(out, fmt.Sprintf("assistant called %s %s", p.ToolCall.Name, cut(compactJSON(p.ToolCall.Arguments), argsMax, 0)))
 		case p.ToolResult != nil:
@@ -230,6 +234,10 @@ func Summarize(ctx context.Context, p llm.Provider, model string, msgs []llm.Mes
 	summary := strings.TrimSpace(reply.Message.Text())
 	if summary == "" {
 		return "", reply.Usage, errors.New("the model answered with no summary")
+	}
+	// A summary takes at most a quarter of the window.
+	if limit := window / 4 * BytesPerToken; len(summary) > limit {
+		summary = cut(summary, limit*2/3, limit/3-60)
 	}
 	return summary, reply.Usage, nil
 }

@@ -195,8 +195,9 @@ func TestAFailingCompactionLeavesTheSessionAsItWasAndSaysWhy(t *testing.T) {
 	script := `{"contextWindow": 100000, "replies": [
 		{"steps": [{"text": "one"}]},
 		{"steps": [{"text": "two"}]},
-		{"steps": [{"error": {"status": 400, "message": "the summary was refused"}}]},
 		{"steps": [{"text": "three"}]}
+	], "summaries": [
+		{"steps": [{"error": {"status": 400, "message": "the summary was refused"}}]}
 	]}`
 	r, w := startWindowed(t, script, "", 0)
 	deltas := follow(t, r.conn)

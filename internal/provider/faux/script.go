@@ -43,6 +43,13 @@ type Script struct {
 	// Scripted is false for a script with no "replies" list: it states its
 	// model's window and leaves the replies to the default behaviour.
 	Scripted bool
+	// Summaries are played, in order, to the requests for a summary
+	// (llm.SummarySystem), when the script has a "summaries" list; without
+	// one the provider writes summaries of its own, and Replies go to the
+	// other requests alone.
+	Summaries []Reply
+	// ScriptedSummaries reports whether the script has a "summaries" list.
+	ScriptedSummaries bool
 }
 
 // Reply is one scripted model reply.
@@ -77,6 +84,7 @@ type scriptFile struct {
 	Comment       string            `json:"comment"`
 	ContextWindow *int              `json:"contextWindow"`
 	Replies       []json.RawMessage `json:"replies"`
+	Summaries     []json.RawMessage `json:"summaries"`
 }
 
 type replyFile struct {
@@ -128,6 +136,14 @@ func ParseScript(data []byte) (*Script, error) {
 			return nil, fmt.Errorf("script: reply %d%w", i+1, err)
 		}
 		s.Replies = append(s.Replies, r)
+	}
+	s.ScriptedSummaries = f.Summaries != nil
+	for i, raw := range f.Summaries {
+		r, err := parseReply(raw)
+		if err != nil {
+			return nil, fmt.Errorf("script: summary %d%w", i+1, err)
+		}
+		s.Summaries = append(s.Summaries, r)
 	}
 	return s, nil
 }

@@ -264,3 +264,42 @@ func TestAScriptStatesItsModelsWindowAndMayLeaveTheRepliesToTheDefault(t *testin
 		}
 	}
 }
+
+func TestSummaryRequestsTakeTheScriptsSummariesOrNoneOfItsReplies(t *testing.T) {
+	ask := func(p *faux.Provider, system string) string {
+		t.Helper()
+		r, err := p.Stream(t.Context(), llm.Request{System: system, Messages: []llm.Message{{Role: llm.RoleUser, Parts: []llm.Part{{Type: llm.PartText, Text: "user: hi"}}}}}, func(llm.Event) error { return nil })
+		if err != nil {
+			return "error: " + err.Error()
+		}
+		return r.Message.Text()
+	}
+	s, err := faux.ParseScript([]byte(`{"replies": [{"steps": [{"text": "first reply"}]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := faux.NewScripted(s)
+	if got := ask(p, llm.SummarySystem); !strings.HasPrefix(got, "Summary of 1 earlier requests") {
+		t.Fatalf("a summary without scripted summaries: %q", got)
+	}
+	if got := ask(p, ""); got != "first reply" {
+		t.Fatalf("the reply after a summary: %q", got)
+	}
+	s, err = faux.ParseScript([]byte(`{"replies": [{"steps": [{"text": "reply"}]}], "summaries": [{"steps": [{"text": "scripted summary"}]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p = faux.NewScripted(s)
+	if got := ask(p, llm.SummarySystem); got != "scripted summary" {
+		t.Fatalf("a scripted summary: %q", got)
+	}
+	if got := ask(p, llm.SummarySystem); !strings.Contains(got, "has no summary left for model call 2: it holds 1") {
+		t.Fatalf("past the scripted summaries: %q", got)
+	}
+	if got := ask(p, ""); got != "reply" {
+		t.Fatalf("the reply: %q", got)
+	}
+	if _, err := faux.ParseScript([]byte(`{"replies": [], "summaries": [{"steps": [{"bogus": 1}]}]}`)); err == nil || !strings.Contains(err.Error(), "summary 1") {
+		t.Fatalf("a bad summary: %v", err)
+	}
+}
