@@ -75,7 +75,8 @@ var arrows = map[string][]string{
 	// why a session's worker ended written without following a link;
 	// the guests' grants it decides access from, and the web listener it
 	// starts for the owner
-	"internal/sessions":   {"internal/atomicfile", "internal/catalog", "internal/fanout", "internal/guest", "internal/home", "internal/link", "internal/server", "internal/supervisor", "internal/transport", "internal/web", "protocol"},
+	// and the transcript a fork or a rewind copies into a new session
+	"internal/sessions":   {"internal/atomicfile", "internal/catalog", "internal/fanout", "internal/guest", "internal/home", "internal/link", "internal/server", "internal/supervisor", "internal/transcript", "internal/transport", "internal/web", "protocol"},
 	"internal/supervisor": {"internal/home", "internal/link", "internal/proc", "protocol"},
 	"internal/tools":      {"internal/atomicfile", "internal/llm", "internal/proc", "internal/sandbox", "protocol"},
 	// its file opened without following a symbolic link
@@ -90,8 +91,10 @@ var arrows = map[string][]string{
 	"internal/web": {"internal/atomicfile", "internal/guest", "internal/server", "protocol"},
 	// the worker names the composition it serves and the host surface it
 	// trusts as the link defines them, the two ends of one connection;
-	// what it records and sends is redacted of the keys it holds
-	"internal/worker": {"internal/agent", "internal/fanout", "internal/home", "internal/link", "internal/llm", "internal/proc", "internal/redact", "internal/resource", "internal/sandbox", "internal/server", "internal/tools", "internal/transcript", "internal/transport", "protocol"},
+	// what it records and sends is redacted of the keys it holds; the
+	// content of files before the agent changed them is kept as every
+	// file agentd keeps
+	"internal/worker": {"internal/agent", "internal/atomicfile", "internal/fanout", "internal/home", "internal/link", "internal/llm", "internal/proc", "internal/redact", "internal/resource", "internal/sandbox", "internal/server", "internal/tools", "internal/transcript", "internal/transport", "protocol"},
 	// the host's log opened without following a symbolic link, as every
 	// file agentd keeps in its own directories
 	"internal/cli": {
@@ -111,6 +114,8 @@ var arrows = map[string][]string{
 	"bench/sandboxbench": {"bench/internal/table", "internal/sandbox", "internal/tools", "protocol"},
 	"bench/soak":         {"bench/internal/asagentd", "bench/internal/harness", "client", "internal/activation", "internal/home", "internal/proc", "protocol"},
 	"bench/acpbench":     {"bench/internal/asagentd", "bench/internal/harness", "bench/internal/table", "client", "internal/activation", "protocol"},
+	// a long session's worker, run as agentd worker runs it, on the offline model
+	"bench/longbench":    {"bench/internal/table", "internal/link", "internal/llm", "internal/provider", "internal/provider/faux", "internal/tools", "internal/worker", "protocol"},
 	"bench/handoffbench": {"bench/internal/asagentd", "bench/internal/harness", "bench/internal/procstat", "bench/internal/table", "client", "internal/activation", "internal/home", "internal/proc", "protocol"},
 }
 

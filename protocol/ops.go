@@ -90,6 +90,11 @@ const (
 	OpSessionTranscriptPage Op[TranscriptPageInput, TranscriptPage] = "session.transcript.page"
 	OpSessionTodoQuery      Op[SessionRef, TodoQueryResult]         = "session.todo.query"
 
+	OpSessionCompact       Op[CompactInput, CompactResult]           = "session.compact"
+	OpSessionCompactionSet Op[CompactionSetInput, CompactionSetting] = "session.compaction.set"
+	OpSessionFork          Op[ForkInput, Session]                    = "session.fork"
+	OpSessionRewind        Op[RewindInput, RewindResult]             = "session.rewind"
+
 	OpTurnStart         Op[TurnStartInput, TurnStartResult] = "turn.start"
 	OpTurnQuery         Op[TurnRef, TurnSnapshot]           = "turn.query"
 	OpTurnStop          Op[TurnRef, TurnSnapshot]           = "turn.stop"
@@ -156,6 +161,10 @@ var operations = sync.OnceValue(func() []Operation {
 		op(OpSessionRemove, Command, AccessOwner, "Removes a session and its transcript."),
 		serial(op(OpSessionTranscriptPage, Query, AccessRead, "Reads a page of a subscribed session's transcript; serialized per connection.")),
 		op(OpSessionTodoQuery, Query, AccessRead, "Returns the agent's plan for a session."),
+		op(OpSessionCompact, Command, AccessWrite, "Compacts a session's context now: a summary record replaces its older messages for the model."),
+		op(OpSessionCompactionSet, Command, AccessWrite, "Sets the share of the model's window past which a session compacts before a request."),
+		op(OpSessionFork, Command, AccessOwner, "Makes a new session whose transcript is the original's up to a record."),
+		op(OpSessionRewind, Command, AccessOwner, "Makes a new session from before a turn, and may put back the files that turn and later ones changed."),
 
 		op(OpTurnStart, Command, AccessWrite, "Starts a turn; the same turnId twice starts one turn."),
 		op(OpTurnQuery, Query, AccessRead, "Returns a turn's state."),

@@ -188,6 +188,8 @@ type SessionDelta struct {
 	Entry       json.RawMessage `json:"entry,omitempty"`
 	// Retry is set on model_retry.
 	Retry *RetryNotice `json:"retry,omitempty"`
+	// Compaction is a compaction's progress (compaction).
+	Compaction *CompactionInfo `json:"compaction,omitempty"`
 }
 
 // Continues reports whether next carries more of what d does, so the two

@@ -12,6 +12,8 @@ import "embed"
 //	schema/registration.json                  the registration record
 //	schema/operations/<operation>.input.json  each operation's input
 //	schema/operations/<operation>.result.json each operation's result
+//	schema/records/<type>.json                the data of the transcript records of long sessions:
+//	                                          compaction, compaction_setting, file_change, forked
 //
 // Schemas of what the host decodes strictly (hello, request, inputs) forbid
 // additional properties; schemas of what the host sends allow them, so a

@@ -40,6 +40,10 @@ func schemaFiles() []schemaFile {
 		{"schema/runtime_resource_pty_data.json", reflect.TypeFor[protocol.RuntimeResourcePtyDataFrame](), false, protocol.KindRuntimeResourcePtyData},
 		{"schema/closed.json", reflect.TypeFor[protocol.SubscriptionClosedFrame](), false, protocol.KindSubscriptionClosed},
 		{"schema/registration.json", reflect.TypeFor[protocol.Registration](), false, ""},
+		{"schema/records/compaction.json", reflect.TypeFor[protocol.CompactionData](), false, ""},
+		{"schema/records/compaction_setting.json", reflect.TypeFor[protocol.CompactionSettingData](), false, ""},
+		{"schema/records/file_change.json", reflect.TypeFor[protocol.FileChangeData](), false, ""},
+		{"schema/records/forked.json", reflect.TypeFor[protocol.ForkedData](), false, ""},
 	}
 	for _, op := range protocol.Operations() {
 		files = append(files,

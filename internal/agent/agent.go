@@ -82,6 +82,11 @@ type Loop struct {
 	Steering func() []llm.Message
 	// Emit receives every event.
 	Emit func(Event)
+	// Compact, when set, is called before each model call with its
+	// request. When it compacted the conversation it returns the one to
+	// send instead, which the loop goes on with; nil sends the request as
+	// it is.
+	Compact func(ctx context.Context, req llm.Request) []llm.Message
 	// Commit is called with each finished message (an assistant reply, a
 	// tool result, a steering message) before the loop goes on; an error
 	// (the transcript cannot be written) fails the run.
@@ -132,9 +137,14 @@ func (l *Loop) Run(ctx context.Context, history []llm.Message) (string, error) {
 		if step >= maxSteps {
 			return "", ErrMaxSteps
 		}
-		reply, err := l.callModel(ctx, llm.Request{
-			Model: l.Model, System: l.System, Messages: messages, Tools: specs, Thinking: l.Thinking,
-		})
+		req := llm.Request{Model: l.Model, System: l.System, Messages: messages, Tools: specs, Thinking: l.Thinking}
+		if l.Compact != nil {
+			if compacted := l.Compact(ctx, req); compacted != nil {
+				messages = Repair(compacted)
+				req.Messages = messages
+			}
+		}
+		reply, err := l.callModel(ctx, req)
 		if err != nil {
 			if ctx.Err() != nil {
 				return OutcomeInterrupted, nil
@@ -240,6 +250,12 @@ func (l *Loop) runTool(ctx context.Context, set *tools.Set, call llm.ToolCall) l
 	env := *l.Env
 	env.Progress = func(chunk string) {
 		l.emit(Event{Kind: ToolCallUpdate, ToolCall: &call, Output: chunk})
+	}
+	if changed := l.Env.Changed; changed != nil {
+		env.Changed = func(c tools.FileChange) {
+			c.Tool, c.CallID = call.Name, call.ID
+			changed(c)
+		}
 	}
 	out := tools.Call(ctx, l.Logger, tool, &env, call.Arguments)
 	return finish(out.Content, out.IsError)

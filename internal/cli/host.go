@@ -46,6 +46,10 @@ func newHostCmd(e *env) *cobra.Command {
 			if _, err := toolEnvExtra(); err != nil {
 				return usagef("%v", err)
 			}
+			// Its workers read it: a host refuses a setting they would.
+			if _, err := compactAtFromEnv(); err != nil {
+				return usagef("%v", err)
+			}
 			if idleGrace < 0 {
 				return usagef("--idle-grace must not be negative")
 			}

@@ -376,3 +376,32 @@ func TestThePageShowsAModelCallRetriedInTheWaitingReply(t *testing.T) {
 	once.Do(func() { close(release) })
 	until(t, ctx, "the reply, the notice gone", hasText("#transcript .rec", "Hello, world.")+` && document.querySelector('#transcript .retry') === null && document.querySelector('#session-status').textContent === 'idle'`)
 }
+
+// The page shows a compaction as it happens, and where it stands in the
+// transcript when the page reads it afresh.
+func TestThePageShowsACompactionLiveAndInTheTranscript(t *testing.T) {
+	p := newSessionPlace(t)
+	_, errOut, code := p.run("run", "--cwd", p.workDir(), "--approve", "all", "the first request")
+	if code != 0 {
+		t.Fatalf("run: exit %d: %s", code, errOut)
+	}
+	id := sessionIDFrom(t, errOut)
+	p.mustRun("run", "--session", id, "the second request")
+	w := p.web()
+	ctx := newTab(t, 1280, 900)
+	do(t, ctx, chromedp.Navigate(w.URL+"#token="+w.OwnerToken))
+	row := fmt.Sprintf(`#sessions li[data-session=%q] a`, id)
+	until(t, ctx, "the session listed", fmt.Sprintf(`document.querySelector(%q) !== null`, row))
+	do(t, ctx, chromedp.Click(chromedp.CSS(row)))
+	until(t, ctx, "the transcript", hasText("#transcript .rec.user", "the second request"))
+
+	p.mustRun("compact", id, "--keep", "1")
+	until(t, ctx, "the compaction, live", hasText("#transcript .rec.note.compaction", "Context compacted here (asked for): 3 earlier messages summarized")+
+		" && "+hasText("#transcript .rec.note.compaction details.summary", "Summary of 2 earlier requests"))
+	do(t, ctx, chromedp.Reload())
+	until(t, ctx, "the compaction, read afresh, after the originals", hasText("#transcript .rec.note.compaction", "Context compacted here")+
+		` && [...document.querySelectorAll('#transcript .rec')].findIndex(e => e.textContent.includes('the first request')) < [...document.querySelectorAll('#transcript .rec')].findIndex(e => e.classList.contains('compaction'))`)
+	if n := eval[int](t, ctx, countText("#transcript .rec.note.compaction", "Context compacted here")); n != 1 {
+		t.Fatalf("the compaction is shown %d times", n)
+	}
+}

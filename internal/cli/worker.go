@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -33,6 +35,24 @@ func workerIdleGrace() (time.Duration, error) {
 		return 0, fmt.Errorf("%s=%q: want a positive Go duration such as 30s", EnvWorkerIdleGrace, v)
 	}
 	return d, nil
+}
+
+// EnvCompactAt sets the host's compaction threshold: the share of a
+// model's context window, in percent, past which a turn's request is
+// compacted first, for sessions that set none of their own.
+const EnvCompactAt = "AGENTD_COMPACT_AT"
+
+// compactAtFromEnv reads EnvCompactAt; 0 when it is not set.
+func compactAtFromEnv() (int, error) {
+	v := os.Getenv(EnvCompactAt)
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(strings.TrimSuffix(v, "%"))
+	if err != nil || n < protocol.MinCompactAt || n > protocol.MaxCompactAt {
+		return 0, fmt.Errorf("%s=%q: want a whole percent from %d to %d, such as 80", EnvCompactAt, v, protocol.MinCompactAt, protocol.MaxCompactAt)
+	}
+	return n, nil
 }
 
 const systemPrompt = `You are a coding agent working in a person's project directory through tools.
@@ -131,6 +151,9 @@ func newWorkerCmd(e *env) *cobra.Command {
 			extra, err := toolEnvExtra()
 			if err != nil {
 				return err
+			}
+			if cfg.CompactAt, err = compactAtFromEnv(); err != nil {
+				return usageError{err}
 			}
 			keys := newKeyring(cfg.Home)
 			reg, err := providers(cfg.Home, keys, true)

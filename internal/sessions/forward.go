@@ -28,6 +28,8 @@ var sessionOps = []struct {
 	{string(protocol.OpInteractionQuery), false},
 	{string(protocol.OpInteractionAnswer), true},
 	{string(protocol.OpModelsThinkingSet), true},
+	{string(protocol.OpSessionCompact), true},
+	{string(protocol.OpSessionCompactionSet), true},
 	{string(protocol.OpRuntimeResourceQuery), false},
 	{string(protocol.OpRuntimeResourceStart), true},
 	{string(protocol.OpRuntimeResourceStop), true},

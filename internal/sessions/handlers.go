@@ -23,6 +23,8 @@ func (s *Service) handlers() server.Table {
 	server.Handle(t, protocol.OpSessionArchive, s.archive)
 	server.Handle(t, protocol.OpSessionUnarchive, s.unarchive)
 	server.Handle(t, protocol.OpSessionRemove, s.remove)
+	server.Handle(t, protocol.OpSessionFork, s.fork)
+	server.Handle(t, protocol.OpSessionRewind, s.rewind)
 	server.Handle(t, protocol.OpModelsList, s.models)
 	server.Handle(t, protocol.OpModelsSelect, s.selectModel)
 	server.Handle(t, protocol.OpSubscriptionOpen, s.open)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 
@@ -83,6 +84,18 @@ func (editTool) Run(ctx context.Context, env *Env, raw json.RawMessage) Result {
 	}
 	if _, err := writeAtomic(p, []byte(text)); err != nil {
 		return failf("edit", "cannot write %s: %v", a.Path, err)
+	}
+	if env.Changed != nil {
+		was := FileChange{Path: p, Existed: true, BeforeSize: int64(len(data))}
+		if target, err := filepath.EvalSymlinks(p); err == nil {
+			was.Path = target
+		}
+		if len(data) > MaxBefore {
+			was.TooLarge = true
+		} else {
+			was.Before = data
+		}
+		changed(env, was, []byte(text))
 	}
 	if n == 1 {
 		return Result{Content: fmt.Sprintf("edited %s: replaced 1 occurrence at line %d", a.Path, line)}

@@ -61,7 +61,15 @@ type Env struct {
 	// (bash) as it arrives. It is called from another goroutine than Run's,
 	// one call at a time, and never after Run has returned.
 	Progress func(chunk string)
+	// Changed, when set, is told of each file the write and edit tools
+	// changed, with what it held before (at most MaxBefore bytes of it),
+	// once the change is made.
+	Changed func(FileChange)
 }
+
+// MaxBefore bounds what a FileChange keeps of a file's content before:
+// protocol.MaxKeptFile, which a file_change record states.
+const MaxBefore = 4 << 20
 
 // Result is a tool's answer.
 type Result struct {

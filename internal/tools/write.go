@@ -42,10 +42,16 @@ func (writeTool) Run(ctx context.Context, env *Env, raw json.RawMessage) Result 
 	if err := ctx.Err(); err != nil {
 		return failf("write", "%s: not written: %s", a.Path, why(ctx))
 	}
-	created, err := writeAtomic(resolve(env, a.Path), []byte(a.Content))
+	p := resolve(env, a.Path)
+	var was FileChange
+	if env.Changed != nil {
+		was = before(p, MaxBefore)
+	}
+	created, err := writeAtomic(p, []byte(a.Content))
 	if err != nil {
 		return failf("write", "cannot write %s: %v", a.Path, err)
 	}
+	changed(env, was, []byte(a.Content))
 	if created {
 		return Result{Content: fmt.Sprintf("created %s: wrote %d bytes", a.Path, len(a.Content))}
 	}

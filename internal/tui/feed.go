@@ -97,6 +97,8 @@ type Feed struct {
 	tools  map[string]*Block // by call id
 	notes  map[string]*Block // by interaction id
 	stream map[string]*Block // by message id: a reply streaming
+
+	compacting *Block // the note of a compaction running, nil when none is
 }
 
 // NewFeed returns a feed that has applied the records up to last.
@@ -202,6 +204,8 @@ func (f *Feed) Delta(d protocol.SessionDelta) {
 		if d.Retry != nil {
 			f.add(&Block{Kind: BlockNote, TurnID: d.TurnID, Text: RetryText(*d.Retry), Done: true})
 		}
+	case protocol.EventCompaction:
+		f.compactionDelta(d)
 	case protocol.EventInteractionAdded:
 		if in := d.Interaction; in != nil && f.notes[in.InteractionID] == nil {
 			f.notes[in.InteractionID] = f.add(&Block{Kind: BlockNote, TurnID: d.TurnID, Text: "waiting for approval: " + in.Prompt})
@@ -316,6 +320,12 @@ func (f *Feed) Record(r protocol.TranscriptRecord) {
 		var d protocol.TurnEndData
 		json.Unmarshal(r.Data, &d)
 		f.end(r.TurnID, d.Status, d.Error, d.Usage, r.Seq)
+	case protocol.RecordCompaction:
+		f.compactionRecord(r)
+	case protocol.RecordFileChange:
+		f.add(&Block{Kind: BlockNote, TurnID: r.TurnID, Seq: r.Seq, Time: r.Time, Text: fileChangeNote(r), Done: true})
+	case protocol.RecordForked:
+		f.add(&Block{Kind: BlockNote, Seq: r.Seq, Time: r.Time, Text: forkedNote(r), Done: true})
 	case protocol.RecordUserMessage:
 		var d protocol.UserMessageData
 		json.Unmarshal(r.Data, &d)

@@ -16,11 +16,16 @@ import (
 // never panics, and the queue it rebuilds holds only queued entries, each
 // known by its message, each message once.
 func FuzzRecover(f *testing.F) {
-	types := []string{protocol.RecordTurnStart, protocol.RecordTurnEnd, protocol.RecordUserMessage, protocol.RecordAssistantMessage, protocol.RecordToolResults, protocol.RecordQueueAdd, protocol.RecordQueueRetract, protocol.RecordToolAllowed, "other"}
+	types := []string{protocol.RecordTurnStart, protocol.RecordTurnEnd, protocol.RecordUserMessage, protocol.RecordAssistantMessage, protocol.RecordToolResults, protocol.RecordQueueAdd, protocol.RecordQueueRetract, protocol.RecordToolAllowed,
+		protocol.RecordCompaction, protocol.RecordCompactionSetting, protocol.RecordFileChange, protocol.RecordForked, "other"}
 	f.Add([]byte{0, 1, 5, 2, 6}, []byte(`{"messageId":"m1","entryId":"q-m1","placement":"next_turn","text":"x","runId":"r","status":"completed"}`))
 	f.Add([]byte{5, 5, 6, 0, 3}, []byte(`{"messageId":"m1","placement":"steering","steering":true}`))
 	f.Add([]byte{4, 4}, []byte(`{"role":"assistant","parts":[{"type":"tool_call","toolCall":{"id":"c","name":"todo","arguments":{"items":[]}}}]}`))
 	f.Add([]byte{2}, []byte(`"not an object"`))
+	f.Add([]byte{2, 3, 2, 3, 9, 2, 9}, []byte(`{"text":"x","role":"assistant","parts":[],"summary":"s","messages":2,"kept":1}`))
+	f.Add([]byte{9}, []byte(`{"summary":"s","messages":-1}`))
+	f.Add([]byte{10}, []byte(`{"compactAt":-3}`))
+	f.Add([]byte{10, 11, 12}, []byte(`{"compactAt":50,"path":"/x","fromSessionId":"s0","atSequence":3}`))
 	f.Fuzz(func(t *testing.T, kinds, data []byte) {
 		if len(kinds) > 64 || !json.Valid(data) {
 			return
@@ -43,6 +48,9 @@ func FuzzRecover(f *testing.F) {
 		}
 		if err := s.recover("worker exited: signal 9"); err != nil {
 			t.Fatalf("recover: %v", err)
+		}
+		if s.compactAt != 0 && (s.compactAt < protocol.MinCompactAt || s.compactAt > protocol.MaxCompactAt) {
+			t.Fatalf("a compaction threshold of %d", s.compactAt)
 		}
 		if len(s.queue.Steering) > 0 {
 			t.Fatalf("steering left waiting with no turn to take it: %+v", s.queue.Steering)

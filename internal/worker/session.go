@@ -88,6 +88,14 @@ type session struct {
 	reg      home.WorkerRegistration        // guarded by mu: the worker's registration, once serving
 	messages map[string]protocol.QueueEntry // guarded by mu: submitted messages by id, as they stand
 	allowed  map[string]bool                // guarded by mu: tools a person allowed for the rest of the session
+
+	defaultCompactAt int     // constant: the host's compaction threshold, percent; 0 for protocol.DefaultCompactAt
+	compactAt        int     // guarded by mu: the session's own threshold, percent; 0 for the default
+	compacting       bool    // guarded by mu: a compaction a person asked for runs; turns wait
+	usageTokens      int     // guarded by mu: the tokens of the conversation up to history[usageAt], as reported
+	usageAt          int     // guarded by mu: 0 when no reported usage measures the conversation
+	tokenRatio       float64 // guarded by mu: the provider's last count over the bytes/4 estimate; 0 before one
+	lastFixed        int     // guarded by mu: the bytes of the last request's system prompt and tools
 }
 
 // ProviderResolver finds the provider of a "provider/model" spec.
@@ -110,6 +118,8 @@ func (s *session) handlers() server.Table {
 	server.Handle(t, protocol.OpModelsSelect, s.selectModel)
 	server.Handle(t, protocol.OpModelsThinkingSet, s.setThinking)
 	server.Handle(t, protocol.OpSessionGet, s.getSession)
+	server.Handle(t, protocol.OpSessionCompact, s.compactNow)
+	server.Handle(t, protocol.OpSessionCompactionSet, s.setCompaction)
 	server.Handle(t, protocol.OpSubscriptionOpen, s.openSubscription)
 	server.Handle(t, protocol.OpSubscriptionReady, s.readySubscription)
 	server.Handle(t, protocol.OpSubscriptionClose, s.closeSubscription)
@@ -195,6 +205,10 @@ func (s *session) startTurn(_ context.Context, _ *server.Call, in *protocol.Turn
 		return protocol.TurnStartResult{}, protocol.Errorf(protocol.CodeOperationConflict,
 			"turn %s is running; submit the message with placement %q or %q", s.current.snap.TurnID, protocol.PlacementSteering, protocol.PlacementNextTurn)
 	}
+	if s.compacting {
+		return protocol.TurnStartResult{}, protocol.Errorf(protocol.CodeOperationConflict,
+			"the session is compacting; submit the message with placement %q to have it start the next turn", protocol.PlacementNextTurn)
+	}
 	if in.Approval != "" {
 		s.header.Approval = in.Approval
 	}
@@ -237,11 +251,13 @@ func (s *session) beginTurnLocked(turnID, messageID, text string) (*turn, error)
 	}
 	t.loop = &agent.Loop{
 		Provider: prov, Model: model, Thinking: s.header.Thinking, System: agent.SystemPrompt(s.system, instructions), Tools: s.tools,
-		Env: &tools.Env{Cwd: s.header.Cwd, Todo: s.todo, Environ: s.turnEnviron(), Sandbox: s.sandbox, Background: background{s}},
+		Env: &tools.Env{Cwd: s.header.Cwd, Todo: s.todo, Environ: s.turnEnviron(), Sandbox: s.sandbox, Background: background{s},
+			Changed: func(c tools.FileChange) { s.recordChange(t, c) }},
 		Approve: func(ctx context.Context, call llm.ToolCall, tool tools.Tool) (agent.Decision, error) {
 			return s.approve(ctx, t, call, tool)
 		},
 		Steering: s.takeSteering,
+		Compact:  func(ctx context.Context, req llm.Request) []llm.Message { return s.autoCompact(ctx, t, prov, req) },
 		Emit:     func(e agent.Event) { s.onAgentEvent(t, e) },
 		Commit:   func(m llm.Message) error { return s.commit(t, m) },
 	}
@@ -414,6 +430,9 @@ func (s *session) onAgentEvent(t *turn, e agent.Event) {
 		}
 		t.calls++
 		t.usage = t.usage.Add(e.Usage)
+		if !e.IsError {
+			s.noteUsageLocked(e.Usage, e.Message)
+		}
 		t.snap.Usage = turnUsage(t.calls, t.usage)
 	case agent.ToolCallStart, agent.ToolCallUpdate, agent.ToolCallEnd:
 		d.Event = map[string]string{
@@ -536,7 +555,7 @@ func (s *session) submitMessage(_ context.Context, _ *server.Call, in *protocol.
 		return protocol.QueueEntry{EntryID: "q-" + in.MessageID, MessageID: in.MessageID, Content: in.Content, Placement: in.Placement, State: protocol.QueueDelivered}, nil
 	}
 	entry := protocol.QueueEntry{EntryID: "q-" + in.MessageID, MessageID: in.MessageID, Content: in.Content, Placement: in.Placement, State: protocol.QueueQueued}
-	if s.current == nil && len(s.queue.FollowUp) == 0 {
+	if s.current == nil && !s.compacting && len(s.queue.FollowUp) == 0 {
 		// Nothing runs: the message starts a turn now, whatever its placement.
 		if _, err := s.beginTurnLocked(protocol.MessageTurnID(in.MessageID), in.MessageID, in.Content.Text); err != nil {
 			return protocol.QueueEntry{}, err
@@ -558,7 +577,7 @@ func (s *session) submitMessage(_ context.Context, _ *server.Call, in *protocol.
 	}
 	s.enqueueLocked(entry)
 	s.emitLocked(protocol.SessionDelta{Event: protocol.EventQueueChanged, Queue: ptr(cloneQueue(s.queue))})
-	if s.current == nil {
+	if s.current == nil && !s.compacting {
 		// Messages a previous worker queued go first.
 		s.startQueuedLocked()
 	}
@@ -792,7 +811,7 @@ func (s *session) setThinking(_ context.Context, _ *server.Call, in *protocol.Th
 	return protocol.ModelSelection{SessionID: s.id, Model: s.header.Model, Thinking: in.Level}, nil
 }
 
-// Busy reports whether a turn or a runtime resource runs, or no host has
+// Busy reports whether a turn, a compaction or a runtime resource runs, or no host has
 // claimed the worker yet: a worker is an orphan only once the host that
 // started it has gone.
 func (s *session) Busy() bool {
@@ -801,5 +820,5 @@ func (s *session) Busy() bool {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.current != nil || !s.claimed
+	return s.current != nil || s.compacting || !s.claimed
 }

@@ -21,6 +21,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentd-dev/agentd/internal/agent"
 	"github.com/agentd-dev/agentd/internal/home"
 	"github.com/agentd-dev/agentd/internal/link"
 	"github.com/agentd-dev/agentd/internal/llm"
@@ -56,6 +57,10 @@ type Config struct {
 	// Ready, when set, is written to and closed once the worker serves:
 	// its host waits on it instead of dialling until it answers.
 	Ready io.WriteCloser
+	// CompactAt is the share of a model's window, in percent, past which
+	// a turn's request is compacted first, unless the session sets its
+	// own; 0 means protocol.DefaultCompactAt.
+	CompactAt int
 	// OrphanGrace is how long the worker lives on with no host connected
 	// and no turn running: once its host is gone (killed, say) and no
 	// other claims it, it exits. Zero means it waits for a host forever.
@@ -106,6 +111,8 @@ func Run(ctx context.Context, cfg Config) error {
 		subs:      map[string]*subscription{},
 		messages:  map[string]protocol.QueueEntry{},
 		allowed:   map[string]bool{},
+
+		defaultCompactAt: cfg.CompactAt,
 	}
 	pol, closeSandbox, err := newSandbox(cfg, logger)
 	if err != nil {
@@ -285,6 +292,21 @@ func (s *session) recover(previousExit string) error {
 				break
 			}
 			s.dequeueLocked(d.MessageID, protocol.QueueRetracted)
+		case protocol.RecordCompaction:
+			var d protocol.CompactionData
+			if !read(r, &d) {
+				break
+			}
+			if d.Messages < 1 || d.Messages > len(s.history) {
+				s.logger.Warn("a compaction record does not match the conversation; recovery goes on without it", "seq", r.Seq, "messages", d.Messages, "conversation", len(s.history))
+				break
+			}
+			s.history = agent.Compacted(s.history, d.Messages, d.Summary)
+		case protocol.RecordCompactionSetting:
+			var d protocol.CompactionSettingData
+			if read(r, &d) && (&protocol.CompactionSetInput{SessionID: s.id, CompactAt: d.CompactAt}).Validate() == nil {
+				s.compactAt = d.CompactAt
+			}
 		case protocol.RecordAssistantMessage, protocol.RecordToolResults:
 			var d protocol.MessageData
 			if !read(r, &d) {

@@ -62,6 +62,22 @@
 //     steps after it are refused. Steps before it are emitted first, which
 //     scripts a failure in the middle of a reply.
 //
+// A script may state its model's context window, in tokens, with
+// "contextWindow": 4096 (from MinContextWindow to MaxContextWindow); the
+// provider then describes every model with it (llm.Describer), which
+// context compaction goes by. A script with a window and no "replies"
+// list answers by the default behaviour.
+//
+// # Summaries
+//
+// A request whose system prompt is llm.SummarySystem, context
+// compaction's, is answered with a summary of the conversation it writes
+// out: the person's requests, newest last, each clipped, within
+// summaryMax bytes; it takes no reply of a script's "replies". A script
+// with a "summaries" list (replies, in the same shape) plays those to the
+// summary requests instead, in order, so a test can script a summary or
+// its failure.
+//
 // A reply with a tool call stops with llm.StopToolUse, others with
 // llm.StopEnd. Decoding is strict: an unknown field, a step with no kind or
 // two, or a bad duration is an error naming the reply and step.
@@ -104,8 +120,9 @@ type Provider struct {
 	script     *Script // constant; nil for the default behaviour
 	scriptName string  // constant
 
-	mu   sync.Mutex
-	next int // guarded by mu: the next reply of script to play
+	mu          sync.Mutex
+	next        int // guarded by mu: the next reply of script to play
+	nextSummary int // guarded by mu: the next summary of script to play
 }
 
 // New returns the provider, reading and decoding the script when
@@ -142,10 +159,24 @@ func (p *Provider) Stream(ctx context.Context, req llm.Request, emit func(llm.Ev
 	if err := ctx.Err(); err != nil {
 		return llm.Reply{}, err
 	}
-	if p.script != nil {
-		return p.play(ctx, req, emit)
+	summary := req.System == llm.SummarySystem
+	switch {
+	case summary && p.script != nil && p.script.ScriptedSummaries:
+		return p.play(ctx, req, emit, p.script.Summaries, &p.nextSummary, "summary")
+	case summary:
+		return summarize(req, emit)
+	case p.script != nil && p.script.Scripted:
+		return p.play(ctx, req, emit, p.script.Replies, &p.next, "reply")
 	}
 	return respond(req, emit)
+}
+
+// Describe returns the window the script states, if it states one.
+func (p *Provider) Describe(string) llm.ModelInfo {
+	if p.script == nil || p.script.ContextWindow == 0 {
+		return llm.ModelInfo{}
+	}
+	return llm.ModelInfo{ContextWindow: p.script.ContextWindow, Known: true}
 }
 
 // builder assembles a reply while emitting its events.
@@ -234,21 +265,22 @@ func (b *builder) reply(in int) llm.Reply {
 	}
 }
 
-// play plays the script's next reply.
-func (p *Provider) play(ctx context.Context, req llm.Request, emit func(llm.Event) error) (llm.Reply, error) {
+// play plays the next of replies, counted by next (guarded by mu); what
+// names one in errors.
+func (p *Provider) play(ctx context.Context, req llm.Request, emit func(llm.Event) error, replies []Reply, next *int, what string) (llm.Reply, error) {
 	p.mu.Lock()
-	n := p.next
-	if n < len(p.script.Replies) {
-		p.next++
+	n := *next
+	if n < len(replies) {
+		*next++
 	}
 	p.mu.Unlock()
-	if n >= len(p.script.Replies) {
+	if n >= len(replies) {
 		return llm.Reply{}, &llm.ProviderError{Provider: Name, Message: fmt.Sprintf(
-			"%s has no reply left for model call %d: it holds %d", p.scriptName, n+1, len(p.script.Replies))}
+			"%s has no %s left for model call %d: it holds %d", p.scriptName, what, n+1, len(replies))}
 	}
 	b := &builder{emit: emit}
 	in := countWords(req)
-	for i, st := range p.script.Replies[n].Steps {
+	for i, st := range replies[n].Steps {
 		switch st.Kind {
 		case StepText, StepThinking:
 			for r := range st.Repeat {

@@ -28,6 +28,9 @@ func FuzzParseScript(f *testing.F) {
 		`{"replies":[{"steps":[{"txt":"x"}]}]} trailing`,
 		`{"replies":null}`,
 		`{"replies":[null]}`,
+		`{"contextWindow":4096}`,
+		`{"contextWindow":1}`,
+		`{"contextWindow":4096,"replies":[{"steps":[{"text":"x"}]}]}`,
 		`[]`,
 		``,
 	} {

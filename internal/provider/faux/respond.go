@@ -3,6 +3,7 @@ package faux
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -215,4 +216,37 @@ func countWords(req llm.Request) int {
 		}
 	}
 	return n
+}
+
+// summaryMax bounds the summary the default behaviour writes.
+const summaryMax = 1200
+
+// summarize answers a compaction's request: the lines of the conversation
+// it writes out that are the person's ("user: …"), newest last, each
+// clipped, as many as fit summaryMax.
+func summarize(req llm.Request, emit func(llm.Event) error) (llm.Reply, error) {
+	b := &builder{emit: emit}
+	in := countWords(req)
+	_, text := lastUser(req.Messages)
+	var asks []string
+	for line := range strings.Lines(text) {
+		if ask, ok := strings.CutPrefix(line, "user: "); ok {
+			asks = append(asks, clip(ask, 100))
+		}
+	}
+	head := fmt.Sprintf("Summary of %d earlier requests.", len(asks))
+	out, size := []string{}, len(head)
+	for i := len(asks) - 1; i >= 0 && size+len(asks[i])+3 <= summaryMax; i-- {
+		out = append(out, asks[i])
+		size += len(asks[i]) + 3
+	}
+	slices.Reverse(out)
+	if len(out) < len(asks) {
+		head += fmt.Sprintf(" The last %d:", len(out))
+	}
+	if len(out) > 0 {
+		head += " " + strings.Join(out, " | ")
+	}
+	err := b.words(StepText, head)
+	return b.reply(in), err
 }

@@ -18,6 +18,10 @@ const (
 	MaxRepeat = 10_000_000
 	// MaxDelay bounds a delay step.
 	MaxDelay = time.Hour
+	// MinContextWindow and MaxContextWindow bound the window a script
+	// states.
+	MinContextWindow = 256
+	MaxContextWindow = 10_000_000
 )
 
 // Step kinds, as Step.Kind reports them.
@@ -33,6 +37,19 @@ const (
 // consume them.
 type Script struct {
 	Replies []Reply
+	// ContextWindow is the window, in tokens, the script states for its
+	// model; 0 when it states none.
+	ContextWindow int
+	// Scripted is false for a script with no "replies" list: it states its
+	// model's window and leaves the replies to the default behaviour.
+	Scripted bool
+	// Summaries are played, in order, to the requests for a summary
+	// (llm.SummarySystem), when the script has a "summaries" list; without
+	// one the provider writes summaries of its own, and Replies go to the
+	// other requests alone.
+	Summaries []Reply
+	// ScriptedSummaries reports whether the script has a "summaries" list.
+	ScriptedSummaries bool
 }
 
 // Reply is one scripted model reply.
@@ -64,8 +81,10 @@ type Step struct {
 
 // The file's shapes. Each is decoded with unknown fields refused.
 type scriptFile struct {
-	Comment string            `json:"comment"`
-	Replies []json.RawMessage `json:"replies"`
+	Comment       string            `json:"comment"`
+	ContextWindow *int              `json:"contextWindow"`
+	Replies       []json.RawMessage `json:"replies"`
+	Summaries     []json.RawMessage `json:"summaries"`
 }
 
 type replyFile struct {
@@ -100,16 +119,31 @@ func ParseScript(data []byte) (*Script, error) {
 	if err := decodeStrict(data, &f); err != nil {
 		return nil, fmt.Errorf("script: %w", err)
 	}
-	if f.Replies == nil {
-		return nil, errors.New(`script: no "replies" list`)
+	s := &Script{Scripted: f.Replies != nil}
+	if f.ContextWindow != nil {
+		if *f.ContextWindow < MinContextWindow || *f.ContextWindow > MaxContextWindow {
+			return nil, fmt.Errorf(`script: "contextWindow" is %d; it must be from %d to %d tokens`, *f.ContextWindow, MinContextWindow, MaxContextWindow)
+		}
+		s.ContextWindow = *f.ContextWindow
 	}
-	s := &Script{Replies: make([]Reply, 0, len(f.Replies))}
+	if f.Replies == nil && f.ContextWindow == nil {
+		return nil, errors.New(`script: no "replies" list (a script with none states a "contextWindow")`)
+	}
+	s.Replies = make([]Reply, 0, len(f.Replies))
 	for i, raw := range f.Replies {
 		r, err := parseReply(raw)
 		if err != nil {
 			return nil, fmt.Errorf("script: reply %d%w", i+1, err)
 		}
 		s.Replies = append(s.Replies, r)
+	}
+	s.ScriptedSummaries = f.Summaries != nil
+	for i, raw := range f.Summaries {
+		r, err := parseReply(raw)
+		if err != nil {
+			return nil, fmt.Errorf("script: summary %d%w", i+1, err)
+		}
+		s.Summaries = append(s.Summaries, r)
 	}
 	return s, nil
 }

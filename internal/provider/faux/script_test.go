@@ -236,3 +236,70 @@ func TestConcurrentCallsEachTakeTheirOwnReply(t *testing.T) {
 		t.Errorf("%d distinct replies, want %d", len(seen), n)
 	}
 }
+
+func TestAScriptStatesItsModelsWindowAndMayLeaveTheRepliesToTheDefault(t *testing.T) {
+	s, err := faux.ParseScript([]byte(`{"contextWindow": 4096}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := faux.NewScripted(s)
+	if info := llm.Describe(p, "echo"); info.ContextWindow != 4096 || !info.Known {
+		t.Fatalf("Describe: %+v, want a known window of 4096", info)
+	}
+	reply, err := p.Stream(t.Context(), llm.Request{Messages: []llm.Message{{Role: llm.RoleUser, Parts: []llm.Part{{Type: llm.PartText, Text: "hello"}}}}}, func(llm.Event) error { return nil })
+	if err != nil || !strings.Contains(reply.Message.Text(), "hello") {
+		t.Fatalf("a script without replies answers by the default: %q, %v", reply.Message.Text(), err)
+	}
+	summary, err := p.Stream(t.Context(), llm.Request{System: llm.SummarySystem, Messages: []llm.Message{{Role: llm.RoleUser, Parts: []llm.Part{{Type: llm.PartText,
+		Text: "Summarize this conversation:\n\nuser: fix the lexer\nassistant: done\nuser: now the parser"}}}}}, func(llm.Event) error { return nil })
+	if err != nil || !strings.Contains(summary.Message.Text(), "fix the lexer | now the parser") {
+		t.Fatalf("summary: %q, %v", summary.Message.Text(), err)
+	}
+	if info := llm.Describe(faux.NewScripted(&faux.Script{Scripted: true}), "echo"); info.Known || info.ContextWindow != llm.DefaultContextWindow {
+		t.Fatalf("a script stating no window: %+v", info)
+	}
+	for _, bad := range []string{`{"contextWindow": 10}`, `{"contextWindow": "big"}`, `{}`} {
+		if _, err := faux.ParseScript([]byte(bad)); err == nil {
+			t.Errorf("%s parsed", bad)
+		}
+	}
+}
+
+func TestSummaryRequestsTakeTheScriptsSummariesOrNoneOfItsReplies(t *testing.T) {
+	ask := func(p *faux.Provider, system string) string {
+		t.Helper()
+		r, err := p.Stream(t.Context(), llm.Request{System: system, Messages: []llm.Message{{Role: llm.RoleUser, Parts: []llm.Part{{Type: llm.PartText, Text: "user: hi"}}}}}, func(llm.Event) error { return nil })
+		if err != nil {
+			return "error: " + err.Error()
+		}
+		return r.Message.Text()
+	}
+	s, err := faux.ParseScript([]byte(`{"replies": [{"steps": [{"text": "first reply"}]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := faux.NewScripted(s)
+	if got := ask(p, llm.SummarySystem); !strings.HasPrefix(got, "Summary of 1 earlier requests") {
+		t.Fatalf("a summary without scripted summaries: %q", got)
+	}
+	if got := ask(p, ""); got != "first reply" {
+		t.Fatalf("the reply after a summary: %q", got)
+	}
+	s, err = faux.ParseScript([]byte(`{"replies": [{"steps": [{"text": "reply"}]}], "summaries": [{"steps": [{"text": "scripted summary"}]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p = faux.NewScripted(s)
+	if got := ask(p, llm.SummarySystem); got != "scripted summary" {
+		t.Fatalf("a scripted summary: %q", got)
+	}
+	if got := ask(p, llm.SummarySystem); !strings.Contains(got, "has no summary left for model call 2: it holds 1") {
+		t.Fatalf("past the scripted summaries: %q", got)
+	}
+	if got := ask(p, ""); got != "reply" {
+		t.Fatalf("the reply: %q", got)
+	}
+	if _, err := faux.ParseScript([]byte(`{"replies": [], "summaries": [{"steps": [{"bogus": 1}]}]}`)); err == nil || !strings.Contains(err.Error(), "summary 1") {
+		t.Fatalf("a bad summary: %v", err)
+	}
+}

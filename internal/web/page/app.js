@@ -532,6 +532,9 @@ function applyDelta(d) {
     case 'session_changed':
       setSession(d.session);
       break;
+    case 'compaction':
+      showCompaction(d.compaction);
+      break;
   }
 }
 
@@ -643,6 +646,45 @@ function renderRecord(rec, into) {
     case 'tool_allowed':
       into.append(el('div', 'rec note', (data.tool || 'a tool') + ' allowed for the rest of the session'));
       break;
+    case 'compaction': {
+      // Where the context was compacted: the model is sent the summary
+      // in place of what came before.
+      const b = el('div', 'rec note compaction');
+      b.dataset.seq = rec.seq;
+      b.append(el('div', '', 'Context compacted here (' + (data.trigger === 'auto' ? 'automatic' : 'asked for') + '): ' +
+        (data.messages || 0) + ' earlier messages summarized, about ' + (data.tokensBefore || 0) + ' → ' + (data.tokensAfter || 0) +
+        ' tokens of a ' + (data.contextWindow || 0) + '-token window.'));
+      const sum = el('details', 'summary');
+      sum.append(el('summary', '', 'summary'), document.createTextNode(data.summary || ''));
+      b.append(sum);
+      const live = document.querySelector('#transcript .compacting');
+      if (live) live.remove();
+      into.append(b);
+      break;
+    }
+    case 'file_change':
+      into.append(el('div', 'rec note', (data.tool || 'a tool') + (data.existed ? ' changed ' : ' created ') + (data.path || '')));
+      break;
+    case 'forked':
+      into.append(el('div', 'rec note', data.rewoundTurnId ?
+        'Rewound from session ' + data.fromSessionId + ' to before turn ' + data.rewoundTurnId :
+        'Forked from session ' + data.fromSessionId + ' at record ' + data.atSequence));
+      break;
+  }
+}
+
+// showCompaction shows a compaction as it happens; its record replaces
+// the note once it is done.
+function showCompaction(c) {
+  if (!c) return;
+  let live = document.querySelector('#transcript .compacting');
+  if (c.state === 'started') {
+    if (!live) { live = el('div', 'rec note compacting'); $('transcript').append(live); }
+    live.textContent = 'Compacting the context: about ' + (c.tokensBefore || 0) + ' tokens of a ' + (c.contextWindow || 0) + '-token window…';
+  } else if (c.state === 'failed') {
+    if (!live) { live = el('div', 'rec note'); $('transcript').append(live); }
+    live.className = 'rec note failed';
+    live.textContent = 'Compaction failed; the session is as it was: ' + (c.error || '');
   }
 }
 
