@@ -47,11 +47,13 @@ var arrows = map[string][]string{
 	"internal/fswatch": {},
 	"internal/fanout":  {},
 	// the guests' grants, kept in the home as every file agentd keeps
-	"internal/guest":                 {"internal/atomicfile", "protocol"},
-	"internal/home":                  {"internal/atomicfile", "protocol"},
-	"internal/host":                  {"internal/home", "internal/server", "protocol"},
-	"internal/llm":                   {},
-	"internal/proc":                  {},
+	"internal/guest": {"internal/atomicfile", "protocol"},
+	"internal/home":  {"internal/atomicfile", "protocol"},
+	"internal/host":  {"internal/home", "internal/server", "protocol"},
+	"internal/llm":   {},
+	"internal/proc":  {},
+	// plugin packages in Claude Code's layout: the format alone
+	"internal/plugin":                {},
 	"internal/provider":              {"internal/llm", "internal/redact"},
 	"internal/provider/anthropic":    {"internal/llm", "internal/provider", "internal/redact"},
 	"internal/provider/faux":         {"internal/llm", "internal/provider"},
