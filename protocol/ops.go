@@ -90,6 +90,10 @@ const (
 	OpSessionTranscriptPage Op[TranscriptPageInput, TranscriptPage] = "session.transcript.page"
 	OpSessionTodoQuery      Op[SessionRef, TodoQueryResult]         = "session.todo.query"
 
+	OpSessionPluginsSet    Op[SessionPluginsSetInput, Session]      = "session.plugins.set"
+	OpSessionCommands      Op[SessionRef, SessionCommandsResult]    = "session.commands"
+	OpSessionCommandExpand Op[CommandExpandInput, CommandExpansion] = "session.command.expand"
+
 	OpTurnStart         Op[TurnStartInput, TurnStartResult] = "turn.start"
 	OpTurnQuery         Op[TurnRef, TurnSnapshot]           = "turn.query"
 	OpTurnStop          Op[TurnRef, TurnSnapshot]           = "turn.stop"
@@ -156,6 +160,9 @@ var operations = sync.OnceValue(func() []Operation {
 		op(OpSessionRemove, Command, AccessOwner, "Removes a session and its transcript."),
 		serial(op(OpSessionTranscriptPage, Query, AccessRead, "Reads a page of a subscribed session's transcript; serialized per connection.")),
 		op(OpSessionTodoQuery, Query, AccessRead, "Returns the agent's plan for a session."),
+		op(OpSessionPluginsSet, Command, AccessOwner, "Records a session's plugin packages; its worker loads them, now and at every start."),
+		op(OpSessionCommands, Query, AccessRead, "Lists the plugin packages a session's worker loaded, their prompt commands and skills."),
+		op(OpSessionCommandExpand, Query, AccessRead, "Expands a prompt command typed as /name args into its prompt."),
 
 		op(OpTurnStart, Command, AccessWrite, "Starts a turn; the same turnId twice starts one turn."),
 		op(OpTurnQuery, Query, AccessRead, "Returns a turn's state."),
