@@ -77,14 +77,15 @@ var arrows = map[string][]string{
 	// why a session's worker ended written without following a link;
 	// the guests' grants it decides access from, and the web listener it
 	// starts for the owner
-	"internal/sessions":   {"internal/atomicfile", "internal/catalog", "internal/fanout", "internal/guest", "internal/home", "internal/link", "internal/server", "internal/supervisor", "internal/transport", "internal/web", "protocol"},
+	"internal/sessions":   {"internal/atomicfile", "internal/catalog", "internal/fanout", "internal/guest", "internal/home", "internal/link", "internal/plugin", "internal/server", "internal/supervisor", "internal/transport", "internal/web", "protocol"},
 	"internal/supervisor": {"internal/home", "internal/link", "internal/proc", "protocol"},
 	"internal/tools":      {"internal/atomicfile", "internal/llm", "internal/proc", "internal/sandbox", "protocol"},
 	// its file opened without following a symbolic link
 	"internal/transcript": {"internal/atomicfile", "protocol"},
 	"internal/transport":  {"protocol"},
-	"internal/tui":        {"client", "protocol"},
-	"internal/version":    {},
+	// a prompt typed as /name args is a plugin package's command
+	"internal/tui":     {"client", "internal/plugin", "protocol"},
+	"internal/version": {},
 	// the web listener hands the connections it authenticated to the
 	// server, naming their principal; the grants prove guests' tokens;
 	// it records itself and its logins in the home, as the home's other
@@ -93,12 +94,12 @@ var arrows = map[string][]string{
 	// the worker names the composition it serves and the host surface it
 	// trusts as the link defines them, the two ends of one connection;
 	// what it records and sends is redacted of the keys it holds
-	"internal/worker": {"internal/agent", "internal/fanout", "internal/home", "internal/link", "internal/llm", "internal/proc", "internal/redact", "internal/resource", "internal/sandbox", "internal/server", "internal/tools", "internal/transcript", "internal/transport", "protocol"},
+	"internal/worker": {"internal/agent", "internal/fanout", "internal/home", "internal/link", "internal/llm", "internal/plugin", "internal/proc", "internal/redact", "internal/resource", "internal/sandbox", "internal/server", "internal/tools", "internal/transcript", "internal/transport", "protocol"},
 	// the host's log opened without following a symbolic link, as every
 	// file agentd keeps in its own directories
 	"internal/cli": {
 		"client", "internal/acp", "internal/activation", "internal/atomicfile", "internal/fswatch", "internal/credentials", "internal/home", "internal/host", "internal/llm", "internal/proc", "internal/provider", "internal/provider/anthropic", "internal/provider/faux",
-		"internal/provider/openai", "internal/redact", "internal/sandbox", "internal/sessions", "internal/startenv", "internal/tools", "internal/transcript",
+		"internal/plugin", "internal/provider/openai", "internal/redact", "internal/sandbox", "internal/sessions", "internal/startenv", "internal/tools", "internal/transcript",
 		"internal/tui", "internal/version", "internal/worker", "protocol",
 	},
 
