@@ -186,3 +186,48 @@ func TestAPluginPackageThatDoesNotLoadIsRefusedNamingItsFileAndField(t *testing.
 		t.Fatalf("a refused session was created: %+v", sessions)
 	}
 }
+
+// TestAttachRunsAPromptCommandTypedAsSlashName: in attach, /name args
+// runs the command's prompt; an unknown one says which there are.
+func TestAttachRunsAPromptCommandTypedAsSlashName(t *testing.T) {
+	p := newSessionPlace(t)
+	kit := greetKit(t, p)
+	id := strings.TrimSpace(p.mustRun("new", "--cwd", p.workDir(), "--plugin", kit))
+	s := p.screen(t, "attach", id)
+	s.waitText("ctrl+\\ detach")
+	s.typeLine("/greet Ada")
+	s.waitText("❯ Greet Ada warmly, by name.")
+	s.waitText("── completed")
+	s.typeLine("/nope")
+	s.waitText("unknown command /nope: the session's commands are /greet")
+}
+
+// TestPluginPackagesSetOnASessionLoadInItsRunningWorker: --plugin on a
+// session that exists replaces its packages: its running worker loads
+// the new one, and keeps the one it had as it loaded it.
+func TestPluginPackagesSetOnASessionLoadInItsRunningWorker(t *testing.T) {
+	p := newSessionPlace(t)
+	p.extraEnv = append(p.extraEnv, "AGENTD_WORKER_IDLE_GRACE=1h") // one worker for the whole test
+	first := greetKit(t, p)
+	second := writeKit(t, p, "second", map[string]string{
+		".claude-plugin/plugin.json": `{"name":"second"}`,
+		"commands/wave.md":           "Wave at $ARGUMENTS.",
+	})
+	id := strings.TrimSpace(p.mustRun("new", "--cwd", p.workDir(), "--plugin", first))
+	if res := p.commandsJSON(id); len(res.Packages) != 1 || res.Packages[0].Activations != 1 {
+		t.Fatalf("before: %+v", res.Packages)
+	}
+	p.mustRun("run", "--session", id, "--plugin", first, "--plugin", second, "/wave the crowd")
+	res := p.commandsJSON(id)
+	if len(res.Packages) != 2 || res.Packages[0].Activations != 1 || res.Packages[1].Name != "second" || res.Packages[1].Activations != 1 {
+		t.Fatalf("after: %+v", res.Packages)
+	}
+	if got := p.userMessages(id); len(got) != 1 || got[0] != "Wave at the crowd." {
+		t.Fatalf("prompts %q", got)
+	}
+	var sess protocol.Session
+	json.Unmarshal([]byte(p.mustRun("rename", id, "kept", "--json")), &sess)
+	if len(sess.Plugins) != 2 || sess.Plugins[1] != second {
+		t.Fatalf("the header's packages: %+v", sess.Plugins)
+	}
+}
