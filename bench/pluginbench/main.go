@@ -37,6 +37,9 @@ import (
 
 type row table.Row
 
+// commands and skills are what each package holds.
+var commands, skills int
+
 // goal is the most a session's three packages may make its worker's
 // start take, as a ratio to a session of none, at p50.
 const goal = 1.2
@@ -44,6 +47,8 @@ const goal = 1.2
 func main() {
 	asagentd.Main()
 	rounds := flag.Int("rounds", 30, "worker starts of each session, interleaved")
+	flag.IntVar(&commands, "commands", 20, "commands of each package")
+	flag.IntVar(&skills, "skills", 5, "skills of each package")
 	flag.Parse()
 	base, err := os.MkdirTemp("", "plugb")
 	if err != nil {
@@ -93,10 +98,10 @@ func writeKits(base string, n int) ([]string, error) {
 	for k := range n {
 		dir := filepath.Join(base, fmt.Sprintf("kit%d", k))
 		files := map[string]string{".claude-plugin/plugin.json": fmt.Sprintf(`{"name":"kit%d","version":"1.0.0","description":"A kit"}`, k)}
-		for i := range 20 {
+		for i := range commands {
 			files[fmt.Sprintf("commands/c%d.md", i)] = "---\ndescription: A command\nargument-hint: <file>\n---\nLook at $1 and say what $ARGUMENTS means.\n"
 		}
-		for i := range 5 {
+		for i := range skills {
 			files[fmt.Sprintf("skills/s%d/SKILL.md", i)] = fmt.Sprintf("---\nname: s%d\ndescription: A skill\n---\n# Skill\n\nDo it well.\n", i)
 		}
 		for rel, content := range files {
@@ -138,7 +143,7 @@ func bench(ctx context.Context, c *client.Conn, work string, kits []string, roun
 			if err != nil {
 				return nil, err
 			}
-			if want := 20 * len(kits) * k; len(res.Commands) != want {
+			if want := commands * len(kits) * k; len(res.Commands) != want {
 				return nil, fmt.Errorf("session %s has %d commands, want %d", id, len(res.Commands), want)
 			}
 			if i >= 3 { // the first rounds warm the caches
@@ -160,7 +165,7 @@ func bench(ctx context.Context, c *client.Conn, work string, kits []string, roun
 	return []row{
 		{"worker start to session.commands p50, 3 packages", with50.String(), none50.String() + " no packages", table.Ratio(with50, none50), fmt.Sprintf("≤ %.1f×", goal), table.Verdict(table.Ratio(with50, none50) <= goal)},
 		{"worker start to session.commands p90, 3 packages", with90.String(), none90.String() + " no packages", table.Ratio(with90, none90), "info", "-"},
-		{"3 packages (60 commands, 15 skills) loaded, p50", load50.String(), none50.String() + " worker start", table.Ratio(load50, none50), "info", "-"},
+		{fmt.Sprintf("3 packages (%d commands, %d skills) loaded, p50", 3*commands, 3*skills), load50.String(), none50.String() + " worker start", table.Ratio(load50, none50), "info", "-"},
 	}, nil
 }
 
