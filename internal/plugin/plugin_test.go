@@ -221,10 +221,9 @@ func TestLoadAllNamesTheFieldOfTheWrongPackage(t *testing.T) {
 	}{
 		{[]string{a, b}, []string{`"plugins[1]"`, "is named as " + a}},
 		{[]string{a, bad}, []string{`"plugins[1]"`, `field "name"`, "plugin.json"}},
-		{[]string{a, a}, []string{`"plugins[1]"`, "twice"}},
+		{[]string{a, a}, []string{`"plugins[1]"`, "is named as " + a}},
 		{[]string{"rel"}, []string{`"plugins[0]"`, "absolute"}},
-		{[]string{a + "/"}, []string{`"plugins[0]"`, "clean"}},
-		{[]string{""}, []string{`"plugins[0]"`, "empty"}},
+		{[]string{a, filepath.Join(a, "missing")}, []string{`"plugins[1]"`, "no such file"}},
 	}
 	for _, c := range cases {
 		_, err := LoadAll("plugins", c.dirs)

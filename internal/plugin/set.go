@@ -3,16 +3,9 @@ package plugin
 import (
 	"errors"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strings"
 )
-
-// MaxPackages bounds how many packages one session loads.
-const MaxPackages = 32
-
-// MaxDirLen bounds a package directory's path, in bytes.
-const MaxDirLen = 4096
 
 // Sentinels of a lookup in a Set.
 var (
@@ -25,40 +18,10 @@ var (
 	ErrUnknownSkill = errors.New("unknown skill")
 )
 
-// CheckDirs checks a list of package directories as a session records
-// them, naming the one at fault by field (field[i]): each absolute,
-// clean, of at most MaxDirLen bytes, none twice, at most MaxPackages.
-func CheckDirs(field string, dirs []string) error {
-	if len(dirs) > MaxPackages {
-		return fmt.Errorf("field %q: at most %d packages, not %d", field, MaxPackages, len(dirs))
-	}
-	for i, d := range dirs {
-		at := fmt.Sprintf("%s[%d]", field, i)
-		switch {
-		case d == "":
-			return fmt.Errorf("field %q: is empty", at)
-		case len(d) > MaxDirLen:
-			return fmt.Errorf("field %q: is longer than %d bytes", at, MaxDirLen)
-		case !filepath.IsAbs(d):
-			return fmt.Errorf("field %q: %q is not an absolute path", at, d)
-		case filepath.Clean(d) != d:
-			return fmt.Errorf("field %q: %q is not a clean path (%q)", at, d, filepath.Clean(d))
-		case strings.ContainsRune(d, 0):
-			return fmt.Errorf("field %q: holds a NUL byte", at)
-		case slices.Index(dirs, d) < i:
-			return fmt.Errorf("field %q: %q is given twice", at, d)
-		}
-	}
-	return nil
-}
-
 // LoadAll loads the packages in dirs, in order. Two packages of one name
 // cannot load side by side. The error names the field (field[i]) of the
 // package at fault; the packages before it are returned with it.
 func LoadAll(field string, dirs []string) ([]*Package, error) {
-	if err := CheckDirs(field, dirs); err != nil {
-		return nil, err
-	}
 	out := make([]*Package, 0, len(dirs))
 	for i, d := range dirs {
 		p, err := Load(d)
@@ -74,14 +37,25 @@ func LoadAll(field string, dirs []string) ([]*Package, error) {
 }
 
 // Set is packages loaded side by side, for looking their commands and
-// skills up by name. Its packages are constant after NewSet.
+// skills up by name. It is constant after NewSet.
 type Set struct {
 	packages []*Package
+	// commands and skills count the set's commands and skills by name.
+	commands, skills map[string]int
 }
 
 // NewSet returns a set of packages, whose names are distinct (LoadAll).
 func NewSet(packages []*Package) *Set {
-	return &Set{packages: slices.Clone(packages)}
+	s := &Set{packages: slices.Clone(packages), commands: map[string]int{}, skills: map[string]int{}}
+	for _, p := range packages {
+		for _, c := range p.Commands {
+			s.commands[c.Name]++
+		}
+		for _, k := range p.Skills {
+			s.skills[k.Name]++
+		}
+	}
+	return s
 }
 
 // Packages returns the set's packages, in order.
@@ -108,13 +82,7 @@ func (s *Set) Skills() []Skill {
 // CommandName is the name a command is typed by: its own when no other
 // package of the set has one of that name, else "package:name".
 func (s *Set) CommandName(c Command) string {
-	n := 0
-	for _, o := range s.Commands() {
-		if o.Name == c.Name {
-			n++
-		}
-	}
-	if n > 1 {
+	if s.commands[c.Name] > 1 {
 		return c.Package + ":" + c.Name
 	}
 	return c.Name
@@ -122,13 +90,7 @@ func (s *Set) CommandName(c Command) string {
 
 // SkillName is the name a skill is loaded by, as CommandName.
 func (s *Set) SkillName(k Skill) string {
-	n := 0
-	for _, o := range s.Skills() {
-		if o.Name == k.Name {
-			n++
-		}
-	}
-	if n > 1 {
+	if s.skills[k.Name] > 1 {
 		return k.Package + ":" + k.Name
 	}
 	return k.Name
