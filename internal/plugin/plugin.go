@@ -49,6 +49,8 @@ const (
 	MaxManifestBytes = 64 << 10
 	// MaxFileBytes bounds one command or SKILL.md file.
 	MaxFileBytes = 256 << 10
+	// MaxPackageBytes bounds a package's commands and skills together.
+	MaxPackageBytes = 2 << 20
 	// MaxCommands and MaxSkills bound how many a package has.
 	MaxCommands = 256
 	MaxSkills   = 256
@@ -167,13 +169,28 @@ func Load(dir string) (*Package, error) {
 		return nil, withPath(err, manifestPath)
 	}
 	p := &Package{Dir: dir, Name: m.Name, Version: m.Version, Description: m.Description}
-	if p.Commands, err = loadCommands(dir, p.Name); err != nil {
+	left := budget(MaxPackageBytes)
+	if p.Commands, err = loadCommands(dir, p.Name, &left); err != nil {
 		return nil, err
 	}
-	if p.Skills, err = loadSkills(dir, p.Name); err != nil {
+	if p.Skills, err = loadSkills(dir, p.Name, &left); err != nil {
 		return nil, err
 	}
 	return p, nil
+}
+
+// budget is what is left of MaxPackageBytes as a package's files are read.
+type budget int64
+
+// read reads a command or skill file within what is left.
+func (b *budget) read(path string) ([]byte, error) {
+	data, err := readBounded(path, min(MaxFileBytes, max(int64(*b), 0)))
+	var large *tooLarge
+	if errors.As(err, &large) && large.limit < MaxFileBytes {
+		return nil, fmt.Errorf("is past the %d bytes a package's commands and skills may hold together", MaxPackageBytes)
+	}
+	*b -= budget(len(data))
+	return data, err
 }
 
 // withPath sets the path of an Error that has none.
@@ -226,7 +243,7 @@ func DecodeManifest(b []byte) (Manifest, error) {
 	return m, nil
 }
 
-func loadCommands(dir, pkg string) ([]Command, error) {
+func loadCommands(dir, pkg string, left *budget) ([]Command, error) {
 	cdir := filepath.Join(dir, CommandsDir)
 	ents, err := os.ReadDir(cdir)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -248,7 +265,7 @@ func loadCommands(dir, pkg string) ([]Command, error) {
 		if len(out) == MaxCommands {
 			return nil, &Error{Path: cdir, Err: fmt.Errorf("holds more than %d commands", MaxCommands)}
 		}
-		b, err := readBounded(path, MaxFileBytes)
+		b, err := left.read(path)
 		if err != nil {
 			return nil, &Error{Path: path, Err: err}
 		}
@@ -269,7 +286,7 @@ func loadCommands(dir, pkg string) ([]Command, error) {
 	return out, nil
 }
 
-func loadSkills(dir, pkg string) ([]Skill, error) {
+func loadSkills(dir, pkg string, left *budget) ([]Skill, error) {
 	sdir := filepath.Join(dir, SkillsDir)
 	ents, err := os.ReadDir(sdir)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -284,7 +301,7 @@ func loadSkills(dir, pkg string) ([]Skill, error) {
 			continue
 		}
 		path := filepath.Join(sdir, e.Name(), SkillFile)
-		b, err := readBounded(path, MaxFileBytes)
+		b, err := left.read(path)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue // a folder of something else
 		}
@@ -380,13 +397,18 @@ func readBounded(path string, limit int64) ([]byte, error) {
 		return nil, describe(err)
 	}
 	if int64(len(b)) > limit {
-		return nil, fmt.Errorf("is larger than %d bytes", limit)
+		return nil, &tooLarge{limit}
 	}
 	if !utf8.Valid(b) {
 		return nil, errors.New("is not valid UTF-8")
 	}
 	return bytes.TrimPrefix(b, []byte("\ufeff")), nil
 }
+
+// tooLarge is a file larger than the limit it was read with.
+type tooLarge struct{ limit int64 }
+
+func (e *tooLarge) Error() string { return fmt.Sprintf("is larger than %d bytes", e.limit) }
 
 // describe says what went wrong with a file, without the path the
 // Error names already.

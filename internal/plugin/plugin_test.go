@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -82,6 +83,7 @@ func TestLoadNamesTheFileAndFieldAtFault(t *testing.T) {
 		{"skill without a description", map[string]string{ManifestPath: good, "skills/s/SKILL.md": "---\nname: s\n---\n"}, "skills/s/SKILL.md", "description", "is missing"},
 		{"two skills of a name", map[string]string{ManifestPath: good, "skills/a/SKILL.md": "---\nname: s\ndescription: d\n---\n", "skills/b/SKILL.md": "---\nname: s\ndescription: d\n---\n"}, "skills/b/SKILL.md", "name", "another skill"},
 		{"command too large", map[string]string{ManifestPath: good, "commands/a.md": strings.Repeat("x", MaxFileBytes+1)}, "commands/a.md", "", "larger than"},
+		{"commands too large together", bulky(good), "commands/c8.md", "", "together"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -102,6 +104,15 @@ func TestLoadNamesTheFileAndFieldAtFault(t *testing.T) {
 			}
 		})
 	}
+}
+
+// bulky is a package whose commands pass MaxPackageBytes at c8.md.
+func bulky(manifest string) map[string]string {
+	files := map[string]string{ManifestPath: manifest}
+	for i := range 9 {
+		files[fmt.Sprintf("commands/c%d.md", i)] = strings.Repeat("x", MaxFileBytes-1)
+	}
+	return files
 }
 
 func TestLoadRefusesARelativeDirectoryAndAFile(t *testing.T) {
