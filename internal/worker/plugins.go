@@ -67,7 +67,7 @@ func (p *packages) use(dirs []string) {
 			p.logger.Warn("a plugin package of the session did not load; the session goes on without it", "dir", dir, "err", l.err)
 		} else {
 			p.activations[dir]++
-			p.logger.Info("plugin package loaded", "dir", dir, "name", l.pkg.Name, "commands", len(l.pkg.Commands), "skills", len(l.pkg.Skills))
+			p.logger.Debug("plugin package loaded", "dir", dir, "name", l.pkg.Name, "commands", len(l.pkg.Commands), "skills", len(l.pkg.Skills))
 		}
 		next = append(next, l)
 	}
