@@ -47,11 +47,13 @@ var arrows = map[string][]string{
 	"internal/fswatch": {},
 	"internal/fanout":  {},
 	// the guests' grants, kept in the home as every file agentd keeps
-	"internal/guest":                 {"internal/atomicfile", "protocol"},
-	"internal/home":                  {"internal/atomicfile", "protocol"},
-	"internal/host":                  {"internal/home", "internal/server", "protocol"},
-	"internal/llm":                   {},
-	"internal/proc":                  {},
+	"internal/guest": {"internal/atomicfile", "protocol"},
+	"internal/home":  {"internal/atomicfile", "protocol"},
+	"internal/host":  {"internal/home", "internal/server", "protocol"},
+	"internal/llm":   {},
+	"internal/proc":  {},
+	// plugin packages in Claude Code's layout: the format alone
+	"internal/plugin":                {},
 	"internal/provider":              {"internal/atomicfile", "internal/llm", "internal/redact"},
 	"internal/provider/anthropic":    {"internal/llm", "internal/provider", "internal/redact"},
 	"internal/provider/faux":         {"internal/llm", "internal/provider"},
@@ -76,14 +78,15 @@ var arrows = map[string][]string{
 	// the guests' grants it decides access from, and the web listener it
 	// starts for the owner
 	// and the transcript a fork or a rewind copies into a new session
-	"internal/sessions":   {"internal/atomicfile", "internal/catalog", "internal/fanout", "internal/guest", "internal/home", "internal/link", "internal/server", "internal/supervisor", "internal/transcript", "internal/transport", "internal/web", "protocol"},
+	"internal/sessions":   {"internal/atomicfile", "internal/catalog", "internal/fanout", "internal/guest", "internal/home", "internal/link", "internal/plugin", "internal/server", "internal/supervisor", "internal/transcript", "internal/transport", "internal/web", "protocol"},
 	"internal/supervisor": {"internal/home", "internal/link", "internal/proc", "protocol"},
 	"internal/tools":      {"internal/atomicfile", "internal/llm", "internal/proc", "internal/sandbox", "protocol"},
 	// its file opened without following a symbolic link
 	"internal/transcript": {"internal/atomicfile", "protocol"},
 	"internal/transport":  {"protocol"},
-	"internal/tui":        {"client", "protocol"},
-	"internal/version":    {},
+	// a prompt typed as /name args is a plugin package's command
+	"internal/tui":     {"client", "internal/plugin", "protocol"},
+	"internal/version": {},
 	// the web listener hands the connections it authenticated to the
 	// server, naming their principal; the grants prove guests' tokens;
 	// it records itself and its logins in the home, as the home's other
@@ -94,12 +97,12 @@ var arrows = map[string][]string{
 	// what it records and sends is redacted of the keys it holds; the
 	// content of files before the agent changed them is kept as every
 	// file agentd keeps
-	"internal/worker": {"internal/agent", "internal/atomicfile", "internal/fanout", "internal/home", "internal/link", "internal/llm", "internal/proc", "internal/redact", "internal/resource", "internal/sandbox", "internal/server", "internal/tools", "internal/transcript", "internal/transport", "protocol"},
+	"internal/worker": {"internal/agent", "internal/atomicfile", "internal/fanout", "internal/home", "internal/link", "internal/llm", "internal/plugin", "internal/proc", "internal/redact", "internal/resource", "internal/sandbox", "internal/server", "internal/tools", "internal/transcript", "internal/transport", "protocol"},
 	// the host's log opened without following a symbolic link, as every
 	// file agentd keeps in its own directories
 	"internal/cli": {
 		"client", "internal/acp", "internal/activation", "internal/atomicfile", "internal/fswatch", "internal/credentials", "internal/home", "internal/host", "internal/llm", "internal/proc", "internal/provider", "internal/provider/anthropic", "internal/provider/faux",
-		"internal/provider/openai", "internal/redact", "internal/sandbox", "internal/sessions", "internal/startenv", "internal/tools", "internal/transcript",
+		"internal/plugin", "internal/provider/openai", "internal/redact", "internal/sandbox", "internal/sessions", "internal/startenv", "internal/tools", "internal/transcript",
 		"internal/tui", "internal/version", "internal/worker", "protocol",
 	},
 
@@ -112,8 +115,10 @@ var arrows = map[string][]string{
 	"bench/sessionbench": {"bench/internal/harness", "bench/internal/procstat", "bench/internal/table", "client", "internal/activation", "internal/cli", "internal/home", "internal/link", "internal/proc", "internal/resource", "protocol"},
 	// the sandbox's cost on a bash call, through the tool itself
 	"bench/sandboxbench": {"bench/internal/table", "internal/sandbox", "internal/tools", "protocol"},
-	"bench/soak":         {"bench/internal/asagentd", "bench/internal/harness", "client", "internal/activation", "internal/home", "internal/proc", "protocol"},
-	"bench/acpbench":     {"bench/internal/asagentd", "bench/internal/harness", "bench/internal/table", "client", "internal/activation", "protocol"},
+	// a session's plugin packages on its worker's start, beside none
+	"bench/pluginbench": {"bench/internal/asagentd", "bench/internal/harness", "bench/internal/table", "client", "internal/activation", "internal/plugin", "protocol"},
+	"bench/soak":        {"bench/internal/asagentd", "bench/internal/harness", "client", "internal/activation", "internal/home", "internal/proc", "protocol"},
+	"bench/acpbench":    {"bench/internal/asagentd", "bench/internal/harness", "bench/internal/table", "client", "internal/activation", "protocol"},
 	// a long session's worker, run as agentd worker runs it, on the offline model
 	"bench/longbench":    {"bench/internal/table", "internal/link", "internal/llm", "internal/provider", "internal/provider/faux", "internal/tools", "internal/worker", "protocol"},
 	"bench/handoffbench": {"bench/internal/asagentd", "bench/internal/harness", "bench/internal/procstat", "bench/internal/table", "client", "internal/activation", "internal/home", "internal/proc", "protocol"},

@@ -94,6 +94,9 @@ const (
 	OpSessionCompactionSet Op[CompactionSetInput, CompactionSetting] = "session.compaction.set"
 	OpSessionFork          Op[ForkInput, Session]                    = "session.fork"
 	OpSessionRewind        Op[RewindInput, RewindResult]             = "session.rewind"
+	OpSessionPluginsSet    Op[SessionPluginsSetInput, Session]       = "session.plugins.set"
+	OpSessionCommands      Op[SessionRef, SessionCommandsResult]     = "session.commands"
+	OpSessionCommandExpand Op[CommandExpandInput, CommandExpansion]  = "session.command.expand"
 
 	OpTurnStart         Op[TurnStartInput, TurnStartResult] = "turn.start"
 	OpTurnQuery         Op[TurnRef, TurnSnapshot]           = "turn.query"
@@ -165,6 +168,9 @@ var operations = sync.OnceValue(func() []Operation {
 		op(OpSessionCompactionSet, Command, AccessWrite, "Sets the share of the model's window past which a session compacts before a request."),
 		op(OpSessionFork, Command, AccessOwner, "Makes a new session whose transcript is the original's up to a record."),
 		op(OpSessionRewind, Command, AccessOwner, "Makes a new session from before a turn, and may put back the files that turn and later ones changed."),
+		op(OpSessionPluginsSet, Command, AccessOwner, "Records a session's plugin packages; its worker loads them, now and at every start."),
+		op(OpSessionCommands, Query, AccessRead, "Lists the plugin packages a session's worker loaded, their prompt commands and skills."),
+		op(OpSessionCommandExpand, Query, AccessRead, "Expands a prompt command typed as /name args into its prompt."),
 
 		op(OpTurnStart, Command, AccessWrite, "Starts a turn; the same turnId twice starts one turn."),
 		op(OpTurnQuery, Query, AccessRead, "Returns a turn's state."),

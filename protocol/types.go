@@ -183,7 +183,10 @@ type Session struct {
 	Sandbox string `json:"sandbox,omitempty"`
 	// Network is whether its sandboxed commands may open TCP and UDP
 	// sockets: on or off.
-	Network          string    `json:"network,omitempty"`
+	Network string `json:"network,omitempty"`
+	// Plugins are the directories of the session's plugin packages,
+	// loaded by each of its workers; none: absent.
+	Plugins          []string  `json:"plugins,omitempty"`
 	CreatedAt        time.Time `json:"createdAt"`
 	LastActivityAt   time.Time `json:"lastActivityAt"`
 	Status           string    `json:"status"`
@@ -212,6 +215,9 @@ type SessionCreateInput struct {
 	// Network is whether its sandboxed commands may open TCP and UDP
 	// sockets; empty: on.
 	Network string `json:"network,omitempty"`
+	// Plugins are the directories of the session's plugin packages, in
+	// Claude Code's layout, absolute.
+	Plugins []string `json:"plugins,omitempty"`
 }
 
 // Validate checks the input.
@@ -220,6 +226,9 @@ func (in *SessionCreateInput) Validate() error {
 		return err
 	}
 	if err := ValidSandbox("input.sandbox", in.Sandbox, "input.network", in.Network); err != nil {
+		return err
+	}
+	if err := ValidPluginDirs("input.plugins", in.Plugins); err != nil {
 		return err
 	}
 	return requireString("input.cwd", in.Cwd)

@@ -1,10 +1,12 @@
 package catalog
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -115,7 +117,7 @@ func TestHeaderConvertsToTheProtocolSession(t *testing.T) {
 		CreatedAt: h.CreatedAt, LastActivityAt: h.LastActivityAt, Status: "idle",
 		MetadataRevision: 1,
 	}
-	if got != want {
+	if !reflect.DeepEqual(got, want) {
 		t.Errorf("Session = %+v, want %+v", got, want)
 	}
 	if !(Header{ID: "x", Damaged: true, Damage: "bad"}).Session("").Damaged {
@@ -615,5 +617,58 @@ func TestTitleFromPromptIsShortAndOnOneLine(t *testing.T) {
 		if got != c.want || utf8.RuneCountInString(got) > PromptTitleLen || strings.ContainsAny(got, "\n\t") {
 			t.Errorf("TitleFromPrompt(%q) = %q, want %q", c.prompt, got, c.want)
 		}
+	}
+}
+
+func TestASessionKeepsItsPluginPackagesAcrossOpens(t *testing.T) {
+	c, home := openHome(t)
+	h := mustCreate(t, c, CreateOptions{Cwd: workDir(t, "w"), Plugins: []string{"/kits/a", "/kits/b"}})
+	if !slices.Equal(h.Plugins, []string{"/kits/a", "/kits/b"}) || !slices.Equal(h.Session("idle").Plugins, h.Plugins) {
+		t.Fatalf("created %+v", h)
+	}
+	h2, err := c.SetPlugins(h.ID, []string{"/kits/c"})
+	if err != nil || h2.MetadataRevision != 2 {
+		t.Fatalf("SetPlugins: %+v %v", h2, err)
+	}
+	if again, err := c.SetPlugins(h.ID, []string{"/kits/c"}); err != nil || again.MetadataRevision != 2 {
+		t.Fatalf("SetPlugins to the same: %+v %v", again, err)
+	}
+	got, err := mustOpen(t, home).Get(h.ID)
+	if err != nil || !slices.Equal(got.Plugins, []string{"/kits/c"}) {
+		t.Fatalf("reopened: %+v %v", got, err)
+	}
+	if h3, err := c.SetPlugins(h.ID, nil); err != nil || h3.Plugins != nil {
+		t.Fatalf("SetPlugins none: %+v %v", h3, err)
+	}
+	b, _ := os.ReadFile(filepath.Join(home, "sessions", h.ID, "header.json"))
+	if bytes.Contains(b, []byte("plugins")) {
+		t.Fatalf("a session without packages writes them:\n%s", b)
+	}
+}
+
+func TestPluginPackagesThatAreWrongAreRefusedByName(t *testing.T) {
+	c, _ := openHome(t)
+	h := mustCreate(t, c, CreateOptions{Cwd: workDir(t, "w")})
+	for _, dirs := range [][]string{{"kit"}, {"/a", "/a"}, {"/a/"}} {
+		_, err := c.Create(CreateOptions{Cwd: workDir(t, "w"), Plugins: dirs})
+		var ie *InvalidError
+		if !errors.As(err, &ie) || !strings.HasPrefix(ie.Field, "plugins[") {
+			t.Errorf("Create with plugins %q: %v; want an invalid plugins[i]", dirs, err)
+		}
+		if _, err := c.SetPlugins(h.ID, dirs); !errors.As(err, &ie) {
+			t.Errorf("SetPlugins %q: %v; want an invalid plugins[i]", dirs, err)
+		}
+	}
+}
+
+func TestAHeaderWrittenBeforePluginPackagesReadsWithNone(t *testing.T) {
+	h, err := decodeHeader([]byte(`{"schemaVersion":1,"id":"old-1","title":"w","cwd":"/w","thinking":"off","approval":"ask",` +
+		`"createdAt":"2026-01-02T03:04:05Z","updatedAt":"2026-01-02T03:04:05Z","lastActivityAt":"2026-01-02T03:04:05Z","metadataRevision":1}`))
+	if err != nil || h.Plugins != nil {
+		t.Fatalf("decodeHeader = %+v, %v; want no plugins", h, err)
+	}
+	if _, err := decodeHeader([]byte(`{"schemaVersion":1,"id":"old-1","title":"w","cwd":"/w","thinking":"off","approval":"ask","plugins":["rel"],` +
+		`"createdAt":"2026-01-02T03:04:05Z","updatedAt":"2026-01-02T03:04:05Z","lastActivityAt":"2026-01-02T03:04:05Z","metadataRevision":1}`)); err == nil {
+		t.Fatal("a header with a relative plugin directory decodes")
 	}
 }

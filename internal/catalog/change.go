@@ -31,6 +31,8 @@ type CreateOptions struct {
 	Approval string
 	// Sandbox defaults to DefaultSandbox, Network to DefaultNetwork.
 	Sandbox, Network string
+	// Plugins are the directories of the session's plugin packages.
+	Plugins []string
 }
 
 // maxIDAttempts bounds how many allocated ids Create tries; with 50 random
@@ -148,6 +150,9 @@ func (c *Catalog) newHeader(opts CreateOptions) (Header, error) {
 	if err := validSandbox(sandbox, network); err != nil {
 		return Header{}, err
 	}
+	if err := validPlugins(opts.Plugins); err != nil {
+		return Header{}, err
+	}
 	now := c.now()
 	return Header{
 		SchemaVersion:    SchemaVersion,
@@ -158,6 +163,7 @@ func (c *Catalog) newHeader(opts CreateOptions) (Header, error) {
 		Approval:         approval,
 		Sandbox:          sandbox,
 		Network:          network,
+		Plugins:          slices.Clone(opts.Plugins),
 		CreatedAt:        now,
 		UpdatedAt:        now,
 		LastActivityAt:   now,
@@ -370,6 +376,24 @@ func (c *Catalog) SetModel(id, model string) (Header, error) {
 			return false, nil
 		}
 		h.Model = model
+		return true, nil
+	})
+}
+
+// SetPlugins sets the directories of session id's plugin packages; none
+// leaves it none. An archived session's are not changed.
+func (c *Catalog) SetPlugins(id string, dirs []string) (Header, error) {
+	if err := validPlugins(dirs); err != nil {
+		return Header{}, fmt.Errorf("cannot set plugins of session %s: %w", id, err)
+	}
+	return c.update("cannot set plugins of session", id, false, func(h *Header) (bool, error) {
+		if slices.Equal(h.Plugins, dirs) {
+			return false, nil
+		}
+		h.Plugins = slices.Clone(dirs)
+		if len(h.Plugins) == 0 {
+			h.Plugins = nil
+		}
 		return true, nil
 	})
 }

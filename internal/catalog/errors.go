@@ -109,7 +109,8 @@ func (e *DuplicateError) Unwrap() error { return ErrAmbiguous }
 // InvalidError reports an argument that is not acceptable, naming it.
 type InvalidError struct {
 	// Field names the argument: "id", "cwd", "title", "model", "thinking",
-	// "approval", "sandbox", "network", "at" or "selector".
+	// "approval", "sandbox", "network", "plugins" (or "plugins[i]"),
+	// "at" or "selector".
 	Field string
 	// Reason says what is wrong, for a person.
 	Reason string

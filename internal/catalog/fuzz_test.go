@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
 )
 
@@ -40,10 +41,11 @@ func FuzzDecodeHeader(f *testing.F) {
 	f.Add([]byte(`{"schemaVersion":1,"id":"a","model":"anthropic","cwd":"/"}`))
 	f.Add([]byte("{\"schemaVersion\":1,\"id\":\"a\",\"title\":\"\xff\xfe\"}"))
 	f.Add([]byte(`{"schemaVersion":1} trailing`))
+	f.Add([]byte(`{"schemaVersion":1,"id":"a","cwd":"/","thinking":"off","approval":"ask","plugins":["/k","/k/"],"createdAt":"2030-01-02T03:04:05Z","updatedAt":"2030-01-02T03:04:05Z","lastActivityAt":"2030-01-02T03:04:05Z","metadataRevision":1}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		h, err := decodeHeader(b)
 		if err != nil {
-			if h != (Header{}) {
+			if !reflect.DeepEqual(h, Header{}) {
 				t.Fatalf("a refused header came back non-zero: %+v", h)
 			}
 		} else {

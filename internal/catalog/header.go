@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 	"unicode"
@@ -72,6 +73,10 @@ type Header struct {
 	Sandbox string `json:"sandbox,omitempty"`
 	// Network is protocol.NetworkOn or NetworkOff; none: DefaultNetwork.
 	Network string `json:"network,omitempty"`
+	// Plugins are the directories of the session's plugin packages,
+	// which each of its workers loads; a header written before plugin
+	// packages has none.
+	Plugins []string `json:"plugins,omitempty"`
 
 	CreatedAt time.Time `json:"createdAt"`
 	// UpdatedAt is when the header last changed.
@@ -103,6 +108,7 @@ func (h Header) Session(status string) protocol.Session {
 		Approval:         h.Approval,
 		Sandbox:          h.Sandbox,
 		Network:          h.Network,
+		Plugins:          slices.Clone(h.Plugins),
 		CreatedAt:        h.CreatedAt,
 		LastActivityAt:   h.LastActivityAt,
 		Status:           status,
@@ -172,6 +178,9 @@ func (h *Header) check() error {
 		return fmt.Errorf("header: %w", err)
 	}
 	if err := validSandbox(h.Sandbox, h.Network); err != nil {
+		return fmt.Errorf("header: %w", err)
+	}
+	if err := validPlugins(h.Plugins); err != nil {
 		return fmt.Errorf("header: %w", err)
 	}
 	for _, t := range []struct {
@@ -292,6 +301,18 @@ func validApproval(policy string) error {
 		return nil
 	}
 	return invalid("approval", "%q is not a policy; use ask, all or read-only", policy)
+}
+
+// validPlugins checks the directories of a session's plugin packages.
+func validPlugins(dirs []string) error {
+	if err := protocol.ValidPluginDirs("plugins", dirs); err != nil {
+		var de *protocol.DecodeError
+		if errors.As(err, &de) {
+			return invalid(de.Field, "%s", de.Reason)
+		}
+		return invalid("plugins", "%v", err)
+	}
+	return nil
 }
 
 // validSandbox checks a sandbox mode and network setting, neither empty.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 )
 
@@ -50,7 +51,7 @@ func sameHeader(a, b Header) bool {
 		a.Approval == b.Approval && a.CreatedAt.Equal(b.CreatedAt) &&
 		a.UpdatedAt.Equal(b.UpdatedAt) && a.LastActivityAt.Equal(b.LastActivityAt) &&
 		a.Archived == b.Archived && a.MetadataRevision == b.MetadataRevision &&
-		a.Damaged == b.Damaged && a.Damage == b.Damage
+		a.Damaged == b.Damaged && a.Damage == b.Damage && slices.Equal(a.Plugins, b.Plugins)
 }
 
 func assertSameHeaders(t *testing.T, got, want []Header) {

@@ -46,6 +46,7 @@ var (
 var argCompleters = map[string][]completer{
 	"attach":          {completeSessions},
 	"log":             {completeSessions},
+	"plugins":         {completeSessions},
 	"rename":          {completeSessions},
 	"archive":         {completeSessions},
 	"unarchive":       {completeSessions},

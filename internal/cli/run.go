@@ -50,6 +50,9 @@ type runFlags struct {
 	shifted bool
 	// sandbox is a new session's sandbox.
 	sandbox sandboxFlags
+	// plugins are the session's plugin packages' directories, absolute
+	// once the arguments are checked.
+	plugins []string
 }
 
 // waitFlag is --wait-approval's value: set when given; d is its limit, 0
@@ -186,6 +189,11 @@ a command line that is wrong.`,
 			case len(args) > 1 && slices.Contains(args, "-"):
 				return usagef("- reads the prompt from stdin and takes no other words")
 			}
+			dirs, err := pluginDirs(f.plugins)
+			if err != nil {
+				return err
+			}
+			f.plugins = dirs
 			if !session && !f.resume {
 				return f.sandbox.check()
 			}
@@ -214,6 +222,7 @@ a command line that is wrong.`,
 	fl.Lookup("wait-approval").NoOptDefVal = waitForever
 	fl.StringVar(&f.file, "file", "", "read the prompt from this file")
 	f.sandbox.add(fl)
+	addPluginFlag(fl, &f.plugins)
 	fl.BoolVar(&f.asJSON, "json", false, "print the event stream as JSON lines, its bytes exact")
 	fl.BoolVarP(&f.detach, "detach", "d", false, "start the turn and return with the session id (agentd attach ID or agentd log -f ID to come back)")
 	fl.BoolVar(&f.queue, "queue", false, "if a turn runs, run the prompt after it (and stream that turn)")
@@ -325,7 +334,7 @@ func setupSession(ctx context.Context, f runFlags, approve string) (s runSetup, 
 			return s, err
 		}
 		s.sess, err = createSession(ctx, s.c, protocol.SessionCreateInput{
-			Cwd: f.cwd, Title: f.title, Model: f.model, Approval: approve, Sandbox: f.sandbox.mode, Network: f.sandbox.network,
+			Cwd: f.cwd, Title: f.title, Model: f.model, Approval: approve, Sandbox: f.sandbox.mode, Network: f.sandbox.network, Plugins: f.plugins,
 		})
 		if err != nil {
 			s.c.Close()
@@ -342,6 +351,11 @@ func setupSession(ctx context.Context, f runFlags, approve string) (s runSetup, 
 	if f.title != "" {
 		s.sess, err = client.Call(ctx, s.c, protocol.OpSessionRename, protocol.SessionRenameInput{SessionID: s.sess.SessionID, Title: f.title})
 		if err != nil {
+			return s, err
+		}
+	}
+	if len(f.plugins) > 0 {
+		if s.sess, err = client.Call(ctx, s.c, protocol.OpSessionPluginsSet, protocol.SessionPluginsSetInput{SessionID: s.sess.SessionID, Plugins: f.plugins}); err != nil {
 			return s, err
 		}
 	}
@@ -389,6 +403,10 @@ func runTurn(ctx context.Context, e *env, f runFlags, prompt string) (err error)
 				removeFailed(c, sess.SessionID)
 			}
 		}()
+	}
+	// A prompt typed as /name args is the session's prompt command.
+	if prompt, err = expandCommand(setup, c, sess.SessionID, prompt); err != nil {
+		return err
 	}
 	if f.thinking != "" {
 		if _, err := client.Call(setup, c, protocol.OpModelsThinkingSet, protocol.ThinkingSetInput{SessionID: sess.SessionID, Level: f.thinking}); err != nil {

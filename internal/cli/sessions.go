@@ -135,6 +135,7 @@ func exactArgs(n int, names string) cobra.PositionalArgs {
 func newNewCmd(e *env) *cobra.Command {
 	var id, cwd, title, model, approve string
 	var sb sandboxFlags
+	var plugins []string
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "new",
@@ -144,9 +145,13 @@ func newNewCmd(e *env) *cobra.Command {
 			if err := sb.check(); err != nil {
 				return err
 			}
+			dirs, err := pluginDirs(plugins)
+			if err != nil {
+				return err
+			}
 			return withHost(cmd, func(ctx context.Context, c *client.Conn) error {
 				s, err := createSession(ctx, c, protocol.SessionCreateInput{
-					SessionID: id, Cwd: cwd, Title: title, Model: model, Approval: approve, Sandbox: sb.mode, Network: sb.network,
+					SessionID: id, Cwd: cwd, Title: title, Model: model, Approval: approve, Sandbox: sb.mode, Network: sb.network, Plugins: dirs,
 				})
 				if err != nil {
 					return err
@@ -166,6 +171,7 @@ func newNewCmd(e *env) *cobra.Command {
 	cmd.Flags().StringVar(&model, "model", "", "the session's model, provider/model")
 	cmd.Flags().StringVar(&approve, "approve", "", "which tool calls wait for a person: ask, all or read-only")
 	sb.add(cmd.Flags())
+	addPluginFlag(cmd.Flags(), &plugins)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the session as JSON")
 	return cmd
 }

@@ -144,6 +144,9 @@ func newWorkerCmd(e *env) *cobra.Command {
 			if err := protocol.ValidSandbox("--sandbox", cfg.Session.Sandbox, "--network", cfg.Session.Network); err != nil {
 				return usageError{err}
 			}
+			if err := protocol.ValidPluginDirs("--plugin", cfg.Session.Plugins); err != nil {
+				return usageError{err}
+			}
 			logger, err := newLogger(e.stderr, logFormat, "info")
 			if err != nil {
 				return err
@@ -194,6 +197,7 @@ func newWorkerCmd(e *env) *cobra.Command {
 	fl.StringVar(&cfg.Approval, "approval", protocol.ApprovalAsk, "the approval policy")
 	fl.StringVar(&cfg.Session.Sandbox, "sandbox", protocol.SandboxWorkspace, "what the session's commands may touch: read-only, workspace or full")
 	fl.StringVar(&cfg.Session.Network, "network", protocol.NetworkOn, "whether the session's sandboxed commands may use the network: on or off")
+	fl.StringArrayVar(&cfg.Session.Plugins, "plugin", nil, "the directory of one of the session's plugin packages (repeated: each)")
 	fl.StringVar(&cfg.TranscriptPath, "transcript", "", "the session's transcript")
 	fl.StringVar(&cfg.PreviousExit, "previous-exit", "", "why the session's previous worker exited")
 	fl.DurationVar(&cfg.OrphanGrace, "orphan-grace", 0, "how long to live on with no host connected and no turn running (0: forever)")

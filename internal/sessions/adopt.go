@@ -125,7 +125,7 @@ func (s *Service) restoreHeader(w *worker) {
 	w.mu.Unlock()
 	h, err := s.cat.Restore(catalog.Header{
 		ID: sess.SessionID, Title: sess.Title, Cwd: sess.Cwd, Model: sess.Model,
-		Thinking: sess.Thinking, Approval: sess.Approval, Sandbox: sess.Sandbox, Network: sess.Network, CreatedAt: sess.CreatedAt,
+		Thinking: sess.Thinking, Approval: sess.Approval, Sandbox: sess.Sandbox, Network: sess.Network, Plugins: sess.Plugins, CreatedAt: sess.CreatedAt,
 		LastActivityAt: sess.LastActivityAt, Archived: sess.Archived, MetadataRevision: sess.MetadataRevision,
 	})
 	if err != nil {

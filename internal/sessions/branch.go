@@ -122,7 +122,7 @@ func (s *Service) branch(h catalog.Header, records []transcript.Record, title st
 		title = branchTitle(h.Title)
 	}
 	nh, err := s.cat.Create(catalog.CreateOptions{Cwd: h.Cwd, Title: title, Model: h.Model, Thinking: h.Thinking, Approval: h.Approval,
-		Sandbox: h.Sandbox, Network: h.Network})
+		Sandbox: h.Sandbox, Network: h.Network, Plugins: h.Plugins})
 	if err != nil {
 		return catalog.Header{}, catalogError(err)
 	}

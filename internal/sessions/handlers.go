@@ -25,6 +25,7 @@ func (s *Service) handlers() server.Table {
 	server.Handle(t, protocol.OpSessionRemove, s.remove)
 	server.Handle(t, protocol.OpSessionFork, s.fork)
 	server.Handle(t, protocol.OpSessionRewind, s.rewind)
+	server.Handle(t, protocol.OpSessionPluginsSet, s.setPlugins)
 	server.Handle(t, protocol.OpModelsList, s.models)
 	server.Handle(t, protocol.OpModelsSelect, s.selectModel)
 	server.Handle(t, protocol.OpSubscriptionOpen, s.open)
@@ -99,8 +100,11 @@ func (s *Service) create(_ context.Context, _ *server.Call, in *protocol.Session
 	if approval == "" {
 		approval = protocol.ApprovalAsk
 	}
+	if err := checkPackages(in.Plugins); err != nil {
+		return protocol.Session{}, err
+	}
 	h, err := s.cat.Create(catalog.CreateOptions{ID: in.SessionID, Cwd: in.Cwd, Title: in.Title, Model: model, Approval: approval, Thinking: "off",
-		Sandbox: in.Sandbox, Network: in.Network,
+		Sandbox: in.Sandbox, Network: in.Network, Plugins: in.Plugins,
 	})
 	if err != nil {
 		return protocol.Session{}, catalogError(err)

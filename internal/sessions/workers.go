@@ -214,6 +214,9 @@ func (s *Service) start(w *worker, h catalog.Header) {
 		"--transcript", s.cat.TranscriptPath(h.ID), "--orphan-grace", s.cfg.WorkerIdleGrace.String(),
 		"--log-format", s.cfg.WorkerLogFormat,
 	}
+	for _, dir := range h.Plugins {
+		args = append(args, "--plugin", dir)
+	}
 	prev, _ := os.ReadFile(s.previousExitPath(h.ID))
 	if len(prev) > 0 {
 		args = append(args, "--previous-exit", string(prev))

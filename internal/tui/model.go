@@ -23,6 +23,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentd-dev/agentd/client"
+	"github.com/agentd-dev/agentd/internal/plugin"
 	"github.com/agentd-dev/agentd/protocol"
 )
 
@@ -698,6 +699,15 @@ func (m *model) scroll(key string, dir int) {
 func (m *model) send(text string, queue bool) tea.Cmd {
 	_, running := m.running()
 	return m.request("send", func(ctx context.Context, c *client.Conn, session string) error {
+		// A line typed as /name args is a prompt command of the session's
+		// plugin packages: its prompt is sent.
+		if name, args, ok := plugin.ParseInvocation(text); ok {
+			res, err := client.Call(ctx, c, protocol.OpSessionCommandExpand, protocol.CommandExpandInput{SessionID: session, Name: name, Arguments: args})
+			if err != nil {
+				return err
+			}
+			text = res.Prompt
+		}
 		if !running && !queue {
 			_, err := client.Call(ctx, c, protocol.OpTurnStart, protocol.TurnStartInput{SessionID: session, TurnID: "t" + newID(), Content: protocol.Content{Text: text}})
 			if !errors.Is(err, client.ErrOperationConflict) {

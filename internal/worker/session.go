@@ -69,6 +69,7 @@ type session struct {
 	base      context.Context   // cancelled when the worker stops
 	checkIdle func()            // constant once serving: the host's CheckIdle
 	homeDir   string            // constant: the home the worker registers in
+	plugins   *packages         // constant: the session's plugin packages; safe for concurrent use
 	header    protocol.Session  // guarded by mu: with the session's model, thinking and approval policy
 
 	mu       sync.Mutex
@@ -120,6 +121,9 @@ func (s *session) handlers() server.Table {
 	server.Handle(t, protocol.OpSessionGet, s.getSession)
 	server.Handle(t, protocol.OpSessionCompact, s.compactNow)
 	server.Handle(t, protocol.OpSessionCompactionSet, s.setCompaction)
+	server.Handle(t, protocol.OpSessionCommands, s.listCommands)
+	server.Handle(t, protocol.OpSessionCommandExpand, s.expandCommand)
+	server.Handle(t, protocol.OpSessionPluginsSet, s.setPlugins)
 	server.Handle(t, protocol.OpSubscriptionOpen, s.openSubscription)
 	server.Handle(t, protocol.OpSubscriptionReady, s.readySubscription)
 	server.Handle(t, protocol.OpSubscriptionClose, s.closeSubscription)
@@ -249,8 +253,9 @@ func (s *session) beginTurnLocked(turnID, messageID, text string) (*turn, error)
 		cancel: cancel,
 		done:   make(chan struct{}),
 	}
+	turnTools, skills := s.turnTools()
 	t.loop = &agent.Loop{
-		Provider: prov, Model: model, Thinking: s.header.Thinking, System: agent.SystemPrompt(s.system, instructions), Tools: s.tools,
+		Provider: prov, Model: model, Thinking: s.header.Thinking, System: agent.SystemPrompt(s.system, instructions) + skills, Tools: turnTools,
 		Env: &tools.Env{Cwd: s.header.Cwd, Todo: s.todo, Environ: s.turnEnviron(), Sandbox: s.sandbox, Background: background{s},
 			Changed: func(c tools.FileChange) { s.recordChange(t, c) }},
 		Approve: func(ctx context.Context, call llm.ToolCall, tool tools.Tool) (agent.Decision, error) {

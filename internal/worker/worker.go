@@ -35,7 +35,9 @@ import (
 // Config says which session a worker runs and how.
 type Config struct {
 	Home string
-	// Session is the header the host gives the worker: id, cwd, model.
+	// Session is the header the host gives the worker: id, cwd, model,
+	// sandbox, and the directories of its plugin packages (Plugins),
+	// which the worker loads at its start.
 	Session  protocol.Session
 	Thinking string
 	Approval string
@@ -111,9 +113,13 @@ func Run(ctx context.Context, cfg Config) error {
 		subs:      map[string]*subscription{},
 		messages:  map[string]protocol.QueueEntry{},
 		allowed:   map[string]bool{},
+		plugins:   newPackages(logger),
 
 		defaultCompactAt: cfg.CompactAt,
 	}
+	// Each of the session's plugin packages is loaded once, here, for
+	// the worker's life.
+	s.plugins.use(cfg.Session.Plugins)
 	pol, closeSandbox, err := newSandbox(cfg, logger)
 	if err != nil {
 		ln.Close()
