@@ -89,6 +89,8 @@ const (
 	OpSessionRemove         Op[SessionRef, SessionRef]              = "session.remove"
 	OpSessionTranscriptPage Op[TranscriptPageInput, TranscriptPage] = "session.transcript.page"
 	OpSessionTodoQuery      Op[SessionRef, TodoQueryResult]         = "session.todo.query"
+	OpSessionMCPList        Op[SessionRef, MCPListResult]           = "session.mcp.list"
+	OpSessionToolCall       Op[ToolCallInput, ToolCallResult]       = "session.tool.call"
 
 	OpTurnStart         Op[TurnStartInput, TurnStartResult] = "turn.start"
 	OpTurnQuery         Op[TurnRef, TurnSnapshot]           = "turn.query"
@@ -156,6 +158,8 @@ var operations = sync.OnceValue(func() []Operation {
 		op(OpSessionRemove, Command, AccessOwner, "Removes a session and its transcript."),
 		serial(op(OpSessionTranscriptPage, Query, AccessRead, "Reads a page of a subscribed session's transcript; serialized per connection.")),
 		op(OpSessionTodoQuery, Query, AccessRead, "Returns the agent's plan for a session."),
+		op(OpSessionMCPList, Query, AccessRead, "Lists a session's MCP servers, their state and their tools."),
+		op(OpSessionToolCall, Command, AccessControl, "Calls a tool of one of a session's MCP servers, as its worker runs them."),
 
 		op(OpTurnStart, Command, AccessWrite, "Starts a turn; the same turnId twice starts one turn."),
 		op(OpTurnQuery, Query, AccessRead, "Returns a turn's state."),

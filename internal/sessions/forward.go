@@ -19,6 +19,8 @@ var sessionOps = []struct {
 	command bool
 }{
 	{string(protocol.OpSessionTodoQuery), false},
+	{string(protocol.OpSessionMCPList), false},
+	{string(protocol.OpSessionToolCall), true},
 	{string(protocol.OpTurnStart), true},
 	{string(protocol.OpTurnQuery), false},
 	{string(protocol.OpTurnStop), true},
