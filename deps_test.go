@@ -47,10 +47,13 @@ var arrows = map[string][]string{
 	"internal/fswatch": {},
 	"internal/fanout":  {},
 	// the guests' grants, kept in the home as every file agentd keeps
-	"internal/guest":                 {"internal/atomicfile", "protocol"},
-	"internal/home":                  {"internal/atomicfile", "protocol"},
-	"internal/host":                  {"internal/home", "internal/server", "protocol"},
-	"internal/llm":                   {},
+	"internal/guest": {"internal/atomicfile", "protocol"},
+	"internal/home":  {"internal/atomicfile", "protocol"},
+	"internal/host":  {"internal/home", "internal/server", "protocol"},
+	"internal/llm":   {},
+	// MCP servers as the worker runs them: sandboxed like the session's
+	// commands, listed among its resources, their tools the agent's
+	"internal/mcp":                   {"internal/atomicfile", "internal/llm", "internal/resource", "internal/sandbox", "internal/tools", "protocol"},
 	"internal/proc":                  {},
 	"internal/provider":              {"internal/llm", "internal/redact"},
 	"internal/provider/anthropic":    {"internal/llm", "internal/provider", "internal/redact"},
@@ -91,11 +94,11 @@ var arrows = map[string][]string{
 	// the worker names the composition it serves and the host surface it
 	// trusts as the link defines them, the two ends of one connection;
 	// what it records and sends is redacted of the keys it holds
-	"internal/worker": {"internal/agent", "internal/fanout", "internal/home", "internal/link", "internal/llm", "internal/proc", "internal/redact", "internal/resource", "internal/sandbox", "internal/server", "internal/tools", "internal/transcript", "internal/transport", "protocol"},
+	"internal/worker": {"internal/agent", "internal/fanout", "internal/home", "internal/link", "internal/llm", "internal/mcp", "internal/proc", "internal/redact", "internal/resource", "internal/sandbox", "internal/server", "internal/tools", "internal/transcript", "internal/transport", "protocol"},
 	// the host's log opened without following a symbolic link, as every
 	// file agentd keeps in its own directories
 	"internal/cli": {
-		"client", "internal/acp", "internal/activation", "internal/atomicfile", "internal/fswatch", "internal/credentials", "internal/home", "internal/host", "internal/llm", "internal/proc", "internal/provider", "internal/provider/anthropic", "internal/provider/faux",
+		"client", "internal/acp", "internal/activation", "internal/atomicfile", "internal/fswatch", "internal/credentials", "internal/home", "internal/host", "internal/llm", "internal/mcp", "internal/proc", "internal/provider", "internal/provider/anthropic", "internal/provider/faux",
 		"internal/provider/openai", "internal/redact", "internal/sandbox", "internal/sessions", "internal/startenv", "internal/tools", "internal/transcript",
 		"internal/tui", "internal/version", "internal/worker", "protocol",
 	},

@@ -56,6 +56,12 @@ type Config struct {
 	// Ready, when set, is written to and closed once the worker serves:
 	// its host waits on it instead of dialling until it answers.
 	Ready io.WriteCloser
+	// PluginDirs are the session's plugin packages: the worker runs the
+	// MCP servers of their .mcp.json files.
+	PluginDirs []string
+	// MCPStartTimeout bounds each MCP server's start (initialize and its
+	// tool list); 0: mcp.DefaultStartTimeout.
+	MCPStartTimeout time.Duration
 	// OrphanGrace is how long the worker lives on with no host connected
 	// and no turn running: once its host is gone (killed, say) and no
 	// other claims it, it exits. Zero means it waits for a host forever.
@@ -118,6 +124,11 @@ func Run(ctx context.Context, cfg Config) error {
 	// without the model providers' keys, and in the same sandbox.
 	s.res = s.newResources(filepath.Join(filepath.Dir(cfg.TranscriptPath), "resources"), s.turnEnviron())
 	defer s.res.Close()
+	// The MCP servers start beside the worker: a turn waits only for those
+	// still starting when it needs their tools.
+	s.mcp = s.startMCP(cfg)
+	defer s.closeNets()
+	defer s.mcp.Close() // before the resources close: it ends their services
 	s.todo.OnChange = func(items []protocol.TodoItem) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
