@@ -44,11 +44,11 @@ const stopGrace = 2 * time.Second
 
 // Errors of a tool call that never reached its server.
 var (
-	// ErrNoServer is returned when the session has no server of the name.
+	// ErrUnknownServer is returned when the session has no server of the
+	// name.
 	ErrUnknownServer = errors.New("no such MCP server")
-	// ErrNotReady is returned when the server failed to start or has
-	// ended.
-	ErrNotReady = errors.New("the MCP server is not running")
+	// ErrNotReady is returned when the server was stopped or has ended.
+	ErrNotReady = errors.New("is not running")
 )
 
 // Options say how a session's servers run.
@@ -169,7 +169,7 @@ func (sv *server) run() {
 	sv.mu.Lock()
 	closing := sv.closing
 	if sv.failed == nil {
-		sv.failed = fmt.Errorf("%w: it exited", ErrNotReady)
+		sv.failed = fmt.Errorf("%w: it ended unasked (agentd logs %s shows its stderr)", ErrNotReady, sv.ref())
 	}
 	sv.mu.Unlock()
 	if closing {
@@ -201,6 +201,14 @@ func (sv *server) end(why error) {
 	}
 	sv.cancel()
 	close(sv.stopped)
+}
+
+// ref names the server's resource, "-" without one.
+func (sv *server) ref() string {
+	if sv.svc == nil {
+		return "-"
+	}
+	return sv.svc.Ref()
 }
 
 // close asks the server to end: its Service's Stop, and Close's.
