@@ -21,9 +21,17 @@ import (
 // that is not one).
 const envServer = "AGENTD_MCP_TEST_SERVER"
 
+// envConformanceClient makes the test binary the client the MCP
+// conformance suite drives: agentd's MCP client, given the suite's server
+// URL as its last argument and the scenario in MCP_CONFORMANCE_SCENARIO.
+const envConformanceClient = "AGENTD_MCP_CONFORMANCE_CLIENT"
+
 func TestMain(m *testing.M) {
 	if kind := os.Getenv(envServer); kind != "" {
 		os.Exit(serve(kind))
+	}
+	if os.Getenv(envConformanceClient) != "" {
+		os.Exit(conformanceClient(os.Args[len(os.Args)-1], os.Getenv("MCP_CONFORMANCE_SCENARIO")))
 	}
 	goleak.VerifyTestMain(m)
 }

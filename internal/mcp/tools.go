@@ -153,9 +153,9 @@ func (ss *Servers) call(ctx context.Context, sv *server, name string, args json.
 	if err != nil {
 		return Result{}, err
 	}
-	var arguments map[string]any
+	arguments := map[string]any{}
 	if len(args) > 0 && string(args) != "null" {
-		if err := json.Unmarshal(args, &arguments); err != nil {
+		if err := json.Unmarshal(args, &arguments); err != nil || arguments == nil {
 			return Result{}, errors.New("arguments must be a JSON object")
 		}
 	}
