@@ -520,13 +520,14 @@ func (m *Manager) Output(ref string) (data []byte, dropped int64, err error) {
 	return r.kept.Bytes(), r.kept.Dropped(), nil
 }
 
-// Running reports how many resources run.
+// Running reports how many resources run, services (which run as long as
+// their owner does) left out.
 func (m *Manager) Running() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	n := 0
 	for _, r := range m.order {
-		if r.info.State == protocol.ResourceRunning {
+		if r.info.State == protocol.ResourceRunning && r.stop == nil {
 			n++
 		}
 	}

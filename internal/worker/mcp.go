@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 
 	"github.com/agentd-dev/agentd/internal/mcp"
@@ -90,7 +91,11 @@ func (s *session) callTool(ctx context.Context, _ *server.Call, in *protocol.Too
 	res, err := s.mcp.Call(ctx, in.Server, in.Tool, in.Arguments, nil)
 	switch {
 	case errors.Is(err, mcp.ErrUnknownServer):
-		return protocol.ToolCallResult{}, protocol.InvalidField("input.server", "%v", err)
+		var names []string
+		for _, sv := range s.mcp.List() {
+			names = append(names, sv.Name)
+		}
+		return protocol.ToolCallResult{}, protocol.InvalidField("input.server", "%q is none of the session's MCP servers (%s): `agentd mcp tools` lists them", in.Server, strings.Join(names, ", "))
 	case err != nil:
 		return protocol.ToolCallResult{}, protocol.Errorf(protocol.CodeOperationUnavailable, "%v", err)
 	}
