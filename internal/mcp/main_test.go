@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"strings"
 	"testing"
@@ -98,6 +99,29 @@ func serveGo() int {
 					return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "extra"}}}, nil, nil
 				})
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "grown"}}}, nil, nil
+		})
+	type path struct {
+		Path string `json:"path"`
+	}
+	mcp.AddTool(s, &mcp.Tool{Name: "read", Description: "Reads a file."},
+		func(_ context.Context, _ *mcp.CallToolRequest, in path) (*mcp.CallToolResult, any, error) {
+			b, err := os.ReadFile(in.Path)
+			if err != nil {
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: err.Error()}}, IsError: true}, nil, nil
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(b)}}}, nil, nil
+		})
+	type addr struct {
+		Addr string `json:"addr"`
+	}
+	mcp.AddTool(s, &mcp.Tool{Name: "dial", Description: "Opens a TCP connection."},
+		func(_ context.Context, _ *mcp.CallToolRequest, in addr) (*mcp.CallToolResult, any, error) {
+			c, err := net.Dial("tcp", in.Addr)
+			if err != nil {
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: err.Error()}}, IsError: true}, nil, nil
+			}
+			c.Close()
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "connected"}}}, nil, nil
 		})
 	mcp.AddTool(s, &mcp.Tool{Name: "env", Description: "Answers its environment."},
 		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
