@@ -113,6 +113,8 @@ var arrows = map[string][]string{
 	// the sandbox's cost on a bash call, through the tool itself
 	"bench/sandboxbench": {"bench/internal/table", "internal/sandbox", "internal/tools", "protocol"},
 	"bench/soak":         {"bench/internal/asagentd", "bench/internal/harness", "client", "internal/activation", "internal/home", "internal/proc", "protocol"},
+	// an MCP tool's step through the agent loop, and first turns through agentd's processes
+	"bench/mcpbench":     {"bench/internal/asagentd", "bench/internal/harness", "bench/internal/table", "client", "internal/activation", "internal/mcp", "internal/provider/faux", "protocol"},
 	"bench/acpbench":     {"bench/internal/asagentd", "bench/internal/harness", "bench/internal/table", "client", "internal/activation", "protocol"},
 	"bench/handoffbench": {"bench/internal/asagentd", "bench/internal/harness", "bench/internal/procstat", "bench/internal/table", "client", "internal/activation", "internal/home", "internal/proc", "protocol"},
 }

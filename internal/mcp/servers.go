@@ -150,6 +150,7 @@ func (sv *server) display() string {
 
 // run starts the server, then waits for its end and records it.
 func (sv *server) run() {
+	began := time.Now()
 	err := sv.connect()
 	sv.mu.Lock()
 	sv.failed = err
@@ -164,6 +165,7 @@ func (sv *server) run() {
 	if sv.svc != nil {
 		sv.svc.SetStatus(protocol.ServiceReady, "")
 	}
+	sv.s.opts.Logger.Info("an MCP server is ready", "server", sv.cfg.Name, "tools", len(sv.tools), "took", time.Since(began).Round(time.Millisecond))
 	close(sv.started)
 	waitErr := cs.Wait()
 	sv.mu.Lock()
