@@ -141,18 +141,24 @@ func TestServerCrashingMidCallFailsThatCallOnly(t *testing.T) {
 }
 
 func TestServerHangingAtInitializeFailsItsCallsOnly(t *testing.T) {
-	p := start(t, mcp.Options{StartTimeout: 200 * time.Millisecond}, testServer("stuck", "hang"), testServer("go", "go"))
-	_, err := p.servers.Call(context.Background(), "stuck", "anything", nil, nil)
+	// The short start timeout is the hanging server's alone: a loaded
+	// machine may take longer to start the other.
+	stuck := start(t, mcp.Options{StartTimeout: 200 * time.Millisecond}, testServer("stuck", "hang"))
+	p := start(t, mcp.Options{}, testServer("go", "go"))
+	_, err := stuck.servers.Call(context.Background(), "stuck", "anything", nil, nil)
 	if err == nil || !strings.Contains(err.Error(), "did not finish starting") {
 		t.Fatalf("a call to a server hanging at initialize: %v", err)
+	}
+	if tools := stuck.servers.Tools(context.Background()); len(tools) != 0 {
+		t.Errorf("a server that did not start offers tools: %v", tools)
 	}
 	if res := run(p.tool(t, "mcp__go__echo"), `{"text":"ok"}`); res.IsError {
 		t.Errorf("the other server: %+v", res)
 	}
 	poll.Until(t, "the hanging server's resource to end, killed", func() bool {
-		return p.resourceOf(t, "stuck").State == protocol.ResourceExited
+		return stuck.resourceOf(t, "stuck").State == protocol.ResourceExited
 	})
-	if r := p.resourceOf(t, "stuck"); r.Status != protocol.ServiceFailed || !strings.Contains(r.Detail, "did not finish starting") {
+	if r := stuck.resourceOf(t, "stuck"); r.Status != protocol.ServiceFailed || !strings.Contains(r.Detail, "did not finish starting") {
 		t.Errorf("the hanging server's resource: %+v", r)
 	}
 }
