@@ -211,7 +211,7 @@ func newMCPRmCmd(e *env) *cobra.Command {
 				return err
 			}
 			if err := mcp.RemoveUser(home, args[0]); err != nil {
-				if errors.Is(err, mcp.ErrNoServer) {
+				if errors.Is(err, mcp.ErrNotListed) {
 					return usagef("%v: `agentd mcp ls` lists them", err)
 				}
 				return err

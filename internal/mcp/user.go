@@ -19,9 +19,9 @@ import (
 // TrustFileName lists the trusted projects in the home.
 const TrustFileName = "mcp-trust.json"
 
-// ErrNoServer is returned by RemoveUser when the user's list has no
+// ErrNotListed is returned by RemoveUser when the user's list has no
 // server of that name.
-var ErrNoServer = errors.New("no such server in the user's list")
+var ErrNotListed = errors.New("no such server in the user's list")
 
 // trustFile is the trust list's shape.
 type trustFile struct {
@@ -156,7 +156,7 @@ func RemoveUser(home, name string) error {
 		return err
 	}
 	if _, ok := servers[name]; !ok {
-		return fmt.Errorf("%q: %w", name, ErrNoServer)
+		return fmt.Errorf("%q: %w", name, ErrNotListed)
 	}
 	delete(servers, name)
 	return writeUser(home, servers)
