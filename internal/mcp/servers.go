@@ -154,7 +154,7 @@ func (sv *server) run() {
 	err := sv.connect()
 	sv.mu.Lock()
 	sv.failed = err
-	cs := sv.session
+	cs, tools := sv.session, len(sv.tools)
 	sv.mu.Unlock()
 	if err != nil {
 		sv.s.opts.Logger.Warn("an MCP server did not start; its tools fail", "server", sv.cfg.Name, "err", err)
@@ -165,7 +165,7 @@ func (sv *server) run() {
 	if sv.svc != nil {
 		sv.svc.SetStatus(protocol.ServiceReady, "")
 	}
-	sv.s.opts.Logger.Info("an MCP server is ready", "server", sv.cfg.Name, "tools", len(sv.tools), "took", time.Since(began).Round(time.Millisecond))
+	sv.s.opts.Logger.Info("an MCP server is ready", "server", sv.cfg.Name, "tools", tools, "took", time.Since(began).Round(time.Millisecond))
 	close(sv.started)
 	waitErr := cs.Wait()
 	sv.mu.Lock()
