@@ -78,6 +78,14 @@ func serveGo() int {
 		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.Repeat("0123456789", 1<<20)}}}, nil, nil
 		})
+	mcp.AddTool(s, &mcp.Tool{Name: "many", Description: "Answers 1,000 parts of 10 KiB of text and a large structured result."},
+		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+			res := &mcp.CallToolResult{StructuredContent: map[string]any{"big": strings.Repeat("s", 1<<20)}}
+			for range 1000 {
+				res.Content = append(res.Content, &mcp.TextContent{Text: strings.Repeat("p", 10<<10)})
+			}
+			return res, nil, nil
+		})
 	mcp.AddTool(s, &mcp.Tool{Name: "slow", Description: "Reports progress until cancelled."},
 		func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
 			for i := 1; ; i++ {

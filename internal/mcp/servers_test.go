@@ -182,6 +182,25 @@ func TestHugeResultIsBounded(t *testing.T) {
 	}
 }
 
+func TestResultOfManyPartsFitsInAFrame(t *testing.T) {
+	p := start(t, mcp.Options{}, testServer("go", "go"))
+	res, err := p.servers.Call(context.Background(), "go", "many", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	frame, err := json.Marshal(protocol.ToolCallResult{Text: res.Text, Content: res.Content, StructuredContent: res.Structured})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(frame) > protocol.MaxMessageBytes/2 || len(res.Text) > mcp.MaxResultBytes || len(res.Content) > 256 || res.Structured != nil {
+		t.Errorf("a result of 1,000 parts: %d bytes as a result, text %d bytes, %d parts, structured %d bytes",
+			len(frame), len(res.Text), len(res.Content), len(res.Structured))
+	}
+	if !strings.Contains(res.Text, "left out") {
+		t.Errorf("the text does not say it was cut: …%s", res.Text[len(res.Text)-80:])
+	}
+}
+
 func TestProgressIsToolOutputAndCancellingTheTurnCancelsTheRequest(t *testing.T) {
 	p := start(t, mcp.Options{}, testServer("go", "go"))
 	slow := p.tool(t, "mcp__go__slow")

@@ -216,30 +216,51 @@ func progressLine(p *mcp.ProgressNotificationParams) string {
 	return b.String()
 }
 
+// maxParts bounds the parts of a result a client is told of.
+const maxParts = 256
+
 // render turns a result into what the model reads and what a client is
-// told, bounded.
+// told, bounded: the text, the parts' texts together and the structured
+// content each at most 64 KiB, and at most maxParts parts, so that a
+// result always fits in a frame.
 func render(res *mcp.CallToolResult) Result {
 	out := Result{IsError: res.IsError, Content: []protocol.MCPContent{}}
 	var b strings.Builder
 	line := func(s string) {
+		if b.Len() > MaxResultBytes {
+			return // cut below anyway
+		}
 		if b.Len() > 0 {
 			b.WriteString("\n")
 		}
 		b.WriteString(s)
+	}
+	budget := MaxResultBytes // for the parts' texts together
+	part := func(c protocol.MCPContent) {
+		if len(out.Content) >= maxParts {
+			return
+		}
+		if len(c.Text) > budget {
+			c.Text = cut(c.Text, max(budget, 64))
+		}
+		budget = max(0, budget-len(c.Text))
+		out.Content = append(out.Content, c)
 	}
 	texts := map[string]bool{}
 	for _, c := range res.Content {
 		switch c := c.(type) {
 		case *mcp.TextContent:
 			line(c.Text)
-			texts[strings.TrimSpace(c.Text)] = true
-			out.Content = append(out.Content, protocol.MCPContent{Type: "text", Text: cut(c.Text, MaxResultBytes)})
+			if len(texts) < maxParts {
+				texts[strings.TrimSpace(c.Text)] = true
+			}
+			part(protocol.MCPContent{Type: "text", Text: c.Text})
 		case *mcp.ImageContent:
 			line(fmt.Sprintf("[image: %s, %d bytes]", c.MIMEType, len(c.Data)))
-			out.Content = append(out.Content, protocol.MCPContent{Type: "image", MIMEType: c.MIMEType, Bytes: len(c.Data)})
+			part(protocol.MCPContent{Type: "image", MIMEType: c.MIMEType, Bytes: len(c.Data)})
 		case *mcp.AudioContent:
 			line(fmt.Sprintf("[audio: %s, %d bytes]", c.MIMEType, len(c.Data)))
-			out.Content = append(out.Content, protocol.MCPContent{Type: "audio", MIMEType: c.MIMEType, Bytes: len(c.Data)})
+			part(protocol.MCPContent{Type: "audio", MIMEType: c.MIMEType, Bytes: len(c.Data)})
 		case *mcp.ResourceLink:
 			desc := fmt.Sprintf("[resource link: %s <%s>", c.Name, c.URI)
 			if c.MIMEType != "" {
@@ -249,7 +270,7 @@ func render(res *mcp.CallToolResult) Result {
 				desc += ": " + c.Description
 			}
 			line(desc + "]")
-			out.Content = append(out.Content, protocol.MCPContent{Type: "resource_link", URI: c.URI, Name: c.Name, MIMEType: c.MIMEType})
+			part(protocol.MCPContent{Type: "resource_link", URI: cut(c.URI, 4<<10), Name: cut(c.Name, 1<<10), MIMEType: c.MIMEType})
 		case *mcp.EmbeddedResource:
 			if c.Resource == nil {
 				continue
@@ -260,10 +281,13 @@ func render(res *mcp.CallToolResult) Result {
 			} else {
 				line(fmt.Sprintf("[resource <%s>: %s, %d bytes]", r.URI, r.MIMEType, len(r.Blob)))
 			}
-			out.Content = append(out.Content, protocol.MCPContent{Type: "resource", URI: r.URI, MIMEType: r.MIMEType, Text: cut(r.Text, MaxResultBytes), Bytes: len(r.Blob)})
+			part(protocol.MCPContent{Type: "resource", URI: cut(r.URI, 4<<10), MIMEType: r.MIMEType, Text: r.Text, Bytes: len(r.Blob)})
 		default:
 			line(fmt.Sprintf("[content of type %T]", c))
 		}
+	}
+	if n := len(res.Content) - len(out.Content); n > 0 && len(out.Content) == maxParts {
+		line(fmt.Sprintf("… (%d more parts left out)", n))
 	}
 	if res.StructuredContent != nil {
 		if raw, err := json.Marshal(res.StructuredContent); err == nil {
