@@ -11,6 +11,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agentd-dev/agentd/internal/agentdtest/poll"
 	"github.com/agentd-dev/agentd/protocol"
 )
 
@@ -100,10 +101,15 @@ func TestProjectMCPServerRunsOnceTrustedAndItsToolJoinsATurn(t *testing.T) {
 	if out := p.mustRun("mcp", "call", "--session", id, "go", "echo", `{"text":"from a client"}`); strings.TrimSpace(out) != "echo: from a client" {
 		t.Errorf("mcp call: %q", out)
 	}
+	// A worker started anew (the last one idled out) lists its server as
+	// starting until it is ready.
 	var tools protocol.MCPListResult
-	if err := json.Unmarshal([]byte(p.mustRun("mcp", "tools", "--json", id)), &tools); err != nil {
-		t.Fatal(err)
-	}
+	poll.Until(t, "the session's MCP server to be ready", func() bool {
+		if err := json.Unmarshal([]byte(p.mustRun("mcp", "tools", "--json", id)), &tools); err != nil {
+			t.Fatal(err)
+		}
+		return len(tools.Servers) == 1 && tools.Servers[0].Status != protocol.ServiceStarting
+	})
 	if len(tools.Servers) != 1 || tools.Servers[0].Status != protocol.ServiceReady || len(tools.Servers[0].Tools) != 3 || tools.Servers[0].Tools[0].AgentName != "mcp__go__echo" {
 		t.Errorf("mcp tools: %+v", tools)
 	}
