@@ -127,10 +127,11 @@ func TestProjectMCPServerRunsOnceTrustedAndItsToolJoinsATurn(t *testing.T) {
 	if out := p.mustRun("ps", id); !strings.Contains(out, "go: "+os.Args[0]) {
 		t.Errorf("ps:\n%s", out)
 	}
-	// Its stderr is its resource's log.
-	if out := p.mustRun("logs", id, tools.Servers[0].Ref); !strings.Contains(out, "cli test MCP server ready") {
-		t.Errorf("logs %s: %q", tools.Servers[0].Ref, out)
-	}
+	// Its stderr is its resource's log (copied there as the server writes
+	// it, which its start does not wait for).
+	poll.Until(t, "the server's stderr in its log", func() bool {
+		return strings.Contains(p.mustRun("logs", id, tools.Servers[0].Ref), "cli test MCP server ready")
+	})
 }
 
 func TestMCPToolWithoutReadOnlyHintIsRefusedUnderReadOnlyAndEnvHasNoKeys(t *testing.T) {
