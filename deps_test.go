@@ -51,7 +51,10 @@ var arrows = map[string][]string{
 	"internal/home":  {"internal/atomicfile", "protocol"},
 	"internal/host":  {"internal/home", "internal/server", "protocol"},
 	"internal/llm":   {},
-	"internal/proc":  {},
+	// MCP servers as the worker runs them: sandboxed like the session's
+	// commands, listed among its resources, their tools the agent's
+	"internal/mcp":  {"internal/atomicfile", "internal/llm", "internal/resource", "internal/sandbox", "internal/tools", "protocol"},
+	"internal/proc": {},
 	// plugin packages in Claude Code's layout: the format alone
 	"internal/plugin":                {},
 	"internal/provider":              {"internal/atomicfile", "internal/llm", "internal/redact"},
@@ -97,11 +100,11 @@ var arrows = map[string][]string{
 	// what it records and sends is redacted of the keys it holds; the
 	// content of files before the agent changed them is kept as every
 	// file agentd keeps
-	"internal/worker": {"internal/agent", "internal/atomicfile", "internal/fanout", "internal/home", "internal/link", "internal/llm", "internal/plugin", "internal/proc", "internal/redact", "internal/resource", "internal/sandbox", "internal/server", "internal/tools", "internal/transcript", "internal/transport", "protocol"},
+	"internal/worker": {"internal/agent", "internal/atomicfile", "internal/fanout", "internal/home", "internal/link", "internal/llm", "internal/mcp", "internal/plugin", "internal/proc", "internal/redact", "internal/resource", "internal/sandbox", "internal/server", "internal/tools", "internal/transcript", "internal/transport", "protocol"},
 	// the host's log opened without following a symbolic link, as every
 	// file agentd keeps in its own directories
 	"internal/cli": {
-		"client", "internal/acp", "internal/activation", "internal/atomicfile", "internal/fswatch", "internal/credentials", "internal/home", "internal/host", "internal/llm", "internal/proc", "internal/provider", "internal/provider/anthropic", "internal/provider/faux",
+		"client", "internal/acp", "internal/activation", "internal/atomicfile", "internal/fswatch", "internal/credentials", "internal/home", "internal/host", "internal/llm", "internal/mcp", "internal/proc", "internal/provider", "internal/provider/anthropic", "internal/provider/faux",
 		"internal/plugin", "internal/provider/openai", "internal/redact", "internal/sandbox", "internal/sessions", "internal/startenv", "internal/tools", "internal/transcript",
 		"internal/tui", "internal/version", "internal/worker", "protocol",
 	},
@@ -120,7 +123,9 @@ var arrows = map[string][]string{
 	"bench/soak":        {"bench/internal/asagentd", "bench/internal/harness", "client", "internal/activation", "internal/home", "internal/proc", "protocol"},
 	"bench/acpbench":    {"bench/internal/asagentd", "bench/internal/harness", "bench/internal/table", "client", "internal/activation", "protocol"},
 	// a long session's worker, run as agentd worker runs it, on the offline model
-	"bench/longbench":    {"bench/internal/table", "internal/link", "internal/llm", "internal/provider", "internal/provider/faux", "internal/tools", "internal/worker", "protocol"},
+	"bench/longbench": {"bench/internal/table", "internal/link", "internal/llm", "internal/provider", "internal/provider/faux", "internal/tools", "internal/worker", "protocol"},
+	// an MCP tool's step through the agent loop, and first turns through agentd's processes
+	"bench/mcpbench":     {"bench/internal/asagentd", "bench/internal/harness", "bench/internal/table", "client", "internal/activation", "internal/mcp", "internal/provider/faux", "protocol"},
 	"bench/handoffbench": {"bench/internal/asagentd", "bench/internal/harness", "bench/internal/procstat", "bench/internal/table", "client", "internal/activation", "internal/home", "internal/proc", "protocol"},
 }
 

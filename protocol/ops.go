@@ -89,6 +89,8 @@ const (
 	OpSessionRemove         Op[SessionRef, SessionRef]              = "session.remove"
 	OpSessionTranscriptPage Op[TranscriptPageInput, TranscriptPage] = "session.transcript.page"
 	OpSessionTodoQuery      Op[SessionRef, TodoQueryResult]         = "session.todo.query"
+	OpSessionMCPList        Op[SessionRef, MCPListResult]           = "session.mcp.list"
+	OpSessionToolCall       Op[ToolCallInput, ToolCallResult]       = "session.tool.call"
 
 	OpSessionCompact       Op[CompactInput, CompactResult]           = "session.compact"
 	OpSessionCompactionSet Op[CompactionSetInput, CompactionSetting] = "session.compaction.set"
@@ -171,6 +173,8 @@ var operations = sync.OnceValue(func() []Operation {
 		op(OpSessionPluginsSet, Command, AccessOwner, "Records a session's plugin packages; its worker loads them, now and at every start."),
 		op(OpSessionCommands, Query, AccessRead, "Lists the plugin packages a session's worker loaded, their prompt commands and skills."),
 		op(OpSessionCommandExpand, Query, AccessRead, "Expands a prompt command typed as /name args into its prompt."),
+		op(OpSessionMCPList, Query, AccessRead, "Lists a session's MCP servers, their state and their tools."),
+		op(OpSessionToolCall, Command, AccessControl, "Calls a tool of one of a session's MCP servers, as its worker runs them."),
 
 		op(OpTurnStart, Command, AccessWrite, "Starts a turn; the same turnId twice starts one turn."),
 		op(OpTurnQuery, Query, AccessRead, "Returns a turn's state."),

@@ -716,6 +716,12 @@ type Resource struct {
 	// a change of it is a change of the resource. 0 for a shell run.
 	Cols int `json:"cols,omitempty"`
 	Rows int `json:"rows,omitempty"`
+	// Name, Status and Detail describe a service (kind mcp): its name,
+	// what it is doing (ServiceStarting, ServiceReady, ServiceFailed,
+	// ServiceStopped) and, when it failed, why. Empty for a command.
+	Name   string `json:"name,omitempty"`
+	Status string `json:"status,omitempty"`
+	Detail string `json:"detail,omitempty"`
 }
 
 // Runtime resource kinds (Resource.Kind) and states (Resource.State).
@@ -725,9 +731,20 @@ const (
 	// ResourcePTY is a command on a pseudo-terminal: its screen is kept and
 	// its output streams to the subscriptions that chose it.
 	ResourcePTY = "pty"
+	// ResourceMCP is an MCP server the session's agent calls tools of: a
+	// command whose stderr is kept, or an HTTP endpoint.
+	ResourceMCP = "mcp"
 
 	ResourceRunning = "running"
 	ResourceExited  = "exited"
+)
+
+// What a service resource is doing (Resource.Status).
+const (
+	ServiceStarting = "starting"
+	ServiceReady    = "ready"
+	ServiceFailed   = "failed"
+	ServiceStopped  = "stopped"
 )
 
 // Bounds of runtime resources.

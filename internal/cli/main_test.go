@@ -20,6 +20,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(envProbe) == "1" {
 		os.Exit(probeWithoutCaps(os.Args[1:]))
 	}
+	if os.Getenv(envMCPServer) == "1" {
+		os.Exit(serveMCP())
+	}
 	if os.Getenv(envAsCLI) == "1" {
 		os.Exit(cli.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 	}

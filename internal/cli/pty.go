@@ -64,7 +64,11 @@ func newPsCmd(e *env) *cobra.Command {
 				if r.ExitCode != nil {
 					exit = fmt.Sprint(*r.ExitCode)
 				}
-				fmt.Fprintf(e.stdout, "%-9s %-6s %-8s %-6s %-5s %s\n", oneLine(r.Ref), oneLine(r.Kind), oneLine(r.State), tui.Age(now.Sub(r.StartedAt)), exit, oneLine(r.Command))
+				state, command := r.State, r.Command
+				if r.Status != "" { // a service: an MCP server
+					state, command = r.Status, r.Name+": "+r.Command
+				}
+				fmt.Fprintf(e.stdout, "%-9s %-6s %-8s %-6s %-5s %s\n", oneLine(r.Ref), oneLine(r.Kind), oneLine(state), tui.Age(now.Sub(r.StartedAt)), exit, oneLine(command))
 			}
 			if hidden > 0 {
 				fmt.Fprintf(e.stdout, "and %d earlier ended runs: `agentd ps --all %s` lists them\n", hidden, id)

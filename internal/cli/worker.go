@@ -22,6 +22,20 @@ import (
 	"github.com/agentd-dev/agentd/protocol"
 )
 
+// envDuration reads a positive Go duration from the environment; 0 when
+// it is not set.
+func envDuration(name string) (time.Duration, error) {
+	v := os.Getenv(name)
+	if v == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("%s=%q: want a positive Go duration such as 30s", name, v)
+	}
+	return d, nil
+}
+
 // EnvWorkerIdleGrace sets how long an idle session's worker lives on.
 const EnvWorkerIdleGrace = "AGENTD_WORKER_IDLE_GRACE"
 
@@ -167,6 +181,9 @@ func newWorkerCmd(e *env) *cobra.Command {
 			cfg.Providers = models{reg: reg}
 			cfg.ToolEnv = func() []string { return keys.toolEnv(extra) }
 			cfg.Tools = tools.Builtin()
+			if cfg.MCPStartTimeout, err = envDuration(EnvMCPStartTimeout); err != nil {
+				return err
+			}
 			cfg.System = systemPrompt
 			cfg.Logger = logger.With("role", "worker")
 			cfg.Version = version.String()

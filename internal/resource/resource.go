@@ -127,6 +127,9 @@ type resource struct {
 	drained   chan struct{}     // closed once its output has ended
 	ctl       *controller       // guarded by Manager.mu: the PTY's controller
 	stopping  bool              // guarded by Manager.mu
+	// stop ends a service (its owner runs it); nil for a shell run or PTY.
+	// Constant.
+	stop func()
 
 	outMu  sync.Mutex
 	log    *os.File     // guarded by outMu; nil without a log
@@ -134,6 +137,7 @@ type resource struct {
 	watch  func([]byte) // constant: told a shell run's output, called with outMu held
 	ptySeq uint64       // guarded by outMu
 	carry  []byte       // guarded by outMu: an unfinished UTF-8 sequence
+	ended  bool         // guarded by outMu: a service's output has ended
 	// secrets removes the keys the process holds from the output, which
 	// no log, screen or client gets. Guarded by outMu.
 	secrets redact.Stream
@@ -479,7 +483,7 @@ func (m *Manager) Stop(ref string) (protocol.Resource, error) {
 	if !ended {
 		// An ended resource's group is not signalled: its id may be
 		// another's by now.
-		terminate(r.pgid, r.exited, m.cfg.Grace)
+		m.end(r)
 	}
 	<-r.exited
 	m.mu.Lock()
@@ -516,13 +520,14 @@ func (m *Manager) Output(ref string) (data []byte, dropped int64, err error) {
 	return r.kept.Bytes(), r.kept.Dropped(), nil
 }
 
-// Running reports how many resources run.
+// Running reports how many resources run, services (which run as long as
+// their owner does) left out.
 func (m *Manager) Running() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	n := 0
 	for _, r := range m.order {
-		if r.info.State == protocol.ResourceRunning {
+		if r.info.State == protocol.ResourceRunning && r.stop == nil {
 			n++
 		}
 	}
@@ -535,7 +540,7 @@ func (m *Manager) findLocked(ref string) (*resource, error) {
 		return nil, m.unreadableLocked(err)
 	}
 	if !validRef(ref) {
-		return nil, protocol.InvalidField("input.ref", "%q is not a resource's ref (shell-N or pty-N)", ref)
+		return nil, protocol.InvalidField("input.ref", "%q is not a resource's ref (shell-N, pty-N or mcp-N)", ref)
 	}
 	r, ok := m.byRef[ref]
 	if !ok {
@@ -547,7 +552,7 @@ func (m *Manager) findLocked(ref string) (*resource, error) {
 // validRef reports whether ref has the form of a resource's ref.
 func validRef(ref string) bool {
 	kind, n, ok := strings.Cut(ref, "-")
-	if !ok || (kind != protocol.ResourceShell && kind != protocol.ResourcePTY) {
+	if !ok || (kind != protocol.ResourceShell && kind != protocol.ResourcePTY && kind != protocol.ResourceMCP) {
 		return false
 	}
 	i, err := strconv.ParseUint(n, 10, 31)
@@ -705,7 +710,7 @@ func (m *Manager) Drain() {
 	var wg sync.WaitGroup
 	for _, r := range live {
 		wg.Go(func() {
-			terminate(r.pgid, r.exited, m.cfg.Grace)
+			m.end(r)
 			<-r.exited
 		})
 	}
@@ -731,7 +736,19 @@ func (m *Manager) Close() {
 				late = true
 			}
 		}
-		r.out.Close() // unblocks its reader
+		if r.out != nil { // a service has none
+			r.out.Close() // unblocks its reader
+		}
 	}
 	m.wg.Wait()
+}
+
+// end ends r's processes: a service through its owner, a command's group
+// with SIGTERM, then SIGKILL after the grace.
+func (m *Manager) end(r *resource) {
+	if r.stop != nil {
+		r.stop()
+		return
+	}
+	terminate(r.pgid, r.exited, m.cfg.Grace)
 }

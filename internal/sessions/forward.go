@@ -21,6 +21,8 @@ var sessionOps = []struct {
 	{string(protocol.OpSessionTodoQuery), false},
 	{string(protocol.OpSessionCommands), false},
 	{string(protocol.OpSessionCommandExpand), false},
+	{string(protocol.OpSessionMCPList), false},
+	{string(protocol.OpSessionToolCall), true},
 	{string(protocol.OpTurnStart), true},
 	{string(protocol.OpTurnQuery), false},
 	{string(protocol.OpTurnStop), true},

@@ -17,6 +17,7 @@ import (
 	"github.com/agentd-dev/agentd/internal/fanout"
 	"github.com/agentd-dev/agentd/internal/home"
 	"github.com/agentd-dev/agentd/internal/llm"
+	"github.com/agentd-dev/agentd/internal/mcp"
 	"github.com/agentd-dev/agentd/internal/redact"
 	"github.com/agentd-dev/agentd/internal/resource"
 	"github.com/agentd-dev/agentd/internal/sandbox"
@@ -62,6 +63,8 @@ type session struct {
 	logger    *slog.Logger      // constant
 	todo      *tools.Todo       // constant; safe for concurrent use
 	res       *resource.Manager // constant: the session's shell runs and PTYs; never called with mu held
+	mcp       *mcp.Servers      // constant: the session's MCP servers; never called with mu held
+	closeNets func()            // constant: releases the MCP servers' sandbox with the network on
 	freeing   atomic.Bool       // memory of slept screens is about to go back to the system
 	runs      sync.WaitGroup    // turn goroutines
 	pumps     sync.WaitGroup    // subscription deliveries waiting for their batch
@@ -115,6 +118,8 @@ func (s *session) handlers() server.Table {
 	server.Handle(t, protocol.OpInteractionQuery, s.queryInteractions)
 	server.Handle(t, protocol.OpInteractionAnswer, s.answerInteraction)
 	server.Handle(t, protocol.OpSessionTodoQuery, s.queryTodo)
+	server.Handle(t, protocol.OpSessionMCPList, s.listMCP)
+	server.Handle(t, protocol.OpSessionToolCall, s.callTool)
 	server.Handle(t, protocol.OpSessionTranscriptPage, s.pageTranscript)
 	server.Handle(t, protocol.OpModelsSelect, s.selectModel)
 	server.Handle(t, protocol.OpModelsThinkingSet, s.setThinking)
@@ -334,6 +339,10 @@ func (s *session) runTurn(ctx context.Context, t *turn, history []llm.Message) {
 	defer s.fellIdle() // last, once the turn is done
 	defer close(t.done)
 	defer t.cancel()
+	// The MCP servers' tools as they are now, once those still starting
+	// have started (or failed), join the turn's own (the worker's and the
+	// skill tool): a changed list counts from the next turn.
+	t.loop.Tools = append(slices.Clip(t.loop.Tools), s.mcp.Tools(ctx)...)
 	outcome, err := t.loop.Run(ctx, history)
 	status, cause := outcome, ""
 	if err != nil {

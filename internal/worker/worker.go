@@ -63,6 +63,9 @@ type Config struct {
 	// a turn's request is compacted first, unless the session sets its
 	// own; 0 means protocol.DefaultCompactAt.
 	CompactAt int
+	// MCPStartTimeout bounds each MCP server's start (initialize and its
+	// tool list); 0: mcp.DefaultStartTimeout.
+	MCPStartTimeout time.Duration
 	// OrphanGrace is how long the worker lives on with no host connected
 	// and no turn running: once its host is gone (killed, say) and no
 	// other claims it, it exits. Zero means it waits for a host forever.
@@ -131,6 +134,11 @@ func Run(ctx context.Context, cfg Config) error {
 	// without the model providers' keys, and in the same sandbox.
 	s.res = s.newResources(filepath.Join(filepath.Dir(cfg.TranscriptPath), "resources"), s.turnEnviron())
 	defer s.res.Close()
+	// The MCP servers start beside the worker: a turn waits only for those
+	// still starting when it needs their tools.
+	s.mcp = s.startMCP(cfg)
+	defer s.closeNets()
+	defer s.mcp.Close() // before the resources close: it ends their services
 	s.todo.OnChange = func(items []protocol.TodoItem) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
