@@ -132,7 +132,11 @@ func (w *Watcher) Wait(ctx context.Context, d time.Duration) (bool, error) {
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}
-	stop := context.AfterFunc(ctx, func() { w.f.SetReadDeadline(time.Unix(1, 0)) })
+	// The cancellation reads its own copy of the file: it may run after
+	// Wait has returned and Close has cleared w.f (a closed file refuses
+	// the deadline, harmlessly).
+	f := w.f
+	stop := context.AfterFunc(ctx, func() { f.SetReadDeadline(time.Unix(1, 0)) })
 	defer stop()
 	for {
 		n, err := w.f.Read(w.buf)
@@ -179,6 +183,9 @@ func (w *Watcher) matches(b []byte) bool {
 	}
 	return false
 }
+
+// Close releases the inotify instance; the Watcher's waits are timeouts
+// after it.
 func (w *Watcher) Close() {
 	if w.f != nil {
 		w.f.Close()
