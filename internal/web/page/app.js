@@ -58,13 +58,22 @@ function takeToken() {
 }
 
 // login exchanges the token for the listener's HttpOnly cookie; it
-// returns the answer's status, 0 when the host could not be reached.
+// returns the answer's status. A host handing over to a new one answers
+// 503 and the new one may not listen yet: the login is tried again until
+// a host answers it, so that it is made, and recorded, at the new one.
 async function login(token) {
-  try {
-    const r = await fetch('/login', { method: 'POST', headers: { Authorization: 'Bearer ' + token }, credentials: 'same-origin' });
-    return r.status;
-  } catch (e) {
-    return 0;
+  let wait = 100;
+  for (let i = 0; ; i++) {
+    let status = 0;
+    try {
+      const r = await fetch('/login', { method: 'POST', headers: { Authorization: 'Bearer ' + token }, credentials: 'same-origin' });
+      status = r.status;
+    } catch (e) {
+      status = 0; // no host answered
+    }
+    if ((status !== 0 && status !== 503 && status !== 429) || i === 20) return status;
+    await new Promise((resolve) => setTimeout(resolve, wait));
+    wait = Math.min(wait * 2, 2000);
   }
 }
 
