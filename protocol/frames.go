@@ -50,6 +50,9 @@ type Hello struct {
 type Principal struct {
 	ID   string `json:"id"`
 	Kind string `json:"kind"`
+	// Label is a guest's grant's label, as the owner gave it; empty for
+	// the owner and for a grant without one.
+	Label string `json:"label,omitempty"`
 }
 
 // Principal kinds.

@@ -692,6 +692,24 @@ type Resource struct {
 	// a change of it is a change of the resource. 0 for a shell run.
 	Cols int `json:"cols,omitempty"`
 	Rows int `json:"rows,omitempty"`
+	// Controller is the client that controls a running PTY, nil while
+	// none does; taking and letting go of control is a change of the
+	// resource.
+	Controller *ResourceController `json:"controller,omitempty"`
+}
+
+// ResourceController names the client connection that controls a PTY,
+// as the host knows it: a client tells whether it is this one by its
+// accepted frame's connectionId.
+type ResourceController struct {
+	// ConnectionID is the host's id of the connection.
+	ConnectionID string `json:"connectionId"`
+	// Surface is the kind of client it said it is in its hello: cli,
+	// tui, web, acp…
+	Surface string `json:"surface,omitempty"`
+	// Principal is who the connection proved to be: the owner, or a
+	// guest by its grant (with the grant's label).
+	Principal Principal `json:"principal"`
 }
 
 // Runtime resource kinds (Resource.Kind) and states (Resource.State).

@@ -630,7 +630,7 @@ func (l *Listener) prove(token string, bearer bool, cookie *http.Cookie, login b
 			}
 		}
 		if g, err := l.cfg.Grants.Authenticate(token); err == nil {
-			return protocol.Principal{ID: g.GrantID, Kind: protocol.PrincipalGuest}, true
+			return protocol.Principal{ID: g.GrantID, Kind: protocol.PrincipalGuest, Label: g.Label}, true
 		}
 		return protocol.Principal{}, false
 	}
