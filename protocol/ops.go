@@ -80,15 +80,16 @@ const (
 	OpGrantList   Op[GrantListInput, GrantListResult]     = "grant.list"
 	OpGrantRevoke Op[GrantRef, Grant]                     = "grant.revoke"
 
-	OpSessionList           Op[SessionListInput, SessionListResult] = "session.list"
-	OpSessionCreate         Op[SessionCreateInput, Session]         = "session.create"
-	OpSessionGet            Op[SessionRef, Session]                 = "session.get"
-	OpSessionRename         Op[SessionRenameInput, Session]         = "session.rename"
-	OpSessionArchive        Op[SessionRef, Session]                 = "session.archive"
-	OpSessionUnarchive      Op[SessionRef, Session]                 = "session.unarchive"
-	OpSessionRemove         Op[SessionRef, SessionRef]              = "session.remove"
-	OpSessionTranscriptPage Op[TranscriptPageInput, TranscriptPage] = "session.transcript.page"
-	OpSessionTodoQuery      Op[SessionRef, TodoQueryResult]         = "session.todo.query"
+	OpSessionList           Op[SessionListInput, SessionListResult]    = "session.list"
+	OpSessionListWatch      Op[SessionListWatchInput, SubscriptionRef] = "session.list.watch"
+	OpSessionCreate         Op[SessionCreateInput, Session]            = "session.create"
+	OpSessionGet            Op[SessionRef, Session]                    = "session.get"
+	OpSessionRename         Op[SessionRenameInput, Session]            = "session.rename"
+	OpSessionArchive        Op[SessionRef, Session]                    = "session.archive"
+	OpSessionUnarchive      Op[SessionRef, Session]                    = "session.unarchive"
+	OpSessionRemove         Op[SessionRef, SessionRef]                 = "session.remove"
+	OpSessionTranscriptPage Op[TranscriptPageInput, TranscriptPage]    = "session.transcript.page"
+	OpSessionTodoQuery      Op[SessionRef, TodoQueryResult]            = "session.todo.query"
 
 	OpTurnStart         Op[TurnStartInput, TurnStartResult] = "turn.start"
 	OpTurnQuery         Op[TurnRef, TurnSnapshot]           = "turn.query"
@@ -148,6 +149,7 @@ var operations = sync.OnceValue(func() []Operation {
 		op(OpGrantRevoke, Command, AccessOwner, "Revokes a grant: its guest's requests, subscriptions and PTY control end at once."),
 
 		op(OpSessionList, Query, AccessRead, "Lists sessions from the catalog."),
+		op(OpSessionListWatch, Command, AccessRead, "Subscribes to the session list: each change of a session's entry is pushed."),
 		op(OpSessionCreate, Command, AccessOwner, "Creates a session."),
 		op(OpSessionGet, Query, AccessRead, "Returns one session's header."),
 		op(OpSessionRename, Command, AccessOwner, "Renames a session."),

@@ -168,6 +168,9 @@ func (in *SessionListInput) Validate() error {
 	return nil
 }
 
+// SessionListWatchInput is the (empty) input of session.list.watch.
+type SessionListWatchInput struct{}
+
 // Session is a session's header.
 type Session struct {
 	SessionID string `json:"sessionId"`

@@ -136,6 +136,8 @@ type Service struct {
 	// expiries end what a grant's guest holds when the grant expires, by
 	// grant id; nil once the service closed. Guarded by mu.
 	expiries map[string]*time.Timer
+	// lists are the subscriptions to the session list. Guarded by mu.
+	lists map[*listWatch]struct{}
 }
 
 // ErrClosed is the cause of the service's context once it closed.
@@ -170,7 +172,8 @@ func New(ctx context.Context, h *server.Server, cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	cat, err := catalog.Open(cfg.Home)
+	var s *Service
+	cat, err := catalog.Open(cfg.Home, catalog.WithOnChange(func(id string) { s.catalogChanged(id) }))
 	if err != nil {
 		return nil, fmt.Errorf("opening the session catalog: %w", err)
 	}
@@ -178,7 +181,7 @@ func New(ctx context.Context, h *server.Server, cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Service{cfg: cfg, host: h, sup: sup, cat: cat, log: cfg.Logger, workers: map[string]*worker{}, archived: map[string]bool{}, removing: map[string]int{}, detached: make(chan struct{}), grants: grants, guests: map[*clientConn]struct{}{}, expiries: map[string]*time.Timer{}}
+	s = &Service{lists: map[*listWatch]struct{}{}, cfg: cfg, host: h, sup: sup, cat: cat, log: cfg.Logger, workers: map[string]*worker{}, archived: map[string]bool{}, removing: map[string]int{}, detached: make(chan struct{}), grants: grants, guests: map[*clientConn]struct{}{}, expiries: map[string]*time.Timer{}}
 	s.ctx, s.cancel = context.WithCancelCause(ctx)
 	s.table = s.handlers()
 	for _, g := range grants.List() {
@@ -217,6 +220,7 @@ func (s *Service) Busy() bool {
 // worker: a running turn is recorded as interrupted.
 func (s *Service) BeginDrain() {
 	workers := s.stopStarting()
+	s.endLists(protocol.ClosedHostDraining)
 	var ended []*subscription
 	for _, w := range workers {
 		ended = append(ended, w.endSubscriptions(protocol.ClosedHostDraining)...)
@@ -266,7 +270,7 @@ func (s *Service) Close(ctx context.Context) error {
 // AttachConnection implements server.ConnectionAttacher: it tracks the
 // subscriptions each client connection holds.
 func (s *Service) AttachConnection(id server.Identity, out *server.OutboundWriter) server.Attachment {
-	c := &clientConn{s: s, id: id, out: out, subs: map[string]*subscription{}, turn: make(chan struct{}, 1), controllers: map[string]controllerHeld{}}
+	c := &clientConn{s: s, id: id, out: out, subs: map[string]*subscription{}, lists: map[string]*listWatch{}, turn: make(chan struct{}, 1), controllers: map[string]controllerHeld{}}
 	if id.Principal.Kind == protocol.PrincipalGuest {
 		s.mu.Lock()
 		s.guests[c] = struct{}{}
