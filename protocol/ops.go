@@ -111,6 +111,7 @@ const (
 	OpSubscriptionPtyInterestSet Op[PtyInterestInput, SubscriptionRef]             = "subscription.pty_interest.set"
 
 	OpRuntimeResourceQuery             Op[ResourceQueryInput, ResourceQueryResult] = "runtime.resource.query"
+	OpRuntimeResourceOutputRead        Op[OutputReadInput, ResourceOutput]         = "runtime.resource.output.read"
 	OpRuntimeResourceStart             Op[ResourceStartInput, Resource]            = "runtime.resource.start"
 	OpRuntimeResourceStop              Op[ResourceRef, Resource]                   = "runtime.resource.stop"
 	OpRuntimeResourceControllerAcquire Op[ResourceRef, ControllerAcquireResult]    = "runtime.resource.controller.acquire"
@@ -179,6 +180,7 @@ var operations = sync.OnceValue(func() []Operation {
 		op(OpSubscriptionPtyInterestSet, Command, AccessRead, "Chooses the PTYs whose output a subscription receives."),
 
 		op(OpRuntimeResourceQuery, Query, AccessRead, "Lists or reads a session's runtime resources, paged by revision and cursor."),
+		op(OpRuntimeResourceOutputRead, Query, AccessRead, "Reads a shell run's or PTY's output from its log, waiting for more when asked."),
 		op(OpRuntimeResourceStart, Command, AccessOwner, "Starts a shell run or PTY; launchId makes a retry idempotent."),
 		op(OpRuntimeResourceStop, Command, AccessOwner, "Stops a runtime resource."),
 		op(OpRuntimeResourceControllerAcquire, Command, AccessControl, "Takes control of a PTY."),
@@ -234,6 +236,7 @@ func (in *ThinkingSetInput) SessionRef() *string       { return &in.SessionID }
 func (in *SubscriptionOpenInput) SessionRef() *string  { return &in.SessionID }
 func (in *ResourceRef) SessionRef() *string            { return &in.SessionID }
 func (in *ResourceQueryInput) SessionRef() *string     { return &in.SessionID }
+func (in *OutputReadInput) SessionRef() *string        { return &in.SessionID }
 func (in *ResourceStartInput) SessionRef() *string     { return &in.SessionID }
 func (in *ControllerRef) SessionRef() *string          { return &in.SessionID }
 func (in *ControlInput) SessionRef() *string           { return &in.SessionID }

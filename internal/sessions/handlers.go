@@ -31,6 +31,7 @@ func (s *Service) handlers() server.Table {
 	server.Handle(t, protocol.OpSubscriptionClose, s.closeSubscription)
 	t[string(protocol.OpSessionTranscriptPage)] = s.pageTranscript
 	server.Handle(t, protocol.OpSubscriptionPtyInterestSet, s.setPtyInterest)
+	server.Handle(t, protocol.OpRuntimeResourceOutputRead, s.readOutput)
 	s.addSessionOps(t)
 	s.guestHandlers(t)
 	return t

@@ -99,6 +99,11 @@ type Service struct {
 	// (a worker's stop) from context.WithoutCancel(ctx).
 	ctx    context.Context
 	cancel context.CancelCauseFunc
+	// drain is cancelled once the host drains or hands off (drainNow):
+	// what waits for a client's sake (a read of output waiting for more)
+	// answers then, and holds neither up.
+	drain    context.Context
+	drainNow context.CancelFunc
 
 	counters counters
 	nextSub  atomic.Uint64
@@ -183,6 +188,7 @@ func New(ctx context.Context, h *server.Server, cfg Config) (*Service, error) {
 	}
 	s = &Service{lists: map[*listWatch]struct{}{}, cfg: cfg, host: h, sup: sup, cat: cat, log: cfg.Logger, workers: map[string]*worker{}, archived: map[string]bool{}, removing: map[string]int{}, detached: make(chan struct{}), grants: grants, guests: map[*clientConn]struct{}{}, expiries: map[string]*time.Timer{}}
 	s.ctx, s.cancel = context.WithCancelCause(ctx)
+	s.drain, s.drainNow = context.WithCancel(s.ctx)
 	s.table = s.handlers()
 	for _, g := range grants.List() {
 		s.expireLater(g)
@@ -239,6 +245,7 @@ func (s *Service) stopStarting() []*worker {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.draining = true
+	s.drainNow()
 	if s.web != nil {
 		// As the host's socket: no connection comes once the host drains.
 		s.web.StopAccepting()
