@@ -147,4 +147,3 @@ func wholeRunes(b []byte) int {
 	}
 	return len(b)
 }
-
