@@ -75,7 +75,7 @@ var arrows = map[string][]string{
 	// why a session's worker ended written without following a link;
 	// the guests' grants it decides access from, and the web listener it
 	// starts for the owner
-	"internal/sessions":   {"internal/atomicfile", "internal/catalog", "internal/fanout", "internal/guest", "internal/home", "internal/link", "internal/server", "internal/supervisor", "internal/transport", "internal/web", "protocol"},
+	"internal/sessions":   {"internal/atomicfile", "internal/catalog", "internal/fanout", "internal/fswatch", "internal/guest", "internal/home", "internal/link", "internal/server", "internal/supervisor", "internal/transport", "internal/web", "protocol"},
 	"internal/supervisor": {"internal/home", "internal/link", "internal/proc", "protocol"},
 	"internal/tools":      {"internal/atomicfile", "internal/llm", "internal/proc", "internal/sandbox", "protocol"},
 	// its file opened without following a symbolic link
