@@ -329,7 +329,9 @@ function listChanged(f) {
     page.sessions.sort((a, b) => (a.lastActivityAt < b.lastActivityAt ? 1 : a.lastActivityAt > b.lastActivityAt ? -1 : a.sessionId < b.sessionId ? -1 : 1));
   }
   renderList();
-  if (page.cur && page.cur.id === f.sessionId && s && !f.removed) setSession(s);
+  // The session shown takes its title from here; its state comes from
+  // its own subscription, which knows its turn.
+  if (page.cur && page.cur.id === f.sessionId && s && !f.removed) $('title').textContent = s.title || s.sessionId;
 }
 
 function renderList() {
