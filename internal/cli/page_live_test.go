@@ -153,7 +153,6 @@ func TestThePageShowsAShellRunsOutputLiveAndWhoControlsATerminal(t *testing.T) {
 	shot(t, helper, "page-desktop.png", chromedp.FullScreenshot(100))
 	until(t, owner, "what the guest typed, on the owner's page", termHas("guest-42"))
 
-
 	do(t, helper, chromedp.Click(chromedp.CSS("#pty-release")))
 	until(t, owner, "the terminal free again", hasText("#pty-who", "nobody controls it")+` && document.querySelector('#pty-take').offsetParent !== null`)
 	do(t, owner, chromedp.Focus(chromedp.CSS("#pty .xterm-helper-textarea")), typeText("echo owner-$((6*7))"), pressEnter())
@@ -168,4 +167,3 @@ func TestThePageShowsAShellRunsOutputLiveAndWhoControlsATerminal(t *testing.T) {
 func termHas(text string) string {
 	return fmt.Sprintf(`(() => { const p = page.cur && page.cur.pty; if (!p) return false; const b = p.term.buffer.active; for (let i = 0; i < b.length; i++) { const l = b.getLine(i); if (l && l.translateToString(true).includes(%q)) return true; } return false; })()`, text)
 }
-
