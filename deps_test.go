@@ -81,7 +81,7 @@ var arrows = map[string][]string{
 	// the guests' grants it decides access from, and the web listener it
 	// starts for the owner
 	// and the transcript a fork or a rewind copies into a new session
-	"internal/sessions":   {"internal/atomicfile", "internal/catalog", "internal/fanout", "internal/guest", "internal/home", "internal/link", "internal/plugin", "internal/server", "internal/supervisor", "internal/transcript", "internal/transport", "internal/web", "protocol"},
+	"internal/sessions":   {"internal/atomicfile", "internal/catalog", "internal/fanout", "internal/fswatch", "internal/guest", "internal/home", "internal/link", "internal/plugin", "internal/server", "internal/supervisor", "internal/transcript", "internal/transport", "internal/web", "protocol"},
 	"internal/supervisor": {"internal/home", "internal/link", "internal/proc", "protocol"},
 	"internal/tools":      {"internal/atomicfile", "internal/llm", "internal/proc", "internal/sandbox", "protocol"},
 	// its file opened without following a symbolic link

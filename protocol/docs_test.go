@@ -143,6 +143,7 @@ var kindTypes = map[string]reflect.Type{
 	protocol.KindRuntimeResourceUpdate:  reflect.TypeFor[protocol.RuntimeResourceUpdateFrame](),
 	protocol.KindRuntimeResourcePtyData: reflect.TypeFor[protocol.RuntimeResourcePtyDataFrame](),
 	protocol.KindSubscriptionClosed:     reflect.TypeFor[protocol.SubscriptionClosedFrame](),
+	protocol.KindSessionListUpdate:      reflect.TypeFor[protocol.SessionListUpdateFrame](),
 }
 
 func checkKindedExample(t *testing.T, kind string, raw json.RawMessage) bool {

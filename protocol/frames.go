@@ -18,12 +18,13 @@ const (
 	KindRuntimeResourceUpdate  = "subscription.runtime_resource_update"
 	KindRuntimeResourcePtyData = "subscription.runtime_resource_pty_data"
 	KindSubscriptionClosed     = "subscription.closed"
+	KindSessionListUpdate      = "subscription.session_list_update"
 )
 
 // PushedKinds lists the kinds of frames a host pushes to a subscriber.
 var PushedKinds = []string{
 	KindSessionProjection, KindSessionDelta, KindRuntimeResourceUpdate,
-	KindRuntimeResourcePtyData, KindSubscriptionClosed,
+	KindRuntimeResourcePtyData, KindSubscriptionClosed, KindSessionListUpdate,
 }
 
 // Surfaces a client may name in its hello.
@@ -50,6 +51,9 @@ type Hello struct {
 type Principal struct {
 	ID   string `json:"id"`
 	Kind string `json:"kind"`
+	// Label is a guest's grant's label, as the owner gave it; empty for
+	// the owner and for a grant without one.
+	Label string `json:"label,omitempty"`
 }
 
 // Principal kinds.
@@ -151,6 +155,20 @@ type RuntimeResourceUpdate struct {
 	SessionID string          `json:"sessionId"`
 	Ref       string          `json:"ref"`
 	Resource  json.RawMessage `json:"resource"`
+}
+
+// SessionListUpdateFrame tells a subscriber of the session list
+// (session.list.watch) a session's entry as it stands now: created,
+// changed (its title, state, settings, last activity, archived), or
+// removed.
+type SessionListUpdateFrame struct {
+	Pushed
+	SessionID string `json:"sessionId"`
+	// Session is the session's header as session.list gives it; absent
+	// when the session was removed.
+	Session *Session `json:"session,omitempty"`
+	// Removed is set when the session no longer exists.
+	Removed bool `json:"removed,omitempty"`
 }
 
 // RuntimeResourcePtyDataFrame carries PTY output, in order per resource.

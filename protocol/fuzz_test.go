@@ -192,6 +192,7 @@ func FuzzDecodeHostFrame(f *testing.F) {
 		protocol.KindRuntimeResourceUpdate:  func() any { return new(protocol.RuntimeResourceUpdateFrame) },
 		protocol.KindRuntimeResourcePtyData: func() any { return new(protocol.RuntimeResourcePtyDataFrame) },
 		protocol.KindSubscriptionClosed:     func() any { return new(protocol.SubscriptionClosedFrame) },
+		protocol.KindSessionListUpdate:      func() any { return new(protocol.SessionListUpdateFrame) },
 		protocol.KindAccepted:               func() any { return new(protocol.Accepted) },
 		protocol.KindIncompatible:           func() any { return new(protocol.Incompatible) },
 	}

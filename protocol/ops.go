@@ -80,17 +80,18 @@ const (
 	OpGrantList   Op[GrantListInput, GrantListResult]     = "grant.list"
 	OpGrantRevoke Op[GrantRef, Grant]                     = "grant.revoke"
 
-	OpSessionList           Op[SessionListInput, SessionListResult] = "session.list"
-	OpSessionCreate         Op[SessionCreateInput, Session]         = "session.create"
-	OpSessionGet            Op[SessionRef, Session]                 = "session.get"
-	OpSessionRename         Op[SessionRenameInput, Session]         = "session.rename"
-	OpSessionArchive        Op[SessionRef, Session]                 = "session.archive"
-	OpSessionUnarchive      Op[SessionRef, Session]                 = "session.unarchive"
-	OpSessionRemove         Op[SessionRef, SessionRef]              = "session.remove"
-	OpSessionTranscriptPage Op[TranscriptPageInput, TranscriptPage] = "session.transcript.page"
-	OpSessionTodoQuery      Op[SessionRef, TodoQueryResult]         = "session.todo.query"
-	OpSessionMCPList        Op[SessionRef, MCPListResult]           = "session.mcp.list"
-	OpSessionToolCall       Op[ToolCallInput, ToolCallResult]       = "session.tool.call"
+	OpSessionList           Op[SessionListInput, SessionListResult]    = "session.list"
+	OpSessionListWatch      Op[SessionListWatchInput, SubscriptionRef] = "session.list.watch"
+	OpSessionCreate         Op[SessionCreateInput, Session]            = "session.create"
+	OpSessionGet            Op[SessionRef, Session]                    = "session.get"
+	OpSessionRename         Op[SessionRenameInput, Session]            = "session.rename"
+	OpSessionArchive        Op[SessionRef, Session]                    = "session.archive"
+	OpSessionUnarchive      Op[SessionRef, Session]                    = "session.unarchive"
+	OpSessionRemove         Op[SessionRef, SessionRef]                 = "session.remove"
+	OpSessionTranscriptPage Op[TranscriptPageInput, TranscriptPage]    = "session.transcript.page"
+	OpSessionTodoQuery      Op[SessionRef, TodoQueryResult]            = "session.todo.query"
+	OpSessionMCPList        Op[SessionRef, MCPListResult]              = "session.mcp.list"
+	OpSessionToolCall       Op[ToolCallInput, ToolCallResult]          = "session.tool.call"
 
 	OpSessionCompact       Op[CompactInput, CompactResult]           = "session.compact"
 	OpSessionCompactionSet Op[CompactionSetInput, CompactionSetting] = "session.compaction.set"
@@ -120,6 +121,7 @@ const (
 	OpSubscriptionPtyInterestSet Op[PtyInterestInput, SubscriptionRef]             = "subscription.pty_interest.set"
 
 	OpRuntimeResourceQuery             Op[ResourceQueryInput, ResourceQueryResult] = "runtime.resource.query"
+	OpRuntimeResourceOutputRead        Op[OutputReadInput, ResourceOutput]         = "runtime.resource.output.read"
 	OpRuntimeResourceStart             Op[ResourceStartInput, Resource]            = "runtime.resource.start"
 	OpRuntimeResourceStop              Op[ResourceRef, Resource]                   = "runtime.resource.stop"
 	OpRuntimeResourceControllerAcquire Op[ResourceRef, ControllerAcquireResult]    = "runtime.resource.controller.acquire"
@@ -158,6 +160,7 @@ var operations = sync.OnceValue(func() []Operation {
 		op(OpGrantRevoke, Command, AccessOwner, "Revokes a grant: its guest's requests, subscriptions and PTY control end at once."),
 
 		op(OpSessionList, Query, AccessRead, "Lists sessions from the catalog."),
+		op(OpSessionListWatch, Command, AccessRead, "Subscribes to the session list: each change of a session's entry is pushed."),
 		op(OpSessionCreate, Command, AccessOwner, "Creates a session."),
 		op(OpSessionGet, Query, AccessRead, "Returns one session's header."),
 		op(OpSessionRename, Command, AccessOwner, "Renames a session."),
@@ -196,6 +199,7 @@ var operations = sync.OnceValue(func() []Operation {
 		op(OpSubscriptionPtyInterestSet, Command, AccessRead, "Chooses the PTYs whose output a subscription receives."),
 
 		op(OpRuntimeResourceQuery, Query, AccessRead, "Lists or reads a session's runtime resources, paged by revision and cursor."),
+		op(OpRuntimeResourceOutputRead, Query, AccessRead, "Reads a shell run's or PTY's output from its log, waiting for more when asked."),
 		op(OpRuntimeResourceStart, Command, AccessOwner, "Starts a shell run or PTY; launchId makes a retry idempotent."),
 		op(OpRuntimeResourceStop, Command, AccessOwner, "Stops a runtime resource."),
 		op(OpRuntimeResourceControllerAcquire, Command, AccessControl, "Takes control of a PTY."),
@@ -251,6 +255,7 @@ func (in *ThinkingSetInput) SessionRef() *string       { return &in.SessionID }
 func (in *SubscriptionOpenInput) SessionRef() *string  { return &in.SessionID }
 func (in *ResourceRef) SessionRef() *string            { return &in.SessionID }
 func (in *ResourceQueryInput) SessionRef() *string     { return &in.SessionID }
+func (in *OutputReadInput) SessionRef() *string        { return &in.SessionID }
 func (in *ResourceStartInput) SessionRef() *string     { return &in.SessionID }
 func (in *ControllerRef) SessionRef() *string          { return &in.SessionID }
 func (in *ControlInput) SessionRef() *string           { return &in.SessionID }

@@ -39,6 +39,7 @@ func schemaFiles() []schemaFile {
 		{"schema/runtime_resource_update.json", reflect.TypeFor[protocol.RuntimeResourceUpdateFrame](), false, protocol.KindRuntimeResourceUpdate},
 		{"schema/runtime_resource_pty_data.json", reflect.TypeFor[protocol.RuntimeResourcePtyDataFrame](), false, protocol.KindRuntimeResourcePtyData},
 		{"schema/closed.json", reflect.TypeFor[protocol.SubscriptionClosedFrame](), false, protocol.KindSubscriptionClosed},
+		{"schema/session_list_update.json", reflect.TypeFor[protocol.SessionListUpdateFrame](), false, protocol.KindSessionListUpdate},
 		{"schema/registration.json", reflect.TypeFor[protocol.Registration](), false, ""},
 		{"schema/records/compaction.json", reflect.TypeFor[protocol.CompactionData](), false, ""},
 		{"schema/records/compaction_setting.json", reflect.TypeFor[protocol.CompactionSettingData](), false, ""},

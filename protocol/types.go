@@ -168,6 +168,9 @@ func (in *SessionListInput) Validate() error {
 	return nil
 }
 
+// SessionListWatchInput is the (empty) input of session.list.watch.
+type SessionListWatchInput struct{}
+
 // Session is a session's header.
 type Session struct {
 	SessionID string `json:"sessionId"`
@@ -722,6 +725,24 @@ type Resource struct {
 	Name   string `json:"name,omitempty"`
 	Status string `json:"status,omitempty"`
 	Detail string `json:"detail,omitempty"`
+	// Controller is the client that controls a running PTY, nil while
+	// none does; taking and letting go of control is a change of the
+	// resource.
+	Controller *ResourceController `json:"controller,omitempty"`
+}
+
+// ResourceController names the client connection that controls a PTY,
+// as the host knows it: a client tells whether it is this one by its
+// accepted frame's connectionId.
+type ResourceController struct {
+	// ConnectionID is the host's id of the connection.
+	ConnectionID string `json:"connectionId"`
+	// Surface is the kind of client it said it is in its hello: cli,
+	// tui, web, acp…
+	Surface string `json:"surface,omitempty"`
+	// Principal is who the connection proved to be: the owner, or a
+	// guest by its grant (with the grant's label).
+	Principal Principal `json:"principal"`
 }
 
 // Runtime resource kinds (Resource.Kind) and states (Resource.State).
@@ -765,6 +786,65 @@ type ResourceQueryResult struct {
 	Revision   uint64     `json:"revision"`
 	Resources  []Resource `json:"resources"`
 	NextCursor *string    `json:"nextCursor"`
+}
+
+// MaxOutputRead bounds the output one runtime.resource.output.read
+// returns: its JSON, every byte escaped, still fits in a message.
+const MaxOutputRead = 64 << 10
+
+// MaxOutputWait bounds how long runtime.resource.output.read waits for
+// output to come: it answers with none then, and the client asks again.
+const MaxOutputWait = 25 * time.Second
+
+// OutputReadInput is the input of runtime.resource.output.read.
+type OutputReadInput struct {
+	SessionID string `json:"sessionId"`
+	Ref       string `json:"ref"`
+	// Offset is where in the output to read from, in bytes; absent, the
+	// last MaxBytes of it.
+	Offset *int64 `json:"offset,omitempty"`
+	// MaxBytes bounds the output returned; 0 means MaxOutputRead.
+	MaxBytes int `json:"maxBytes,omitempty"`
+	// Wait, when there is no output past Offset yet and the resource
+	// runs, answers once some is written, the resource ends, or
+	// MaxOutputWait has passed.
+	Wait bool `json:"wait,omitempty"`
+}
+
+// Validate checks the input.
+func (in *OutputReadInput) Validate() error {
+	if err := (&ResourceRef{in.SessionID, in.Ref}).Validate(); err != nil {
+		return err
+	}
+	if in.Offset != nil && *in.Offset < 0 {
+		return FieldError("input.offset", "must not be negative")
+	}
+	if in.MaxBytes < 0 || in.MaxBytes > MaxOutputRead {
+		return FieldError("input.maxBytes", "must be between 1 and %d, or 0 for %d", MaxOutputRead, MaxOutputRead)
+	}
+	return nil
+}
+
+// ResourceOutput is the result of runtime.resource.output.read: a piece
+// of a resource's output, as its log holds it.
+type ResourceOutput struct {
+	SessionID string `json:"sessionId"`
+	Ref       string `json:"ref"`
+	// Offset is where Data starts in the output.
+	Offset int64 `json:"offset"`
+	// Data is the output from Offset; bytes that are not UTF-8 read as
+	// U+FFFD. It ends on a whole character, but at the end of a resource
+	// that has ended.
+	Data string `json:"data"`
+	// NextOffset is where the next read goes on from.
+	NextOffset int64 `json:"nextOffset"`
+	// Size is the output's length when it was read.
+	Size int64 `json:"size"`
+	// Resource is the resource's state when it was read.
+	Resource Resource `json:"resource"`
+	// Complete is set once the resource has ended and NextOffset is the
+	// end of its output: there is no more to read.
+	Complete bool `json:"complete,omitempty"`
 }
 
 // ResourceStartInput is the input of runtime.resource.start.

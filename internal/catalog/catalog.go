@@ -36,6 +36,8 @@ type Catalog struct {
 	now   func() time.Time // the clock; UTC, no monotonic reading
 	newID func() string
 	log   *slog.Logger
+	// onChange is told of each session changed, created or removed.
+	onChange func(id string)
 	// settingsMoved is where Open moved an unreadable settings.json, if
 	// it did.
 	settingsMoved string
@@ -84,6 +86,21 @@ func WithLogger(l *slog.Logger) Option {
 		if l != nil {
 			c.log = l
 		}
+	}
+}
+
+// WithOnChange has fn told the id of each session whose header a change
+// stored (Create, every change of a header, Restore) or that Remove
+// removed, once the catalog has let go of its lock: fn may call the
+// catalog.
+func WithOnChange(fn func(id string)) Option {
+	return func(c *Catalog) { c.onChange = fn }
+}
+
+// changed tells onChange of session id. Called with no lock held.
+func (c *Catalog) changed(id string) {
+	if c.onChange != nil {
+		c.onChange(id)
 	}
 }
 

@@ -81,14 +81,17 @@ func (c *Catalog) Create(opts CreateOptions) (Header, error) {
 	err = c.writeNewFolder(h)
 
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	defer c.idle.Broadcast()
 	e.busy = false
 	e.creating = false
 	if err != nil {
 		delete(c.entries, h.ID)
+	}
+	c.idle.Broadcast()
+	c.mu.Unlock()
+	if err != nil {
 		return Header{}, fmt.Errorf("cannot create session %s: %w", h.ID, err)
 	}
+	c.changed(h.ID)
 	return h, nil
 }
 
@@ -236,12 +239,15 @@ func (c *Catalog) update(op, id string, archivedOK bool, ch change) (Header, err
 	err = c.writeHeader(next)
 
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.releaseLocked(e)
+	if err == nil {
+		e.h = &next
+	}
+	c.mu.Unlock()
 	if err != nil {
 		return Header{}, fmt.Errorf("%s %s: %w", op, id, err)
 	}
-	e.h = &next
+	c.changed(id)
 	return next, nil
 }
 
@@ -442,11 +448,19 @@ func (c *Catalog) Remove(id string) error {
 	err = c.removeFolder(id)
 
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.releaseLocked(e)
 	if err != nil {
+		c.mu.Unlock()
 		return fmt.Errorf("cannot remove session %s: %w", id, err)
 	}
+	c.removedLocked(id)
+	c.mu.Unlock()
+	c.changed(id)
+	return nil
+}
+
+// removedLocked forgets removed session id. Called with mu held.
+func (c *Catalog) removedLocked(id string) {
 	delete(c.entries, id)
 	// A removed copy no longer holds the id its header named.
 	for claimed, folders := range c.copies {
@@ -458,7 +472,6 @@ func (c *Catalog) Remove(id string) error {
 			}
 		}
 	}
-	return nil
 }
 
 func (c *Catalog) removeFolder(id string) error {
@@ -490,6 +503,14 @@ func (c *Catalog) removeFolder(id string) error {
 // title, a creation time) is set as a new session's would be. A session
 // the catalog holds readable is left as it is, and returned.
 func (c *Catalog) Restore(h Header) (Header, error) {
+	h, err := c.restore(h)
+	if err == nil {
+		c.changed(h.ID)
+	}
+	return h, err
+}
+
+func (c *Catalog) restore(h Header) (Header, error) {
 	if err := validID(h.ID); err != nil {
 		return Header{}, err
 	}

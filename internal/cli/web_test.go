@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/coder/websocket"
@@ -319,4 +321,108 @@ func TestARestartedHostListensAgainUnlessTheAddressIsTaken(t *testing.T) {
 	if out := p.mustRun("status"); !strings.Contains(out, "off: ") || !strings.Contains(out, "address already in use") {
 		t.Fatalf("agentd status with the address taken:\n%s", out)
 	}
+}
+
+// A login made at any moment of agentd upgrade outlives it: logins go on
+// over kept-alive connections while the host hands off, each tried again
+// while the old host answers 503 or no host answers, as the page does;
+// every cookie they got opens /ws on the new host, and on the host after
+// it. The owner's login token agentd web printed before the upgrade, not
+// yet used, logs in at the new host.
+func TestALoginMadeWhileTheHostHandsOffOutlivesIt(t *testing.T) {
+	p := newPlace(t)
+	id := strings.TrimSpace(p.mustRun("new", "--cwd", p.workDir()))
+	w := p.web()
+	var share struct {
+		Token string `json:"token"`
+	}
+	if err := json.Unmarshal([]byte(p.mustRun("share", id, "--json")), &share); err != nil {
+		t.Fatal(err)
+	}
+	ctx := agentdtest.Context(t)
+	login := func(hc *http.Client) *http.Cookie {
+		for {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, w.URL+"login", nil)
+			req.Header.Set("Authorization", "Bearer "+share.Token)
+			res, err := hc.Do(req)
+			if ctx.Err() != nil {
+				return nil
+			}
+			if err != nil {
+				continue // no host answered: the next one will
+			}
+			io.Copy(io.Discard, res.Body)
+			res.Body.Close()
+			switch res.StatusCode {
+			case http.StatusServiceUnavailable:
+				continue
+			case http.StatusNoContent:
+				for _, c := range res.Cookies() {
+					if c.Name == "agentd_session" {
+						return c
+					}
+				}
+			}
+			t.Errorf("a login: %s", res.Status)
+			return nil
+		}
+	}
+	// Browsers log in, each over a connection it keeps alive, until the
+	// upgrade is over, and then as many times again.
+	const browsers = 6
+	var (
+		mu      sync.Mutex
+		cookies []*http.Cookie
+		wg      sync.WaitGroup
+	)
+	upgraded := make(chan struct{})
+	for range browsers {
+		wg.Go(func() {
+			hc := &http.Client{Transport: &http.Transport{}}
+			defer hc.CloseIdleConnections()
+			for n, after := 0, -1; after != 0 && n < 150; n, after = n+1, after-1 {
+				if c := login(hc); c != nil {
+					mu.Lock()
+					cookies = append(cookies, c)
+					mu.Unlock()
+				}
+				select {
+				case <-upgraded:
+					if after < 0 {
+						after = max(n, 5)
+					}
+				default:
+				}
+			}
+		})
+	}
+	before := p.statusJSON().PID
+	p.mustRun("upgrade")
+	close(upgraded)
+	wg.Wait()
+	if p.statusJSON().PID == before {
+		t.Fatal("the host was not replaced")
+	}
+	opens := func(when string) {
+		t.Helper()
+		for i, c := range cookies {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, w.URL+"ws", nil)
+			req.AddCookie(c)
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res.Body.Close()
+			if res.StatusCode == http.StatusUnauthorized {
+				t.Fatalf("%s: the cookie of login %d of %d is unknown", when, i+1, len(cookies))
+			}
+		}
+	}
+	opens("on the new host")
+	ownerLogin(t, w)
+
+	p.mustRun("upgrade")
+	poll.Until(t, "the host after listening on the web", func() bool { return p.statusJSON().Web != nil })
+	opens("on the host after")
+	t.Logf("%d logins across the upgrade", len(cookies))
 }

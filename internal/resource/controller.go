@@ -10,13 +10,14 @@ import (
 	"github.com/agentd-dev/agentd/protocol"
 )
 
-// Acquire makes the connection conn the controller of a running PTY. A
-// PTY has at most one controller: another connection's acquire conflicts
-// until it releases, its connection closes or the PTY exits. Acquiring
-// again a PTY conn controls answers the same controller. The result
-// carries the screen as it is now, its oldest lines left out when the
-// whole would not fit in a message.
-func (m *Manager) Acquire(conn, ref string) (protocol.ControllerAcquireResult, error) {
+// Acquire makes the connection conn, which is who, the controller of a
+// running PTY: the PTY's state names who from then on, until control
+// ends. A PTY has at most one controller: another connection's acquire
+// conflicts until it releases, its connection closes or the PTY exits.
+// Acquiring again a PTY conn controls answers the same controller. The
+// result carries the screen as it is now, its oldest lines left out when
+// the whole would not fit in a message.
+func (m *Manager) Acquire(conn string, who protocol.ResourceController, ref string) (protocol.ControllerAcquireResult, error) {
 	m.mu.Lock()
 	r, err := m.writableLocked(ref)
 	if err != nil {
@@ -30,6 +31,8 @@ func (m *Manager) Acquire(conn, ref string) (protocol.ControllerAcquireResult, e
 		c = &controller{id: fmt.Sprintf("ctl-%d", m.ctls), conn: conn, res: r, next: 1}
 		r.ctl = c
 		m.controllers[c.id] = c
+		r.info.Controller = &who
+		m.changedLocked(r)
 	case c.conn != conn:
 		m.mu.Unlock()
 		return protocol.ControllerAcquireResult{}, protocol.Errorf(protocol.CodeOperationConflict,
@@ -202,8 +205,12 @@ func (m *Manager) releaseLocked(c *controller) {
 	if c == nil {
 		return
 	}
-	if c.res.ctl == c {
-		c.res.ctl = nil
+	if r := c.res; r.ctl == c {
+		r.ctl = nil
+		r.info.Controller = nil
+		if r.info.State == protocol.ResourceRunning {
+			m.changedLocked(r)
+		}
 	}
 	delete(m.controllers, c.id)
 	delete(m.replays, c.id)

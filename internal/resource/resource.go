@@ -447,10 +447,10 @@ func (m *Manager) wait(r *resource, p *started) {
 	m.mu.Lock()
 	ended := time.Now().UTC()
 	r.info.State, r.info.ExitCode, r.info.EndedAt = protocol.ResourceExited, &code, &ended
+	m.releaseLocked(r.ctl)
 	if err := m.recordLocked(r); err != nil {
 		m.cfg.Logger.Error("recording how a runtime resource ended", "ref", r.info.Ref, "err", err)
 	}
-	m.releaseLocked(r.ctl)
 	m.changedLocked(r)
 	m.mu.Unlock()
 	close(r.exited)
@@ -700,7 +700,7 @@ func (m *Manager) Drain() {
 	m.replayOrder = nil
 	live := make([]*resource, 0, len(m.order))
 	for _, r := range m.order {
-		r.ctl = nil
+		r.ctl, r.info.Controller = nil, nil
 		if r.info.State == protocol.ResourceRunning {
 			r.stopping = true
 			live = append(live, r)

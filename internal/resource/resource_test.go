@@ -404,16 +404,16 @@ func TestAPTYHasAtMostOneControllerAndAControllerBindsOneResource(t *testing.T) 
 	m, _, _ := newManager(t)
 	a := start(t, m, StartInput{LaunchID: "l1", Command: "cat", PTY: true})
 	b := start(t, m, StartInput{LaunchID: "l2", Command: "cat", PTY: true})
-	ctl, err := m.Acquire("conn-1", a.Ref)
+	ctl, err := m.Acquire("conn-1", protocol.ResourceController{ConnectionID: "conn-1"}, a.Ref)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if ctl.NextSequence != 1 || ctl.Resource.Ref != a.Ref || ctl.ControllerID == "" {
 		t.Fatalf("acquired %+v", ctl)
 	}
-	_, err = m.Acquire("conn-2", a.Ref)
+	_, err = m.Acquire("conn-2", protocol.ResourceController{ConnectionID: "conn-2"}, a.Ref)
 	wantCode(t, err, protocol.CodeOperationConflict)
-	again, err := m.Acquire("conn-1", a.Ref)
+	again, err := m.Acquire("conn-1", protocol.ResourceController{ConnectionID: "conn-1"}, a.Ref)
 	if err != nil || again.ControllerID != ctl.ControllerID {
 		t.Fatalf("acquiring again from the same connection: %+v, %v", again, err)
 	}
@@ -428,19 +428,19 @@ func TestAPTYHasAtMostOneControllerAndAControllerBindsOneResource(t *testing.T) 
 	if err := m.Release("conn-1", a.Ref, ctl.ControllerID); err != nil {
 		t.Fatal(err)
 	}
-	other, err := m.Acquire("conn-2", a.Ref)
+	other, err := m.Acquire("conn-2", protocol.ResourceController{ConnectionID: "conn-2"}, a.Ref)
 	if err != nil || other.ControllerID == ctl.ControllerID {
 		t.Fatalf("after the release another connection acquired %+v, %v", other, err)
 	}
 	// A shell run has no controller.
 	sh := start(t, m, StartInput{LaunchID: "l3", Command: "sleep 1000"})
-	_, err = m.Acquire("conn-1", sh.Ref)
+	_, err = m.Acquire("conn-1", protocol.ResourceController{ConnectionID: "conn-1"}, sh.Ref)
 	wantCode(t, err, protocol.CodeOperationConflict)
 }
 
 func acquire(t *testing.T, m *Manager, conn, ref string) string {
 	t.Helper()
-	ctl, err := m.Acquire(conn, ref)
+	ctl, err := m.Acquire(conn, protocol.ResourceController{ConnectionID: conn}, ref)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -584,7 +584,7 @@ func TestAControllerAcquireResultFitsTheWireLimitByTrimmingTheOldestOutput(t *te
 	m, s, _ := newManager(t)
 	p := start(t, m, StartInput{LaunchID: "l1", Command: "echo first; echo last; sleep 1000", PTY: true})
 	s.printed(t, p.Ref, "last")
-	res, err := m.Acquire("conn-1", p.Ref)
+	res, err := m.Acquire("conn-1", protocol.ResourceController{ConnectionID: "conn-1"}, p.Ref)
 	if err != nil {
 		t.Fatal(err)
 	}

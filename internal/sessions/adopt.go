@@ -111,6 +111,7 @@ func (w *worker) connect(ctx context.Context) (*link.Stream, error) {
 		}
 	}
 	w.mu.Unlock()
+	w.s.listChanged(w.sessionID)
 	return feed, nil
 }
 
@@ -143,7 +144,9 @@ func (s *Service) BeginHandOff() {
 	s.handingOff.Store(true)
 	var ended []*subscription
 	defer func() { awaitEnds(ended) }()
-	for _, w := range s.stopStarting() {
+	workers := s.stopStarting()
+	s.endLists(protocol.ClosedHostReplaced)
+	for _, w := range workers {
 		w.mu.Lock()
 		if w.idle != nil {
 			w.idle.Stop()

@@ -19,6 +19,7 @@ type clientConn struct {
 
 	mu          sync.Mutex
 	subs        map[string]*subscription  // guarded by mu: by id
+	lists       map[string]*listWatch     // guarded by mu: its subscriptions to the session list, by id
 	room        chan struct{}             // guarded by mu: closed when a batch of the connection is flushed
 	turn        chan struct{}             // buffered 1: held by the subscription queuing a batch
 	slowed      sync.Once                 // its socket's buffer is cut down for a slow reader
@@ -106,14 +107,17 @@ func (c *clientConn) flushed() {
 // controlled; nothing more is written.
 func (c *clientConn) Close(context.Context) error {
 	c.mu.Lock()
-	subs, held := c.subs, c.controllers
-	c.subs, c.controllers = map[string]*subscription{}, map[string]controllerHeld{}
+	subs, held, lists := c.subs, c.controllers, c.lists
+	c.subs, c.controllers, c.lists = map[string]*subscription{}, map[string]controllerHeld{}, map[string]*listWatch{}
 	c.mu.Unlock()
 	c.s.mu.Lock()
 	delete(c.s.guests, c)
 	c.s.mu.Unlock()
 	for _, sub := range subs {
 		sub.abort()
+	}
+	for _, lw := range lists {
+		lw.end(c.s, "")
 	}
 	c.s.releaseControllers(slices.Collect(maps.Values(held)))
 	return nil

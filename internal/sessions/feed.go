@@ -32,6 +32,7 @@ func (w *worker) openFeed(ctx context.Context) (*link.Stream, error) {
 	w.busy = snap.Session.Status != protocol.SessionIdle
 	w.live, w.ended = map[string]bool{}, map[string]bool{}
 	w.mu.Unlock()
+	w.s.listChanged(w.sessionID)
 	w.feedID = open.SubscriptionID
 	watch := w.conn.Stream(open.SubscriptionID)
 	if _, err := link.Call(ctx, w.conn, protocol.OpSubscriptionReady, protocol.SubscriptionRef{SubscriptionID: open.SubscriptionID}); err != nil {
@@ -100,12 +101,16 @@ func (w *worker) publish(d *protocol.SessionDelta, body []byte) {
 	it := newDeltaItem(body, d)
 	w.mu.Lock()
 	w.proj.Apply(*d)
-	was := w.busy
+	was, wasActive := w.busy, w.activeLocked()
 	w.busy = w.proj.Session().Status != protocol.SessionIdle
+	active := w.activeLocked()
 	for sub := range w.subs {
 		sub.push(it)
 	}
 	w.mu.Unlock()
+	if active != wasActive {
+		w.s.listChanged(w.sessionID)
+	}
 	if was && !w.busy {
 		w.armIdle()
 	}

@@ -80,8 +80,8 @@ func (s *Service) Confirm(call *server.Call) error {
 	if in, ok := call.Decoded().(protocol.SessionScoped); ok && *in.SessionRef() != "" {
 		return notFound(*in.SessionRef())
 	}
-	if call.Operation.Name == string(protocol.OpSessionList) {
-		return protocol.Errorf(protocol.CodeUnauthorized, "session.list: the guest holds no grant in force")
+	if name := call.Operation.Name; name == string(protocol.OpSessionList) || name == string(protocol.OpSessionListWatch) {
+		return protocol.Errorf(protocol.CodeUnauthorized, "%s: the guest holds no grant in force", name)
 	}
 	return nil
 }
@@ -208,11 +208,14 @@ func (s *Service) endGuests(grants ...string) {
 // releases the PTYs it controls; the connection stays open.
 func (c *clientConn) endAccess() {
 	c.mu.Lock()
-	subs, held := c.subs, c.controllers
-	c.subs, c.controllers = map[string]*subscription{}, map[string]controllerHeld{}
+	subs, held, lists := c.subs, c.controllers, c.lists
+	c.subs, c.controllers, c.lists = map[string]*subscription{}, map[string]controllerHeld{}, map[string]*listWatch{}
 	c.mu.Unlock()
 	for _, sub := range subs {
 		sub.end(func() { sub.q.Abort(fanout.Reason(protocol.ClosedAccessRevoked)) })
+	}
+	for _, lw := range lists {
+		lw.end(c.s, protocol.ClosedAccessRevoked)
 	}
 	c.s.releaseControllers(slices.Collect(maps.Values(held)))
 }

@@ -17,6 +17,7 @@ import (
 func (s *Service) handlers() server.Table {
 	t := server.Table{}
 	server.Handle(t, protocol.OpSessionList, s.list)
+	server.Handle(t, protocol.OpSessionListWatch, s.watchList)
 	server.Handle(t, protocol.OpSessionCreate, s.create)
 	server.Handle(t, protocol.OpSessionGet, s.get)
 	server.Handle(t, protocol.OpSessionRename, s.rename)
@@ -33,6 +34,7 @@ func (s *Service) handlers() server.Table {
 	server.Handle(t, protocol.OpSubscriptionClose, s.closeSubscription)
 	t[string(protocol.OpSessionTranscriptPage)] = s.pageTranscript
 	server.Handle(t, protocol.OpSubscriptionPtyInterestSet, s.setPtyInterest)
+	server.Handle(t, protocol.OpRuntimeResourceOutputRead, s.readOutput)
 	s.addSessionOps(t)
 	s.guestHandlers(t)
 	return t
@@ -352,7 +354,21 @@ func (s *Service) ready(_ context.Context, call *server.Call, in *protocol.Subsc
 	return *in, nil
 }
 
-func (s *Service) closeSubscription(_ context.Context, call *server.Call, in *protocol.SubscriptionRef) (protocol.SubscriptionRef, error) {
+func (s *Service) closeSubscription(ctx context.Context, call *server.Call, in *protocol.SubscriptionRef) (protocol.SubscriptionRef, error) {
+	if c, err := clientOf(call); err == nil {
+		c.mu.Lock()
+		lw := c.lists[in.SubscriptionID]
+		c.mu.Unlock()
+		if lw != nil {
+			// Its closed frame goes before this response.
+			lw.end(s, protocol.ClosedClientClosed)
+			select {
+			case <-lw.finished:
+			case <-ctx.Done():
+			}
+			return *in, nil
+		}
+	}
 	sub, err := subscriptionOf(call, in.SubscriptionID)
 	if err != nil {
 		return protocol.SubscriptionRef{}, err

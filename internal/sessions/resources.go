@@ -43,10 +43,15 @@ func (w *worker) learn(op string, out any) {
 		return
 	}
 	w.mu.Lock()
+	wasActive := w.activeLocked()
 	if !w.ended[r.Ref] {
 		w.live[r.Ref] = true
 	}
+	active := w.activeLocked()
 	w.mu.Unlock()
+	if active != wasActive {
+		w.s.listChanged(w.sessionID)
+	}
 }
 
 // publishResource fans out a runtime resource frame of the worker's
@@ -69,16 +74,21 @@ func (w *worker) publishResource(f link.Frame) error {
 		}
 		it.body, _ = json.Marshal(u.RuntimeResourceUpdate)
 		w.mu.Lock()
+		wasActive := w.activeLocked()
 		if r.State == protocol.ResourceRunning {
 			w.live[r.Ref] = true
 		} else {
 			delete(w.live, r.Ref)
 			w.ended[r.Ref] = true
 		}
+		active := w.activeLocked()
 		for sub := range w.subs {
 			sub.pushUpdateLocked(r.Ref, it)
 		}
 		w.mu.Unlock()
+		if active != wasActive {
+			w.s.listChanged(w.sessionID)
+		}
 		w.armIdle()
 		return nil
 	}

@@ -99,6 +99,11 @@ type Service struct {
 	// (a worker's stop) from context.WithoutCancel(ctx).
 	ctx    context.Context
 	cancel context.CancelCauseFunc
+	// drain is cancelled once the host drains or hands off (drainNow):
+	// what waits for a client's sake (a read of output waiting for more)
+	// answers then, and holds neither up.
+	drain    context.Context
+	drainNow context.CancelFunc
 
 	counters counters
 	nextSub  atomic.Uint64
@@ -136,6 +141,8 @@ type Service struct {
 	// expiries end what a grant's guest holds when the grant expires, by
 	// grant id; nil once the service closed. Guarded by mu.
 	expiries map[string]*time.Timer
+	// lists are the subscriptions to the session list. Guarded by mu.
+	lists map[*listWatch]struct{}
 }
 
 // ErrClosed is the cause of the service's context once it closed.
@@ -170,7 +177,8 @@ func New(ctx context.Context, h *server.Server, cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	cat, err := catalog.Open(cfg.Home)
+	var s *Service
+	cat, err := catalog.Open(cfg.Home, catalog.WithOnChange(func(id string) { s.catalogChanged(id) }))
 	if err != nil {
 		return nil, fmt.Errorf("opening the session catalog: %w", err)
 	}
@@ -178,8 +186,9 @@ func New(ctx context.Context, h *server.Server, cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Service{cfg: cfg, host: h, sup: sup, cat: cat, log: cfg.Logger, workers: map[string]*worker{}, archived: map[string]bool{}, removing: map[string]int{}, detached: make(chan struct{}), grants: grants, guests: map[*clientConn]struct{}{}, expiries: map[string]*time.Timer{}}
+	s = &Service{lists: map[*listWatch]struct{}{}, cfg: cfg, host: h, sup: sup, cat: cat, log: cfg.Logger, workers: map[string]*worker{}, archived: map[string]bool{}, removing: map[string]int{}, detached: make(chan struct{}), grants: grants, guests: map[*clientConn]struct{}{}, expiries: map[string]*time.Timer{}}
 	s.ctx, s.cancel = context.WithCancelCause(ctx)
+	s.drain, s.drainNow = context.WithCancel(s.ctx)
 	s.table = s.handlers()
 	for _, g := range grants.List() {
 		s.expireLater(g)
@@ -217,6 +226,7 @@ func (s *Service) Busy() bool {
 // worker: a running turn is recorded as interrupted.
 func (s *Service) BeginDrain() {
 	workers := s.stopStarting()
+	s.endLists(protocol.ClosedHostDraining)
 	var ended []*subscription
 	for _, w := range workers {
 		ended = append(ended, w.endSubscriptions(protocol.ClosedHostDraining)...)
@@ -235,6 +245,7 @@ func (s *Service) stopStarting() []*worker {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.draining = true
+	s.drainNow()
 	if s.web != nil {
 		// As the host's socket: no connection comes once the host drains.
 		s.web.StopAccepting()
@@ -266,7 +277,7 @@ func (s *Service) Close(ctx context.Context) error {
 // AttachConnection implements server.ConnectionAttacher: it tracks the
 // subscriptions each client connection holds.
 func (s *Service) AttachConnection(id server.Identity, out *server.OutboundWriter) server.Attachment {
-	c := &clientConn{s: s, id: id, out: out, subs: map[string]*subscription{}, turn: make(chan struct{}, 1), controllers: map[string]controllerHeld{}}
+	c := &clientConn{s: s, id: id, out: out, subs: map[string]*subscription{}, lists: map[string]*listWatch{}, turn: make(chan struct{}, 1), controllers: map[string]controllerHeld{}}
 	if id.Principal.Kind == protocol.PrincipalGuest {
 		s.mu.Lock()
 		s.guests[c] = struct{}{}

@@ -295,6 +295,7 @@ func (s *Service) forget(w *worker) {
 		delete(s.workers, w.sessionID)
 	}
 	s.mu.Unlock()
+	s.listChanged(w.sessionID) // idle now, if it ran
 	s.host.CheckIdle()
 }
 

@@ -99,10 +99,13 @@ const FileName = "web.json"
 
 // record is what FileName holds.
 type record struct {
-	Listen   string        `json:"listen"`
-	CertFile string        `json:"certFile,omitempty"`
-	KeyFile  string        `json:"keyFile,omitempty"`
-	Cookies  []storedLogin `json:"cookies"`
+	Listen   string `json:"listen"`
+	CertFile string `json:"certFile,omitempty"`
+	KeyFile  string `json:"keyFile,omitempty"`
+	// OwnerToken is the hash of the owner's login token not yet
+	// exchanged, if any: a host that takes this one's place accepts it.
+	OwnerToken string        `json:"ownerToken,omitempty"`
+	Cookies    []storedLogin `json:"cookies"`
 }
 
 // storedLogin is one login: its cookie's hash, its principal and expiry.
@@ -119,13 +122,13 @@ type login struct {
 }
 
 // Recorded returns the settings of the listener recorded in home (Listen,
-// CertFile and KeyFile of the Config), and whether one is.
+// CertFile and KeyFile of the Config, and Resume), and whether one is.
 func Recorded(home string) (Config, bool, error) {
 	r, ok, err := readRecord(home)
 	if err != nil || !ok {
 		return Config{}, false, err
 	}
-	return Config{Listen: r.Listen, CertFile: r.CertFile, KeyFile: r.KeyFile}, true, nil
+	return Config{Listen: r.Listen, CertFile: r.CertFile, KeyFile: r.KeyFile, Resume: true}, true, nil
 }
 
 // Forget removes the listener's record from home, and its logins with it:
@@ -171,7 +174,11 @@ type Config struct {
 	Home string
 	// CertFile and KeyFile, given together, serve TLS.
 	CertFile, KeyFile string
-	Logger            *slog.Logger
+	// Resume takes the place of the listener recorded in Home: the
+	// owner's login token it issued and was not yet exchanged is
+	// accepted, and Start issues none.
+	Resume bool
+	Logger *slog.Logger
 	// Rate and Burst bound failed token attempts: past Burst, at most
 	// Rate a second are looked at; the rest are refused at once with 429.
 	// Zero means 10 a second, in bursts of 20.
@@ -246,7 +253,10 @@ func Start(cfg Config) (*Listener, string, error) {
 	}
 	hostPort := net.JoinHostPort(shown, strconv.Itoa(port))
 	cookies := map[string]login{}
+	var pending string
 	if cfg.Home != "" {
+		// Read once bound: a host this one takes the place of has stopped
+		// accepting, and records nothing more (StopAccepting).
 		old, _, err := readRecord(cfg.Home)
 		if err != nil {
 			ln.Close()
@@ -258,8 +268,14 @@ func Start(cfg Config) (*Listener, string, error) {
 				cookies[c.Hash] = login{c.Principal, c.ExpiresAt}
 			}
 		}
+		pending = old.OwnerToken
 	}
-	token, hash := guest.NewToken()
+	var token, hash string
+	if cfg.Resume {
+		hash = pending
+	} else {
+		token, hash = guest.NewToken()
+	}
 	l := &Listener{
 		cfg: cfg, ln: ln,
 		info: protocol.WebListener{
@@ -301,6 +317,10 @@ func (l *Listener) NewOwnerToken() string {
 	token, hash := guest.NewToken()
 	l.mu.Lock()
 	l.ownerToken = hash
+	if err := l.writeLocked(); err != nil {
+		// It holds in this host; a host after it does not know it.
+		l.cfg.Logger.Warn("the owner's web login token is not recorded", "err", err)
+	}
 	l.mu.Unlock()
 	return token
 }
@@ -355,6 +375,7 @@ func (l *Listener) writeLocked() error {
 		return nil
 	}
 	r := l.record
+	r.OwnerToken = l.ownerToken
 	r.Cookies = make([]storedLogin, 0, len(l.cookies))
 	for hash, c := range l.cookies {
 		r.Cookies = append(r.Cookies, storedLogin{hash, c.principal, c.expiresAt})
@@ -469,6 +490,20 @@ func (l *Listener) serveLogin(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "POST a token to log in", http.StatusMethodNotAllowed)
 		return
 	}
+	l.mu.Lock()
+	unrecorded := l.unrecorded
+	l.mu.Unlock()
+	if unrecorded {
+		// The listener has stopped accepting: a new host takes its place,
+		// which has read the logins already. One made here would be
+		// forgotten with this host, so none is: the token is left as it
+		// was, and the browser, its connection closed, logs in again at
+		// the next host.
+		w.Header().Set("Connection", "close")
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, "agentd is handing over to a new host: log in again in a moment", http.StatusServiceUnavailable)
+		return
+	}
 	p, ok := l.authenticate(w, r, true)
 	if !ok {
 		return
@@ -492,6 +527,18 @@ func (l *Listener) serveLogin(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		delete(l.cookies, first)
+	}
+	if l.unrecorded {
+		// It stopped accepting while the token was proved: the owner's
+		// token, if it was, is not spent.
+		if p == Owner {
+			l.ownerToken = guest.HashToken(strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer "))
+		}
+		l.mu.Unlock()
+		w.Header().Set("Connection", "close")
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, "agentd is handing over to a new host: log in again in a moment", http.StatusServiceUnavailable)
+		return
 	}
 	l.cookies[hash] = login{p, expires}
 	err := l.writeLocked()
@@ -583,7 +630,7 @@ func (l *Listener) prove(token string, bearer bool, cookie *http.Cookie, login b
 			}
 		}
 		if g, err := l.cfg.Grants.Authenticate(token); err == nil {
-			return protocol.Principal{ID: g.GrantID, Kind: protocol.PrincipalGuest}, true
+			return protocol.Principal{ID: g.GrantID, Kind: protocol.PrincipalGuest, Label: g.Label}, true
 		}
 		return protocol.Principal{}, false
 	}

@@ -139,7 +139,8 @@ func (s *session) acquireController(_ context.Context, call *server.Call, in *pr
 	if err := s.checkSession(in.SessionID); err != nil {
 		return protocol.ControllerAcquireResult{}, err
 	}
-	return s.res.Acquire(controllerOwner(call), in.Ref)
+	who := protocol.ResourceController{ConnectionID: call.Caller.ConnectionID, Surface: call.Caller.Surface, Principal: call.Caller.Principal}
+	return s.res.Acquire(controllerOwner(call), who, in.Ref)
 }
 
 func (s *session) controlController(_ context.Context, call *server.Call, in *protocol.ControlInput) (protocol.ControlResult, error) {

@@ -9,6 +9,7 @@ const LEVEL_KEY = 'agentd.level';
 const FOLD_LINES = 12; // output longer than this many lines is folded
 const FOLD_CHARS = 1500; // or this many characters
 const PAGE_BYTES = 393216; // the most a transcript page may hold
+const RUN_KEEP = 262144; // the most of a shell run's output the page keeps shown
 
 const $ = (id) => document.getElementById(id);
 
@@ -33,7 +34,11 @@ const page = {
   nextRequest: 1,
   pending: new Map(), // requestId: {resolve, reject}
   principal: null,
+  connectionId: '', // this page's connection, as the host names it
   hostEpoch: '',
+  listSub: null, // the subscription to the session list
+  listLoading: false,
+  listStale: false, // a change came while the list was read: read it again
   ended: false, // access ended or the host shut down: no more dialing
   retryMs: 250,
   sessions: [],
@@ -58,13 +63,22 @@ function takeToken() {
 }
 
 // login exchanges the token for the listener's HttpOnly cookie; it
-// returns the answer's status, 0 when the host could not be reached.
+// returns the answer's status. A host handing over to a new one answers
+// 503 and the new one may not listen yet: the login is tried again until
+// a host answers it, so that it is made, and recorded, at the new one.
 async function login(token) {
-  try {
-    const r = await fetch('/login', { method: 'POST', headers: { Authorization: 'Bearer ' + token }, credentials: 'same-origin' });
-    return r.status;
-  } catch (e) {
-    return 0;
+  let wait = 100;
+  for (let i = 0; ; i++) {
+    let status = 0;
+    try {
+      const r = await fetch('/login', { method: 'POST', headers: { Authorization: 'Bearer ' + token }, credentials: 'same-origin' });
+      status = r.status;
+    } catch (e) {
+      status = 0; // no host answered
+    }
+    if ((status !== 0 && status !== 503 && status !== 429) || i === 20) return status;
+    await new Promise((resolve) => setTimeout(resolve, wait));
+    wait = Math.min(wait * 2, 2000);
   }
 }
 
@@ -110,6 +124,7 @@ function connect() {
     page.ws = null;
     for (const p of page.pending.values()) p.reject(new Error('the connection closed'));
     page.pending.clear();
+    page.listSub = null;
     if (page.cur) {
       page.cur.subId = null;
       if (page.cur.pty) {
@@ -187,12 +202,16 @@ function onFrame(f) {
       }
       return;
     case 'subscription.runtime_resource_update':
-      if (page.cur && f.subscriptionId === page.cur.subId) loadResources();
+      if (page.cur && f.subscriptionId === page.cur.subId) resourceChanged(f.resource);
+      return;
+    case 'subscription.session_list_update':
+      if (f.subscriptionId === page.listSub) listChanged(f);
       return;
     case 'subscription.runtime_resource_pty_data':
       if (page.cur && f.subscriptionId === page.cur.subId) ptyData(f);
       return;
     case 'subscription.closed':
+      if (f.subscriptionId === page.listSub) page.listSub = null; // a new connection opens it again
       if (page.cur && f.subscriptionId === page.cur.subId) onClosed(f.reason);
       return;
   }
@@ -200,6 +219,7 @@ function onFrame(f) {
 
 function onAccepted(f) {
   page.principal = f.principal;
+  page.connectionId = f.connectionId;
   page.hostEpoch = f.hostEpoch;
   page.retryMs = 250;
   if (f.principal.kind !== 'guest') {
@@ -208,7 +228,7 @@ function onAccepted(f) {
   }
   setConn('live', 'live');
   notice('');
-  loadList();
+  watchList();
   if (page.cur) openSubscription();
 }
 
@@ -252,7 +272,25 @@ function canWrite() {
 
 // ---- The session list -----------------------------------------------------
 
+// watchList follows the session list: the host pushes each change of it
+// (session.list.watch), and the list is read once the subscription runs.
+async function watchList() {
+  try {
+    const r = await call('session.list.watch', {});
+    page.listSub = r.subscriptionId;
+  } catch (e) {
+    // A guest whose link has ended: the list says so.
+  }
+  loadList();
+}
+
 async function loadList() {
+  if (page.listLoading) {
+    page.listStale = true;
+    return;
+  }
+  page.listLoading = true;
+  page.listStale = false;
   let sessions = [];
   let cursor;
   try {
@@ -262,15 +300,38 @@ async function loadList() {
       cursor = r.nextCursor;
     } while (cursor);
   } catch (e) {
+    page.listLoading = false;
     return;
   }
+  page.listLoading = false;
   page.sessions = sessions;
+  // A change told while the list was read may be older or newer than
+  // what was read: read it again.
+  if (page.listStale) loadList();
   renderList();
   if (!page.cur) {
     const want = routeSession();
     if (want) showSession(want);
     else if (page.principal.kind === 'guest' && sessions.length === 1) showSession(sessions[0].sessionId);
   }
+}
+
+// listChanged applies a change of one session's entry the host pushed:
+// it takes its place in the list (the most recently active first), or
+// leaves it when removed or archived.
+function listChanged(f) {
+  if (page.listLoading) page.listStale = true;
+  const i = page.sessions.findIndex((x) => x.sessionId === f.sessionId);
+  if (i >= 0) page.sessions.splice(i, 1);
+  const s = f.session;
+  if (s && !f.removed && !s.archived) {
+    page.sessions.push(s);
+    page.sessions.sort((a, b) => (a.lastActivityAt < b.lastActivityAt ? 1 : a.lastActivityAt > b.lastActivityAt ? -1 : a.sessionId < b.sessionId ? -1 : 1));
+  }
+  renderList();
+  // The session shown takes its title from here; its state comes from
+  // its own subscription, which knows its turn.
+  if (page.cur && page.cur.id === f.sessionId && s && !f.removed) $('title').textContent = s.title || s.sessionId;
 }
 
 function renderList() {
@@ -316,6 +377,7 @@ function showSession(id) {
     olderCursor: null,
     resources: [],
     pty: null,
+    run: null, // the shell run whose output is shown
   };
   $('list-view').hidden = true;
   $('session-view').hidden = false;
@@ -332,6 +394,7 @@ function showSession(id) {
 function leaveSession(toList) {
   const cur = page.cur;
   dropPTY();
+  dropRun();
   page.cur = null;
   if (cur && cur.subId) call('subscription.close', { subscriptionId: cur.subId }).catch(() => {});
   $('session-view').hidden = true;
@@ -339,7 +402,7 @@ function leaveSession(toList) {
   $('back').hidden = true;
   $('title').textContent = 'agentd';
   if (toList && location.hash) history.pushState(null, '', location.pathname);
-  if (page.principal && !page.ended) loadList();
+  renderList();
 }
 
 // openSubscription follows the session: the first time from its projection
@@ -368,8 +431,10 @@ async function openSubscription() {
     cur.lastSeq = r.snapshot.transcriptSequence;
     if (cur.lastSeq > 0) loadOlder(cur.lastSeq);
   }
-  loadResources();
+  await loadResources();
+  if (page.cur !== cur) return;
   if (cur.pty) choosePTY(cur.pty.ref);
+  if (cur.run) followRun(cur, cur.run); // resumes from where it was
 }
 
 async function loadOlder(through) {
@@ -848,20 +913,147 @@ async function loadResources() {
   }
   if (page.cur !== cur) return;
   cur.resources = list;
+  renderResources();
+}
+
+// resourceChanged applies a resource's new state the host pushed.
+function resourceChanged(r) {
+  const cur = page.cur;
+  if (!r || !r.ref) return;
+  const i = cur.resources.findIndex((x) => x.ref === r.ref);
+  if (i >= 0) cur.resources[i] = r;
+  else cur.resources.push(r);
+  renderResources();
+}
+
+// controllerText says who controls a PTY, from its state's controller.
+function controllerText(c) {
+  if (!c) return 'nobody controls it';
+  if (c.connectionId === page.connectionId) return 'this page controls it';
+  const p = c.principal || {};
+  if (p.kind === 'guest') return p.label ? 'guest \u201c' + p.label + '\u201d controls it' : 'a guest controls it';
+  if (c.surface === 'web') return "the owner's browser controls it";
+  if (c.surface === 'acp') return "the owner's editor controls it";
+  return "the owner's terminal controls it";
+}
+
+function renderResources() {
+  const cur = page.cur;
   const ul = $('resources');
   ul.replaceChildren();
-  for (const r of list) {
+  for (const r of cur.resources) {
     const li = el('li');
     li.dataset.ref = r.ref;
     li.append(el('span', 'meta', r.ref), el('span', 'cmd', r.command));
-    const st = el('span', 'status', r.state + (r.exitCode !== undefined ? ' ' + r.exitCode : ''));
+    const st = el('span', 'status', r.state + (r.exitCode !== undefined && r.exitCode !== null ? ' ' + r.exitCode : ''));
     st.dataset.status = r.state;
     li.append(st);
-    if (r.kind === 'pty') li.append(button(cur.pty && cur.pty.ref === r.ref ? 'Shown' : 'Show', 'show', () => choosePTY(r.ref)));
+    if (r.kind === 'pty') {
+      li.append(button(cur.pty && cur.pty.ref === r.ref ? 'Shown' : 'Show', 'show', () => choosePTY(r.ref)));
+      if (r.state === 'running') {
+        const who = el('p', 'meta who-ctl', controllerText(r.controller));
+        who.dataset.controlled = r.controller ? (r.controller.connectionId === page.connectionId ? 'here' : 'other') : 'free';
+        li.append(who);
+      }
+    } else {
+      li.append(button(cur.run && cur.run.ref === r.ref ? 'Shown' : 'Output', 'show', () => showRun(r.ref)));
+    }
     ul.append(li);
   }
-  if (list.length === 0) ul.append(el('li', 'meta', 'none'));
+  if (cur.resources.length === 0) ul.append(el('li', 'meta', 'none'));
+  if (cur.pty) ptyWho(cur.pty);
+  if (cur.run) runState(cur.run);
 }
+
+// ---- A shell run's output -------------------------------------------------
+
+// visible returns text with its control characters shown, never acted on,
+// in their caret form (an escape is ^[), as agentd logs shows them on a
+// terminal; tabs and line ends stay, carriage returns go.
+function visible(text) {
+  return text.replace(/[\u0000-\u0008\u000b-\u001f\u007f]/g, (c) => {
+    if (c === '\r') return '';
+    if (c === '\u007f') return '^?';
+    return '^' + String.fromCharCode(c.charCodeAt(0) + 64);
+  });
+}
+
+// showRun shows a shell run's output: the last of it, then what it
+// writes, live, until it ends.
+function showRun(ref) {
+  const cur = page.cur;
+  dropRun();
+  const run = { ref, next: null, reading: false, done: false, shown: 0 };
+  cur.run = run;
+  $('run-out').replaceChildren();
+  $('run-end').textContent = '';
+  $('run-box').hidden = false;
+  $('run-box').scrollIntoView({ block: 'nearest' });
+  runState(run);
+  renderResources();
+  followRun(cur, run);
+}
+
+function runState(run) {
+  const r = page.cur.resources.find((x) => x.ref === run.ref) || { ref: run.ref, command: '', state: '' };
+  $('run-head').textContent = r.ref + ' \u00b7 ' + r.command + ' \u00b7 ' + r.state;
+}
+
+// followRun reads the run's output from where the page has it, each read
+// waiting for what comes next, until the output is complete, the view
+// closes or the connection drops (the next connection resumes it).
+async function followRun(cur, run) {
+  if (run.reading || run.done) return;
+  run.reading = true;
+  try {
+    while (page.cur === cur && cur.run === run) {
+      const input = { sessionId: cur.id, ref: run.ref, wait: true };
+      if (run.next !== null) input.offset = run.next;
+      const r = await call('runtime.resource.output.read', input);
+      if (page.cur !== cur || cur.run !== run) return;
+      if (run.next === null && r.offset > 0) {
+        $('run-out').append(el('span', 'ctl', '\u2026 ' + r.offset + ' earlier bytes not shown\n'));
+      }
+      run.next = r.nextOffset;
+      if (r.data) appendRun(run, r.data);
+      resourceChanged(r.resource);
+      if (r.complete) {
+        run.done = true;
+        const code = r.resource.exitCode;
+        $('run-end').textContent = 'exited' + (code !== undefined && code !== null ? ' with ' + code : '');
+        return;
+      }
+    }
+  } catch (err) {
+    if (page.cur === cur && cur.run === run && err.message !== 'the connection closed' && err.message !== 'not connected') notice(err.message);
+  } finally {
+    run.reading = false;
+  }
+}
+
+function appendRun(run, data) {
+  const out = $('run-out');
+  const follow = out.scrollTop + out.clientHeight >= out.scrollHeight - 20;
+  out.append(document.createTextNode(visible(data)));
+  run.shown += data.length;
+  // What is shown is bounded: the oldest goes.
+  while (run.shown > RUN_KEEP && out.firstChild) {
+    run.shown -= out.firstChild.textContent.length;
+    out.firstChild.remove();
+  }
+  if (follow) out.scrollTop = out.scrollHeight;
+}
+
+function dropRun() {
+  if (page.cur) page.cur.run = null;
+  $('run-out').replaceChildren();
+  $('run-box').hidden = true;
+}
+
+$('run-close').addEventListener('click', () => {
+  dropRun();
+  if (page.cur) renderResources();
+});
 
 let xtermLoading = null;
 
@@ -901,25 +1093,68 @@ async function choosePTY(ref) {
     cur.pty = { ref, term, controllerId: null, next: 0, sending: Promise.resolve(), state: res.state };
     term.onData((data) => ptyKey(cur, data));
     ptyWho(cur.pty);
+    // Brought into view: a terminal out of view is not drawn.
+    $('pty-box').scrollIntoView({ block: 'nearest' });
   }
   if (cur.subId) {
     call('subscription.pty_interest.set', { subscriptionId: cur.subId, refs: [ref] }).catch((err) => notice(err.message));
   }
-  for (const b of $('resources').querySelectorAll('li')) {
-    const show = b.querySelector('button.show');
-    if (show) show.textContent = b.dataset.ref === ref ? 'Shown' : 'Show';
-  }
+  renderResources();
 }
 
+// ptyWho says who controls the PTY shown, as its state names it, and
+// offers to take control when the page may and nobody has it, or to let
+// it go when the page has it.
 function ptyWho(p, text) {
+  const r = page.cur.resources.find((x) => x.ref === p.ref) || {};
+  const mine = !!p.controllerId;
+  const free = !r.controller;
   let who = text;
   if (!who) {
-    if (!page.principal || (page.principal.kind === 'guest' && !canWrite())) who = p.ref + ': read-only, watching';
-    else if (p.controllerId) who = p.ref + ': you control it';
-    else who = p.ref + ': type to take control';
+    if (r.state && r.state !== 'running') who = p.ref + ': ' + r.state;
+    else if (!canWrite()) who = p.ref + ': read-only, watching; ' + controllerText(r.controller);
+    else if (mine) who = p.ref + ': this page controls it';
+    else if (free) who = p.ref + ': nobody controls it; type or take control';
+    else who = p.ref + ': read-only; ' + controllerText(r.controller);
   }
   $('pty-who').textContent = who;
+  $('pty-take').hidden = !canWrite() || mine || !free || r.state !== 'running';
+  $('pty-release').hidden = !mine;
 }
+
+// takePTY takes control of the PTY shown, and tells the PTY its size.
+async function takePTY(cur, p) {
+  if (p.controllerId) return;
+  const a = await call('runtime.resource.controller.acquire', { sessionId: cur.id, ref: p.ref });
+  p.controllerId = a.controllerId;
+  p.next = a.nextSequence;
+  if (a.resource) resourceChanged(a.resource);
+  ptyWho(p);
+  const size = { cols: p.term.cols, rows: p.term.rows };
+  await call('runtime.resource.controller.control', { sessionId: cur.id, ref: p.ref, controllerId: p.controllerId, sequence: p.next++, ...size });
+}
+
+$('pty-take').addEventListener('click', () => {
+  const cur = page.cur;
+  const p = cur && cur.pty;
+  if (!p) return;
+  p.sending = p.sending.then(() => takePTY(cur, p)).catch((err) => {
+    p.controllerId = null;
+    ptyWho(p, p.ref + ': read-only. ' + err.message);
+  });
+});
+
+$('pty-release').addEventListener('click', () => {
+  const cur = page.cur;
+  const p = cur && cur.pty;
+  if (!p || !p.controllerId) return;
+  p.sending = p.sending.then(async () => {
+    const controllerId = p.controllerId;
+    p.controllerId = null;
+    ptyWho(p);
+    await call('runtime.resource.controller.release', { sessionId: cur.id, ref: p.ref, controllerId });
+  }).catch((err) => notice(err.message));
+});
 
 function ptyData(f) {
   const p = page.cur.pty;
@@ -934,14 +1169,7 @@ function ptyKey(cur, data) {
   p.sending = p.sending.then(async () => {
     if (page.cur !== cur || cur.pty !== p) return;
     try {
-      if (!p.controllerId) {
-        const a = await call('runtime.resource.controller.acquire', { sessionId: cur.id, ref: p.ref });
-        p.controllerId = a.controllerId;
-        p.next = a.nextSequence;
-        ptyWho(p);
-        const size = { cols: p.term.cols, rows: p.term.rows };
-        await call('runtime.resource.controller.control', { sessionId: cur.id, ref: p.ref, controllerId: p.controllerId, sequence: p.next++, ...size });
-      }
+      await takePTY(cur, p);
       await call('runtime.resource.controller.control', { sessionId: cur.id, ref: p.ref, controllerId: p.controllerId, sequence: p.next++, data });
     } catch (err) {
       p.controllerId = null;
@@ -959,13 +1187,6 @@ function dropPTY() {
   $('pty').replaceChildren();
   $('pty-box').hidden = true;
 }
-
-// The list's marks follow the sessions' state while it is shown: the host
-// pushes no change of the list, so the page reads it again every few
-// seconds.
-setInterval(() => {
-  if (!page.cur && page.principal && !page.ended && page.ws && page.ws.readyState === WebSocket.OPEN) loadList();
-}, 3000);
 
 // ---- Start ----------------------------------------------------------------
 
