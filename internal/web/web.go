@@ -11,10 +11,11 @@ package web
 import (
 	"context"
 	"crypto/tls"
-	"embed"
+	_ "embed"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -44,36 +45,35 @@ const (
 
 // The page: its files, embedded, and the paths that serve them. The page
 // is plain files (no build step); vendor/ holds @xterm/xterm as its npm
-// package (page/package-lock.json) ships it.
-//
-//go:embed page/index.html page/app.js page/app.css page/vendor/xterm.js page/vendor/xterm.css
-var pageFiles embed.FS
+// package (page/package-lock.json) ships it. Each file is a string the
+// executable holds read-only, so that no agentd process pays for the
+// page before it serves it (an embed.FS's ReadFile copied its 540 KB
+// into the heap of every process, each CLI command's too).
+var (
+	//go:embed page/index.html
+	pageIndex string
+	//go:embed page/app.js
+	pageApp string
+	//go:embed page/app.css
+	pageStyle string
+	//go:embed page/vendor/xterm.js
+	pageXterm string
+	//go:embed page/vendor/xterm.css
+	pageXtermStyle string
+)
 
 // pageAssets holds each path of the page: its file and content type.
-var pageAssets = loadPage(map[string][2]string{
-	"/":                 {"page/index.html", "text/html; charset=utf-8"},
-	"/app.js":           {"page/app.js", "text/javascript; charset=utf-8"},
-	"/app.css":          {"page/app.css", "text/css; charset=utf-8"},
-	"/vendor/xterm.js":  {"page/vendor/xterm.js", "text/javascript; charset=utf-8"},
-	"/vendor/xterm.css": {"page/vendor/xterm.css", "text/css; charset=utf-8"},
-})
-
-type asset struct {
-	body        []byte
-	contentType string
+var pageAssets = map[string]asset{
+	"/":                 {pageIndex, "text/html; charset=utf-8"},
+	"/app.js":           {pageApp, "text/javascript; charset=utf-8"},
+	"/app.css":          {pageStyle, "text/css; charset=utf-8"},
+	"/vendor/xterm.js":  {pageXterm, "text/javascript; charset=utf-8"},
+	"/vendor/xterm.css": {pageXtermStyle, "text/css; charset=utf-8"},
 }
 
-// loadPage reads the embedded files of paths (path: file, content type).
-func loadPage(paths map[string][2]string) map[string]asset {
-	assets := make(map[string]asset, len(paths))
-	for path, f := range paths {
-		body, err := pageFiles.ReadFile(f[0])
-		if err != nil {
-			panic(err) // the go:embed line names every file
-		}
-		assets[path] = asset{body, f[1]}
-	}
-	return assets
+type asset struct {
+	body        string
+	contentType string
 }
 
 // contentSecurityPolicy lets the page load its own scripts, styles and
@@ -477,7 +477,7 @@ func (l *Listener) servePage(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", a.contentType)
 	w.Header().Set("Content-Length", strconv.Itoa(len(a.body)))
 	if r.Method == http.MethodGet {
-		w.Write(a.body)
+		io.WriteString(w, a.body)
 	}
 }
 
