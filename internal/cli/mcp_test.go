@@ -19,14 +19,37 @@ import (
 // server side): echo (read-only), touch (not) and env.
 const envMCPServer = "AGENTD_CLI_TEST_MCP_SERVER"
 
+// The test server's optional settings: envMCPStarts names a file it
+// appends a line to as it starts, its parent's pid (its worker's); with
+// envMCPServerName its echo says whose it is.
+const (
+	envMCPStarts     = "AGENTD_CLI_TEST_MCP_STARTS"
+	envMCPServerName = "AGENTD_CLI_TEST_MCP_NAME"
+)
+
 func serveMCP() int {
+	if path := os.Getenv(envMCPStarts); path != "" {
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+		if err == nil {
+			_, err = fmt.Fprintf(f, "%d\n", os.Getppid())
+			f.Close()
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	}
+	echo := "echo: "
+	if name := os.Getenv(envMCPServerName); name != "" {
+		echo = name + " echoes: "
+	}
 	s := mcp.NewServer(&mcp.Implementation{Name: "cli-test", Version: "1"}, nil)
 	type text struct {
 		Text string `json:"text"`
 	}
 	mcp.AddTool(s, &mcp.Tool{Name: "echo", Description: "Echoes text.", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
 		func(_ context.Context, _ *mcp.CallToolRequest, in text) (*mcp.CallToolResult, any, error) {
-			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "echo: " + in.Text}}}, nil, nil
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: echo + in.Text}}}, nil, nil
 		})
 	mcp.AddTool(s, &mcp.Tool{Name: "touch", Description: "Changes nothing, but does not say so."},
 		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
