@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentd-dev/agentd/internal/agentdtest/poll"
+	"github.com/agentd-dev/agentd/internal/home"
 	"github.com/agentd-dev/agentd/protocol"
 )
 
@@ -186,4 +187,19 @@ func TestMCPToolWithoutReadOnlyHintIsRefusedUnderReadOnlyAndEnvHasNoKeys(t *test
 	if out := p.mustRun("mcp", "rm", "go"); !strings.Contains(out, "removed") {
 		t.Errorf("rm: %s", out)
 	}
+}
+
+// TestAWorkerWhoseMCPServerRunsStopsOnceIdle: an MCP server runs as long
+// as its worker does and does not hold it: the worker of a session whose
+// server runs stops once no client holds it, its server with it.
+func TestAWorkerWhoseMCPServerRunsStopsOnceIdle(t *testing.T) {
+	p := newSessionPlace(t) // a worker idles out after 200ms
+	if _, errOut, code := p.run("mcp", "add", "go", "--env", envMCPServer+"=1", "--", os.Args[0]); code != 0 {
+		t.Fatalf("mcp add: %s", errOut)
+	}
+	id := strings.TrimSpace(p.mustRun("new", "--cwd", p.workDir()))
+	if out := p.mustRun("mcp", "call", "--session", id, "go", "echo", `{"text":"hi"}`); strings.TrimSpace(out) != "echo: hi" {
+		t.Fatalf("mcp call: %q", out)
+	}
+	waitGone(t, home.WorkerRegistrationPath(p.home, id))
 }
