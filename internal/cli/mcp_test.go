@@ -187,6 +187,10 @@ func TestMCPToolWithoutReadOnlyHintIsRefusedUnderReadOnlyAndEnvHasNoKeys(t *test
 	if out := p.mustRun("mcp", "rm", "go"); !strings.Contains(out, "removed") {
 		t.Errorf("rm: %s", out)
 	}
+	bare := strings.TrimSpace(p.mustRun("new", "--cwd", dir))
+	if _, errOut, code := p.run("mcp", "call", "--session", bare, "go", "echo"); code == 0 || !strings.Contains(errOut, `"go": the session has no MCP server`) {
+		t.Errorf("a call in a session without servers: exit %d %s", code, errOut)
+	}
 }
 
 // TestAWorkerWhoseMCPServerRunsStopsOnceIdle: an MCP server runs as long
