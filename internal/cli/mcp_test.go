@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentd-dev/agentd/internal/agentdtest/poll"
+	"github.com/agentd-dev/agentd/internal/home"
 	"github.com/agentd-dev/agentd/protocol"
 )
 
@@ -19,14 +20,37 @@ import (
 // server side): echo (read-only), touch (not) and env.
 const envMCPServer = "AGENTD_CLI_TEST_MCP_SERVER"
 
+// The test server's optional settings: envMCPStarts names a file it
+// appends a line to as it starts, its parent's pid (its worker's); with
+// envMCPServerName its echo says whose it is.
+const (
+	envMCPStarts     = "AGENTD_CLI_TEST_MCP_STARTS"
+	envMCPServerName = "AGENTD_CLI_TEST_MCP_NAME"
+)
+
 func serveMCP() int {
+	if path := os.Getenv(envMCPStarts); path != "" {
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+		if err == nil {
+			_, err = fmt.Fprintf(f, "%d\n", os.Getppid())
+			f.Close()
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	}
+	echo := "echo: "
+	if name := os.Getenv(envMCPServerName); name != "" {
+		echo = name + " echoes: "
+	}
 	s := mcp.NewServer(&mcp.Implementation{Name: "cli-test", Version: "1"}, nil)
 	type text struct {
 		Text string `json:"text"`
 	}
 	mcp.AddTool(s, &mcp.Tool{Name: "echo", Description: "Echoes text.", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
 		func(_ context.Context, _ *mcp.CallToolRequest, in text) (*mcp.CallToolResult, any, error) {
-			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "echo: " + in.Text}}}, nil, nil
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: echo + in.Text}}}, nil, nil
 		})
 	mcp.AddTool(s, &mcp.Tool{Name: "touch", Description: "Changes nothing, but does not say so."},
 		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
@@ -163,4 +187,23 @@ func TestMCPToolWithoutReadOnlyHintIsRefusedUnderReadOnlyAndEnvHasNoKeys(t *test
 	if out := p.mustRun("mcp", "rm", "go"); !strings.Contains(out, "removed") {
 		t.Errorf("rm: %s", out)
 	}
+	bare := strings.TrimSpace(p.mustRun("new", "--cwd", dir))
+	if _, errOut, code := p.run("mcp", "call", "--session", bare, "go", "echo"); code == 0 || !strings.Contains(errOut, `"go": the session has no MCP server`) {
+		t.Errorf("a call in a session without servers: exit %d %s", code, errOut)
+	}
+}
+
+// TestAWorkerWhoseMCPServerRunsStopsOnceIdle: an MCP server runs as long
+// as its worker does and does not hold it: the worker of a session whose
+// server runs stops once no client holds it, its server with it.
+func TestAWorkerWhoseMCPServerRunsStopsOnceIdle(t *testing.T) {
+	p := newSessionPlace(t) // a worker idles out after 200ms
+	if _, errOut, code := p.run("mcp", "add", "go", "--env", envMCPServer+"=1", "--", os.Args[0]); code != 0 {
+		t.Fatalf("mcp add: %s", errOut)
+	}
+	id := strings.TrimSpace(p.mustRun("new", "--cwd", p.workDir()))
+	if out := p.mustRun("mcp", "call", "--session", id, "go", "echo", `{"text":"hi"}`); strings.TrimSpace(out) != "echo: hi" {
+		t.Fatalf("mcp call: %q", out)
+	}
+	waitGone(t, home.WorkerRegistrationPath(p.home, id))
 }

@@ -1,10 +1,15 @@
 package cli_test
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/agentd-dev/agentd/protocol"
@@ -34,6 +39,58 @@ func greetKit(t *testing.T, p *place) string {
 		"commands/greet.md":          "---\ndescription: Greet someone\nargument-hint: <name>\n---\nGreet $1 warmly, by name.\n",
 		"skills/manners/SKILL.md":    "---\nname: manners\ndescription: How to greet\n---\nBow slightly.\n",
 	})
+}
+
+// withMCPServer gives the package in dir an .mcp.json naming the test
+// MCP server svc: its echo says it is name's, and it notes each start in
+// the session's directory (the one place its sandbox lets it write); it
+// returns that file.
+func (p *place) withMCPServer(dir, name string) string {
+	p.t.Helper()
+	starts := filepath.Join(p.workDir(), "mcp-starts-"+name)
+	conf := fmt.Sprintf(`{"mcpServers": {"svc": {"command": %q, "args": ["${CLAUDE_PLUGIN_ROOT}"], "env": {%q: "1", %q: %q, %q: %q}}}}`,
+		os.Args[0], envMCPServer, envMCPServerName, name, envMCPStarts, starts)
+	if err := os.WriteFile(filepath.Join(dir, ".mcp.json"), []byte(conf), 0o644); err != nil {
+		p.t.Fatal(err)
+	}
+	return starts
+}
+
+// serverStarts returns, for each start of an MCP server that notes its
+// starts in the file starts, the pid of the worker that started it.
+func serverStarts(t *testing.T, starts string) []string {
+	t.Helper()
+	b, err := os.ReadFile(starts)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	return strings.Fields(string(b))
+}
+
+// callTools has clients call the tools of calls ({server, text}) at once
+// through the host, each its own agentd mcp call, and returns their
+// answers in order.
+func (p *place) callTools(id string, calls [][2]string) []string {
+	p.t.Helper()
+	answers := make([]string, len(calls))
+	var wg sync.WaitGroup
+	for i, c := range calls {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, os.Args[0], "mcp", "call", "--session", id, c[0], "echo", fmt.Sprintf(`{"text":%q}`, c[1]))
+			cmd.Env = p.env()
+			var stderr strings.Builder
+			cmd.Stderr = &stderr
+			out, err := cmd.Output()
+			if err != nil {
+				p.t.Errorf("agentd mcp call %s: %v: %s", c[0], err, stderr.String())
+			}
+			answers[i] = strings.TrimSpace(string(out))
+		})
+	}
+	wg.Wait()
+	return answers
 }
 
 func (p *place) commandsJSON(id string) protocol.SessionCommandsResult {
@@ -68,13 +125,14 @@ func (p *place) userMessages(id string) []string {
 // run --plugin starts a host (cold activation), and the session's worker
 // loads the package: its command runs. Once that host has retired, the
 // next command starts another host, which gives the session the same
-// package without it being passed again: its worker loads it, once, and
-// its command runs.
+// package without it being passed again: its worker loads it, once, its
+// command runs, and a client calls its MCP server's tool through the host.
 func TestPluginPackagesPassedToAColdHostComeBackOnItsNextGeneration(t *testing.T) {
 	p := newSessionPlace(t)
 	p.hostID = "00000000-0000-4000-8000-000000000001"
 	p.extraEnv = append(p.extraEnv, "AGENTD_IDLE_GRACE=200ms")
 	kit := greetKit(t, p)
+	starts := p.withMCPServer(kit, "greet-kit")
 	socket, registration := protocol.SocketPath(p.rundir, p.hostID), protocol.RegistrationPath(p.rundir, p.hostID)
 
 	_, errOut, code := p.run("run", "--cwd", p.workDir(), "--plugin", kit, "/greet Ada")
@@ -94,6 +152,15 @@ func TestPluginPackagesPassedToAColdHostComeBackOnItsNextGeneration(t *testing.T
 	if _, errOut, code := p.run("run", "--session", id, "/greet Grace"); code != 0 {
 		t.Fatalf("second generation: exit %d: %s", code, errOut)
 	}
+	if got := p.callTools(id, [][2]string{{"plugin_greet-kit_svc", "again"}}); got[0] != "greet-kit echoes: again" {
+		t.Fatalf("the package's MCP tool on a later generation answered %q", got[0])
+	}
+	// Each worker started the package's server once at most (the first
+	// one may have stopped before it had).
+	workers := serverStarts(t, starts)
+	if len(workers) == 0 || len(slices.Compact(slices.Sorted(slices.Values(workers)))) != len(workers) {
+		t.Fatalf("the package's server was started by the workers %v", workers)
+	}
 	got := p.userMessages(id)
 	want := []string{"Greet Ada warmly, by name.\n", "Greet Grace warmly, by name.\n"}
 	if strings.Join(got, "|") != strings.Join(want, "|") {
@@ -107,11 +174,14 @@ func TestPluginPackagesPassedToAColdHostComeBackOnItsNextGeneration(t *testing.T
 }
 
 // TestSeveralPluginPackagesLoadSideBySideEachOncePerWorker: a session
-// with two packages; through the host a client lists both and runs a
-// command of each, and the model loads a skill of each; the session's
-// one worker loaded each package once, however many calls it served.
+// with two packages, each with an MCP server; through the host clients
+// call each package's tool, at once, and a client lists both packages and
+// runs a command of each, and the model loads a skill of each; the
+// session's one worker loaded each package and started each server once,
+// however many calls it served.
 func TestSeveralPluginPackagesLoadSideBySideEachOncePerWorker(t *testing.T) {
 	p := newSessionPlace(t)
+	p.extraEnv = append(p.extraEnv, "AGENTD_WORKER_IDLE_GRACE=1h") // one worker for the whole test
 	first := greetKit(t, p)
 	second := writeKit(t, p, "second", map[string]string{
 		".claude-plugin/plugin.json": `{"name":"second-session-plugin","version":"2.0.0"}`,
@@ -119,6 +189,7 @@ func TestSeveralPluginPackagesLoadSideBySideEachOncePerWorker(t *testing.T) {
 		"commands/greet.md":          "The second package's greeting for $ARGUMENTS.",
 		"skills/notes/SKILL.md":      "---\nname: notes\ndescription: \"Where the notes are\"\n---\nThe notes are second.\n",
 	})
+	firstStarts, secondStarts := p.withMCPServer(first, "greet-kit"), p.withMCPServer(second, "second")
 	writeScript(t, p, `{"replies":[
 		{"steps":[{"tool":"skill","arguments":{"name":"manners"},"id":"call-1"}]},
 		{"steps":[{"tool":"skill","arguments":{"name":"notes"},"id":"call-2"}]},
@@ -127,6 +198,37 @@ func TestSeveralPluginPackagesLoadSideBySideEachOncePerWorker(t *testing.T) {
 		{"steps":[{"text":"greeted"}]}
 	]}`)
 	id := strings.TrimSpace(p.mustRun("new", "--cwd", p.workDir(), "--plugin", first, "--plugin", second))
+
+	// Two clients call each package's tool at once, as the worker starts.
+	calls := [][2]string{
+		{"plugin_greet-kit_svc", "one"}, {"plugin_second-session-plugin_svc", "two"},
+		{"plugin_greet-kit_svc", "three"}, {"plugin_second-session-plugin_svc", "four"},
+	}
+	want := []string{"greet-kit echoes: one", "second echoes: two", "greet-kit echoes: three", "second echoes: four"}
+	if got := p.callTools(id, calls); !slices.Equal(got, want) {
+		t.Fatalf("the packages' tools answered %q, want %q", got, want)
+	}
+	onceEach := func(when string) {
+		t.Helper()
+		a, b := serverStarts(t, firstStarts), serverStarts(t, secondStarts)
+		if len(a) != 1 || len(b) != 1 || a[0] != b[0] {
+			t.Fatalf("%s: the packages' servers were started by the workers %v and %v, want once each by the session's one worker", when, a, b)
+		}
+		var rs []protocol.Resource
+		if err := json.Unmarshal([]byte(p.mustRun("ps", "--json", id)), &rs); err != nil {
+			t.Fatal(err)
+		}
+		var servers []string
+		for _, r := range rs {
+			if r.Kind == protocol.ResourceMCP {
+				servers = append(servers, r.Name)
+			}
+		}
+		if want := "plugin_greet-kit_svc|plugin_second-session-plugin_svc"; strings.Join(servers, "|") != want {
+			t.Fatalf("%s: the session's MCP servers %q, want %q", when, servers, want)
+		}
+	}
+	onceEach("after the concurrent calls")
 
 	// The read-only policy refuses what changes things: the skill tool
 	// runs under it.
@@ -162,10 +264,14 @@ func TestSeveralPluginPackagesLoadSideBySideEachOncePerWorker(t *testing.T) {
 		t.Errorf("commands %q, want %q", names, want)
 	}
 	got := p.userMessages(id)
-	want := []string{"get ready", "Read the notes of " + second + " about the build.", "Greet Ada warmly, by name.\n"}
+	want = []string{"get ready", "Read the notes of " + second + " about the build.", "Greet Ada warmly, by name.\n"}
 	if strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Fatalf("prompts %q, want %q", got, want)
 	}
+	if got := p.callTools(id, calls[:2]); !slices.Equal(got, []string{"greet-kit echoes: one", "second echoes: two"}) {
+		t.Fatalf("the packages' tools answered %q", got)
+	}
+	onceEach("after the turns and more calls")
 }
 
 // TestAPluginPackageThatDoesNotLoadIsRefusedNamingItsFileAndField: the

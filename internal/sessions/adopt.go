@@ -106,7 +106,7 @@ func (w *worker) connect(ctx context.Context) (*link.Stream, error) {
 	}
 	w.mu.Lock()
 	for _, r := range res {
-		if r.State == protocol.ResourceRunning {
+		if holdsWorker(r) {
 			w.live[r.Ref] = true
 		}
 	}

@@ -39,7 +39,7 @@ func (w *worker) learn(op string, out any) {
 		return
 	}
 	var r protocol.Resource
-	if json.Unmarshal(raw, &r) != nil || r.State != protocol.ResourceRunning {
+	if json.Unmarshal(raw, &r) != nil || !holdsWorker(r) {
 		return
 	}
 	w.mu.Lock()
@@ -52,6 +52,13 @@ func (w *worker) learn(op string, out any) {
 	if active != wasActive {
 		w.s.listChanged(w.sessionID)
 	}
+}
+
+// holdsWorker reports whether r keeps its worker from idling: a command
+// that runs. A service (an MCP server, with its Status) runs as long as
+// its worker does, and holds nothing.
+func holdsWorker(r protocol.Resource) bool {
+	return r.State == protocol.ResourceRunning && r.Status == ""
 }
 
 // publishResource fans out a runtime resource frame of the worker's
@@ -75,9 +82,9 @@ func (w *worker) publishResource(f link.Frame) error {
 		it.body, _ = json.Marshal(u.RuntimeResourceUpdate)
 		w.mu.Lock()
 		wasActive := w.activeLocked()
-		if r.State == protocol.ResourceRunning {
+		if holdsWorker(r) {
 			w.live[r.Ref] = true
-		} else {
+		} else if r.State != protocol.ResourceRunning {
 			delete(w.live, r.Ref)
 			w.ended[r.Ref] = true
 		}

@@ -397,7 +397,7 @@ func (w *worker) idleNow(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	for _, r := range res {
-		if r.State == protocol.ResourceRunning {
+		if holdsWorker(r) {
 			return false, nil
 		}
 	}

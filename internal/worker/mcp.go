@@ -97,6 +97,9 @@ func (s *session) callTool(ctx context.Context, _ *server.Call, in *protocol.Too
 		for _, sv := range s.mcp.List() {
 			names = append(names, sv.Name)
 		}
+		if len(names) == 0 {
+			return protocol.ToolCallResult{}, protocol.InvalidField("input.server", "%q: the session has no MCP server (`agentd mcp ls` lists those a session would run)", in.Server)
+		}
 		return protocol.ToolCallResult{}, protocol.InvalidField("input.server", "%q is none of the session's MCP servers (%s): `agentd mcp tools` lists them", in.Server, strings.Join(names, ", "))
 	case err != nil:
 		return protocol.ToolCallResult{}, protocol.Errorf(protocol.CodeOperationUnavailable, "%v", err)
