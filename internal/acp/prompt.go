@@ -26,6 +26,9 @@ func (a *agent) Prompt(_ context.Context, p sdk.PromptRequest) (sdk.PromptRespon
 	if err != nil {
 		return sdk.PromptResponse{}, err
 	}
+	if text, err = s.expand(s.ctx, text); err != nil {
+		return sdk.PromptResponse{}, hostError(err)
+	}
 	done := make(chan protocol.TurnSnapshot, 1)
 	turnID := newID("t")
 	s.mu.Lock()

@@ -163,6 +163,13 @@ func (s *session) pump(f *client.Follower, after uint64) {
 	snap := f.Session().Snapshot()
 	s.last = snap.Session
 	s.setRunning(snap.RootTurn)
+	if len(snap.Session.Plugins) > 0 {
+		// The commands of the session's plugin packages; a session with
+		// none has no commands to announce.
+		if err := s.sendCommands(); err != nil && s.ctx.Err() == nil {
+			s.a.logger.Info("listing the session's commands", "session", s.id, "err", err)
+		}
+	}
 	if !replay {
 		// Followed from now: the context as the last turn left it (the
 		// session's cost is not known without its history), and the
@@ -493,6 +500,11 @@ func (s *session) changed(now protocol.Session) error {
 	if now.Approval != was.Approval && now.Approval != "" {
 		if err := s.send(sdk.SessionUpdate{CurrentModeUpdate: &sdk.SessionCurrentModeUpdate{CurrentModeId: sdk.SessionModeId(now.Approval)}}); err != nil {
 			return err
+		}
+	}
+	if !slices.Equal(now.Plugins, was.Plugins) {
+		if err := s.sendCommands(); err != nil && s.ctx.Err() == nil {
+			s.a.logger.Info("listing the session's commands", "session", s.id, "err", err)
 		}
 	}
 	if now.Model != was.Model || now.Thinking != was.Thinking {

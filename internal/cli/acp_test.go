@@ -217,6 +217,22 @@ func describe(u sdk.SessionUpdate) string {
 		return "mode " + string(u.CurrentModeUpdate.CurrentModeId)
 	case u.ConfigOptionUpdate != nil:
 		return "config_options"
+	case u.UsageUpdate != nil:
+		line := "usage " + strconv.Itoa(u.UsageUpdate.Used) + "/" + strconv.Itoa(u.UsageUpdate.Size)
+		if c := u.UsageUpdate.Cost; c != nil {
+			line += " " + strconv.FormatFloat(c.Amount, 'f', -1, 64) + " " + c.Currency
+		}
+		return line
+	case u.AvailableCommandsUpdate != nil:
+		var cmds []string
+		for _, c := range u.AvailableCommandsUpdate.AvailableCommands {
+			cmd := c.Name + ":" + c.Description
+			if c.Input != nil && c.Input.Unstructured != nil {
+				cmd += ":" + c.Input.Unstructured.Hint
+			}
+			cmds = append(cmds, cmd)
+		}
+		return "commands " + strings.Join(cmds, ",")
 	}
 	return "other"
 }
