@@ -3,7 +3,7 @@ package acp
 import (
 	"context"
 	"errors"
-		"strings"
+	"strings"
 
 	sdk "github.com/coder/acp-go-sdk"
 

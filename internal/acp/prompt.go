@@ -197,7 +197,7 @@ func (s *session) ask(in protocol.Interaction) {
 	u := s.permissionCall(in)
 	s.a.wg.Go(func() {
 		defer s.resolved(in.InteractionID)
-		resp, err := s.a.conn.RequestPermission(ctx, sdk.RequestPermissionRequest{SessionId: sdk.SessionId(s.id), ToolCall: u, Options: permissionOptions})
+		resp, err := s.a.connection().RequestPermission(ctx, sdk.RequestPermissionRequest{SessionId: sdk.SessionId(s.id), ToolCall: u, Options: permissionOptions})
 		if err != nil || resp.Outcome.Selected == nil {
 			return
 		}

@@ -122,7 +122,7 @@ func (s *session) replay(ctx context.Context) (uint64, error) {
 func (s *session) send(u sdk.SessionUpdate) error {
 	w := wire(u)
 	if w == nil {
-		return s.a.conn.SessionUpdate(s.ctx, sdk.SessionNotification{SessionId: sdk.SessionId(s.id), Update: u})
+		return s.a.connection().SessionUpdate(s.ctx, sdk.SessionNotification{SessionId: sdk.SessionId(s.id), Update: u})
 	}
 	if err := s.ctx.Err(); err != nil {
 		return err
@@ -174,9 +174,7 @@ func (s *session) pump(f *client.Follower, after uint64) {
 		// Followed from now: the context as the last turn left it (the
 		// session's cost is not known without its history), and the
 		// pending permissions are asked.
-		if t := snap.RootTurn; t != nil {
-			s.usage.turn(protocol.TurnUsage{ContextTokens: t.Usage.ContextTokens, ContextWindow: t.Usage.ContextWindow})
-		}
+		s.lastUsage(snap.RootTurn)
 		if err := s.sendUsage(); err != nil {
 			return
 		}

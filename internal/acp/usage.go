@@ -3,6 +3,8 @@ package acp
 import (
 	"encoding/json"
 
+	"github.com/agentd-dev/agentd/client"
+
 	sdk "github.com/coder/acp-go-sdk"
 
 	"github.com/agentd-dev/agentd/protocol"
@@ -60,4 +62,33 @@ func (s *session) sendUsage() error {
 		u.Cost = &sdk.Cost{Amount: s.usage.cost, Currency: "USD"}
 	}
 	return s.send(sdk.SessionUpdate{UsageUpdate: u})
+}
+
+// lastUsage takes in the context a session followed without its history
+// is at: as the newest page of its transcript leaves it (its last turn's
+// end, or a compaction since), else as its last turn, last, says. The
+// session's cost stays unknown.
+func (s *session) lastUsage(last *protocol.TurnSnapshot) {
+	if last != nil {
+		s.usage.turn(protocol.TurnUsage{ContextTokens: last.Usage.ContextTokens, ContextWindow: last.Usage.ContextWindow})
+	}
+	c, err := s.a.hostConn(s.ctx)
+	if err != nil {
+		return
+	}
+	page, err := c.TranscriptPage(s.ctx, s.id, client.PageRequest{Direction: client.PageOlder, MaxBytes: protocol.MaxMessageBytes / 2})
+	if err != nil {
+		return
+	}
+	for _, rec := range page.Records {
+		switch rec.Type {
+		case protocol.RecordTurnEnd:
+			var d protocol.TurnEndData
+			if json.Unmarshal(rec.Data, &d) == nil {
+				s.usage.turn(protocol.TurnUsage{ContextTokens: d.Usage.ContextTokens, ContextWindow: d.Usage.ContextWindow})
+			}
+		case protocol.RecordCompaction:
+			s.usage.compaction(rec)
+		}
+	}
 }

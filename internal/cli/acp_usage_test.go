@@ -1,6 +1,8 @@
 package cli_test
 
 import (
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +12,7 @@ import (
 
 	"github.com/agentd-dev/agentd/internal/agentdtest"
 	"github.com/agentd-dev/agentd/internal/agentdtest/poll"
+	"github.com/agentd-dev/agentd/protocol"
 )
 
 // lastUsage returns the editor's last usage_update, as describe writes
@@ -29,8 +32,8 @@ func (e *editor) lastUsage() string {
 // loaded in an editor: its commands come as available_commands_update,
 // with the argument hint; a prompt typed as /greet Ada runs the command's
 // prompt; the turn's end sends usage_update, the tokens in context of the
-// model's window, and an editor that loads or resumes the session gets
-// the same.
+// model's window, and a compaction what it leaves; an editor that loads or
+// resumes the session gets the same.
 func TestACPAnEditorSeesTheContextsUsageAndThePluginCommandsAndRunsOne(t *testing.T) {
 	p := newSessionPlace(t)
 	script := filepath.Join(t.TempDir(), "window.json")
@@ -71,6 +74,22 @@ func TestACPAnEditorSeesTheContextsUsageAndThePluginCommandsAndRunsOne(t *testin
 		t.Fatalf("the session's prompts: %q", got)
 	}
 	poll.Until(t, "a usage_update after the second turn", func() bool { return a.lastUsage() != usage })
+	usage = a.lastUsage()
+	// A compaction between turns leaves a smaller context: the editor
+	// following the session is told.
+	p.mustRun("compact", id, "--keep", "1")
+	poll.Until(t, "a usage_update after the compaction", func() bool { return a.lastUsage() != usage })
+	compactions := ofType(p.logRecords(id), protocol.RecordCompaction)
+	if len(compactions) != 1 {
+		t.Fatalf("%d compaction records", len(compactions))
+	}
+	var cd protocol.CompactionData
+	if err := json.Unmarshal(compactions[0].Data, &cd); err != nil {
+		t.Fatal(err)
+	}
+	if after, want := a.lastUsage(), fmt.Sprintf("usage %d/8192", cd.TokensAfter); after != want {
+		t.Fatalf("usage %q after the compaction, want %q", after, want)
+	}
 	usage = a.lastUsage()
 
 	// Another editor loading the session gets the same usage with its
