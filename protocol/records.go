@@ -82,6 +82,13 @@ type TurnUsage struct {
 	// published prices; 0, and absent, when a call's model has no known
 	// price.
 	CostUSD float64 `json:"costUsd,omitempty"`
+	// ContextTokens is the size, in tokens, of the conversation as the
+	// last model call that reported usage saw it: its prompt (cached or
+	// not) and its reply. Absent in records written before it was kept.
+	ContextTokens int `json:"contextTokens,omitempty"`
+	// ContextWindow is the window, in tokens, of the model the turn's
+	// calls went to, as its provider describes it; absent when unknown.
+	ContextWindow int `json:"contextWindow,omitempty"`
 }
 
 // UserMessageData is the data of a user_message record.

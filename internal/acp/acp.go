@@ -56,10 +56,13 @@ func Serve(ctx context.Context, cfg Config, in io.ReadCloser, out io.WriteCloser
 		logger = slog.New(slog.DiscardHandler)
 	}
 	life, stop := context.WithCancelCause(ctx)
-	a := &agent{cfg: cfg, life: life, logger: logger, sessions: map[string]*session{}}
+	a := &agent{cfg: cfg, life: life, logger: logger, sessions: map[string]*session{}, ready: make(chan struct{})}
 	a.out = newBatcher(out)
 	a.conn = sdk.NewAgentSideConnection(a, a.out, in)
 	a.conn.SetLogger(logger)
+	// The connection reads the editor's messages from its start: its
+	// handlers may run before it is set.
+	close(a.ready)
 	select {
 	case <-a.conn.Done():
 		stop(errors.New("the editor closed its end"))
@@ -80,7 +83,8 @@ type agent struct {
 	cfg    Config                   // constant
 	life   context.Context          // constant: ends when the editor goes
 	logger *slog.Logger             // constant
-	conn   *sdk.AgentSideConnection // constant once Serve has set it
+	conn   *sdk.AgentSideConnection // constant once ready is closed; read through connection
+	ready  chan struct{}            // closed once Serve has set conn
 	out    *batcher                 // constant once Serve has set it: what conn writes to
 
 	wg sync.WaitGroup // every goroutine the agent starts
@@ -95,6 +99,12 @@ var (
 	_ sdk.Agent       = (*agent)(nil)
 	_ sdk.AgentLoader = (*agent)(nil)
 )
+
+// connection returns the connection to the editor, once Serve has set it.
+func (a *agent) connection() *sdk.AgentSideConnection {
+	<-a.ready
+	return a.conn
+}
 
 // hostConn returns the connection requests go on, dialing one when none
 // is open.

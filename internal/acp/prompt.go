@@ -26,6 +26,9 @@ func (a *agent) Prompt(_ context.Context, p sdk.PromptRequest) (sdk.PromptRespon
 	if err != nil {
 		return sdk.PromptResponse{}, err
 	}
+	if text, err = s.expand(s.ctx, text); err != nil {
+		return sdk.PromptResponse{}, hostError(err)
+	}
 	done := make(chan protocol.TurnSnapshot, 1)
 	turnID := newID("t")
 	s.mu.Lock()
@@ -194,7 +197,7 @@ func (s *session) ask(in protocol.Interaction) {
 	u := s.permissionCall(in)
 	s.a.wg.Go(func() {
 		defer s.resolved(in.InteractionID)
-		resp, err := s.a.conn.RequestPermission(ctx, sdk.RequestPermissionRequest{SessionId: sdk.SessionId(s.id), ToolCall: u, Options: permissionOptions})
+		resp, err := s.a.connection().RequestPermission(ctx, sdk.RequestPermissionRequest{SessionId: sdk.SessionId(s.id), ToolCall: u, Options: permissionOptions})
 		if err != nil || resp.Outcome.Selected == nil {
 			return
 		}

@@ -34,6 +34,8 @@ type session struct {
 	msgs          map[string]*message  // turn/message id → what was sent of a message streaming
 	tools         map[string]*toolCall // tool call id → the call
 	last          protocol.Session     // the session's header as last sent
+	usage         usage                // the session's usage as its records say
+	usageSent     usage                // the usage last sent
 
 	mu       sync.Mutex
 	follower *client.Follower                      // guarded by mu: the stream, once open
@@ -96,6 +98,7 @@ func (s *session) replay(ctx context.Context) (uint64, error) {
 		return 0, err
 	}
 	var last uint64
+	s.usage.costKnown = true
 	req := client.PageRequest{Direction: client.PageNewer, MaxBytes: protocol.MaxMessageBytes / 2}
 	for {
 		page, err := c.TranscriptPage(ctx, s.id, req)
@@ -109,7 +112,7 @@ func (s *session) replay(ctx context.Context) (uint64, error) {
 			last = rec.Seq
 		}
 		if page.NextCursor == "" {
-			return last, nil
+			return last, s.sendUsage()
 		}
 		req.Cursor = page.NextCursor
 	}
@@ -119,7 +122,7 @@ func (s *session) replay(ctx context.Context) (uint64, error) {
 func (s *session) send(u sdk.SessionUpdate) error {
 	w := wire(u)
 	if w == nil {
-		return s.a.conn.SessionUpdate(s.ctx, sdk.SessionNotification{SessionId: sdk.SessionId(s.id), Update: u})
+		return s.a.connection().SessionUpdate(s.ctx, sdk.SessionNotification{SessionId: sdk.SessionId(s.id), Update: u})
 	}
 	if err := s.ctx.Err(); err != nil {
 		return err
@@ -160,8 +163,21 @@ func (s *session) pump(f *client.Follower, after uint64) {
 	snap := f.Session().Snapshot()
 	s.last = snap.Session
 	s.setRunning(snap.RootTurn)
+	if len(snap.Session.Plugins) > 0 {
+		// The commands of the session's plugin packages; a session with
+		// none has no commands to announce.
+		if err := s.sendCommands(); err != nil && s.ctx.Err() == nil {
+			s.a.logger.Info("listing the session's commands", "session", s.id, "err", err)
+		}
+	}
 	if !replay {
-		// Followed from now: the pending permissions are asked.
+		// Followed from now: the context as the last turn left it (the
+		// session's cost is not known without its history), and the
+		// pending permissions are asked.
+		s.lastUsage(snap.RootTurn)
+		if err := s.sendUsage(); err != nil {
+			return
+		}
 		if err := s.live(snap, false); err != nil {
 			return
 		}
@@ -237,6 +253,9 @@ func (s *session) setRunning(t *protocol.TurnSnapshot) {
 // todo list, and the permissions it waits for.
 func (s *session) finishReplay(snap protocol.SessionProjection) error {
 	if err := s.flushCalls(); err != nil {
+		return err
+	}
+	if err := s.sendUsage(); err != nil {
 		return err
 	}
 	return s.live(snap, true)
@@ -481,6 +500,11 @@ func (s *session) changed(now protocol.Session) error {
 			return err
 		}
 	}
+	if !slices.Equal(now.Plugins, was.Plugins) {
+		if err := s.sendCommands(); err != nil && s.ctx.Err() == nil {
+			s.a.logger.Info("listing the session's commands", "session", s.id, "err", err)
+		}
+	}
 	if now.Model != was.Model || now.Thinking != was.Thinking {
 		opts, err := s.a.configOptions(s.ctx, now)
 		if err != nil {
@@ -503,7 +527,9 @@ func (s *session) history(rec protocol.TranscriptRecord) error {
 	}
 	switch rec.Type {
 	case protocol.RecordTurnEnd:
-		return s.recordedEnd(rec)
+		return s.recordedEnd(rec, false)
+	case protocol.RecordCompaction:
+		s.usage.compaction(rec)
 	case protocol.RecordUserMessage:
 		var m protocol.UserMessageData
 		if json.Unmarshal(rec.Data, &m) == nil && m.Text != "" {
@@ -565,13 +591,21 @@ func (s *session) history(rec protocol.TranscriptRecord) error {
 }
 
 // recordedEnd answers the prompt waiting for the turn a turn_end record
-// ends: its run_end may have gone by while the stream was not open.
-func (s *session) recordedEnd(rec protocol.TranscriptRecord) error {
+// ends: its run_end may have gone by while the stream was not open. A
+// live one sends the usage it leaves first; history's is sent once, when
+// the history ends.
+func (s *session) recordedEnd(rec protocol.TranscriptRecord, live bool) error {
 	if err := s.endMessages(rec.TurnID); err != nil {
 		return err
 	}
 	var d protocol.TurnEndData
 	if json.Unmarshal(rec.Data, &d) == nil {
+		s.usage.turn(d.Usage)
+		if live {
+			if err := s.sendUsage(); err != nil {
+				return err
+			}
+		}
 		s.turnEnded(protocol.TurnSnapshot{SessionID: s.id, TurnID: rec.TurnID, Status: d.Status, Error: d.Error, Usage: d.Usage})
 	}
 	return nil
@@ -595,7 +629,10 @@ func (s *session) flushCalls() error {
 func (s *session) record(rec protocol.TranscriptRecord) error {
 	switch rec.Type {
 	case protocol.RecordTurnEnd:
-		return s.recordedEnd(rec)
+		return s.recordedEnd(rec, true)
+	case protocol.RecordCompaction:
+		s.usage.compaction(rec)
+		return s.sendUsage()
 	case protocol.RecordTurnStart:
 		var d protocol.TurnStartData
 		if json.Unmarshal(rec.Data, &d) == nil && d.MessageID != "" {

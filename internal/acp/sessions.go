@@ -40,7 +40,7 @@ func checkCwd(cwd string, more []string, mcp []sdk.McpServer) error {
 	case len(more) > 0:
 		return invalidParams("additionalDirectories: agentd's sessions have one working directory")
 	case len(mcp) > 0:
-		return invalidParams("mcpServers: agentd does not take MCP servers from an editor")
+		return invalidParams("mcpServers: agentd does not take MCP servers from an editor; a session's servers come from the project's .mcp.json, the user's list (agentd mcp add) and its plugin packages, and run in its worker, which outlives the editor")
 	}
 	return nil
 }

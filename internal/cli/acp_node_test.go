@@ -28,6 +28,12 @@ func TestACPNodeClientRunsATurnAndLoadsIt(t *testing.T) {
 	}
 	p := newPlace(t)
 	cwd := t.TempDir()
+	// The model's window is known, so the turn's end sends usage_update.
+	script := filepath.Join(t.TempDir(), "window.json")
+	if err := os.WriteFile(script, []byte(`{"contextWindow": 8192}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p.extraEnv = append(p.extraEnv, "AGENTD_FAUX_SCRIPT="+script)
 	cmd := exec.Command(node, "client.mjs", os.Args[0], "acp")
 	cmd.Dir = nodeClient
 	cmd.Env = append(p.env(), "AGENTD_ACP_CWD="+cwd)
@@ -56,13 +62,13 @@ func TestACPNodeClientRunsATurnAndLoadsIt(t *testing.T) {
 	if !got.LoadSession || got.StopReason != "end_turn" || !slices.Equal(got.Asked, []string{"echo from-node"}) {
 		t.Errorf("initialize, prompt or permission: %+v", got)
 	}
-	for _, want := range []string{"tool_call", "tool_call_update", "agent_message_chunk"} {
+	for _, want := range []string{"tool_call", "tool_call_update", "agent_message_chunk", "usage_update"} {
 		if !slices.Contains(got.Live, want) {
 			t.Errorf("no %s live: %v", want, got.Live)
 		}
 	}
 	// History sends each tool call once, as it ended.
-	if want := []string{"user_message_chunk", "agent_message_chunk", "tool_call", "agent_message_chunk"}; !slices.Equal(got.Replayed, want) {
+	if want := []string{"user_message_chunk", "agent_message_chunk", "tool_call", "agent_message_chunk", "usage_update"}; !slices.Equal(got.Replayed, want) {
 		t.Errorf("session/load replayed %v, want %v", got.Replayed, want)
 	}
 	if !strings.Contains(got.ReplayedText, "from-node") {

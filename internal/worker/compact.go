@@ -81,6 +81,7 @@ func (s *session) autoCompact(ctx context.Context, t *turn, prov llm.Provider, r
 	fixed := agent.FixedBytes(req.System, req.Tools)
 	s.mu.Lock()
 	s.lastFixed = fixed
+	t.window = info.ContextWindow
 	before := s.estimateLocked(fixed)
 	bound := info.ContextWindow * s.thresholdLocked() / 100
 	s.mu.Unlock()
@@ -155,7 +156,7 @@ func (s *session) compact(ctx context.Context, c compaction) (protocol.CompactRe
 		s.mu.Lock()
 		c.turn.calls++
 		c.turn.usage = c.turn.usage.Add(usage)
-		c.turn.snap.Usage = turnUsage(c.turn.calls, c.turn.usage)
+		c.turn.snap.Usage = c.turn.usageLocked()
 		s.mu.Unlock()
 	}
 	if err != nil {

@@ -49,6 +49,16 @@ func instructionRecords(in agent.Instructions) []protocol.InstructionFile {
 	return out
 }
 
+// usageLocked is the usage t's snapshot and end record carry: its calls'
+// usage, with the context they last saw and the model's window.
+func (t *turn) usageLocked() protocol.TurnUsage {
+	u := turnUsage(t.calls, t.usage)
+	if u != (protocol.TurnUsage{}) {
+		u.ContextTokens, u.ContextWindow = t.context, t.window
+	}
+	return u
+}
+
 // turnUsage is the usage a turn's snapshot and end record carry: none
 // while no call has reported any.
 func turnUsage(calls int, u llm.Usage) protocol.TurnUsage {

@@ -30,12 +30,14 @@ import (
 // turn is one run of the agent loop. A turn recovered from the transcript
 // has no loop: it ran in an earlier worker.
 type turn struct {
-	snap   protocol.TurnSnapshot // guarded by session.mu
-	usage  llm.Usage             // guarded by session.mu: the model calls' so far
-	calls  int                   // guarded by session.mu: the model calls made so far
-	loop   *agent.Loop           // constant once started; nil when recovered
-	cancel context.CancelFunc    // constant once started; nil when recovered
-	done   chan struct{}
+	snap    protocol.TurnSnapshot // guarded by session.mu
+	usage   llm.Usage             // guarded by session.mu: the model calls' so far
+	calls   int                   // guarded by session.mu: the model calls made so far
+	window  int                   // guarded by session.mu: the model's context window, once described
+	context int                   // guarded by session.mu: the tokens the last call that reported usage saw
+	loop    *agent.Loop           // constant once started; nil when recovered
+	cancel  context.CancelFunc    // constant once started; nil when recovered
+	done    chan struct{}
 }
 
 // runningLocked reports whether t runs in this worker now.
@@ -447,7 +449,10 @@ func (s *session) onAgentEvent(t *turn, e agent.Event) {
 		if !e.IsError {
 			s.noteUsageLocked(e.Usage, e.Message)
 		}
-		t.snap.Usage = turnUsage(t.calls, t.usage)
+		if u := e.Usage; !u.IsZero() {
+			t.context = u.InputTokens + u.CacheReadTokens + u.CacheWriteTokens + u.OutputTokens
+		}
+		t.snap.Usage = t.usageLocked()
 	case agent.ToolCallStart, agent.ToolCallUpdate, agent.ToolCallEnd:
 		d.Event = map[string]string{
 			agent.ToolCallStart: protocol.EventToolCallStart, agent.ToolCallUpdate: protocol.EventToolCallUpdate, agent.ToolCallEnd: protocol.EventToolCallEnd,
