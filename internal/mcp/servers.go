@@ -81,6 +81,8 @@ type Servers struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // every goroutine of every server
 	tokens atomic.Uint64  // progress tokens given out
+	// launcher starts the stdio servers; constant after Start.
+	launcher *launcher
 }
 
 // server is one configured server and its connection.
@@ -125,6 +127,8 @@ func Start(servers []Server, opts Options) *Servers {
 		ss.order = append(ss.order, sv)
 	}
 	slices.SortFunc(ss.order, func(a, b *server) int { return strings.Compare(a.cfg.Name, b.cfg.Name) })
+	ss.launcher = newLauncher(ss)
+	var stdio []*server
 	for _, sv := range ss.order {
 		if opts.Resources != nil {
 			svc, err := opts.Resources.AddService(resource.ServiceInput{
@@ -135,6 +139,14 @@ func Start(servers []Server, opts Options) *Servers {
 			}
 			sv.svc = svc
 		}
+		if sv.cfg.Transport != TransportHTTP {
+			stdio = append(stdio, sv)
+		}
+	}
+	// The stdio servers start together, before their connections wait
+	// for them.
+	ss.wg.Go(func() { ss.launcher.start(stdio) })
+	for _, sv := range ss.order {
 		ss.wg.Go(sv.run)
 	}
 	return ss
@@ -244,7 +256,7 @@ func (sv *server) connect() error {
 			HTTPClient: &http.Client{Transport: headers{sv.cfg.Headers, http.DefaultTransport}},
 		}
 	default:
-		p, err := sv.startProcess()
+		p, err := sv.s.launcher.process(sv)
 		if err != nil {
 			return err
 		}
