@@ -159,7 +159,11 @@ func (p *Policy) launch(cmds []Launch, paths []string, todo []int) (map[int]laun
 	cmd.Stdout, cmd.Stderr = rw, &stderr
 	cmd.ExtraFiles = extra
 	err = cmd.Start()
+	// The launcher holds its own copies: a launcher gone makes the
+	// write below fail instead of wait.
 	rw.Close()
+	cr.Close()
+	file.Close()
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: starting the launcher: %w", err)
 	}
