@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentd-dev/agentd/internal/catalog"
 	"github.com/agentd-dev/agentd/internal/link"
+	"github.com/agentd-dev/agentd/internal/mcp"
 	"github.com/agentd-dev/agentd/internal/server"
 	"github.com/agentd-dev/agentd/protocol"
 )
@@ -27,6 +28,7 @@ func (s *Service) handlers() server.Table {
 	server.Handle(t, protocol.OpSessionFork, s.fork)
 	server.Handle(t, protocol.OpSessionRewind, s.rewind)
 	server.Handle(t, protocol.OpSessionPluginsSet, s.setPlugins)
+	server.Handle(t, protocol.OpSessionMCPSet, s.setMCP)
 	server.Handle(t, protocol.OpModelsList, s.models)
 	server.Handle(t, protocol.OpModelsSelect, s.selectModel)
 	server.Handle(t, protocol.OpSubscriptionOpen, s.open)
@@ -188,6 +190,9 @@ func (s *Service) remove(_ context.Context, _ *server.Call, in *protocol.Session
 	s.stopWorker(h.ID)
 	if err := s.cat.Remove(h.ID); err != nil {
 		return protocol.SessionRef{}, catalogError(err)
+	}
+	if err := mcp.RemoveSession(s.cfg.Home, h.ID); err != nil {
+		s.log.Error("the removed session's own MCP servers cannot be forgotten", "session", h.ID, "err", err)
 	}
 	var ended []string
 	for _, g := range s.grants.RevokeSession(h.ID) {
