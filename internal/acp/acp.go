@@ -173,7 +173,8 @@ func (a *agent) closeAll() {
 }
 
 // Initialize advertises what agentd does: loading, listing, resuming and
-// closing sessions, and prompts of text and embedded text.
+// closing sessions, prompts of text and embedded text, and an editor's
+// MCP servers over stdio, streamable HTTP and SSE.
 func (a *agent) Initialize(_ context.Context, p sdk.InitializeRequest) (sdk.InitializeResponse, error) {
 	a.mu.Lock()
 	a.caps = p.ClientCapabilities
@@ -184,6 +185,7 @@ func (a *agent) Initialize(_ context.Context, p sdk.InitializeRequest) (sdk.Init
 		AgentCapabilities: sdk.AgentCapabilities{
 			LoadSession:        true,
 			PromptCapabilities: sdk.PromptCapabilities{EmbeddedContext: true},
+			McpCapabilities:    mcpCapabilities,
 			SessionCapabilities: sdk.SessionCapabilities{
 				List:   &sdk.SessionListCapabilities{},
 				Resume: &sdk.SessionResumeCapabilities{},

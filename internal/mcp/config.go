@@ -285,7 +285,7 @@ func readBounded(path string) ([]byte, error) {
 func CheckName(name string) error { return protocol.CheckMCPServerName(name) }
 
 // Parse reads a file of the ecosystem's shape, {"mcpServers": {NAME:
-// {"command", "args", "env"} | {"type": "http", "url", "headers"}}},
+// {"command", "args", "env"} | {"type": "http" or "sse", "url", "headers"}}},
 // expanding ${VAR} and ${VAR:-default} with lookup. Each problem names
 // the field at fault; a server with one is left out.
 func Parse(data []byte, lookup func(string) (string, bool)) ([]Server, []error) {
@@ -406,10 +406,10 @@ func parseServer(name string, raw json.RawMessage, lookup func(string) (string, 
 		s.Transport = TransportStdio
 	case TransportHTTP, "streamable-http", "streamableHttp":
 		s.Transport = TransportHTTP
-	case "sse":
-		return Server{}, fieldError(name, "type", `"sse" (the 2024 transport) is not supported: use the server's streamable HTTP endpoint with "type": "http"`)
+	case TransportSSE:
+		s.Transport = TransportSSE
 	default:
-		return Server{}, fieldError(name, "type", `%q is not a transport: "stdio" or "http"`, typ)
+		return Server{}, fieldError(name, "type", `%q is not a transport: "stdio", "http" or "sse"`, typ)
 	}
 	switch s.Transport {
 	case TransportStdio:
@@ -419,7 +419,7 @@ func parseServer(name string, raw json.RawMessage, lookup func(string) (string, 
 		if s.URL != "" || len(s.Headers) > 0 {
 			return Server{}, fieldError(name, "url", "belongs to an HTTP server, and this one runs a command")
 		}
-	case TransportHTTP:
+	case TransportHTTP, TransportSSE:
 		if s.URL == "" {
 			return Server{}, fieldError(name, "url", "is required for an HTTP server")
 		}

@@ -311,10 +311,10 @@ func (sv *server) connect() error {
 			HTTPClient: &http.Client{Transport: headers{sv.cfg.Headers, http.DefaultTransport}},
 		}
 	case TransportSSE:
-		transport = &mcp.SSEClientTransport{
+		transport = streamFor{life: sv.ctx, Transport: &mcp.SSEClientTransport{
 			Endpoint:   sv.cfg.URL,
 			HTTPClient: &http.Client{Transport: headers{sv.cfg.Headers, http.DefaultTransport}},
-		}
+		}}
 	default:
 		p, err := sv.startProcess()
 		if err != nil {
@@ -360,6 +360,29 @@ func (sv *server) startFailure(ctx context.Context, err error) error {
 		return fmt.Errorf("%w: it was stopped while it started", ErrNotReady)
 	}
 	return err
+}
+
+// streamFor connects a transport whose event stream is the connection
+// (SSE's GET) for the server's life: the stream is not cut when the start
+// that opened it returns, only when it fails or the server stops.
+type streamFor struct {
+	mcp.Transport
+	life context.Context
+}
+
+func (t streamFor) Connect(ctx context.Context) (mcp.Connection, error) {
+	life, cancel := context.WithCancel(t.life)
+	giveUp := context.AfterFunc(ctx, cancel)
+	conn, err := t.Transport.Connect(life)
+	if !giveUp() || err != nil {
+		cancel()
+		if err == nil {
+			conn.Close()
+			err = context.Cause(ctx)
+		}
+		return nil, err
+	}
+	return conn, nil
 }
 
 // headers adds a server's configured headers to each request.
