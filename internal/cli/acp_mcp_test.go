@@ -200,3 +200,53 @@ func TestACPAnEditorsMCPServersBecomeTheSessionsAndTheirSecretStaysPut(t *testin
 		t.Errorf("a removed session's servers are kept: %v", err)
 	}
 }
+
+func TestACPAnEditorsBadMCPServersAreRefusedNamingTheField(t *testing.T) {
+	p := newPlace(t)
+	r := p.rawACP()
+	r.send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}`)
+	if m := r.response(1); m["result"] == nil {
+		t.Fatalf("initialize: %v", m)
+	}
+	stdio := func(name, command, extra string) string {
+		return fmt.Sprintf(`{"name":%q,"command":%q,"args":[%s],"env":[]}`, name, command, extra)
+	}
+	many := make([]string, protocol.MaxSessionMCPServers+1)
+	for i := range many {
+		many[i] = stdio(fmt.Sprintf("s%d", i), "/bin/true", "")
+	}
+	cases := []struct {
+		servers, says string
+	}{
+		{`{"command":"/bin/true","args":[],"env":[]}`, `mcpServers[0].name`},
+		{stdio("a", "npx", ""), `mcpServers[0].command`},
+		{stdio("a b", "/bin/true", ""), `mcpServers[0].name`},
+		{stdio("plugin_x_y", "/bin/true", ""), `mcpServers[0].name`},
+		{stdio("a", "/bin/true", "") + "," + stdio("a", "/bin/false", ""), `mcpServers[1].name`},
+		{`{"name":"a","command":"/bin/true","args":[],"env":[{"name":"K=V","value":"sekrit-env"}]}`, `mcpServers[0].env[0].name`},
+		{`{"name":"a","command":"/bin/true","args":[],"env":[{"name":"K","value":"1"},{"name":"K","value":"sekrit-env"}]}`, `mcpServers[0].env[1].name`},
+		{`{"type":"http","name":"web","url":"ftp://sekrit-user@example.com/mcp","headers":[]}`, `mcpServers[0].url`},
+		{`{"type":"http","name":"web","url":"","headers":[]}`, `mcpServers[0].url`},
+		{`{"type":"sse","name":"web","url":"https://example.com/sse","headers":[{"name":"Authorization","value":"sekrit-header\r\nX: y"}]}`, `mcpServers[0].headers[0].value`},
+		{`{"type":"http","name":"web","url":"https://example.com/mcp","headers":[{"name":"Bad Name","value":"sekrit-header"}]}`, `mcpServers[0].headers[0].name`},
+		{strings.Join(many, ","), `at most 32 servers`},
+		{stdio("big", "/bin/true", strconv.Quote(strings.Repeat("x", protocol.MaxMCPServerBytes))), `mcpServers[0]`},
+	}
+	for i, c := range cases {
+		id := i + 2
+		r.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"session/new","params":{"cwd":"/","mcpServers":[%s]}}`, id, c.servers))
+		m := r.response(id)
+		e, _ := m["error"].(map[string]any)
+		msg, _ := e["message"].(string)
+		if e == nil || e["code"] != float64(-32602) || !strings.Contains(msg, c.says) {
+			t.Errorf("%.200s: answered %.300v, want invalid params naming %s", c.servers, m, c.says)
+		}
+		if strings.Contains(msg, "sekrit") {
+			t.Errorf("the refusal quotes a value: %s", msg)
+		}
+	}
+	// None made a session.
+	if out := strings.TrimSpace(p.mustRun("ls", "--json")); out != "[]" {
+		t.Errorf("sessions made of refused requests: %s", out)
+	}
+}
