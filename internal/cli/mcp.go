@@ -26,7 +26,8 @@ func newMCPCmd(e *env) *cobra.Command {
   - your own list in the home (agentd mcp add),
   - the .mcp.json files of the session's directory and its parents up to the
     repository's root, once you trust that project (agentd mcp trust),
-  - the .mcp.json of the session's plugin packages.
+  - the .mcp.json of the session's plugin packages,
+  - the session's own servers, given by an editor over ACP or with --session.
 Their tools reach the agent as mcp__<server>__<tool>; agentd ps lists the servers.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
