@@ -2,10 +2,12 @@ package acp
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	sdk "github.com/coder/acp-go-sdk"
 
+	"github.com/agentd-dev/agentd/client"
 	"github.com/agentd-dev/agentd/protocol"
 )
 
@@ -71,6 +73,12 @@ func (a *agent) giveMCP(ctx context.Context, id string, servers []protocol.Sessi
 		return invalidParams("sessionId: must not be empty")
 	}
 	res, err := call(ctx, a, protocol.OpSessionMCPSet, protocol.SessionMCPSetInput{SessionID: id, Servers: servers})
+	if errors.Is(err, client.ErrSessionArchived) {
+		// An archived session is read, not run: it takes no servers, and
+		// loading it goes on.
+		a.logger.Info("an archived session takes no MCP servers", "session", id)
+		return nil
+	}
 	if err != nil {
 		return hostError(fmt.Errorf("mcpServers: %w", err))
 	}

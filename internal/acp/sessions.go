@@ -59,6 +59,10 @@ func (a *agent) NewSession(ctx context.Context, p sdk.NewSessionRequest) (sdk.Ne
 	// Recorded before the session is followed, which starts its worker:
 	// the worker starts with them.
 	if err := a.giveMCP(ctx, sess.SessionID, servers); err != nil {
+		// The session is of no use without them: it goes.
+		if _, rerr := call(context.WithoutCancel(ctx), a, protocol.OpSessionRemove, protocol.SessionRef{SessionID: sess.SessionID}); rerr != nil {
+			a.logger.Warn("a session whose MCP servers were refused is left", "session", sess.SessionID, "err", rerr)
+		}
 		return sdk.NewSessionResponse{}, err
 	}
 	if _, _, err := a.open(ctx, sess.SessionID, false); err != nil {

@@ -10,7 +10,6 @@ import (
 
 	"github.com/agentd-dev/agentd/internal/catalog"
 	"github.com/agentd-dev/agentd/internal/link"
-	"github.com/agentd-dev/agentd/internal/mcp"
 	"github.com/agentd-dev/agentd/internal/server"
 	"github.com/agentd-dev/agentd/protocol"
 )
@@ -191,9 +190,7 @@ func (s *Service) remove(_ context.Context, _ *server.Call, in *protocol.Session
 	if err := s.cat.Remove(h.ID); err != nil {
 		return protocol.SessionRef{}, catalogError(err)
 	}
-	if err := mcp.RemoveSession(s.cfg.Home, h.ID); err != nil {
-		s.log.Error("the removed session's own MCP servers cannot be forgotten", "session", h.ID, "err", err)
-	}
+	s.forgetMCP(h.ID)
 	var ended []string
 	for _, g := range s.grants.RevokeSession(h.ID) {
 		s.stopExpiry(g.GrantID)

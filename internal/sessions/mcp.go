@@ -30,9 +30,7 @@ func (s *Service) setMCP(ctx context.Context, call *server.Call, in *protocol.Se
 	if err != nil {
 		return protocol.SessionMCPSetResult{}, err
 	}
-	s.mcpFiles.mu.Lock()
-	change, err := mcp.UpdateSession(s.cfg.Home, h.ID, in.Servers, in.Remove)
-	s.mcpFiles.mu.Unlock()
+	change, err := s.updateMCP(h.ID, in)
 	if err != nil {
 		if _, ok := err.(*protocol.Error); ok {
 			return protocol.SessionMCPSetResult{}, err
@@ -54,6 +52,27 @@ func (s *Service) setMCP(ctx context.Context, call *server.Call, in *protocol.Se
 		}
 	}
 	return res, nil
+}
+
+// updateMCP records the change of session id's own servers, unless the
+// session was removed meanwhile: a remove forgets them under the same
+// lock, once the catalog no longer has the session.
+func (s *Service) updateMCP(id string, in *protocol.SessionMCPSetInput) (mcp.SessionChange, error) {
+	s.mcpFiles.mu.Lock()
+	defer s.mcpFiles.mu.Unlock()
+	if _, err := s.cat.Resolve(id); err != nil {
+		return mcp.SessionChange{}, catalogError(err)
+	}
+	return mcp.UpdateSession(s.cfg.Home, id, in.Servers, in.Remove)
+}
+
+// forgetMCP forgets a removed session's own servers.
+func (s *Service) forgetMCP(id string) {
+	s.mcpFiles.mu.Lock()
+	defer s.mcpFiles.mu.Unlock()
+	if err := mcp.RemoveSession(s.cfg.Home, id); err != nil {
+		s.log.Error("the removed session's own MCP servers cannot be forgotten", "session", id, "err", err)
+	}
 }
 
 // workerRuns reports whether session id has a worker, started or
