@@ -161,16 +161,17 @@ func (ss *Servers) Update(servers []Server) (started, stopped []string) {
 			want[cfg.Name] = cfg
 		}
 	}
+	var gone []*server
 	ss.mu.Lock()
-	defer ss.mu.Unlock()
 	if ss.closed {
+		ss.mu.Unlock()
 		return nil, nil
 	}
 	for _, sv := range slices.Clone(ss.order) {
 		if cfg, ok := want[sv.cfg.Name]; ok && sameServer(cfg, sv.cfg) {
 			continue
 		}
-		sv.close()
+		gone = append(gone, sv)
 		delete(ss.byName, sv.cfg.Name)
 		ss.order = slices.DeleteFunc(ss.order, func(o *server) bool { return o == sv })
 		stopped = append(stopped, sv.cfg.Name)
@@ -180,6 +181,11 @@ func (ss *Servers) Update(servers []Server) (started, stopped []string) {
 			ss.startLocked(want[name])
 			started = append(started, name)
 		}
+	}
+	ss.mu.Unlock()
+	// Out of force, they end on their own: their run records it.
+	for _, sv := range gone {
+		sv.close()
 	}
 	return started, stopped
 }
