@@ -1,9 +1,12 @@
 package cli_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io/fs"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -12,6 +15,7 @@ import (
 	"time"
 
 	sdk "github.com/coder/acp-go-sdk"
+	sdkmcp "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentd-dev/agentd/internal/agentdtest"
 	"github.com/agentd-dev/agentd/internal/agentdtest/poll"
@@ -248,5 +252,53 @@ func TestACPAnEditorsBadMCPServersAreRefusedNamingTheField(t *testing.T) {
 	// None made a session.
 	if out := strings.TrimSpace(p.mustRun("ls", "--json")); out != "[]" {
 		t.Errorf("sessions made of refused requests: %s", out)
+	}
+}
+
+func TestACPAnEditorsHTTPServerIsReachedWithItsHeadersNeverShown(t *testing.T) {
+	const header, query = "h-secret-4f1c", "q-secret-9a2e"
+	s := sdkmcp.NewServer(&sdkmcp.Implementation{Name: "http-test", Version: "1"}, nil)
+	type text struct {
+		Text string `json:"text"`
+	}
+	sdkmcp.AddTool(s, &sdkmcp.Tool{Name: "echo"}, func(_ context.Context, _ *sdkmcp.CallToolRequest, in text) (*sdkmcp.CallToolResult, any, error) {
+		return &sdkmcp.CallToolResult{Content: []sdkmcp.Content{&sdkmcp.TextContent{Text: "web echo: " + in.Text}}}, nil, nil
+	})
+	handler := sdkmcp.NewStreamableHTTPHandler(func(*http.Request) *sdkmcp.Server { return s }, &sdkmcp.StreamableHTTPOptions{Stateless: true})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer "+header || r.URL.Query().Get("token") != query {
+			http.Error(w, "no key", http.StatusUnauthorized)
+			return
+		}
+		handler.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close) // after the place's hosts and workers are gone
+	p := newPlace(t)
+	ctx := agentdtest.Context(t)
+	a := p.editor(allowOnce)
+	web := sdk.McpServer{Http: &sdk.McpServerHttpInline{Type: "http", Name: "web", Url: srv.URL + "/mcp?token=" + query,
+		Headers: []sdk.HttpHeader{{Name: "Authorization", Value: "Bearer " + header}}}}
+	sess, err := a.conn.NewSession(ctx, sdk.NewSessionRequest{Cwd: t.TempDir(), McpServers: []sdk.McpServer{web}})
+	if err != nil {
+		t.Fatalf("session/new: %v", err)
+	}
+	id := string(sess.SessionId)
+	if got := p.callTools(id, [][2]string{{"web", "x"}}); got[0] != "web echo: x" {
+		t.Fatalf("the editor's HTTP server answered %q", got[0])
+	}
+	for _, args := range [][]string{{"mcp", "ls", "--session", id}, {"mcp", "ls", "--session", id, "--json"}, {"ps", id}, {"ps", id, "--json"}, {"mcp", "tools", id, "--json"}} {
+		out := p.mustRun(args...)
+		if strings.Contains(out, header) || strings.Contains(out, query) {
+			t.Errorf("agentd %s shows a key:\n%s", strings.Join(args, " "), out)
+		}
+		if args[0] == "ps" && !strings.Contains(out, srv.URL+"/mcp") {
+			t.Errorf("agentd %s does not show the server's URL:\n%s", strings.Join(args, " "), out)
+		}
+	}
+	stored := mcp.SessionFile(p.home, id)
+	for _, secret := range []string{header, query} {
+		if found := holding(t, secret, stored, p.home, p.rundir); len(found) > 0 {
+			t.Errorf("files other than %s hold a key: %v", stored, found)
+		}
 	}
 }
