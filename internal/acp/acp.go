@@ -58,8 +58,12 @@ func Serve(ctx context.Context, cfg Config, in io.ReadCloser, out io.WriteCloser
 	life, stop := context.WithCancelCause(ctx)
 	a := &agent{cfg: cfg, life: life, logger: logger, sessions: map[string]*session{}, ready: make(chan struct{})}
 	a.out = newBatcher(out)
-	a.conn = sdk.NewAgentSideConnection(a, a.out, in)
+	// The connection reads from its start, and logs when its reading
+	// ends: it reads nothing until its logger is set.
+	gate := &gatedReader{r: in, open: make(chan struct{})}
+	a.conn = sdk.NewAgentSideConnection(a, a.out, gate)
 	a.conn.SetLogger(logger)
+	close(gate.open)
 	// The connection reads the editor's messages from its start: its
 	// handlers may run before it is set.
 	close(a.ready)
@@ -249,4 +253,15 @@ func newID(prefix string) string {
 	b := make([]byte, 8)
 	rand.Read(b)
 	return prefix + hex.EncodeToString(b)
+}
+
+// gatedReader reads from r once open is closed.
+type gatedReader struct {
+	r    io.Reader
+	open chan struct{}
+}
+
+func (g *gatedReader) Read(p []byte) (int, error) {
+	<-g.open
+	return g.r.Read(p)
 }
