@@ -79,6 +79,9 @@ func (a *agent) giveMCP(ctx context.Context, id string, servers []protocol.Sessi
 		a.logger.Info("an archived session takes no MCP servers", "session", id)
 		return nil
 	}
+	if errors.Is(err, client.ErrNotFound) {
+		return hostError(err) // the session, not its servers
+	}
 	if err != nil {
 		return hostError(fmt.Errorf("mcpServers: %w", err))
 	}
