@@ -191,3 +191,27 @@ func TestAnSSEServerIsReachedWithItsHeaders(t *testing.T) {
 	}
 	p.servers.Close()
 }
+
+func FuzzReadSession(f *testing.F) {
+	f.Add([]byte(`{"version":1,"servers":[{"name":"a","transport":"stdio","command":"/bin/a","env":[{"name":"K","value":"v"}]}]}`))
+	f.Add([]byte(`{"version":1,"servers":[{"name":"w","transport":"sse","url":"https://x/sse","headers":[{"name":"A","value":"b"}]}]}`))
+	f.Add([]byte(`{"version":2}`))
+	home := f.TempDir()
+	path := mcp.SessionFile(home, "s1")
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		servers, err := mcp.ReadSession(home, "s1")
+		if err != nil {
+			return
+		}
+		// What reads is what a session may hold.
+		if err := protocol.ValidSessionMCPServers("servers", servers); err != nil {
+			t.Fatalf("read servers that do not check: %v", err)
+		}
+	})
+}
