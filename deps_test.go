@@ -80,8 +80,9 @@ var arrows = map[string][]string{
 	// why a session's worker ended written without following a link;
 	// the guests' grants it decides access from, and the web listener it
 	// starts for the owner
-	// and the transcript a fork or a rewind copies into a new session
-	"internal/sessions":   {"internal/atomicfile", "internal/catalog", "internal/fanout", "internal/fswatch", "internal/guest", "internal/home", "internal/link", "internal/plugin", "internal/server", "internal/supervisor", "internal/transcript", "internal/transport", "internal/web", "protocol"},
+	// and the transcript a fork or a rewind copies into a new session;
+	// the sessions' own MCP servers it records in the home
+	"internal/sessions":   {"internal/atomicfile", "internal/catalog", "internal/fanout", "internal/fswatch", "internal/guest", "internal/home", "internal/link", "internal/mcp", "internal/plugin", "internal/server", "internal/supervisor", "internal/transcript", "internal/transport", "internal/web", "protocol"},
 	"internal/supervisor": {"internal/home", "internal/link", "internal/proc", "protocol"},
 	"internal/tools":      {"internal/atomicfile", "internal/llm", "internal/proc", "internal/sandbox", "protocol"},
 	// its file opened without following a symbolic link

@@ -93,6 +93,8 @@ const (
 	OpSessionMCPList        Op[SessionRef, MCPListResult]              = "session.mcp.list"
 	OpSessionToolCall       Op[ToolCallInput, ToolCallResult]          = "session.tool.call"
 
+	OpSessionMCPSet Op[SessionMCPSetInput, SessionMCPSetResult] = "session.mcp.set"
+
 	OpSessionCompact       Op[CompactInput, CompactResult]           = "session.compact"
 	OpSessionCompactionSet Op[CompactionSetInput, CompactionSetting] = "session.compaction.set"
 	OpSessionFork          Op[ForkInput, Session]                    = "session.fork"
@@ -178,6 +180,7 @@ var operations = sync.OnceValue(func() []Operation {
 		op(OpSessionCommandExpand, Query, AccessRead, "Expands a prompt command typed as /name args into its prompt."),
 		op(OpSessionMCPList, Query, AccessRead, "Lists a session's MCP servers, their state and their tools."),
 		op(OpSessionToolCall, Command, AccessControl, "Calls a tool of one of a session's MCP servers, as its worker runs them."),
+		op(OpSessionMCPSet, Command, AccessOwner, "Adds, replaces or removes a session's own MCP servers by name; its workers run them, now and at every start."),
 
 		op(OpTurnStart, Command, AccessWrite, "Starts a turn; the same turnId twice starts one turn."),
 		op(OpTurnQuery, Query, AccessRead, "Returns a turn's state."),

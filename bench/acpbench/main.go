@@ -192,7 +192,15 @@ func benchLoad(ctx context.Context, base string, records, runs int, keep func(*p
 	if len(page.Records) > 0 {
 		n = page.Records[len(page.Records)-1].Seq
 	}
-	var logTimes, loadTimes, sdkTimes []time.Duration
+	// An editor that gives the session its MCP servers: the first load
+	// records them, and the later ones, giving the same, change nothing.
+	// (The server fails at its start: only the loads are timed.)
+	servers := []sdk.McpServer{{Stdio: &sdk.McpServerStdio{Name: "editor", Command: "/bin/true", Args: []string{},
+		Env: []sdk.EnvVariable{{Name: "EDITOR_TOKEN", Value: "k"}}}}}
+	if _, _, err := loadOnce(ctx, p, id, sess.Cwd, servers); err != nil {
+		return nil, err
+	}
+	var logTimes, loadTimes, sdkTimes, mcpTimes []time.Duration
 	var updates int
 	for range runs {
 		began := time.Now()
@@ -207,16 +215,21 @@ func benchLoad(ctx context.Context, base string, records, runs int, keep func(*p
 			return nil, err
 		}
 		loadTimes, updates = append(loadTimes, took), got
-		if took, _, err = loadOnce(ctx, p, id, sess.Cwd); err != nil {
+		if took, _, err = loadOnce(ctx, p, id, sess.Cwd, nil); err != nil {
 			return nil, err
 		}
 		sdkTimes = append(sdkTimes, took)
+		if took, _, err = loadOnce(ctx, p, id, sess.Cwd, servers); err != nil {
+			return nil, err
+		}
+		mcpTimes = append(mcpTimes, took)
 	}
-	lg, ld, sd := median(logTimes), median(loadTimes), median(sdkTimes)
+	lg, ld, sd, md := median(logTimes), median(loadTimes), median(sdkTimes), median(mcpTimes)
 	ratio := table.Ratio(ld, lg)
 	return []row{
 		{fmt.Sprintf("session/load of %d records (%d updates)", n, updates), ms(ld), ms(lg) + " agentd log", ratio, "≤ 2.0×", table.Verdict(ratio <= 2)},
 		{"  the same, decoded by the Go SDK's client", ms(sd), ms(lg) + " agentd log", table.Ratio(sd, lg), "-", "info"},
+		{"  the same, giving the MCP server the session has", ms(md), ms(sd) + " giving none", table.Ratio(md, sd), "-", "info"},
 	}, nil
 }
 
@@ -318,16 +331,20 @@ func editor(ctx context.Context, p *place) (*sdk.ClientSideConnection, *counter,
 	return conn, cl, end, nil
 }
 
-// loadOnce starts agentd acp, loads session id and returns the time from
-// the start to the load's answer, and the updates replayed.
-func loadOnce(ctx context.Context, p *place, id, cwd string) (time.Duration, int, error) {
+// loadOnce starts agentd acp, loads session id giving it servers and
+// returns the time from the start to the load's answer, and the updates
+// replayed.
+func loadOnce(ctx context.Context, p *place, id, cwd string, servers []sdk.McpServer) (time.Duration, int, error) {
 	began := time.Now()
 	conn, cl, end, err := editor(ctx, p)
 	if err != nil {
 		return 0, 0, err
 	}
 	defer end()
-	if _, err := conn.LoadSession(ctx, sdk.LoadSessionRequest{SessionId: sdk.SessionId(id), Cwd: cwd, McpServers: []sdk.McpServer{}}); err != nil {
+	if servers == nil {
+		servers = []sdk.McpServer{}
+	}
+	if _, err := conn.LoadSession(ctx, sdk.LoadSessionRequest{SessionId: sdk.SessionId(id), Cwd: cwd, McpServers: servers}); err != nil {
 		return 0, 0, err
 	}
 	took := time.Since(began)

@@ -58,8 +58,12 @@ func Serve(ctx context.Context, cfg Config, in io.ReadCloser, out io.WriteCloser
 	life, stop := context.WithCancelCause(ctx)
 	a := &agent{cfg: cfg, life: life, logger: logger, sessions: map[string]*session{}, ready: make(chan struct{})}
 	a.out = newBatcher(out)
-	a.conn = sdk.NewAgentSideConnection(a, a.out, in)
+	// The connection reads from its start, and logs when its reading
+	// ends: it reads nothing until its logger is set.
+	gate := &gatedReader{r: in, open: make(chan struct{})}
+	a.conn = sdk.NewAgentSideConnection(a, a.out, gate)
 	a.conn.SetLogger(logger)
+	close(gate.open)
 	// The connection reads the editor's messages from its start: its
 	// handlers may run before it is set.
 	close(a.ready)
@@ -173,7 +177,8 @@ func (a *agent) closeAll() {
 }
 
 // Initialize advertises what agentd does: loading, listing, resuming and
-// closing sessions, and prompts of text and embedded text.
+// closing sessions, prompts of text and embedded text, and an editor's
+// MCP servers over stdio, streamable HTTP and SSE.
 func (a *agent) Initialize(_ context.Context, p sdk.InitializeRequest) (sdk.InitializeResponse, error) {
 	a.mu.Lock()
 	a.caps = p.ClientCapabilities
@@ -184,6 +189,7 @@ func (a *agent) Initialize(_ context.Context, p sdk.InitializeRequest) (sdk.Init
 		AgentCapabilities: sdk.AgentCapabilities{
 			LoadSession:        true,
 			PromptCapabilities: sdk.PromptCapabilities{EmbeddedContext: true},
+			McpCapabilities:    mcpCapabilities,
 			SessionCapabilities: sdk.SessionCapabilities{
 				List:   &sdk.SessionListCapabilities{},
 				Resume: &sdk.SessionResumeCapabilities{},
@@ -247,4 +253,15 @@ func newID(prefix string) string {
 	b := make([]byte, 8)
 	rand.Read(b)
 	return prefix + hex.EncodeToString(b)
+}
+
+// gatedReader reads from r once open is closed.
+type gatedReader struct {
+	r    io.Reader
+	open chan struct{}
+}
+
+func (g *gatedReader) Read(p []byte) (int, error) {
+	<-g.open
+	return g.r.Read(p)
 }

@@ -53,8 +53,11 @@ func TestServeEndsWhenTheEditorClosesItsEnd(t *testing.T) {
 	if !caps.LoadSession || caps.SessionCapabilities.List == nil || caps.SessionCapabilities.Resume == nil || caps.SessionCapabilities.Close == nil {
 		t.Errorf("capabilities: %+v", caps)
 	}
-	if caps.PromptCapabilities.Image || caps.PromptCapabilities.Audio || caps.McpCapabilities.Http || caps.McpCapabilities.Sse {
+	if caps.PromptCapabilities.Image || caps.PromptCapabilities.Audio || caps.McpCapabilities.Acp {
 		t.Errorf("capabilities agentd does not have: %+v", caps)
+	}
+	if !caps.McpCapabilities.Http || !caps.McpCapabilities.Sse {
+		t.Errorf("MCP transports agentd runs an editor's servers over are not advertised: %+v", caps.McpCapabilities)
 	}
 	if _, err := editor.Prompt(ctx, sdk.PromptRequest{SessionId: "nosuch", Prompt: []sdk.ContentBlock{sdk.TextBlock("hi")}}); err == nil || !strings.Contains(err.Error(), "sessionId") {
 		t.Errorf("a prompt for no session: %v", err)

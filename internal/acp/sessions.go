@@ -32,27 +32,38 @@ var modes = []sdk.SessionMode{
 }
 
 // checkCwd checks an ACP session request's directories: cwd absolute,
-// no additional directories, no MCP servers.
-func checkCwd(cwd string, more []string, mcp []sdk.McpServer) error {
+// no additional directories.
+func checkCwd(cwd string, more []string) error {
 	switch {
 	case cwd == "" || !filepath.IsAbs(cwd):
 		return invalidParams("cwd %q: want an absolute path", cwd)
 	case len(more) > 0:
 		return invalidParams("additionalDirectories: agentd's sessions have one working directory")
-	case len(mcp) > 0:
-		return invalidParams("mcpServers: agentd does not take MCP servers from an editor; a session's servers come from the project's .mcp.json, the user's list (agentd mcp add) and its plugin packages, and run in its worker, which outlives the editor")
 	}
 	return nil
 }
 
 // NewSession creates an agentd session in cwd and follows it.
 func (a *agent) NewSession(ctx context.Context, p sdk.NewSessionRequest) (sdk.NewSessionResponse, error) {
-	if err := checkCwd(p.Cwd, p.AdditionalDirectories, p.McpServers); err != nil {
+	if err := checkCwd(p.Cwd, p.AdditionalDirectories); err != nil {
+		return sdk.NewSessionResponse{}, err
+	}
+	servers, err := mcpServers(p.McpServers)
+	if err != nil {
 		return sdk.NewSessionResponse{}, err
 	}
 	sess, err := call(ctx, a, protocol.OpSessionCreate, protocol.SessionCreateInput{Cwd: filepath.Clean(p.Cwd), Approval: protocol.ApprovalAsk})
 	if err != nil {
 		return sdk.NewSessionResponse{}, hostError(err)
+	}
+	// Recorded before the session is followed, which starts its worker:
+	// the worker starts with them.
+	if err := a.giveMCP(ctx, sess.SessionID, servers); err != nil {
+		// The session is of no use without them: it goes.
+		if _, rerr := call(context.WithoutCancel(ctx), a, protocol.OpSessionRemove, protocol.SessionRef{SessionID: sess.SessionID}); rerr != nil {
+			a.logger.Warn("a session whose MCP servers were refused is left", "session", sess.SessionID, "err", rerr)
+		}
+		return sdk.NewSessionResponse{}, err
 	}
 	if _, _, err := a.open(ctx, sess.SessionID, false); err != nil {
 		return sdk.NewSessionResponse{}, hostError(err)
@@ -68,7 +79,14 @@ func (a *agent) NewSession(ctx context.Context, p sdk.NewSessionRequest) (sdk.Ne
 // notifications and answers once the last is sent; what is in flight and
 // the live updates follow.
 func (a *agent) LoadSession(ctx context.Context, p sdk.LoadSessionRequest) (sdk.LoadSessionResponse, error) {
-	if err := checkCwd(p.Cwd, p.AdditionalDirectories, p.McpServers); err != nil {
+	if err := checkCwd(p.Cwd, p.AdditionalDirectories); err != nil {
+		return sdk.LoadSessionResponse{}, err
+	}
+	servers, err := mcpServers(p.McpServers)
+	if err != nil {
+		return sdk.LoadSessionResponse{}, err
+	}
+	if err := a.giveMCP(ctx, string(p.SessionId), servers); err != nil {
 		return sdk.LoadSessionResponse{}, err
 	}
 	// The models are asked for while the history goes out.
@@ -90,7 +108,14 @@ func (a *agent) LoadSession(ctx context.Context, p sdk.LoadSessionRequest) (sdk.
 
 // ResumeSession follows the session from now on, without its history.
 func (a *agent) ResumeSession(ctx context.Context, p sdk.ResumeSessionRequest) (sdk.ResumeSessionResponse, error) {
-	if err := checkCwd(p.Cwd, p.AdditionalDirectories, p.McpServers); err != nil {
+	if err := checkCwd(p.Cwd, p.AdditionalDirectories); err != nil {
+		return sdk.ResumeSessionResponse{}, err
+	}
+	servers, err := mcpServers(p.McpServers)
+	if err != nil {
+		return sdk.ResumeSessionResponse{}, err
+	}
+	if err := a.giveMCP(ctx, string(p.SessionId), servers); err != nil {
 		return sdk.ResumeSessionResponse{}, err
 	}
 	_, sess, err := a.open(ctx, string(p.SessionId), false)

@@ -36,7 +36,16 @@ func TestACPNodeClientRunsATurnAndLoadsIt(t *testing.T) {
 	p.extraEnv = append(p.extraEnv, "AGENTD_FAUX_SCRIPT="+script)
 	cmd := exec.Command(node, "client.mjs", os.Args[0], "acp")
 	cmd.Dir = nodeClient
-	cmd.Env = append(p.env(), "AGENTD_ACP_CWD="+cwd)
+	// The editor gives the session an MCP server as it loads it: the
+	// test's own, its key in its environment.
+	servers, err := json.Marshal([]map[string]any{{
+		"name": "node-ed", "command": os.Args[0], "args": []string{},
+		"env": []map[string]string{{"name": envMCPServer, "value": "1"}, {"name": "NODE_ED_TOKEN", "value": "node-key-1"}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Env = append(p.env(), "AGENTD_ACP_CWD="+cwd, "AGENTD_ACP_MCP="+string(servers))
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Start(); err != nil {
@@ -46,15 +55,16 @@ func TestACPNodeClientRunsATurnAndLoadsIt(t *testing.T) {
 		t.Fatalf("the Node ACP client: %v\n%s", err, stderr.String())
 	}
 	var got struct {
-		LoadSession  bool
-		StopReason   string
-		Asked        []string
-		Live         []string
-		Replayed     []string
-		ReplayedText string
-		Listed       []string
-		SessionID    string
-		Unknown      any
+		LoadSession     bool
+		MCPCapabilities struct{ HTTP, SSE bool } `json:"mcpCapabilities"`
+		StopReason      string
+		Asked           []string
+		Live            []string
+		Replayed        []string
+		ReplayedText    string
+		Listed          []string
+		SessionID       string
+		Unknown         any
 	}
 	if err := json.Unmarshal(stdout.Bytes(), &got); err != nil {
 		t.Fatalf("the Node ACP client printed %q: %v\n%s", stdout.String(), err, stderr.String())
@@ -79,5 +89,15 @@ func TestACPNodeClientRunsATurnAndLoadsIt(t *testing.T) {
 	}
 	if got.Unknown != float64(-32601) {
 		t.Errorf("an unknown method answered %v, want -32601", got.Unknown)
+	}
+	if !got.MCPCapabilities.HTTP || !got.MCPCapabilities.SSE {
+		t.Errorf("mcpCapabilities: %+v", got.MCPCapabilities)
+	}
+	// The server is the session's, its key not shown.
+	if got := p.callTools(got.SessionID, [][2]string{{"node-ed", "from node"}}); got[0] != "echo: from node" {
+		t.Errorf("the Node editor's MCP server answered %q", got[0])
+	}
+	if out := p.mustRun("mcp", "ls", "--session", got.SessionID); !strings.Contains(out, "node-ed") || !strings.Contains(out, "session") || strings.Contains(out, "node-key-1") {
+		t.Errorf("mcp ls --session:\n%s", out)
 	}
 }

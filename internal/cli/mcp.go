@@ -26,7 +26,8 @@ func newMCPCmd(e *env) *cobra.Command {
   - your own list in the home (agentd mcp add),
   - the .mcp.json files of the session's directory and its parents up to the
     repository's root, once you trust that project (agentd mcp trust),
-  - the .mcp.json of the session's plugin packages.
+  - the .mcp.json of the session's plugin packages,
+  - the session's own servers, given by an editor over ACP or with --session.
 Their tools reach the agent as mcp__<server>__<tool>; agentd ps lists the servers.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
@@ -44,9 +45,10 @@ type mcpListing struct {
 
 func newMCPLsCmd(e *env) *cobra.Command {
 	var asJSON bool
+	var session string
 	cmd := &cobra.Command{
-		Use:   "ls [DIR]",
-		Short: "List the MCP servers a session in DIR (default: the current directory) would run.",
+		Use:   "ls [DIR] | ls --session ID",
+		Short: "List the MCP servers a session in DIR (default: the current directory), or session ID, would run.",
 		Args:  maxOneArg("DIR"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dir, err := dirArg(args)
@@ -57,14 +59,27 @@ func newMCPLsCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			conf, err := mcp.Load(dir, home, nil)
-			if err != nil {
-				return err
+			var l mcpListing
+			if session != "" {
+				if len(args) > 0 {
+					return usagef("%s takes DIR or --session, not both", cmd.CommandPath())
+				}
+				ctx, cancel := context.WithTimeout(cmd.Context(), requestTimeout)
+				defer cancel()
+				if l, err = sessionListing(ctx, session, home); err != nil {
+					return err
+				}
+			} else {
+				conf, err := mcp.Load(dir, home, nil)
+				if err != nil {
+					return err
+				}
+				l = mcpListing{Project: mcp.ProjectRoot(dir), Servers: conf.Servers, Problems: []string{}}
+				for _, p := range conf.Problems {
+					l.Problems = append(l.Problems, p.Error())
+				}
 			}
-			l := mcpListing{Project: mcp.ProjectRoot(dir), Servers: nonNil(conf.Servers), Problems: []string{}}
-			for _, p := range conf.Problems {
-				l.Problems = append(l.Problems, p.Error())
-			}
+			l.Servers = nonNil(l.Servers)
 			for i := range l.Servers {
 				l.Servers[i].Env = keysOnly(l.Servers[i].Env)
 				l.Servers[i].Headers = keysOnly(l.Servers[i].Headers)
@@ -88,8 +103,8 @@ func newMCPLsCmd(e *env) *cobra.Command {
 					runs, waiting = "untrusted", true
 				}
 				what := strings.Join(append([]string{s.Command}, s.Args...), " ")
-				if s.Transport == mcp.TransportHTTP {
-					what = s.URL
+				if s.Transport != mcp.TransportStdio {
+					what = protocol.DisplayURL(s.URL)
 				}
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", oneLine(s.Name), s.Scope, s.Transport, runs, oneLine(what))
 			}
@@ -101,6 +116,7 @@ func newMCPLsCmd(e *env) *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the servers as one JSON object (env and header values left out)")
+	cmd.Flags().StringVar(&session, "session", "", "list the servers of this session, its own (an editor's) among them")
 	return cmd
 }
 
@@ -118,7 +134,7 @@ func keysOnly(m map[string]string) map[string]string {
 
 func newMCPAddCmd(e *env) *cobra.Command {
 	var envs, headers []string
-	var url string
+	var url, session string
 	var network bool
 	cmd := &cobra.Command{
 		Use:   "add NAME [--env K=V]… [--network] -- COMMAND [ARG…] | add NAME --url URL [--header K=V]…",
@@ -165,6 +181,23 @@ func newMCPAddCmd(e *env) *cobra.Command {
 			if s.Headers, err = pairs("--header", headers); err != nil {
 				return err
 			}
+			if session != "" {
+				if network {
+					return usagef("--network: a session's own server runs under the session's network setting")
+				}
+				own, err := sessionServer(s)
+				if err != nil {
+					return err
+				}
+				ctx, cancel := context.WithTimeout(cmd.Context(), requestTimeout)
+				defer cancel()
+				sess, res, err := setSessionMCP(ctx, session, protocol.SessionMCPSetInput{Servers: []protocol.SessionMCPServer{own}})
+				if err != nil {
+					return err
+				}
+				printSessionChange(e.stdout, sess.SessionID, res)
+				return nil
+			}
 			home, err := homeDir()
 			if err != nil {
 				return err
@@ -181,6 +214,7 @@ func newMCPAddCmd(e *env) *cobra.Command {
 	fl.StringVar(&url, "url", "", "the server's streamable HTTP endpoint")
 	fl.StringArrayVar(&headers, "header", nil, "K=V sent with each request to --url")
 	fl.BoolVar(&network, "network", false, "let the server use the network when the session's sandbox has it off")
+	fl.StringVar(&session, "session", "", "add it to this session's own servers (as an editor does), values taken as they are, not to your list")
 	return cmd
 }
 
@@ -201,11 +235,22 @@ func pairs(flag string, kvs []string) (map[string]string, error) {
 }
 
 func newMCPRmCmd(e *env) *cobra.Command {
-	return &cobra.Command{
-		Use:   "rm NAME",
-		Short: "Remove an MCP server from your own list.",
+	var session string
+	cmd := &cobra.Command{
+		Use:   "rm NAME [--session ID]",
+		Short: "Remove an MCP server from your own list, or from a session's own servers.",
 		Args:  exactArgs(1, "NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if session != "" {
+				ctx, cancel := context.WithTimeout(cmd.Context(), requestTimeout)
+				defer cancel()
+				sess, res, err := setSessionMCP(ctx, session, protocol.SessionMCPSetInput{Remove: []string{args[0]}})
+				if err != nil {
+					return err
+				}
+				printSessionChange(e.stdout, sess.SessionID, res)
+				return nil
+			}
 			home, err := homeDir()
 			if err != nil {
 				return err
@@ -220,6 +265,8 @@ func newMCPRmCmd(e *env) *cobra.Command {
 			return nil
 		},
 	}
+	cmd.Flags().StringVar(&session, "session", "", "remove it from this session's own servers (those an editor gave it)")
+	return cmd
 }
 
 func newMCPTrustCmd(e *env) *cobra.Command {

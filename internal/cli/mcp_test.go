@@ -2,6 +2,8 @@ package cli_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -26,7 +28,17 @@ const envMCPServer = "AGENTD_CLI_TEST_MCP_SERVER"
 const (
 	envMCPStarts     = "AGENTD_CLI_TEST_MCP_STARTS"
 	envMCPServerName = "AGENTD_CLI_TEST_MCP_NAME"
+	// envMCPProve names a variable of its environment: its echo then
+	// says the variable's digest (provenDigest), never its value.
+	envMCPProve = "AGENTD_CLI_TEST_MCP_PROVE"
 )
+
+// provenDigest is what the test server's echo says of the value of the
+// variable envMCPProve names.
+func provenDigest(v string) string {
+	sum := sha256.Sum256([]byte(v))
+	return hex.EncodeToString(sum[:6])
+}
 
 func serveMCP() int {
 	if path := os.Getenv(envMCPStarts); path != "" {
@@ -43,6 +55,9 @@ func serveMCP() int {
 	echo := "echo: "
 	if name := os.Getenv(envMCPServerName); name != "" {
 		echo = name + " echoes: "
+	}
+	if v := os.Getenv(envMCPProve); v != "" {
+		echo = v + " sha256 " + provenDigest(os.Getenv(v)) + " echoes: "
 	}
 	s := mcp.NewServer(&mcp.Implementation{Name: "cli-test", Version: "1"}, nil)
 	type text struct {

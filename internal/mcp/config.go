@@ -12,15 +12,19 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/agentd-dev/agentd/protocol"
 )
 
 // Transports of a server.
 const (
-	TransportStdio = "stdio"
-	TransportHTTP  = "http"
+	TransportStdio = protocol.MCPTransportStdio
+	TransportHTTP  = protocol.MCPTransportHTTP
+	// TransportSSE is the 2024 transport: an event stream and a URL to
+	// post to. A session's own servers may use it.
+	TransportSSE = protocol.MCPTransportSSE
 )
 
 // Scopes: where a server's configuration came from.
@@ -32,6 +36,10 @@ const (
 	ScopeProject = "project"
 	// ScopePlugin is the .mcp.json of a plugin package of the session.
 	ScopePlugin = "plugin"
+	// ScopeSession is the session's own list, given by a client for it
+	// (an editor's ACP mcpServers, agentd mcp add --session). Its servers
+	// take the place of any other of the same name, for that session.
+	ScopeSession = protocol.MCPScopeSession
 )
 
 // FileName is the ecosystem's name of a project's MCP configuration,
@@ -100,10 +108,25 @@ func (c *Config) Runnable() []Server {
 // to the package's directory. A mistake in a file is a Problem, not an
 // error: Load fails only when the trust list cannot be read.
 func Load(sessionDir, home string, pluginDirs []string) (*Config, error) {
-	return load(sessionDir, home, pluginDirs, os.LookupEnv)
+	return load(sessionDir, home, pluginDirs, nil, os.LookupEnv)
 }
 
-func load(sessionDir, home string, pluginDirs []string, lookup func(string) (string, bool)) (*Config, error) {
+// LoadSession reads the MCP configuration of session id as Load does, and
+// adds the session's own servers (ReadSession), which take the place of
+// any of the same name. A damaged file of its own is a Problem.
+func LoadSession(id, sessionDir, home string, pluginDirs []string) (*Config, error) {
+	own, err := ReadSession(home, id)
+	c, lerr := load(sessionDir, home, pluginDirs, sessionServers(home, id, own), os.LookupEnv)
+	if lerr != nil {
+		return nil, lerr
+	}
+	if err != nil {
+		c.Problems = append(c.Problems, err)
+	}
+	return c, nil
+}
+
+func load(sessionDir, home string, pluginDirs []string, own []Server, lookup func(string) (string, bool)) (*Config, error) {
 	trusted, err := readTrust(home)
 	if err != nil {
 		return nil, err
@@ -132,6 +155,7 @@ func load(sessionDir, home string, pluginDirs []string, lookup func(string) (str
 	for _, dir := range pluginDirs {
 		add(c.readPlugin(dir, lookup))
 	}
+	add(own)
 	for _, name := range slices.Sorted(maps.Keys(byName)) {
 		c.Servers = append(c.Servers, byName[name])
 	}
@@ -255,20 +279,13 @@ func readBounded(path string) ([]byte, error) {
 	return data, nil
 }
 
-// validName is a server's name: it becomes part of its tools' names,
-// which models take as [A-Za-z0-9_-]{1,64}, with __ the separator.
-var validName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,39}$`)
-
-// CheckName reports why name cannot name a server.
-func CheckName(name string) error {
-	if !validName.MatchString(name) || strings.Contains(name, "__") {
-		return fmt.Errorf("%q is not a server's name: up to 40 letters, digits, - and _ (no __), starting with a letter or digit", name)
-	}
-	return nil
-}
+// CheckName reports why name cannot name a server: it becomes part of its
+// tools' names, which models take as [A-Za-z0-9_-]{1,64}, with __ the
+// separator.
+func CheckName(name string) error { return protocol.CheckMCPServerName(name) }
 
 // Parse reads a file of the ecosystem's shape, {"mcpServers": {NAME:
-// {"command", "args", "env"} | {"type": "http", "url", "headers"}}},
+// {"command", "args", "env"} | {"type": "http" or "sse", "url", "headers"}}},
 // expanding ${VAR} and ${VAR:-default} with lookup. Each problem names
 // the field at fault; a server with one is left out.
 func Parse(data []byte, lookup func(string) (string, bool)) ([]Server, []error) {
@@ -389,10 +406,10 @@ func parseServer(name string, raw json.RawMessage, lookup func(string) (string, 
 		s.Transport = TransportStdio
 	case TransportHTTP, "streamable-http", "streamableHttp":
 		s.Transport = TransportHTTP
-	case "sse":
-		return Server{}, fieldError(name, "type", `"sse" (the 2024 transport) is not supported: use the server's streamable HTTP endpoint with "type": "http"`)
+	case TransportSSE:
+		s.Transport = TransportSSE
 	default:
-		return Server{}, fieldError(name, "type", `%q is not a transport: "stdio" or "http"`, typ)
+		return Server{}, fieldError(name, "type", `%q is not a transport: "stdio", "http" or "sse"`, typ)
 	}
 	switch s.Transport {
 	case TransportStdio:
@@ -402,7 +419,7 @@ func parseServer(name string, raw json.RawMessage, lookup func(string) (string, 
 		if s.URL != "" || len(s.Headers) > 0 {
 			return Server{}, fieldError(name, "url", "belongs to an HTTP server, and this one runs a command")
 		}
-	case TransportHTTP:
+	case TransportHTTP, TransportSSE:
 		if s.URL == "" {
 			return Server{}, fieldError(name, "url", "is required for an HTTP server")
 		}

@@ -41,7 +41,7 @@ func TestParseNamesTheWrongField(t *testing.T) {
 		{"no command", `{"mcpServers": {"s": {"args": ["a"]}}}`, "mcpServers.s.command: is required"},
 		{"http without url", `{"mcpServers": {"s": {"type": "http"}}}`, "mcpServers.s.url: is required"},
 		{"bad url", `{"mcpServers": {"s": {"type": "http", "url": "ftp://x"}}}`, `mcpServers.s.url: "ftp://x" is not an http(s) URL`},
-		{"sse", `{"mcpServers": {"s": {"type": "sse", "url": "http://x"}}}`, `mcpServers.s.type: "sse"`},
+		{"sse without a url", `{"mcpServers": {"s": {"type": "sse"}}}`, `mcpServers.s.url: is required`},
 		{"unknown type", `{"mcpServers": {"s": {"type": "ws", "url": "http://x"}}}`, `mcpServers.s.type: "ws" is not a transport`},
 		{"network not a boolean", `{"mcpServers": {"s": {"command": "x", "network": "yes"}}}`, "mcpServers.s.network: must be true or false"},
 		{"both", `{"mcpServers": {"s": {"type": "http", "url": "http://x", "command": "y"}}}`, "mcpServers.s.command: belongs to a stdio server"},

@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
@@ -74,15 +75,17 @@ type Options struct {
 
 // Servers are a session's running MCP servers.
 type Servers struct {
-	opts   Options            // constant
-	byName map[string]*server // constant after Start
-	order  []*server          // constant after Start: by name
-	ctx    context.Context    // ends when Close is called
+	opts   Options         // constant
+	ctx    context.Context // constant: ends when Close is called
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // every goroutine of every server
 	tokens atomic.Uint64  // progress tokens given out
-	// launcher starts the stdio servers; constant after Start.
-	launcher *launcher
+
+	// Lock order: Servers.mu before server.mu.
+	mu     sync.Mutex
+	byName map[string]*server // guarded by mu: the servers in force
+	order  []*server          // guarded by mu: byName's, by name
+	closed bool               // guarded by mu: Close was called
 }
 
 // server is one configured server and its connection.
@@ -90,6 +93,7 @@ type server struct {
 	cfg     Server
 	s       *Servers
 	svc     *resource.Service // constant; nil without Resources
+	start   *launcher         // constant: starts it, with the others put in force with it
 	started chan struct{}     // closed once the start has succeeded or failed
 	stopped chan struct{}     // closed once the server has ended and is recorded so
 	stop    sync.Once
@@ -117,45 +121,128 @@ func Start(servers []Server, opts Options) *Servers {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	ss := &Servers{opts: opts, byName: map[string]*server{}, ctx: ctx, cancel: cancel}
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	l := newLauncher(ss)
+	var batch []*server
 	for _, cfg := range servers {
-		if _, dup := ss.byName[cfg.Name]; dup {
-			continue
-		}
-		sv := &server{cfg: cfg, s: ss, started: make(chan struct{}), stopped: make(chan struct{}), progress: map[string]func(*mcp.ProgressNotificationParams){}}
-		sv.ctx, sv.cancel = context.WithCancel(ctx)
-		ss.byName[cfg.Name] = sv
-		ss.order = append(ss.order, sv)
-	}
-	slices.SortFunc(ss.order, func(a, b *server) int { return strings.Compare(a.cfg.Name, b.cfg.Name) })
-	ss.launcher = newLauncher(ss)
-	var stdio []*server
-	for _, sv := range ss.order {
-		if opts.Resources != nil {
-			svc, err := opts.Resources.AddService(resource.ServiceInput{
-				Kind: protocol.ResourceMCP, Name: sv.cfg.Name, Command: sv.display(), Stop: sv.close,
-			})
-			if err != nil {
-				opts.Logger.Error("an MCP server cannot be listed as a runtime resource", "server", sv.cfg.Name, "err", err)
-			}
-			sv.svc = svc
-		}
-		if sv.cfg.Transport != TransportHTTP {
-			stdio = append(stdio, sv)
+		if _, dup := ss.byName[cfg.Name]; !dup {
+			batch = append(batch, ss.putLocked(cfg, l))
 		}
 	}
-	// The stdio servers start together, before their connections wait
-	// for them.
-	ss.wg.Go(func() { ss.launcher.start(stdio) })
-	for _, sv := range ss.order {
-		ss.wg.Go(sv.run)
-	}
+	ss.launch(l, batch)
 	return ss
 }
 
-// display is what listings show of a server: its command line or URL.
+// putLocked puts one server in force, to be started by l.
+func (ss *Servers) putLocked(cfg Server, l *launcher) *server {
+	sv := &server{cfg: cfg, s: ss, start: l, started: make(chan struct{}), stopped: make(chan struct{}), progress: map[string]func(*mcp.ProgressNotificationParams){}}
+	sv.ctx, sv.cancel = context.WithCancel(ss.ctx)
+	ss.byName[cfg.Name] = sv
+	ss.order = append(ss.order, sv)
+	slices.SortFunc(ss.order, func(a, b *server) int { return strings.Compare(a.cfg.Name, b.cfg.Name) })
+	if ss.opts.Resources != nil {
+		svc, err := ss.opts.Resources.AddService(resource.ServiceInput{
+			Kind: protocol.ResourceMCP, Name: sv.cfg.Name, Command: sv.display(), Stop: sv.close,
+		})
+		if err != nil {
+			ss.opts.Logger.Error("an MCP server cannot be listed as a runtime resource", "server", sv.cfg.Name, "err", err)
+		}
+		sv.svc = svc
+	}
+	return sv
+}
+
+// launch starts servers just put in force, in the background: the stdio
+// ones together, from l, and each one's connection as its process is
+// there.
+func (ss *Servers) launch(l *launcher, servers []*server) {
+	if len(servers) == 0 {
+		return
+	}
+	var stdio []*server
+	for _, sv := range servers {
+		if sv.cfg.Transport == TransportStdio {
+			stdio = append(stdio, sv)
+		}
+	}
+	ss.wg.Go(func() { l.start(stdio) })
+	for _, sv := range servers {
+		ss.wg.Go(sv.run)
+	}
+}
+
+// Update makes servers the session's servers while it runs: a server
+// whose configuration is new or changed starts (the old one of its name
+// stopped first), one no longer configured stops, the others run on
+// untouched. It returns the names of those it started and stopped. A
+// started server's tools reach the agent from the next turn.
+func (ss *Servers) Update(servers []Server) (started, stopped []string) {
+	want := map[string]Server{}
+	for _, cfg := range servers {
+		if _, dup := want[cfg.Name]; !dup {
+			want[cfg.Name] = cfg
+		}
+	}
+	var gone []*server
+	ss.mu.Lock()
+	if ss.closed {
+		ss.mu.Unlock()
+		return nil, nil
+	}
+	for _, sv := range slices.Clone(ss.order) {
+		if cfg, ok := want[sv.cfg.Name]; ok && sameServer(cfg, sv.cfg) {
+			continue
+		}
+		gone = append(gone, sv)
+		delete(ss.byName, sv.cfg.Name)
+		ss.order = slices.DeleteFunc(ss.order, func(o *server) bool { return o == sv })
+		stopped = append(stopped, sv.cfg.Name)
+	}
+	l := newLauncher(ss)
+	var batch []*server
+	for _, name := range slices.Sorted(maps.Keys(want)) {
+		if _, ok := ss.byName[name]; !ok {
+			batch = append(batch, ss.putLocked(want[name], l))
+			started = append(started, name)
+		}
+	}
+	ss.launch(l, batch)
+	ss.mu.Unlock()
+	// Out of force, they end on their own: their run records it.
+	for _, sv := range gone {
+		sv.close()
+	}
+	return started, stopped
+}
+
+// sameServer reports whether a and b run the same server the same way.
+func sameServer(a, b Server) bool {
+	return a.Transport == b.Transport && a.Command == b.Command && slices.Equal(a.Args, b.Args) &&
+		maps.Equal(a.Env, b.Env) && a.URL == b.URL && maps.Equal(a.Headers, b.Headers) && a.Network == b.Network &&
+		a.Scope == b.Scope && a.Source == b.Source && a.Trusted == b.Trusted
+}
+
+// servers returns the servers in force, by name.
+func (ss *Servers) servers() []*server {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return slices.Clone(ss.order)
+}
+
+// lookup returns the server in force of name.
+func (ss *Servers) lookup(name string) (*server, bool) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	sv, ok := ss.byName[name]
+	return sv, ok
+}
+
+// display is what listings show of a server: its command line, or its
+// URL without what may hold a key.
 func (sv *server) display() string {
-	if sv.cfg.Transport == TransportHTTP {
-		return sv.cfg.URL
+	if sv.cfg.Transport != TransportStdio {
+		return protocol.DisplayURL(sv.cfg.URL)
 	}
 	return strings.Join(append([]string{sv.cfg.Command}, sv.cfg.Args...), " ")
 }
@@ -255,8 +342,13 @@ func (sv *server) connect() error {
 			Endpoint: sv.cfg.URL, MaxRetries: 1,
 			HTTPClient: &http.Client{Transport: headers{sv.cfg.Headers, http.DefaultTransport}},
 		}
+	case TransportSSE:
+		transport = streamFor{life: sv.ctx, Transport: &mcp.SSEClientTransport{
+			Endpoint:   sv.cfg.URL,
+			HTTPClient: &http.Client{Transport: headers{sv.cfg.Headers, http.DefaultTransport}},
+		}}
 	default:
-		p, err := sv.s.launcher.process(sv)
+		p, err := sv.start.process(sv)
 		if err != nil {
 			return err
 		}
@@ -300,6 +392,29 @@ func (sv *server) startFailure(ctx context.Context, err error) error {
 		return fmt.Errorf("%w: it was stopped while it started", ErrNotReady)
 	}
 	return err
+}
+
+// streamFor connects a transport whose event stream is the connection
+// (SSE's GET) for the server's life: the stream is not cut when the start
+// that opened it returns, only when it fails or the server stops.
+type streamFor struct {
+	mcp.Transport
+	life context.Context
+}
+
+func (t streamFor) Connect(ctx context.Context) (mcp.Connection, error) {
+	life, cancel := context.WithCancel(t.life)
+	giveUp := context.AfterFunc(ctx, cancel)
+	conn, err := t.Transport.Connect(life)
+	if !giveUp() || err != nil {
+		cancel()
+		if err == nil {
+			conn.Close()
+			err = context.Cause(ctx)
+		}
+		return nil, err
+	}
+	return conn, nil
 }
 
 // headers adds a server's configured headers to each request.
@@ -403,7 +518,10 @@ func describe(err error) error {
 
 // Close stops every server and waits for them.
 func (ss *Servers) Close() {
-	for _, sv := range ss.order {
+	ss.mu.Lock()
+	ss.closed = true
+	ss.mu.Unlock()
+	for _, sv := range ss.servers() {
 		sv.close()
 	}
 	ss.cancel()

@@ -57,7 +57,7 @@ func toolPart(tool string) string {
 // offers none; its failure is in its resource and the log.
 func (ss *Servers) Tools(ctx context.Context) []tools.Tool {
 	var out []tools.Tool
-	for _, sv := range ss.order {
+	for _, sv := range ss.servers() {
 		if _, err := sv.ready(ctx); err != nil {
 			continue
 		}
@@ -132,7 +132,7 @@ type Result struct {
 // Call calls a server's tool by its own name, as a client of the session
 // asks through the host; progress (nil: none) gets each progress message.
 func (ss *Servers) Call(ctx context.Context, server, toolName string, args json.RawMessage, progress func(string)) (Result, error) {
-	sv, ok := ss.byName[server]
+	sv, ok := ss.lookup(server)
 	if !ok {
 		return Result{}, fmt.Errorf("%w: %q (the session's servers: %s)", ErrUnknownServer, server, strings.Join(ss.names(), ", "))
 	}
@@ -140,8 +140,9 @@ func (ss *Servers) Call(ctx context.Context, server, toolName string, args json.
 }
 
 func (ss *Servers) names() []string {
-	names := make([]string, len(ss.order))
-	for i, sv := range ss.order {
+	order := ss.servers()
+	names := make([]string, len(order))
+	for i, sv := range order {
 		names[i] = sv.cfg.Name
 	}
 	return names
@@ -339,7 +340,7 @@ func cut(s string, n int) string {
 // them.
 func (ss *Servers) List() []protocol.MCPServer {
 	out := []protocol.MCPServer{}
-	for _, sv := range ss.order {
+	for _, sv := range ss.servers() {
 		info := protocol.MCPServer{
 			Name: sv.cfg.Name, Transport: sv.cfg.Transport, Scope: sv.cfg.Scope, Source: sv.cfg.Source,
 			Status: protocol.ServiceStarting, Tools: []protocol.MCPTool{},

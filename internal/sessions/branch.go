@@ -17,6 +17,7 @@ import (
 
 	"github.com/agentd-dev/agentd/internal/atomicfile"
 	"github.com/agentd-dev/agentd/internal/catalog"
+	"github.com/agentd-dev/agentd/internal/mcp"
 	"github.com/agentd-dev/agentd/internal/server"
 	"github.com/agentd-dev/agentd/internal/transcript"
 	"github.com/agentd-dev/agentd/protocol"
@@ -131,6 +132,13 @@ func (s *Service) branch(h catalog.Header, records []transcript.Record, title st
 			s.log.Error("removing a branch that could not be written", "session", nh.ID, "err", rerr)
 		}
 		return catalog.Header{}, protocol.Errorf(protocol.CodeInternalFailure, "the new session's transcript cannot be written: %v", err)
+	}
+	// A branch keeps the session's own MCP servers, as its plugin packages.
+	s.mcpFiles.mu.Lock()
+	err = mcp.CopySession(s.cfg.Home, h.ID, nh.ID)
+	s.mcpFiles.mu.Unlock()
+	if err != nil {
+		s.log.Warn("a branch does not keep the session's own MCP servers", "session", nh.ID, "err", err)
 	}
 	return nh, nil
 }

@@ -248,6 +248,11 @@ func TestAGuestSeesOnlyTheSessionOfItsGrantAndDoesOnlyWhatItsLevelAllows(t *test
 			_, err := client.Call(ctx, guest, protocol.OpGrantCreate, protocol.GrantCreateInput{SessionID: mine.SessionID, Level: protocol.GrantControl})
 			return err
 		},
+		"session.mcp.set": func() error {
+			_, err := client.Call(ctx, guest, protocol.OpSessionMCPSet, protocol.SessionMCPSetInput{SessionID: mine.SessionID,
+				Servers: []protocol.SessionMCPServer{{Name: "x", Transport: protocol.MCPTransportStdio, Command: "/bin/true"}}})
+			return err
+		},
 		"grant.list": func() error {
 			_, err := client.Call(ctx, guest, protocol.OpGrantList, protocol.GrantListInput{})
 			return err

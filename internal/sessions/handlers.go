@@ -27,6 +27,7 @@ func (s *Service) handlers() server.Table {
 	server.Handle(t, protocol.OpSessionFork, s.fork)
 	server.Handle(t, protocol.OpSessionRewind, s.rewind)
 	server.Handle(t, protocol.OpSessionPluginsSet, s.setPlugins)
+	server.Handle(t, protocol.OpSessionMCPSet, s.setMCP)
 	server.Handle(t, protocol.OpModelsList, s.models)
 	server.Handle(t, protocol.OpModelsSelect, s.selectModel)
 	server.Handle(t, protocol.OpSubscriptionOpen, s.open)
@@ -189,6 +190,7 @@ func (s *Service) remove(_ context.Context, _ *server.Call, in *protocol.Session
 	if err := s.cat.Remove(h.ID); err != nil {
 		return protocol.SessionRef{}, catalogError(err)
 	}
+	s.forgetMCP(h.ID)
 	var ended []string
 	for _, g := range s.grants.RevokeSession(h.ID) {
 		s.stopExpiry(g.GrantID)

@@ -107,6 +107,7 @@ type Service struct {
 
 	counters counters
 	nextSub  atomic.Uint64
+	mcpFiles mcpFiles // serialises changes of the sessions' own MCP servers
 
 	// handingOff is set once the host hands its home to a newer host:
 	// its workers are let go of, never stopped.

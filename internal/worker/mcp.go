@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 
@@ -19,14 +20,27 @@ import (
 // (session.tool.call).
 
 // startMCP reads the session's MCP configuration, its plugin packages'
-// .mcp.json files included, and starts its servers. A mistake in a file is
-// logged; the servers it does not touch run. Packages a client adds while
-// the worker runs bring their servers at the worker's next start.
+// .mcp.json files and its own servers included, and starts its servers. A
+// mistake in a file is logged; the servers it does not touch run.
+// Packages a client adds while the worker runs bring their servers when
+// the session's own servers next change, or at the worker's next start.
 func (s *session) startMCP(cfg Config) *mcp.Servers {
-	conf, err := mcp.Load(cfg.Session.Cwd, cfg.Home, cfg.Session.Plugins)
+	conf := s.loadMCP(cfg.Session.Cwd, cfg.Session.Plugins)
+	nets := &networkSandbox{session: s.sandbox}
+	s.closeNets = nets.close
+	return mcp.Start(conf.Runnable(), mcp.Options{
+		Dir: cfg.Session.Cwd, Env: s.turnEnviron(), Sandbox: nets.policy, Resources: s.res,
+		StartTimeout: cfg.MCPStartTimeout, ClientName: "agentd", ClientVersion: cfg.Version, Logger: s.logger,
+	})
+}
+
+// loadMCP reads the session's MCP configuration, logging its mistakes by
+// file and field, never a value.
+func (s *session) loadMCP(cwd string, plugins []string) *mcp.Config {
+	conf, err := mcp.LoadSession(s.id, cwd, s.homeDir, plugins)
 	if err != nil {
 		s.logger.Error("the session's MCP servers are not started", "err", err)
-		conf = &mcp.Config{}
+		return &mcp.Config{}
 	}
 	for _, p := range conf.Problems {
 		s.logger.Warn("an MCP configuration has a mistake; the servers it names are left out", "err", p)
@@ -36,12 +50,41 @@ func (s *session) startMCP(cfg Config) *mcp.Servers {
 			s.logger.Info("a project's MCP server waits for agentd mcp trust", "server", sv.Name, "project", sv.Project)
 		}
 	}
-	nets := &networkSandbox{session: s.sandbox}
-	s.closeNets = nets.close
-	return mcp.Start(conf.Runnable(), mcp.Options{
-		Dir: cfg.Session.Cwd, Env: s.turnEnviron(), Sandbox: nets.policy, Resources: s.res,
-		StartTimeout: cfg.MCPStartTimeout, ClientName: "agentd", ClientVersion: cfg.Version, Logger: s.logger,
-	})
+	return conf
+}
+
+// mcpReloads serialises the worker's readings of its MCP configuration
+// while it runs, so that an older reading never replaces a newer one.
+type mcpReloads struct {
+	mu sync.Mutex
+}
+
+// setMCP runs the session's MCP servers as its configuration now says:
+// the host recorded a change of the session's own servers, and the worker
+// reads them from their file (the input carries no values). Servers new
+// or changed start, those gone stop, the others run on; a started
+// server's tools reach the agent from the next turn.
+func (s *session) setMCP(_ context.Context, _ *server.Call, in *protocol.SessionMCPSetInput) (protocol.SessionMCPSetResult, error) {
+	if err := s.checkSession(in.SessionID); err != nil {
+		return protocol.SessionMCPSetResult{}, err
+	}
+	s.reloads.mu.Lock()
+	defer s.reloads.mu.Unlock()
+	s.mu.Lock()
+	cwd, plugins := s.header.Cwd, slices.Clone(s.header.Plugins)
+	s.mu.Unlock()
+	started, stopped := s.mcp.Update(s.loadMCP(cwd, plugins).Runnable())
+	if len(started)+len(stopped) > 0 {
+		s.logger.Info("the session's MCP servers changed", "started", started, "stopped", stopped)
+	}
+	return protocol.SessionMCPSetResult{Servers: []protocol.SessionMCPServerInfo{}, Added: nonNil(started), Replaced: []string{}, Removed: nonNil(stopped)}, nil
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
 }
 
 // networkSandbox gives a stdio server the session's sandbox, or, for a

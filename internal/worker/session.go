@@ -67,6 +67,7 @@ type session struct {
 	res       *resource.Manager // constant: the session's shell runs and PTYs; never called with mu held
 	mcp       *mcp.Servers      // constant: the session's MCP servers; never called with mu held
 	closeNets func()            // constant: releases the MCP servers' sandbox with the network on
+	reloads   mcpReloads        // serialises changes of the MCP servers while the worker runs
 	freeing   atomic.Bool       // memory of slept screens is about to go back to the system
 	runs      sync.WaitGroup    // turn goroutines
 	pumps     sync.WaitGroup    // subscription deliveries waiting for their batch
@@ -122,6 +123,7 @@ func (s *session) handlers() server.Table {
 	server.Handle(t, protocol.OpSessionTodoQuery, s.queryTodo)
 	server.Handle(t, protocol.OpSessionMCPList, s.listMCP)
 	server.Handle(t, protocol.OpSessionToolCall, s.callTool)
+	server.Handle(t, protocol.OpSessionMCPSet, s.setMCP)
 	server.Handle(t, protocol.OpSessionTranscriptPage, s.pageTranscript)
 	server.Handle(t, protocol.OpModelsSelect, s.selectModel)
 	server.Handle(t, protocol.OpModelsThinkingSet, s.setThinking)

@@ -1,13 +1,15 @@
 // An ACP client on the reference TypeScript SDK: it starts the command
 // its arguments name (agentd acp), runs a turn that needs a permission in
 // a new session of the directory AGENTD_ACP_CWD, loads the session again
-// and prints what it saw as one JSON object. A Go test runs it.
+// giving it the MCP servers of AGENTD_ACP_MCP (a JSON list), and prints
+// what it saw as one JSON object. A Go test runs it.
 import { spawn } from "node:child_process";
 import { Readable, Writable } from "node:stream";
 import { client, methods, ndJsonStream } from "@agentclientprotocol/sdk";
 
 const [cmd, ...args] = process.argv.slice(2);
 const cwd = process.env.AGENTD_ACP_CWD;
+const mcpServers = JSON.parse(process.env.AGENTD_ACP_MCP ?? "[]");
 const agent = spawn(cmd, args, { stdio: ["pipe", "pipe", "inherit"] });
 
 const updates = [];
@@ -30,7 +32,7 @@ const result = await app.connectWith(stream, async (ctx) => {
     prompt: [{ type: "text", text: "run `echo from-node`" }],
   });
   const live = updates.splice(0);
-  await ctx.request(methods.agent.session.load, { sessionId: created.sessionId, cwd, mcpServers: [] });
+  await ctx.request(methods.agent.session.load, { sessionId: created.sessionId, cwd, mcpServers });
   const replayed = updates.splice(0);
   const listed = await ctx.request(methods.agent.session.list, { cwd });
   let unknown = null;
@@ -41,6 +43,7 @@ const result = await app.connectWith(stream, async (ctx) => {
   }
   return {
     loadSession: init.agentCapabilities?.loadSession ?? false,
+    mcpCapabilities: init.agentCapabilities?.mcpCapabilities ?? {},
     stopReason: prompt.stopReason,
     asked,
     live: live.map((u) => u.sessionUpdate),
