@@ -65,6 +65,7 @@ func main() {
 	runs := flag.Int("runs", 7, "turns (step) and new sessions (first turn) of each side; the median is reported")
 	sandboxMode := flag.String("sandbox", "", "first turn: the sessions' sandbox (agentd run --sandbox); empty: agentd's default")
 	keep := flag.Bool("keep", false, "keep the homes (their host.log) for a look afterwards")
+	skip := flag.String("skip", "", "parts to skip, comma-separated: step, first")
 	flag.Parse()
 	if *sandboxMode != "" {
 		runFlags = []string{"--sandbox", *sandboxMode}
@@ -78,16 +79,21 @@ func main() {
 	harness.Run("mcpbench", func(ctx context.Context) error {
 		var rows []row
 		kept := func(p *place) { places = append(places, p) }
-		step, err := benchStep(ctx, base, *steps, *runs, kept)
-		if err != nil {
-			return fmt.Errorf("step: %w", err)
+		skipped := strings.Split(*skip, ",")
+		if !slices.Contains(skipped, "step") {
+			step, err := benchStep(ctx, base, *steps, *runs, kept)
+			if err != nil {
+				return fmt.Errorf("step: %w", err)
+			}
+			rows = append(rows, step...)
 		}
-		rows = append(rows, step...)
-		first, err := benchFirstTurn(ctx, base, *runs, kept)
-		if err != nil {
-			return fmt.Errorf("first turn: %w", err)
+		if !slices.Contains(skipped, "first") {
+			first, err := benchFirstTurn(ctx, base, *runs, kept)
+			if err != nil {
+				return fmt.Errorf("first turn: %w", err)
+			}
+			rows = append(rows, first)
 		}
-		rows = append(rows, first)
 		table.Print(os.Stdout, rows, 2)
 		return nil
 	}, func() {

@@ -4,6 +4,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -66,5 +67,49 @@ func TestStdioServersRunInTheSessionsSandboxWithNetworkPerServer(t *testing.T) {
 	}
 	if res := run(p.tool(t, "mcp__open__read"), `{"path": "`+secret+`"}`); !res.IsError {
 		t.Errorf("a server allowed the network read the home: %+v", res)
+	}
+}
+
+// Stdio servers start together, from one launcher per sandbox: each is
+// walled in (the home unreadable) and runs with the environment it is
+// given and its own entries, never the worker's (a key the worker holds
+// in its environment stays out), nor another server's.
+func TestStdioServersStartedTogetherAreEachWalledWithTheirOwnEnvironment(t *testing.T) {
+	if err := sandbox.Check(); err != nil {
+		t.Skipf("no sandbox on this kernel: %v", err)
+	}
+	t.Setenv("OPENAI_API_KEY", "sk-in-the-workers-own-environment")
+	work, home, tmp := t.TempDir(), t.TempDir(), t.TempDir()
+	secret := filepath.Join(home, "credentials.json")
+	if err := os.WriteFile(secret, []byte("sk-secret"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pol := &sandbox.Policy{Mode: protocol.SandboxWorkspace, Workspace: []string{work}, Tmp: tmp, Hidden: []string{home}}
+	t.Cleanup(pol.Close)
+	names := []string{"a", "b", "c"}
+	var servers []mcp.Server
+	for _, name := range names {
+		sv := testServer(name, "go")
+		sv.Env["OWN"] = name
+		servers = append(servers, sv)
+	}
+	p := start(t, mcp.Options{
+		Env:     []string{"PATH=" + os.Getenv("PATH"), "SESSION=given"},
+		Sandbox: func(bool) (*sandbox.Policy, error) { return pol, nil },
+	}, servers...)
+	for _, name := range names {
+		if res := run(p.tool(t, "mcp__"+name+"__read"), `{"path": "`+secret+`"}`); !res.IsError || strings.Contains(res.Content, "sk-secret") {
+			t.Errorf("server %s read the home: %+v", name, res)
+		}
+		res := run(p.tool(t, "mcp__"+name+"__env"), `{}`)
+		env := strings.Split(res.Content, "\n")
+		for _, want := range []string{"SESSION=given", "OWN=" + name, "TMPDIR=" + tmp} {
+			if !slices.Contains(env, want) {
+				t.Errorf("server %s's environment lacks %s: %q", name, want, env)
+			}
+		}
+		if strings.Contains(res.Content, "sk-in-the-workers") || len(env) != 5 { // PATH, SESSION, its kind, OWN, TMPDIR
+			t.Errorf("server %s's environment holds more than it was given: %q", name, env)
+		}
 	}
 }

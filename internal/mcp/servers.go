@@ -93,6 +93,7 @@ type server struct {
 	cfg     Server
 	s       *Servers
 	svc     *resource.Service // constant; nil without Resources
+	start   *launcher         // constant: starts it, with the others put in force with it
 	started chan struct{}     // closed once the start has succeeded or failed
 	stopped chan struct{}     // closed once the server has ended and is recorded so
 	stop    sync.Once
@@ -122,17 +123,20 @@ func Start(servers []Server, opts Options) *Servers {
 	ss := &Servers{opts: opts, byName: map[string]*server{}, ctx: ctx, cancel: cancel}
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
+	l := newLauncher(ss)
+	var batch []*server
 	for _, cfg := range servers {
 		if _, dup := ss.byName[cfg.Name]; !dup {
-			ss.startLocked(cfg)
+			batch = append(batch, ss.putLocked(cfg, l))
 		}
 	}
+	ss.launch(l, batch)
 	return ss
 }
 
-// startLocked starts one server in the background and puts it in force.
-func (ss *Servers) startLocked(cfg Server) {
-	sv := &server{cfg: cfg, s: ss, started: make(chan struct{}), stopped: make(chan struct{}), progress: map[string]func(*mcp.ProgressNotificationParams){}}
+// putLocked puts one server in force, to be started by l.
+func (ss *Servers) putLocked(cfg Server, l *launcher) *server {
+	sv := &server{cfg: cfg, s: ss, start: l, started: make(chan struct{}), stopped: make(chan struct{}), progress: map[string]func(*mcp.ProgressNotificationParams){}}
 	sv.ctx, sv.cancel = context.WithCancel(ss.ctx)
 	ss.byName[cfg.Name] = sv
 	ss.order = append(ss.order, sv)
@@ -146,7 +150,26 @@ func (ss *Servers) startLocked(cfg Server) {
 		}
 		sv.svc = svc
 	}
-	ss.wg.Go(sv.run)
+	return sv
+}
+
+// launch starts servers just put in force, in the background: the stdio
+// ones together, from l, and each one's connection as its process is
+// there.
+func (ss *Servers) launch(l *launcher, servers []*server) {
+	if len(servers) == 0 {
+		return
+	}
+	var stdio []*server
+	for _, sv := range servers {
+		if sv.cfg.Transport == TransportStdio {
+			stdio = append(stdio, sv)
+		}
+	}
+	ss.wg.Go(func() { l.start(stdio) })
+	for _, sv := range servers {
+		ss.wg.Go(sv.run)
+	}
 }
 
 // Update makes servers the session's servers while it runs: a server
@@ -176,12 +199,15 @@ func (ss *Servers) Update(servers []Server) (started, stopped []string) {
 		ss.order = slices.DeleteFunc(ss.order, func(o *server) bool { return o == sv })
 		stopped = append(stopped, sv.cfg.Name)
 	}
+	l := newLauncher(ss)
+	var batch []*server
 	for _, name := range slices.Sorted(maps.Keys(want)) {
 		if _, ok := ss.byName[name]; !ok {
-			ss.startLocked(want[name])
+			batch = append(batch, ss.putLocked(want[name], l))
 			started = append(started, name)
 		}
 	}
+	ss.launch(l, batch)
 	ss.mu.Unlock()
 	// Out of force, they end on their own: their run records it.
 	for _, sv := range gone {
@@ -322,7 +348,7 @@ func (sv *server) connect() error {
 			HTTPClient: &http.Client{Transport: headers{sv.cfg.Headers, http.DefaultTransport}},
 		}}
 	default:
-		p, err := sv.startProcess()
+		p, err := sv.start.process(sv)
 		if err != nil {
 			return err
 		}

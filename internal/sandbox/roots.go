@@ -6,6 +6,22 @@ import (
 	"strings"
 )
 
+// A grant is a path a rule is granted beneath, and its kind when the
+// listing it came from said it.
+type grant struct {
+	path string
+	kind kind
+}
+
+// What a grant's path is.
+type kind int
+
+const (
+	unknown   kind = iota // not listed (a root), or a symbolic link: byKind looks
+	directory             // a directory, as its parent's listing said
+	file                  // anything else, as its parent's listing said
+)
+
 // cover returns the paths beneath which a rule must be granted so that it
 // covers everything beneath root but the hidden paths. Landlock grants
 // beneath a hierarchy and takes nothing back, so a directory on the way
@@ -14,19 +30,21 @@ import (
 // absolute, clean and free of symbolic links; a symbolic link whose
 // target leads to or lies beneath one is left out (its target is covered
 // where it lives). It also returns the directories it split: an entry
-// added to one later is not covered until cover runs again.
-func cover(root string, hidden []string) (paths, split []string, err error) {
+// added to one later is not covered until cover runs again. An entry of a
+// listing keeps the kind the listing gave it, so that the rules need not
+// look at each again.
+func cover(root string, hidden []string) (grants []grant, split []string, err error) {
 	switch relation(root, hidden) {
 	case beneathHidden:
 		return nil, nil, nil
 	case free:
-		return []string{root}, nil, nil
+		return []grant{{path: root}}, nil, nil
 	}
 	entries, err := os.ReadDir(root)
 	if err != nil {
 		return nil, nil, err
 	}
-	out, split := []string{}, []string{root}
+	out, split := []grant{}, []string{root}
 	for _, e := range entries {
 		p := filepath.Join(root, e.Name())
 		if e.Type()&os.ModeSymlink != 0 {
@@ -34,7 +52,15 @@ func cover(root string, hidden []string) (paths, split []string, err error) {
 			if err != nil || relation(target, hidden) != free {
 				continue // dangling, or a way around the split
 			}
-			out = append(out, p)
+			out = append(out, grant{path: p})
+			continue
+		}
+		if relation(p, hidden) == free {
+			k := file
+			if e.IsDir() {
+				k = directory
+			}
+			out = append(out, grant{path: p, kind: k})
 			continue
 		}
 		sub, subSplit, err := cover(p, hidden)

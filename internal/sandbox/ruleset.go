@@ -83,7 +83,7 @@ func (p *Policy) build() (*ruleset, error) {
 	if p.Mode != protocol.SandboxReadOnly {
 		write = append(write, p.Workspace...)
 	}
-	var writable []string
+	var writable []grant
 	for _, w := range write {
 		path, err := cleanAbs(w)
 		if err != nil {
@@ -133,18 +133,25 @@ func (p *Policy) build() (*ruleset, error) {
 	return rs, nil
 }
 
-// byKind parts paths into directories and the rest; what no longer
-// exists is left out.
-func byKind(paths []string) (dirs, files []string) {
-	for _, p := range paths {
-		var st unix.Stat_t
-		if err := unix.Stat(p, &st); err != nil {
-			continue
+// byKind parts grants into directories and the rest; a path of unknown
+// kind that no longer exists is left out.
+func byKind(grants []grant) (dirs, files []string) {
+	for _, g := range grants {
+		k := g.kind
+		if k == unknown {
+			var st unix.Stat_t
+			if err := unix.Stat(g.path, &st); err != nil {
+				continue
+			}
+			k = file
+			if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+				k = directory
+			}
 		}
-		if st.Mode&unix.S_IFMT == unix.S_IFDIR {
-			dirs = append(dirs, p)
+		if k == directory {
+			dirs = append(dirs, g.path)
 		} else {
-			files = append(files, p)
+			files = append(files, g.path)
 		}
 	}
 	return dirs, files

@@ -6,7 +6,9 @@
 // command: restrictions carry across exec, and the process that starts
 // commands stays unrestricted. Command runs one through a re-exec started
 // for it; StartPiped, for a shell run, hands it to a spare re-exec
-// started ahead, whose walls are already up.
+// started ahead, whose walls are already up; StartAll, for commands that
+// start together (a session's MCP servers), starts them all from one
+// re-exec.
 //
 // It knows the modes and where the walls stand, nothing of sessions,
 // workers or the host: its caller says which directories are writable

@@ -79,28 +79,11 @@ func Run(ctx context.Context, cfg Config) error {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	logger := cfg.Logger.With("session", cfg.Session.SessionID)
-	log, err := transcript.Open(cfg.TranscriptPath, transcript.Options{})
-	if err != nil {
-		return fmt.Errorf("opening the transcript: %w", err)
-	}
-	defer log.Close()
-	os.Remove(cfg.SocketPath)
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: cfg.SocketPath, Net: "unix"})
-	if err != nil {
-		return fmt.Errorf("listening for the host: %w", err)
-	}
-	if err := os.Chmod(cfg.SocketPath, 0o600); err != nil {
-		ln.Close()
-		return err
-	}
-	ln.SetUnlinkOnClose(true)
-
 	cfg.Session.Approval, cfg.Session.Thinking = cfg.Approval, cfg.Thinking
 	base, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	s := &session{
 		id:        cfg.Session.SessionID,
-		log:       log,
 		providers: cfg.Providers,
 		tools:     cfg.Tools,
 		toolEnv:   cfg.ToolEnv,
@@ -120,12 +103,15 @@ func Run(ctx context.Context, cfg Config) error {
 
 		defaultCompactAt: cfg.CompactAt,
 	}
-	// Each of the session's plugin packages is loaded once, here, for
-	// the worker's life.
-	s.plugins.use(cfg.Session.Plugins)
+	// The transcript is closed last, once everything that may write to
+	// it has ended.
+	defer func() {
+		if s.log != nil {
+			s.log.Close()
+		}
+	}()
 	pol, closeSandbox, err := newSandbox(cfg, logger)
 	if err != nil {
-		ln.Close()
 		return fmt.Errorf("preparing the sandbox of the session's commands: %w", err)
 	}
 	defer closeSandbox() // once every command has ended
@@ -134,11 +120,29 @@ func Run(ctx context.Context, cfg Config) error {
 	// without the model providers' keys, and in the same sandbox.
 	s.res = s.newResources(filepath.Join(filepath.Dir(cfg.TranscriptPath), "resources"), s.turnEnviron())
 	defer s.res.Close()
-	// The MCP servers start beside the worker: a turn waits only for those
-	// still starting when it needs their tools.
+	// The MCP servers start first, beside the rest of the worker's start:
+	// their processes are the longest part of it, and the first turn
+	// waits for them only if they are still starting when it needs their
+	// tools.
 	s.mcp = s.startMCP(cfg)
 	defer s.closeNets()
 	defer s.mcp.Close() // before the resources close: it ends their services
+	if s.log, err = transcript.Open(cfg.TranscriptPath, transcript.Options{}); err != nil {
+		return fmt.Errorf("opening the transcript: %w", err)
+	}
+	os.Remove(cfg.SocketPath)
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: cfg.SocketPath, Net: "unix"})
+	if err != nil {
+		return fmt.Errorf("listening for the host: %w", err)
+	}
+	if err := os.Chmod(cfg.SocketPath, 0o600); err != nil {
+		ln.Close()
+		return err
+	}
+	ln.SetUnlinkOnClose(true)
+	// Each of the session's plugin packages is loaded once, here, for
+	// the worker's life.
+	s.plugins.use(cfg.Session.Plugins)
 	s.todo.OnChange = func(items []protocol.TodoItem) {
 		s.mu.Lock()
 		defer s.mu.Unlock()

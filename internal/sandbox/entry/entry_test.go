@@ -54,3 +54,38 @@ func TestParseTakesTheRulesetTheNetworkAndTheCommand(t *testing.T) {
 		}
 	}
 }
+
+func TestParseTakesALauncherAndItsCommands(t *testing.T) {
+	if s, err := parse([]string{"--ruleset-fd", "3", "--ruleset-flags", "0", "--launch", "4"}); err != nil || s.launchFD != 4 || s.argv != nil || s.spareFD >= 0 {
+		t.Fatalf("parse of a launcher = %+v, %v", s, err)
+	}
+	if _, err := parse([]string{"--ruleset-fd", "3", "--launch", "4", "--spare", "5"}); err == nil {
+		t.Error("parse took a launcher that is a spare too")
+	}
+	got, err := parseLaunches([]string{"5", "6", "7", "/w", "2", "/bin/sh", "-c", "1", "A=1", "8", "9", "10", "/x", "1", "/bin/true", "0"})
+	want := []launch{
+		{files: [3]int{5, 6, 7}, dir: "/w", argv: []string{"/bin/sh", "-c"}, env: []string{"A=1"}},
+		{files: [3]int{8, 9, 10}, dir: "/x", argv: []string{"/bin/true"}, env: []string{}},
+	}
+	if err != nil || len(got) != 2 {
+		t.Fatalf("parseLaunches = %+v, %v", got, err)
+	}
+	for i := range want {
+		if got[i].files != want[i].files || got[i].dir != want[i].dir || !slices.Equal(got[i].argv, want[i].argv) || !slices.Equal(got[i].env, want[i].env) {
+			t.Errorf("command %d = %+v, want %+v", i, got[i], want[i])
+		}
+	}
+	for _, bad := range [][]string{
+		nil,        // no command
+		{"5", "6"}, // no stderr
+		{"1", "6", "7", "/w", "1", "/bin/true", "0"}, // the launcher's own stdout
+		{"5", "6", "7", "/w", "0", "0"},              // no program
+		{"5", "6", "7", "/w", "3", "/bin/true"},      // more arguments than there are
+		{"5", "6", "7", "/w", "1", "/bin/true"},      // no environment count
+		{"5", "6", "7", "/w", "1", "/bin/true", "2", "A=1"},
+	} {
+		if _, err := parseLaunches(bad); err == nil {
+			t.Errorf("parseLaunches(%q) succeeded", bad)
+		}
+	}
+}
