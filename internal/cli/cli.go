@@ -123,7 +123,6 @@ func newRoot(e *env, word string) *cobra.Command {
 	root := &cobra.Command{
 		Use:           "agentd",
 		Short:         "agentd hosts coding-agent sessions that outlive their clients.",
-		Version:       version.String(),
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		Long: `agentd hosts coding-agent sessions that outlive their clients.
@@ -150,6 +149,9 @@ prints this help.`,
 			return root
 		}
 	}
+	// Only the root takes --version (a command's help does not list it), and
+	// the build's version is read from its module information.
+	root.Version = version.String()
 	for _, c := range commands {
 		root.AddCommand(c.build(e))
 	}
