@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -116,7 +117,13 @@ func (b *bench) attachPart(ctx context.Context) error {
 		}
 	}
 
-	var ag, tx, agFirst, txFirst []time.Duration
+	var ag, tx, agFirst, txFirst, bf []time.Duration
+	before := b.cfg.before
+	if before != "" {
+		if before, err = filepath.Abs(before); err != nil {
+			return err
+		}
+	}
 	for round := range b.cfg.attachRuns {
 		sides := []func(){
 			func() {
@@ -146,12 +153,29 @@ func (b *bench) attachPart(ctx context.Context) error {
 				txFirst = append(txFirst, lastFirstText)
 			},
 		}
+		if before != "" {
+			// The earlier build, between the two: its attach and agentd's
+			// each follow tmux's as often as they precede it.
+			sides = append(sides[:1], func() {
+				d, screen, err := timeScreen(ctx, command(ctx, env, before, "attach", id), "\x1c")
+				if err != nil {
+					fmt.Printf("  round %d: the -before attach: %v\n%s\n", round+1, err, indent(screen))
+					return
+				}
+				bf = append(bf, d)
+			}, sides[1])
+		}
 		if round%2 == 1 {
-			sides[0], sides[1] = sides[1], sides[0]
+			slices.Reverse(sides)
 		}
 		for _, f := range sides {
 			f()
 		}
+	}
+	if before != "" {
+		s := summarize(bf)
+		fmt.Printf("  the -before build's attach p50 %s p90 %s (n=%d); this build's p50 %s: %.3f× the earlier\n",
+			dur(s.p50), dur(s.p90), s.n, dur(summarize(ag).p50), float64(summarize(ag).p50)/float64(max(s.p50, 1)))
 	}
 	r.agentd, r.tmux = summarize(ag), summarize(tx)
 	r.agentdFirst, r.tmuxFirst = summarize(agFirst), summarize(txFirst)

@@ -46,6 +46,7 @@ import (
 type config struct {
 	quick   bool
 	agentd  string // prebuilt agentd binary; built when empty
+	before  string // an earlier agentd binary whose attach and pty are timed beside agentd's; none when empty
 	piBin   string // prebuilt pi; installed with npm when empty
 	piDir   string // where npm installs pi
 	noPi    bool
@@ -90,6 +91,7 @@ func main() {
 	var skip, only string
 	flag.BoolVar(&cfg.quick, "quick", false, "a smaller run (about a quarter of the work)")
 	flag.StringVar(&cfg.agentd, "agentd", "", "use this agentd binary instead of building ./cmd/agentd")
+	flag.StringVar(&cfg.before, "before", "", "an earlier agentd `binary` whose attach and pty are timed in the same rounds as agentd's, against the same host, to compare two builds in the same minutes")
 	flag.StringVar(&cfg.piBin, "pi", "", "use this pi executable instead of installing @mariozechner/pi-coding-agent with npm")
 	flag.StringVar(&cfg.piDir, "pi-dir", "", "where npm installs pi (default: the user cache directory)")
 	flag.BoolVar(&cfg.noPi, "no-pi", false, "do not run pi: its anchors are reported unavailable")

@@ -186,7 +186,13 @@ func (b *bench) ptyScreenPart(ctx context.Context, c *client.Conn, home, runDir,
 		}
 	}
 
-	var ag, wa, tx, agFirst, txFirst []time.Duration
+	var ag, wa, tx, agFirst, txFirst, bf []time.Duration
+	before := b.cfg.before
+	if before != "" {
+		if before, err = filepath.Abs(before); err != nil {
+			return err
+		}
+	}
 	for round := range b.cfg.attachRuns {
 		sides := []func(){
 			func() {
@@ -229,12 +235,28 @@ func (b *bench) ptyScreenPart(ctx context.Context, c *client.Conn, home, runDir,
 			},
 			func() { r.starts.time(ctx, b, env) },
 		}
+		if before != "" {
+			sides = append(sides, func() {
+				cmd := command(ctx, env, before, "pty", s.SessionID, res.Ref)
+				d, screen, err := timeScreenUntil(ctx, cmd, "\x1c", busyScreenDone, what)
+				if err != nil {
+					fmt.Printf("  round %d: the -before pty: %v\n%s\n", round+1, err, indent(screen))
+					return
+				}
+				bf = append(bf, d)
+			})
+		}
 		for i := range sides {
 			sides[(i+round)%len(sides)]()
 		}
 	}
 	r.agentd, r.watch, r.tmux = summarize(ag), summarize(wa), summarize(tx)
 	r.agentdFirst, r.tmuxFirst = summarize(agFirst), summarize(txFirst)
+	if before != "" {
+		s := summarize(bf)
+		fmt.Printf("  the -before build's pty p50 %s p90 %s (n=%d); this build's p50 %s: %.3f× the earlier\n",
+			dur(s.p50), dur(s.p90), s.n, dur(r.agentd.p50), float64(r.agentd.p50)/float64(max(s.p50, 1)))
+	}
 	fmt.Printf("  agentd pty p50 %s p90 %s max %s (n=%d); --watch p50 %s; tmux attach p50 %s p90 %s max %s (n=%d)\n",
 		dur(r.agentd.p50), dur(r.agentd.p90), dur(r.agentd.max), r.agentd.n, dur(r.watch.p50), dur(r.tmux.p50), dur(r.tmux.p90), dur(r.tmux.max), r.tmux.n)
 	return nil

@@ -50,7 +50,7 @@ type env struct {
 func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	e := &env{stdin: stdin, stdout: stdout, stderr: stderr}
 	notes = stderr
-	root := newRoot(e)
+	root := newRoot(e, commandWord(args))
 	root.SetArgs(args)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -74,11 +74,55 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	return code
 }
 
-func newRoot(e *env) *cobra.Command {
+// commands are agentd's commands by the word that runs each. A command
+// line whose first word names one builds that command alone under the
+// root: the whole tree, built for help, completion and a word that names
+// none, is about a hundred page faults of a start (see
+// docs/process-start.md), paid by every process the executable runs.
+var commands = []struct {
+	name  string
+	build func(*env) *cobra.Command
+}{
+	{"status", newStatusCmd},
+	{"host", newHostCmd},
+	{"shutdown", newShutdownCmd},
+	{"upgrade", newUpgradeCmd},
+	{"version", newVersionCmd},
+	{"run", newRunCmd},
+	{"attach", newAttachCmd},
+	{"new", newNewCmd},
+	{"ls", newLsCmd},
+	{"plugins", newPluginsCmd},
+	{"log", newLogCmd},
+	{"stop", newStopCmd},
+	{"rename", newRenameCmd},
+	{"archive", newArchiveCmd},
+	{"unarchive", newUnarchiveCmd},
+	{"rm", newRmCmd},
+	{"compact", newCompactCmd},
+	{"fork", newForkCmd},
+	{"rewind", newRewindCmd},
+	{"models", newModelsCmd},
+	{"auth", newAuthCmd},
+	{"answer", newAnswerCmd},
+	{"ps", newPsCmd},
+	{"logs", newLogsCmd},
+	{"mcp", newMCPCmd},
+	{"shell", newShellCmd},
+	{"pty", newPtyCmd},
+	{"web", newWebCmd},
+	{"share", newShareCmd},
+	{"worker", newWorkerCmd},
+	{"acp", newACPCmd},
+}
+
+// newRoot builds the agentd command with the command named word under it,
+// or, when word names none of commands, with all of them, help and the
+// shell completions.
+func newRoot(e *env, word string) *cobra.Command {
 	root := &cobra.Command{
 		Use:           "agentd",
 		Short:         "agentd hosts coding-agent sessions that outlive their clients.",
-		Version:       version.String(),
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		Long: `agentd hosts coding-agent sessions that outlive their clients.
@@ -97,39 +141,20 @@ prints this help.`,
 	root.SetVersionTemplate(fmt.Sprintf("agentd {{.Version}} (protocol %d..%d)\n", protocol.ProtocolVersion, protocol.ProtocolVersion))
 	hostModel = ""
 	root.PersistentFlags().StringVar(&hostModel, "host-model", "", "default model (provider/model) of a host this command starts; an error when one already runs")
-	root.AddCommand(
-		newStatusCmd(e),
-		newHostCmd(e),
-		newShutdownCmd(e),
-		newUpgradeCmd(e),
-		newVersionCmd(e),
-		newRunCmd(e),
-		newAttachCmd(e),
-		newNewCmd(e),
-		newLsCmd(e),
-		newPluginsCmd(e),
-		newLogCmd(e),
-		newStopCmd(e),
-		newRenameCmd(e),
-		newArchiveCmd(e),
-		newUnarchiveCmd(e),
-		newRmCmd(e),
-		newCompactCmd(e),
-		newForkCmd(e),
-		newRewindCmd(e),
-		newModelsCmd(e),
-		newAuthCmd(e),
-		newAnswerCmd(e),
-		newPsCmd(e),
-		newLogsCmd(e),
-		newMCPCmd(e),
-		newShellCmd(e),
-		newPtyCmd(e),
-		newWebCmd(e),
-		newShareCmd(e),
-		newWorkerCmd(e),
-		newACPCmd(e),
-	)
+	for _, c := range commands {
+		if c.name == word {
+			root.AddCommand(c.build(e))
+			// cobra adds its completion command at every run otherwise.
+			root.CompletionOptions.DisableDefaultCmd = true
+			return root
+		}
+	}
+	// Only the root takes --version (a command's help does not list it), and
+	// the build's version is read from its module information.
+	root.Version = version.String()
+	for _, c := range commands {
+		root.AddCommand(c.build(e))
+	}
 	// Added now rather than when the command runs, so that unknownCommand
 	// finds them.
 	root.SetHelpCommand(&cobra.Command{
@@ -195,6 +220,23 @@ func flagError(err error) error {
 }
 
 func unknownCommand(root *cobra.Command, args []string) error {
+	word := commandWord(args)
+	if word == "" || word == cobra.ShellCompRequestCmd || word == cobra.ShellCompNoDescRequestCmd {
+		return nil
+	}
+	if c, _, err := root.Find([]string{word}); err == nil && c != root {
+		return nil
+	}
+	msg := fmt.Sprintf("unknown command %q", word)
+	if s := root.SuggestionsFor(word); len(s) > 0 {
+		msg += fmt.Sprintf("; did you mean %q?", s[0])
+	}
+	return usageError{errors.New(msg + " (agentd --help lists the commands)")}
+}
+
+// commandWord returns the first word of args that is neither a flag nor
+// a flag's value: the command's name, if args name one.
+func commandWord(args []string) string {
 	word := ""
 	for i := 0; i < len(args); i++ {
 		a := args[i]
@@ -209,17 +251,7 @@ func unknownCommand(root *cobra.Command, args []string) error {
 			i = len(args)
 		}
 	}
-	if word == "" || word == cobra.ShellCompRequestCmd || word == cobra.ShellCompNoDescRequestCmd {
-		return nil
-	}
-	if c, _, err := root.Find([]string{word}); err == nil && c != root {
-		return nil
-	}
-	msg := fmt.Sprintf("unknown command %q", word)
-	if s := root.SuggestionsFor(word); len(s) > 0 {
-		msg += fmt.Sprintf("; did you mean %q?", s[0])
-	}
-	return usageError{errors.New(msg + " (agentd --help lists the commands)")}
+	return word
 }
 
 // noArgs refuses positional arguments as a usage error; for a command

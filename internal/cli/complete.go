@@ -41,41 +41,46 @@ var (
 	})
 )
 
-// argCompleters are, by command (its words after agentd), the completers
-// of each positional argument in turn.
-var argCompleters = map[string][]completer{
-	"attach":          {completeSessions},
-	"log":             {completeSessions},
-	"plugins":         {completeSessions},
-	"rename":          {completeSessions},
-	"archive":         {completeSessions},
-	"unarchive":       {completeSessions},
-	"rm":              {completeSessions},
-	"compact":         {completeSessions},
-	"fork":            {completeSessions},
-	"rewind":          {completeSessions},
-	"ps":              {completeSessions},
-	"shell":           {completeSessions},
-	"stop":            {completeSessions, completeRunningRefs},
-	"pty":             {completeSessions, completeRunningPTYs},
-	"logs":            {completeSessions, completeRefs},
-	"answer":          {completeSessions, completePending, completeAnswers},
-	"models select":   {completeModels},
-	"models thinking": {completeThinking},
-	"auth set":        {completeProviders},
-	"auth rm":         {completeProviders},
-	"share":           {completeSessions},
-	"share rm":        {completeGrants},
+// argCompleters returns, by command (its words after agentd), the
+// completers of each positional argument in turn. (Functions, not maps
+// built as the package initialises: only a completion reads them.)
+func argCompleters() map[string][]completer {
+	return map[string][]completer{
+		"attach":          {completeSessions},
+		"log":             {completeSessions},
+		"plugins":         {completeSessions},
+		"rename":          {completeSessions},
+		"archive":         {completeSessions},
+		"unarchive":       {completeSessions},
+		"rm":              {completeSessions},
+		"compact":         {completeSessions},
+		"fork":            {completeSessions},
+		"rewind":          {completeSessions},
+		"ps":              {completeSessions},
+		"shell":           {completeSessions},
+		"stop":            {completeSessions, completeRunningRefs},
+		"pty":             {completeSessions, completeRunningPTYs},
+		"logs":            {completeSessions, completeRefs},
+		"answer":          {completeSessions, completePending, completeAnswers},
+		"models select":   {completeModels},
+		"models thinking": {completeThinking},
+		"auth set":        {completeProviders},
+		"auth rm":         {completeProviders},
+		"share":           {completeSessions},
+		"share rm":        {completeGrants},
+	}
 }
 
-// flagCompleters are, by command and flag name, the completers of flag
+// flagCompleters returns, by command and flag name, the completers of flag
 // values.
-var flagCompleters = map[string]map[string]completer{
-	"run":             {"session": completeSessions, "model": completeModels, "approve": completeApprovals, "thinking": completeThinking},
-	"new":             {"model": completeModels, "approve": completeApprovals},
-	"attach":          {"model": completeModels},
-	"models select":   {"session": completeSessions},
-	"models thinking": {"session": completeSessions},
+func flagCompleters() map[string]map[string]completer {
+	return map[string]map[string]completer{
+		"run":             {"session": completeSessions, "model": completeModels, "approve": completeApprovals, "thinking": completeThinking},
+		"new":             {"model": completeModels, "approve": completeApprovals},
+		"attach":          {"model": completeModels},
+		"models select":   {"session": completeSessions},
+		"models thinking": {"session": completeSessions},
+	}
 }
 
 // addCompletions gives agentd's commands their completions of agentd's
@@ -90,7 +95,7 @@ func addCompletions(root *cobra.Command) {
 		}
 		return cmd
 	}
-	for path, cs := range argCompleters {
+	for path, cs := range argCompleters() {
 		find(path).ValidArgsFunction = func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
 			if len(args) >= len(cs) {
 				return nil, cobra.ShellCompDirectiveNoFileComp
@@ -98,7 +103,7 @@ func addCompletions(root *cobra.Command) {
 			return cs[len(args)].complete(cmd, args, toComplete), cobra.ShellCompDirectiveNoFileComp
 		}
 	}
-	for path, flags := range flagCompleters {
+	for path, flags := range flagCompleters() {
 		cmd := find(path)
 		for name, c := range flags {
 			cmd.RegisterFlagCompletionFunc(name, func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {

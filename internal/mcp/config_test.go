@@ -3,6 +3,7 @@ package mcp_test
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -183,6 +184,34 @@ func FuzzParse(f *testing.F) {
 			if mcp.CheckName(s.Name) != nil || (s.Transport == mcp.TransportStdio) == (s.Command == "") {
 				t.Fatalf("a server Parse let through: %+v", s)
 			}
+		}
+	})
+}
+
+// serverName is the rule CheckName states: up to 40 letters, digits, -
+// and _, starting with a letter or digit, without __.
+var serverName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,39}$`)
+
+func TestCheckNameTakesExactlyTheNamesItsMessageStates(t *testing.T) {
+	for _, name := range []string{
+		"", "a", "A9", "9", "-a", "_a", "a-b_c", "a__b", "a_", "a-", "é", "a b", "a.b", "a/b",
+		strings.Repeat("x", 40), strings.Repeat("x", 41), "x" + strings.Repeat("-", 39), "a\n",
+	} {
+		want := serverName.MatchString(name) && !strings.Contains(name, "__")
+		if got := mcp.CheckName(name) == nil; got != want {
+			t.Errorf("CheckName(%q) accepts: %v, want %v", name, got, want)
+		}
+	}
+}
+
+func FuzzCheckName(f *testing.F) {
+	f.Add("server-1")
+	f.Add("a__b")
+	f.Add(strings.Repeat("x", 41))
+	f.Fuzz(func(t *testing.T, name string) {
+		want := serverName.MatchString(name) && !strings.Contains(name, "__")
+		if got := mcp.CheckName(name) == nil; got != want {
+			t.Fatalf("CheckName(%q) accepts: %v, want %v", name, got, want)
 		}
 	})
 }

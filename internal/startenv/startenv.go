@@ -1,40 +1,51 @@
-// Package startenv keeps tmux's variable from the package initialisers of
-// the libraries agentd links, and gives it back once they have run.
+// Package startenv keeps the terminal's variables, TERM and TMUX, from
+// the package initialisers of the libraries agentd links, and gives them
+// back once they have run.
 //
 // lipgloss detects the terminal's colours when its package initialises
-// (its Writer), and when standard output is a terminal inside tmux that
-// detection runs `tmux info`: a process started by every agentd command a
-// person types in a tmux pane, about 2.6 ms of a 4.7 ms start here, for a
-// colour profile no command reads. With TMUX hidden, the detection reads
-// the environment and terminfo alone.
+// (its Writer), for a colour profile no command reads. When standard
+// output is a terminal that detection reads the terminfo entry of TERM
+// (and /etc/passwd, to find the user's own terminfo directory): about 30
+// page faults of every agentd command a person types. Inside tmux it also
+// runs `tmux info`: a process, about 2.6 ms of a 4.7 ms start here. With
+// both variables hidden the detection reads the environment alone and
+// finds no terminal type.
 //
 // This package has to initialise before lipgloss. Go initialises, of the
 // packages whose imports are done, the first by import path; this one
 // imports only os, so it is ready once os is, and its path sorts before
 // os/exec, which the colour detection (github.com/charmbracelet/colorprofile,
 // and lipgloss after it) cannot initialise without. TestTheStartRunsNoTmux
-// in internal/cli holds it.
+// and TestTheStartReadsNoTerminfo in internal/cli hold it.
 package startenv
 
 import "os"
 
-const tmuxVar = "TMUX"
+// hidden are the variables this package took from the environment, with
+// their values.
+var hidden = take("TERM", "TMUX")
 
-var tmux, hidden = os.LookupEnv(tmuxVar)
-
-func init() {
-	if hidden {
-		os.Unsetenv(tmuxVar)
+func take(names ...string) map[string]string {
+	var took map[string]string
+	for _, name := range names {
+		if v, ok := os.LookupEnv(name); ok {
+			if took == nil {
+				took = make(map[string]string, len(names))
+			}
+			took[name] = v
+			os.Unsetenv(name)
+		}
 	}
+	return took
 }
 
-// Restore gives TMUX back, for the processes agentd starts and for the
-// terminal UI, which asks tmux about colours when it draws. Call it once
-// the libraries have initialised: from an initialiser of a package that
-// imports them, or later.
+// Restore gives TERM and TMUX back, for the commands, the processes agentd
+// starts and the terminal UI, which detects the terminal's colours when it
+// draws. Call it once the libraries have initialised: from an initialiser
+// of a package that imports them, or later.
 func Restore() {
-	if hidden {
-		os.Setenv(tmuxVar, tmux)
-		hidden = false
+	for name, v := range hidden {
+		os.Setenv(name, v)
 	}
+	hidden = nil
 }

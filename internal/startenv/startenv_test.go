@@ -12,37 +12,39 @@ import (
 	"github.com/agentd-dev/agentd/internal/startenv"
 )
 
-// envShow makes the test binary print TMUX as its tests start and after
-// Restore, instead of testing.
+// envShow makes the test binary print TMUX and TERM as its tests start
+// and after Restore, instead of testing.
 const envShow = "STARTENV_TEST_SHOW"
 
 func TestMain(m *testing.M) {
 	if os.Getenv(envShow) == "1" {
-		before := os.Getenv("TMUX")
+		before := os.Getenv("TMUX") + "|" + os.Getenv("TERM")
 		startenv.Restore()
-		fmt.Printf("before %q after %q", before, os.Getenv("TMUX"))
+		fmt.Printf("before %q after %q", before, os.Getenv("TMUX")+"|"+os.Getenv("TERM"))
 		os.Exit(0)
 	}
 	goleak.VerifyTestMain(m)
 }
 
-// TMUX is hidden while packages initialise and given back by Restore,
-// as it was; a process without it gets none.
-func TestTmuxIsHiddenUntilRestored(t *testing.T) {
-	for _, tc := range []struct{ env, want string }{
-		{"TMUX=/run/tmux/default,1,0", `before "" after "/run/tmux/default,1,0"`},
-		{"", `before "" after ""`},
+// TMUX and TERM are hidden while packages initialise and given back by
+// Restore, as they were; a process without them gets none.
+func TestTmuxAndTermAreHiddenUntilRestored(t *testing.T) {
+	for _, tc := range []struct {
+		env  []string
+		want string
+	}{
+		{[]string{"TMUX=/run/tmux/default,1,0", "TERM=tmux-256color"}, `before "|" after "/run/tmux/default,1,0|tmux-256color"`},
+		{[]string{"TERM=xterm"}, `before "|" after "|xterm"`},
+		{nil, `before "|" after "|"`},
 	} {
 		cmd := exec.Command(os.Args[0])
 		for _, kv := range os.Environ() {
-			if !strings.HasPrefix(kv, "TMUX=") {
+			if !strings.HasPrefix(kv, "TMUX=") && !strings.HasPrefix(kv, "TERM=") {
 				cmd.Env = append(cmd.Env, kv)
 			}
 		}
 		cmd.Env = append(cmd.Env, envShow+"=1")
-		if tc.env != "" {
-			cmd.Env = append(cmd.Env, tc.env)
-		}
+		cmd.Env = append(cmd.Env, tc.env...)
 		out, err := cmd.Output()
 		if err != nil || string(out) != tc.want {
 			t.Errorf("with %q: %q, %v; want %q", tc.env, out, err, tc.want)
