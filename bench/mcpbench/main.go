@@ -13,9 +13,12 @@
 //     sandbox, and the turn waits until they are ready), beside the same
 //     with none, on a host already running. Goal: at most 2×.
 //
-// The MCP servers are this binary, serving go-sdk's server side on stdio;
-// everything else is agentd's own processes, run by this binary too, with
-// the offline model playing a script.
+// The MCP servers are ./bench/mcpbench/rawserver, built first, which
+// answers by hand and links the standard library alone (what agentd adds
+// is measured, not a server's own start), and this binary serving go-sdk's
+// server side on stdio for the informational rows; everything else is
+// agentd's own processes, run by this binary too, with the offline model
+// playing a script.
 //
 // Run it from the module root:
 //
@@ -24,7 +27,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"flag"
@@ -48,15 +50,18 @@ import (
 	"github.com/agentd-dev/agentd/protocol"
 )
 
-// envServer makes this binary an MCP server with an echo tool on stdio.
+// envServer makes this binary an MCP server with an echo tool on stdio,
+// on go-sdk's server side.
 const envServer = "AGENTD_BENCH_MCP_SERVER"
+
+// rawServer is the executable of ./bench/mcpbench/rawserver, built into
+// the run's directory.
+var rawServer string
 
 type row table.Row
 
 func main() {
 	switch os.Getenv(envServer) {
-	case "raw":
-		os.Exit(serveRaw())
 	case "sdk":
 		os.Exit(serve())
 	}
@@ -77,6 +82,10 @@ func main() {
 	}
 	var places []*place
 	harness.Run("mcpbench", func(ctx context.Context) error {
+		rawServer = filepath.Join(base, "rawserver")
+		if out, err := exec.CommandContext(ctx, "go", "build", "-o", rawServer, "./bench/mcpbench/rawserver").CombinedOutput(); err != nil {
+			return fmt.Errorf("building the server (run from the module root): %w: %s", err, out)
+		}
 		var rows []row
 		kept := func(p *place) { places = append(places, p) }
 		skipped := strings.Split(*skip, ",")
@@ -92,7 +101,7 @@ func main() {
 			if err != nil {
 				return fmt.Errorf("first turn: %w", err)
 			}
-			rows = append(rows, first)
+			rows = append(rows, first...)
 		}
 		table.Print(os.Stdout, rows, 2)
 		return nil
@@ -106,50 +115,6 @@ func main() {
 		}
 		os.RemoveAll(base)
 	})
-}
-
-// serveRaw is the least an MCP server on stdio does, by hand: initialize,
-// a tool list of echo, and echo's calls, one JSON object a line. It
-// measures what agentd adds to a call, not what a server library costs.
-func serveRaw() int {
-	in := bufio.NewReaderSize(os.Stdin, 64<<10)
-	out := bufio.NewWriter(os.Stdout)
-	enc := json.NewEncoder(out)
-	for {
-		line, err := in.ReadBytes('\n')
-		if err != nil {
-			return 0
-		}
-		var req struct {
-			ID     json.RawMessage `json:"id"`
-			Method string          `json:"method"`
-			Params struct {
-				ProtocolVersion string `json:"protocolVersion"`
-				Arguments       struct {
-					Text string `json:"text"`
-				} `json:"arguments"`
-			} `json:"params"`
-		}
-		if json.Unmarshal(line, &req) != nil || req.ID == nil {
-			continue
-		}
-		var result any
-		switch req.Method {
-		case "initialize":
-			result = map[string]any{"protocolVersion": req.Params.ProtocolVersion, "capabilities": map[string]any{"tools": map[string]any{}},
-				"serverInfo": map[string]any{"name": "mcpbench-raw", "version": "1"}}
-		case "tools/list":
-			result = map[string]any{"tools": []any{map[string]any{"name": "echo", "description": "Echoes text.",
-				"inputSchema": map[string]any{"type": "object", "properties": map[string]any{"text": map[string]any{"type": "string"}}},
-				"annotations": map[string]any{"readOnlyHint": true}}}}
-		case "tools/call":
-			result = map[string]any{"content": []any{map[string]any{"type": "text", "text": req.Params.Arguments.Text}}}
-		default:
-			result = map[string]any{}
-		}
-		enc.Encode(map[string]any{"jsonrpc": "2.0", "id": req.ID, "result": result})
-		out.Flush()
-	}
 }
 
 // serve is the MCP server on go-sdk's server side: echo, read-only.
@@ -271,6 +236,10 @@ func newPlace(base, name string, servers map[string]string, script string) (*pla
 	}
 	conf := map[string]map[string]any{}
 	for name, kind := range servers {
+		if kind == "raw" {
+			conf[name] = map[string]any{"command": rawServer}
+			continue
+		}
 		conf[name] = map[string]any{"command": self[0], "env": map[string]string{envServer: kind}}
 	}
 	b, err := json.Marshal(map[string]any{"mcpServers": conf})
@@ -318,43 +287,52 @@ func (p *place) firstTurn() (time.Duration, error) {
 
 // benchFirstTurn times first turns of new sessions with 3 MCP servers and
 // with none, alternating, each place's host started once before.
-func benchFirstTurn(_ context.Context, base string, runs int, keep func(*place)) (row, error) {
+func benchFirstTurn(_ context.Context, base string, runs int, keep func(*place)) ([]row, error) {
 	// Each turn: one model call answering at once.
 	script := `{"replies":[` + strings.TrimSuffix(strings.Repeat(`{"steps":[{"text":"hi"}]},`, runs+1), ",") + `]}`
 	with, err := newPlace(base, "with", map[string]string{"s1": "raw", "s2": "raw", "s3": "raw"}, script)
 	if err != nil {
-		return row{}, err
+		return nil, err
 	}
 	keep(with)
+	withSDK, err := newPlace(base, "with-sdk", map[string]string{"s1": "sdk", "s2": "sdk", "s3": "sdk"}, script)
+	if err != nil {
+		return nil, err
+	}
+	keep(withSDK)
 	without, err := newPlace(base, "without", nil, script)
 	if err != nil {
-		return row{}, err
+		return nil, err
 	}
 	keep(without)
-	for _, p := range []*place{with, without} {
+	for _, p := range []*place{with, withSDK, without} {
 		if out, err := p.command("status").CombinedOutput(); err != nil { // starts the host
-			return row{}, fmt.Errorf("starting a host: %w: %s", err, out)
+			return nil, fmt.Errorf("starting a host: %w: %s", err, out)
 		}
 		if _, err := p.firstTurn(); err != nil { // warms the page cache
-			return row{}, err
+			return nil, err
 		}
 	}
-	var withTimes, withoutTimes []time.Duration
+	var withTimes, sdkTimes, withoutTimes []time.Duration
 	for range runs {
-		d, err := with.firstTurn()
-		if err != nil {
-			return row{}, fmt.Errorf("with servers: %w", err)
+		for _, side := range []struct {
+			p     *place
+			times *[]time.Duration
+		}{{with, &withTimes}, {withSDK, &sdkTimes}, {without, &withoutTimes}} {
+			d, err := side.p.firstTurn()
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", filepath.Base(filepath.Dir(side.p.home)), err)
+			}
+			*side.times = append(*side.times, d)
 		}
-		withTimes = append(withTimes, d)
-		d, err = without.firstTurn()
-		if err != nil {
-			return row{}, fmt.Errorf("without: %w", err)
-		}
-		withoutTimes = append(withoutTimes, d)
 	}
-	w, n := median(withTimes), median(withoutTimes)
-	ratio := table.Ratio(w, n)
-	return row{"first turn of a new session with 3 stdio MCP servers (median)", w.Round(time.Millisecond).String(), "none: " + n.Round(time.Millisecond).String(), ratio, "≤ 2×", table.Verdict(ratio <= 2)}, nil
+	w, g, n := median(withTimes), median(sdkTimes), median(withoutTimes)
+	ratio, rg := table.Ratio(w, n), table.Ratio(g, n)
+	none := "none: " + n.Round(time.Millisecond).String()
+	return []row{
+		{"first turn of a new session with 3 stdio MCP servers (median)", w.Round(time.Millisecond).String(), none, ratio, "≤ 2×", table.Verdict(ratio <= 2)},
+		{"the same, the servers on go-sdk's server side (this 27 MB binary)", g.Round(time.Millisecond).String(), none, rg, "-", "-"},
+	}, nil
 }
 
 func median(ds []time.Duration) time.Duration {
