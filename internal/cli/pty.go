@@ -440,6 +440,12 @@ func viewPTY(ctx context.Context, c *client.Conn, v ptyView, r protocol.Resource
 	}
 	o.wg.Wait()
 	a := &attachment{c: c, res: r, mayTake: v.mode == attachControl, stream: o.stream, out: v.out, wake: make(chan struct{}, 1)}
+	// The host's stream is read until a stream of the PTY's worker takes
+	// its place (goDirect).
+	var hostDone context.CancelFunc
+	a.hostCtx, hostDone = context.WithCancel(ctx)
+	defer hostDone()
+	a.hostDone = hostDone
 	defer func() {
 		acquiring.Wait()
 		if ctl := a.controller(); ctl != nil {
@@ -487,6 +493,7 @@ func viewPTY(ctx context.Context, c *client.Conn, v ptyView, r protocol.Resource
 	switch {
 	case ctl != nil:
 		a.watch.controlled()
+		wg.Go(func() { a.goDirect(ctx, ctl) })
 	case ctlErr != nil && !errors.Is(ctlErr, client.ErrOperationConflict):
 		end = ctlErr
 	default: // control refused, or not asked for: watched read-only
@@ -526,6 +533,11 @@ func viewPTY(ctx context.Context, c *client.Conn, v ptyView, r protocol.Resource
 	}
 	cancel()
 	wg.Wait() // the keys typed with ctrl+\ before it are sent
+	a.mu.Lock()
+	if a.direct != nil {
+		a.direct.Close()
+	}
+	a.mu.Unlock()
 	// The modes the PTY's program turned on (mouse reporting, bracketed
 	// paste, a hidden cursor) are the PTY's, not the terminal's after it.
 	if v.inline {
@@ -601,8 +613,12 @@ type attachment struct {
 	c       *client.Conn      // constant
 	res     protocol.Resource // constant
 	mayTake bool              // constant: control may be taken
-	stream  *client.PTYStream // constant
+	stream  *client.PTYStream // constant: the host's stream the view opened with
 	out     io.Writer         // constant
+	// hostCtx is what the host's stream is read under; hostDone ends it
+	// once a stream of the PTY's worker is there to read instead.
+	hostCtx  context.Context
+	hostDone context.CancelFunc
 	// watch is where the terminal is written: the PTY's output passes
 	// through it, and once control is refused, or not asked for, it draws
 	// the read-only view. Constant after setup.
@@ -614,15 +630,53 @@ type attachment struct {
 	cols, rows int                // guarded by mu: a size not sent yet, or 0
 	sending    bool               // guarded by mu: a goroutine is making control calls
 	lost       bool               // guarded by mu: a call conflicted; no more are made
+	direct     *client.PTYStream  // guarded by mu: the PTY's stream on its worker, once opened
 	wake       chan struct{}      // a size waits for send
 }
 
 // show writes the PTY's screen and output to the terminal, through its
 // watch, until the PTY exits. The first screen is written as soon as it
 // comes, whether or not control is taken yet.
+//
+// Once control is taken, the PTY is read on its worker instead (goDirect),
+// its screen first; when that stream ends (the control ended, or this
+// reader fell behind), a stream of the host takes its place again, its
+// screen first too.
 func (a *attachment) show(ctx context.Context) error {
+	stream, readCtx := a.stream, a.hostCtx
+	var opened *client.PTYStream // a host stream show opened, closed as it returns
+	defer func() {
+		if opened != nil {
+			opened.Close()
+		}
+	}()
 	for {
-		ev, err := a.stream.Next(ctx)
+		ev, err := stream.Next(readCtx)
+		if err != nil && ctx.Err() == nil {
+			a.mu.Lock()
+			direct := a.direct
+			a.mu.Unlock()
+			switch {
+			case direct != nil && stream != direct:
+				stream, readCtx = direct, ctx
+				continue
+			case direct != nil:
+				// The worker's stream ended: on through the host.
+				fresh, werr := a.c.WatchPTY(ctx, a.res.SessionID, a.res.Ref)
+				if werr != nil {
+					return werr
+				}
+				a.mu.Lock()
+				a.direct = nil
+				a.mu.Unlock()
+				direct.Close()
+				if opened != nil {
+					opened.Close()
+				}
+				opened, stream = fresh, fresh
+				continue
+			}
+		}
 		if err != nil {
 			return err
 		}
@@ -641,6 +695,27 @@ func (a *attachment) show(ctx context.Context) error {
 			return err
 		}
 	}
+}
+
+// goDirect moves the controller's calls and the PTY's output to a
+// connection to the PTY's worker, taking the host out of the way of a
+// key's echo. Where the host gives no way there, they stay with the host.
+func (a *attachment) goDirect(ctx context.Context, ctl *client.Controller) {
+	dctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	ds, err := ctl.Direct(dctx)
+	if err != nil {
+		return
+	}
+	a.mu.Lock()
+	if ctx.Err() != nil {
+		a.mu.Unlock()
+		ds.Close()
+		return
+	}
+	a.direct = ds
+	a.mu.Unlock()
+	a.hostDone()
 }
 
 // readKeys reads the terminal's keys until Ctrl-\, passing them on to be
