@@ -236,9 +236,35 @@ func (s *PTYStream) reopen(ctx context.Context) error {
 	return nil
 }
 
+// Pause stops the PTY's output on the stream while its reader reads the
+// PTY elsewhere (Controller.Direct): the subscription stays, and with it
+// the PTY's state changes and the stream's end, for when Resume chooses
+// the PTY again. Experimental.
+func (s *PTYStream) Pause(ctx context.Context) error {
+	return s.choose(ctx, nil)
+}
+
+// Resume chooses the PTY again on a stream Pause paused: its next output
+// is the PTY's screen as it is now, then what it prints. Experimental.
+func (s *PTYStream) Resume(ctx context.Context) error {
+	return s.choose(ctx, []string{s.ref})
+}
+
+func (s *PTYStream) choose(ctx context.Context, refs []string) error {
+	s.mu.Lock()
+	id := s.subscription
+	s.mu.Unlock()
+	_, err := Call(ctx, s.c, protocol.OpSubscriptionPtyInterestSet, protocol.PtyInterestInput{SubscriptionID: id, Refs: refs, Redraw: refs})
+	return err
+}
+
 // Close stops the stream and closes its subscription on the host.
 func (s *PTYStream) Close() {
 	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
 	s.closed = true
 	w, id := s.w, s.subscription
 	s.mu.Unlock()

@@ -644,12 +644,6 @@ type attachment struct {
 // screen first too.
 func (a *attachment) show(ctx context.Context) error {
 	stream, readCtx := a.stream, a.hostCtx
-	var opened *client.PTYStream // a host stream show opened, closed as it returns
-	defer func() {
-		if opened != nil {
-			opened.Close()
-		}
-	}()
 	for {
 		ev, err := stream.Next(readCtx)
 		if err != nil && ctx.Err() == nil {
@@ -658,22 +652,24 @@ func (a *attachment) show(ctx context.Context) error {
 			a.mu.Unlock()
 			switch {
 			case direct != nil && stream != direct:
+				// The host's stream stays, for the PTY's state and the
+				// stream's end (a host replaced says so there), without
+				// the output the worker's carries.
+				if err := stream.Pause(ctx); err != nil {
+					return err
+				}
 				stream, readCtx = direct, ctx
 				continue
 			case direct != nil:
-				// The worker's stream ended: on through the host.
-				fresh, werr := a.c.WatchPTY(ctx, a.res.SessionID, a.res.Ref)
-				if werr != nil {
-					return werr
-				}
+				// The worker's stream ended: on through the host, from
+				// the PTY's screen. A host going away says why on its
+				// stream.
 				a.mu.Lock()
 				a.direct = nil
 				a.mu.Unlock()
 				direct.Close()
-				if opened != nil {
-					opened.Close()
-				}
-				opened, stream = fresh, fresh
+				a.stream.Resume(ctx)
+				stream, readCtx = a.stream, ctx
 				continue
 			}
 		}
