@@ -439,7 +439,7 @@ func viewPTY(ctx context.Context, c *client.Conn, v ptyView, r protocol.Resource
 		acquiring.Go(func() { ctl, ctlErr = c.AcquirePTY(setup, r.SessionID, r.Ref) })
 	}
 	o.wg.Wait()
-	a := &attachment{c: c, res: r, mayTake: v.mode == attachControl, stream: o.stream, out: v.out, wake: make(chan struct{}, 1)}
+	a := &attachment{c: c, res: r, mayTake: v.mode == attachControl, stream: o.stream, out: v.out, wake: make(chan struct{}, 1), typing: make(chan struct{})}
 	// The host's stream is read until a stream of the PTY's worker takes
 	// its place (goDirect).
 	var hostDone context.CancelFunc
@@ -631,6 +631,8 @@ type attachment struct {
 	sending    bool               // guarded by mu: a goroutine is making control calls
 	lost       bool               // guarded by mu: a call conflicted; no more are made
 	direct     *client.PTYStream  // guarded by mu: the PTY's stream on its worker, once opened
+	typing     chan struct{}      // closed at the first keys sent
+	typingOnce sync.Once          // closes typing
 	wake       chan struct{}      // a size waits for send
 }
 
@@ -696,7 +698,16 @@ func (a *attachment) show(ctx context.Context) error {
 // goDirect moves the controller's calls and the PTY's output to a
 // connection to the PTY's worker, taking the host out of the way of a
 // key's echo. Where the host gives no way there, they stay with the host.
+//
+// It waits for the first keys typed: a view that only shows the PTY needs
+// no connection of its own, and its first screen shares the machine with
+// nothing more.
 func (a *attachment) goDirect(ctx context.Context, ctl *client.Controller) {
+	select {
+	case <-a.typing:
+	case <-ctx.Done():
+		return
+	}
 	dctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
 	ds, err := ctl.Direct(dctx)
@@ -753,6 +764,7 @@ func (a *attachment) readKeys(ctx context.Context, in *os.File) error {
 			a.mu.Lock()
 			a.typed = append(a.typed, keys...)
 			a.mu.Unlock()
+			a.typingOnce.Do(func() { close(a.typing) })
 			if err := a.sendPending(ctx); err != nil {
 				return err
 			}
