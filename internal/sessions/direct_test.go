@@ -411,26 +411,42 @@ func TestTheWorkersConnectionEndsWithTheControl(t *testing.T) {
 		})
 	}
 
-	// Archived: the session's worker stops, and its connections with it.
-	t.Run("the session archived", func(t *testing.T) {
-		_, a, work := newHost(t, time.Hour)
-		s, pty := sessionWithPTY(t, a, work, "stty -echo; echo ready; cat")
-		_, w, _ := direct(t, a, s.SessionID, pty.Ref)
-		w.until("ready")
-		if _, err := client.Call(agentdtest.Context(t), a, protocol.OpSessionArchive, protocol.SessionRef{SessionID: s.SessionID}); err != nil {
-			t.Fatal(err)
-		}
-		w.nc.SetReadDeadline(time.Now().Add(agentdtest.Timeout))
-		for {
-			if _, err := w.r.ReadString('\n'); err != nil {
-				var ne net.Error
-				if errors.As(err, &ne) && ne.Timeout() {
-					t.Fatal("the worker's connection is still open after the archive returned")
-				}
-				break
+	// Archived, or its host shut down: the session's worker stops, and
+	// its connections with it.
+	stops := []struct {
+		name string
+		stop func(t *testing.T, h *agentdtest.Host, c *client.Conn, id string)
+	}{
+		{"the session archived", func(t *testing.T, _ *agentdtest.Host, c *client.Conn, id string) {
+			if _, err := client.Call(agentdtest.Context(t), c, protocol.OpSessionArchive, protocol.SessionRef{SessionID: id}); err != nil {
+				t.Fatal(err)
 			}
-		}
-	})
+		}},
+		{"the host shut down", func(t *testing.T, h *agentdtest.Host, _ *client.Conn, _ string) {
+			if err := h.Shutdown(agentdtest.Context(t)); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	}
+	for _, tt := range stops {
+		t.Run(tt.name, func(t *testing.T) {
+			h, a, work := newHost(t, time.Hour)
+			s, pty := sessionWithPTY(t, a, work, "stty -echo; echo ready; cat")
+			_, w, _ := direct(t, a, s.SessionID, pty.Ref)
+			w.until("ready")
+			tt.stop(t, h, a, s.SessionID)
+			w.nc.SetReadDeadline(time.Now().Add(agentdtest.Timeout))
+			for {
+				if _, err := w.r.ReadString('\n'); err != nil {
+					var ne net.Error
+					if errors.As(err, &ne) && ne.Timeout() {
+						t.Fatalf("the worker's connection is still open after %s", tt.name)
+					}
+					break
+				}
+			}
+		})
+	}
 }
 
 // A client that reads the worker's connection slower than its PTY
