@@ -84,7 +84,7 @@ func (s *session) giveTicket(_ context.Context, call *server.Call, in *protocol.
 		expires: now.Add(ticketLifetime),
 	}
 	s.direct.mu.Unlock()
-	return protocol.ControllerDirectResult{Endpoint: s.socketPath, CompositionID: link.CompositionWorker, Ticket: ticket}, nil
+	return protocol.ControllerDirectResult{Endpoint: s.endpoint, CompositionID: link.CompositionWorker, Ticket: ticket}, nil
 }
 
 // openDirect answers runtime.resource.direct.open: it binds the calling

@@ -54,30 +54,30 @@ type interaction struct {
 // everything mutable; every change is emitted to subscribers under it, so
 // they see changes in the order they happened.
 type session struct {
-	id         string            // constant
-	epoch      string            // constant: the worker's epoch
-	log        *transcript.Log   // constant; safe for concurrent use
-	providers  ProviderResolver  // constant
-	tools      []tools.Tool      // constant
-	toolEnv    func() []string   // constant; nil: the worker's environment
-	sandbox    *sandbox.Policy   // constant; nil: commands run unsandboxed
-	system     string            // constant
-	logger     *slog.Logger      // constant
-	todo       *tools.Todo       // constant; safe for concurrent use
-	res        *resource.Manager // constant: the session's shell runs and PTYs; never called with mu held
-	mcp        *mcp.Servers      // constant: the session's MCP servers; never called with mu held
-	closeNets  func()            // constant: releases the MCP servers' sandbox with the network on
-	freeing    atomic.Bool       // memory of slept screens is about to go back to the system
-	runs       sync.WaitGroup    // turn goroutines
-	pumps      sync.WaitGroup    // subscription deliveries waiting for their batch
-	fanout     fanout.Counters   // what the subscriptions' queues merged, skipped and evicted
-	base       context.Context   // cancelled when the worker stops
-	checkIdle  func()            // constant once serving: the host's CheckIdle
-	homeDir    string            // constant: the home the worker registers in
-	plugins    *packages         // constant: the session's plugin packages; safe for concurrent use
-	socketPath string            // constant: where the worker listens
-	direct     directs           // tickets to the worker's PTYs, and the connections they bound
-	header     protocol.Session  // guarded by mu: with the session's model, thinking and approval policy
+	id        string            // constant
+	epoch     string            // constant: the worker's epoch
+	log       *transcript.Log   // constant; safe for concurrent use
+	providers ProviderResolver  // constant
+	tools     []tools.Tool      // constant
+	toolEnv   func() []string   // constant; nil: the worker's environment
+	sandbox   *sandbox.Policy   // constant; nil: commands run unsandboxed
+	system    string            // constant
+	logger    *slog.Logger      // constant
+	todo      *tools.Todo       // constant; safe for concurrent use
+	res       *resource.Manager // constant: the session's shell runs and PTYs; never called with mu held
+	mcp       *mcp.Servers      // constant: the session's MCP servers; never called with mu held
+	closeNets func()            // constant: releases the MCP servers' sandbox with the network on
+	freeing   atomic.Bool       // memory of slept screens is about to go back to the system
+	runs      sync.WaitGroup    // turn goroutines
+	pumps     sync.WaitGroup    // subscription deliveries waiting for their batch
+	fanout    fanout.Counters   // what the subscriptions' queues merged, skipped and evicted
+	base      context.Context   // cancelled when the worker stops
+	checkIdle func()            // constant once serving: the host's CheckIdle
+	homeDir   string            // constant: the home the worker registers in
+	plugins   *packages         // constant: the session's plugin packages; safe for concurrent use
+	endpoint  string            // constant: where the worker listens
+	direct    directs           // tickets to the worker's PTYs, and the connections they bound
+	header    protocol.Session  // guarded by mu: with the session's model, thinking and approval policy
 
 	mu       sync.Mutex
 	history  []llm.Message                  // guarded by mu
