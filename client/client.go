@@ -218,6 +218,11 @@ const dialTimeout = 10 * time.Second
 // full) is tried again until ctx ends; without a deadline on ctx, Dial
 // gives up after 10s.
 func Dial(ctx context.Context, endpoint string, opts Options) (*Conn, error) {
+	return dial(ctx, endpoint, opts, protocol.CompositionInteractive)
+}
+
+// dial is Dial naming composition in the hello.
+func dial(ctx context.Context, endpoint string, opts Options, composition string) (*Conn, error) {
 	if opts.ClientInstanceID == "" {
 		opts.ClientInstanceID = randomID()
 	}
@@ -243,7 +248,7 @@ func Dial(ctx context.Context, endpoint string, opts Options) (*Conn, error) {
 		Kind: protocol.KindHello, ClientInstanceID: opts.ClientInstanceID,
 		ProtocolMin: protocol.ProtocolVersion, ProtocolMax: protocol.ProtocolVersion,
 		CompatibilityEpoch: protocol.CompatibilityEpoch,
-		CompositionID:      protocol.CompositionInteractive, Surface: opts.Surface,
+		CompositionID:      composition, Surface: opts.Surface,
 	})
 	r := protocol.NewLineReader(nc)
 	// A host that refuses the connection answers before reading the hello

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -59,6 +60,11 @@ type PTYStream struct {
 	exit     *protocol.Resource
 	awaiting bool
 	told     bool
+
+	// direct is set for a stream of the PTY's worker (Controller.Direct),
+	// which never reopens: c is then the connection to the worker, and
+	// the stream's end is its client's cue to go on through the host.
+	direct bool
 
 	mu           sync.Mutex
 	w            *Watcher // guarded by mu: the frames of subscription
@@ -142,7 +148,7 @@ func (s *PTYStream) Next(ctx context.Context) (PTYEvent, error) {
 		w := s.w
 		s.mu.Unlock()
 		f, err := w.Next(ctx)
-		if errors.Is(err, ErrWatcherSlow) {
+		if errors.Is(err, ErrWatcherSlow) && !s.direct {
 			if err := s.reopen(ctx); err != nil {
 				return PTYEvent{}, err
 			}
@@ -184,7 +190,7 @@ func (s *PTYStream) Next(ctx context.Context) (PTYEvent, error) {
 		case protocol.KindSubscriptionClosed:
 			var cl protocol.SubscriptionClosedFrame
 			f.Decode(&cl)
-			if cl.Reason == protocol.ClosedSlowConsumer {
+			if cl.Reason == protocol.ClosedSlowConsumer && !s.direct {
 				if err := s.reopen(ctx); err != nil {
 					return PTYEvent{}, err
 				}
@@ -230,13 +236,43 @@ func (s *PTYStream) reopen(ctx context.Context) error {
 	return nil
 }
 
+// Pause stops the PTY's output on the stream while its reader reads the
+// PTY elsewhere (Controller.Direct): the subscription stays, and with it
+// the PTY's state changes and the stream's end, for when Resume chooses
+// the PTY again. Experimental.
+func (s *PTYStream) Pause(ctx context.Context) error {
+	return s.choose(ctx, nil)
+}
+
+// Resume chooses the PTY again on a stream Pause paused: its next output
+// is the PTY's screen as it is now, then what it prints. Experimental.
+func (s *PTYStream) Resume(ctx context.Context) error {
+	return s.choose(ctx, []string{s.ref})
+}
+
+func (s *PTYStream) choose(ctx context.Context, refs []string) error {
+	s.mu.Lock()
+	id := s.subscription
+	s.mu.Unlock()
+	_, err := Call(ctx, s.c, protocol.OpSubscriptionPtyInterestSet, protocol.PtyInterestInput{SubscriptionID: id, Refs: refs, Redraw: refs})
+	return err
+}
+
 // Close stops the stream and closes its subscription on the host.
 func (s *PTYStream) Close() {
 	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
 	s.closed = true
 	w, id := s.w, s.subscription
 	s.mu.Unlock()
 	w.Close()
+	if s.direct {
+		s.c.Close()
+		return
+	}
 	if s.c.Err() == nil {
 		s.c.closeSubscription(id)
 	}
@@ -253,6 +289,9 @@ type Controller struct {
 
 	mu   sync.Mutex // held across a call, so sequences go in order
 	next uint64     // guarded by mu
+	// direct, when set, is the connection to the PTY's worker the calls
+	// go through (Direct). Guarded by mu.
+	direct *Conn
 }
 
 // AcquirePTY takes control of PTY ref of session sessionID. While another
@@ -272,6 +311,17 @@ func (ctl *Controller) Control(ctx context.Context, data []byte, cols, rows int)
 	ctl.mu.Lock()
 	defer ctl.mu.Unlock()
 	in := protocol.ControlInput{SessionID: ctl.session, Ref: ctl.ref, ControllerID: ctl.Acquired.ControllerID, Sequence: ctl.next, Data: string(data), Cols: cols, Rows: rows}
+	if ctl.direct != nil {
+		if _, err := Call(ctx, ctl.direct, protocol.OpRuntimeResourceControllerControl, in); err == nil {
+			ctl.next++
+			return nil
+		}
+		// The worker's connection ended, or no longer carries the
+		// controller: the call goes through the host, with its sequence,
+		// which is answered again if the worker applied it.
+		ctl.direct.Close()
+		ctl.direct = nil
+	}
 	if _, err := Call(ctx, ctl.c, protocol.OpRuntimeResourceControllerControl, in); err != nil {
 		return err
 	}
@@ -279,8 +329,69 @@ func (ctl *Controller) Control(ctx context.Context, data []byte, cols, rows int)
 	return nil
 }
 
-// Release gives control of the PTY up.
+// Release gives control of the PTY up, and closes the connection to its
+// worker Direct opened.
 func (ctl *Controller) Release(ctx context.Context) error {
 	_, err := Call(ctx, ctl.c, protocol.OpRuntimeResourceControllerRelease, protocol.ControllerRef{SessionID: ctl.session, Ref: ctl.ref, ControllerID: ctl.Acquired.ControllerID})
+	ctl.mu.Lock()
+	if ctl.direct != nil {
+		ctl.direct.Close()
+		ctl.direct = nil
+	}
+	ctl.mu.Unlock()
 	return err
+}
+
+// Direct moves the controller's calls, and the PTY's output, to a
+// connection of their own to the PTY's worker, without the host between,
+// and returns the PTY's stream there: the screen first, then the PTY's
+// output and state, as WatchPTY's. The host gives the way there only to
+// the owner's connections of its socket (ErrUnauthorized otherwise).
+//
+// The calls keep their sequences: one that fails there goes through the
+// host instead, from then on. The stream ends, a *ClosedError with
+// protocol.ClosedAccessRevoked, once the control ends however it ends
+// (the PTY's end reported first), or when its reader falls behind
+// (protocol.ClosedSlowConsumer); it never reopens, and its reader goes on
+// with a stream of the host (WatchPTY) in its place. Experimental.
+func (ctl *Controller) Direct(ctx context.Context) (*PTYStream, error) {
+	t, err := Call(ctx, ctl.c, protocol.OpRuntimeResourceControllerDirect, protocol.ControllerRef{SessionID: ctl.session, Ref: ctl.ref, ControllerID: ctl.Acquired.ControllerID})
+	if err != nil {
+		return nil, err
+	}
+	dc, err := dial(ctx, t.Endpoint, Options{}, t.CompositionID)
+	if err != nil {
+		return nil, err
+	}
+	w := &Watcher{c: dc, frames: make(chan Frame, watcherBuffer), gone: make(chan struct{})}
+	open, err := call(ctx, dc, protocol.OpRuntimeResourceDirectOpen, protocol.DirectOpenInput{Ticket: t.Ticket}, func(resp protocol.Response) {
+		var r struct {
+			SubscriptionID string `json:"subscriptionId"`
+		}
+		if !resp.OK || json.Unmarshal(resp.Result, &r) != nil || r.SubscriptionID == "" {
+			return
+		}
+		// Bound as the response is read, before the frames that follow it.
+		dc.mu.Lock()
+		defer dc.mu.Unlock()
+		w.id = r.SubscriptionID
+		if dc.err == nil {
+			dc.watchers[w.id] = w
+		}
+	})
+	if err == nil && (w.id == "" || w.id != open.SubscriptionID) {
+		err = cmp.Or(dc.Err(), ErrClosed)
+	}
+	if err != nil {
+		dc.Close()
+		return nil, err
+	}
+	ctl.mu.Lock()
+	old := ctl.direct
+	ctl.direct = dc
+	ctl.mu.Unlock()
+	if old != nil {
+		old.Close()
+	}
+	return &PTYStream{c: dc, w: w, subscription: open.SubscriptionID, session: ctl.session, ref: ctl.ref, direct: true}, nil
 }

@@ -129,6 +129,8 @@ const (
 	OpRuntimeResourceControllerAcquire Op[ResourceRef, ControllerAcquireResult]    = "runtime.resource.controller.acquire"
 	OpRuntimeResourceControllerControl Op[ControlInput, ControlResult]             = "runtime.resource.controller.control"
 	OpRuntimeResourceControllerRelease Op[ControllerRef, ResourceRef]              = "runtime.resource.controller.release"
+	OpRuntimeResourceControllerDirect  Op[ControllerRef, ControllerDirectResult]   = "runtime.resource.controller.direct"
+	OpRuntimeResourceDirectOpen        Op[DirectOpenInput, DirectOpenResult]       = "runtime.resource.direct.open"
 )
 
 func op[In, Out any](name Op[In, Out], mode Mode, access Access, doc string) Operation {
@@ -208,6 +210,8 @@ var operations = sync.OnceValue(func() []Operation {
 		op(OpRuntimeResourceControllerAcquire, Command, AccessControl, "Takes control of a PTY."),
 		op(OpRuntimeResourceControllerControl, Command, AccessControl, "Writes input to or resizes a controlled PTY, in sequence."),
 		op(OpRuntimeResourceControllerRelease, Command, AccessControl, "Releases control of a PTY."),
+		op(OpRuntimeResourceControllerDirect, Command, AccessControl, "Hands a PTY's controller a ticket to its worker, to type and read there without the host between (the owner's socket only)."),
+		op(OpRuntimeResourceDirectOpen, Command, AccessControl, "On a PTY's worker: binds the connection to the controller a ticket names, and streams the PTY."),
 	}
 })
 

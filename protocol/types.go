@@ -940,3 +940,32 @@ func (in *ControlInput) Validate() error {
 type ControlResult struct {
 	Sequence uint64 `json:"sequence"`
 }
+
+// ControllerDirectResult is the result of
+// runtime.resource.controller.direct: where the PTY's worker listens, the
+// composition its hello names, and the ticket that binds one connection
+// there to the controller.
+type ControllerDirectResult struct {
+	Endpoint      string `json:"endpoint"`
+	CompositionID string `json:"compositionId"`
+	Ticket        string `json:"ticket"`
+}
+
+// DirectOpenInput is the input of runtime.resource.direct.open, the
+// first request of a connection to a PTY's worker.
+type DirectOpenInput struct {
+	Ticket string `json:"ticket"`
+}
+
+// Validate checks the input.
+func (in *DirectOpenInput) Validate() error { return requireString("input.ticket", in.Ticket) }
+
+// DirectOpenResult is the result of runtime.resource.direct.open: the
+// controller the connection now carries the calls of, and the
+// subscription its PTY's output comes on, the screen first.
+type DirectOpenResult struct {
+	SessionID      string `json:"sessionId"`
+	Ref            string `json:"ref"`
+	ControllerID   string `json:"controllerId"`
+	SubscriptionID string `json:"subscriptionId"`
+}

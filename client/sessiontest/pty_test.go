@@ -1,6 +1,7 @@
 package sessiontest_test
 
 import (
+	"errors"
 	"strconv"
 	"strings"
 	"testing"
@@ -115,4 +116,74 @@ func TestAPTYStreamReadLateIsWholeOrGoesOnFromAScreenAndTellsTheExit(t *testing.
 		at += j + len(run)
 	}
 	t.Logf("%d outputs; the stream went on from a screen %d times", outputs, screens)
+}
+
+// A controller moved to its PTY's worker (Controller.Direct) reads the PTY
+// there, its screen first, and types there with the sequences it had;
+// once its control ends the stream ends as revoked, and the controller's
+// calls go through the host again, where they answer as a released
+// controller's do.
+func TestAControllerOnItsPTYsWorkerTypesAndReadsUntilItsControlEnds(t *testing.T) {
+	p := newSessionPlace(t)
+	c := p.conn()
+	id := p.newSession(c)
+	ctx := agentdtest.Context(t)
+	pty, err := client.Call(ctx, c, protocol.OpRuntimeResourceStart, protocol.ResourceStartInput{
+		SessionID: id, LaunchID: "cat", Command: "stty -echo; echo ready; cat", PTY: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctl, err := c.AcquirePTY(ctx, id, pty.Ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ctl.Control(ctx, []byte("through the host\n"), 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	s, err := ctl.Direct(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var shown strings.Builder
+	until := func(want string) {
+		t.Helper()
+		for !strings.Contains(shown.String(), want) {
+			ev, err := s.Next(ctx)
+			if err != nil {
+				t.Fatalf("waiting for %q on the worker's stream: %v", want, err)
+			}
+			if shown.Len() == 0 && len(ev.Data) > 0 && !ev.Screen {
+				t.Fatalf("the worker's stream began with %q, not the screen", ev.Data)
+			}
+			shown.Write(ev.Data)
+		}
+	}
+	until("through the host")
+	if err := ctl.Control(ctx, []byte("on the worker\n"), 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	until("on the worker")
+
+	// The control ends as its host connection closes, and the worker's
+	// stream with it.
+	c.Close()
+	for {
+		_, err := s.Next(ctx)
+		var closed *client.ClosedError
+		if errors.As(err, &closed) && closed.Reason == protocol.ClosedAccessRevoked {
+			break
+		}
+		if err != nil {
+			t.Fatalf("the worker's stream ended with %v, want %s", err, protocol.ClosedAccessRevoked)
+		}
+	}
+	if err := ctl.Control(ctx, []byte("after\n"), 0, 0); err == nil {
+		t.Fatal("a controller whose control ended typed into the PTY")
+	}
+	other := p.conn()
+	if _, err := other.AcquirePTY(ctx, id, pty.Ref); err != nil {
+		t.Fatalf("the PTY's control did not end with its connection: %v", err)
+	}
 }

@@ -24,7 +24,9 @@ import (
 // 5.2×, and put host.status p50 at 1.24× the JSON echo server against
 // 1.30×; the PTY relay was within the noise (1.44× tmux against 1.78×).
 // Client commands keep the default: agentd attach builds a table on a
-// goroutine of its own beside its screen's (tui.Run).
+// goroutine of its own beside its screen's (tui.Run). agentd shell and
+// agentd pty take one processor too once their view is set up (viewPTY):
+// a key and its echo are hand-overs as well.
 func oneProcessor() {
 	if os.Getenv("GOMAXPROCS") == "" {
 		runtime.GOMAXPROCS(1)

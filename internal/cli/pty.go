@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -439,7 +440,13 @@ func viewPTY(ctx context.Context, c *client.Conn, v ptyView, r protocol.Resource
 		acquiring.Go(func() { ctl, ctlErr = c.AcquirePTY(setup, r.SessionID, r.Ref) })
 	}
 	o.wg.Wait()
-	a := &attachment{c: c, res: r, mayTake: v.mode == attachControl, stream: o.stream, out: v.out, wake: make(chan struct{}, 1)}
+	a := &attachment{c: c, res: r, mayTake: v.mode == attachControl, stream: o.stream, out: v.out, wake: make(chan struct{}, 1), typing: make(chan struct{})}
+	// The host's stream is read until a stream of the PTY's worker takes
+	// its place (goDirect).
+	var hostDone context.CancelFunc
+	a.hostCtx, hostDone = context.WithCancel(ctx)
+	defer hostDone()
+	a.hostDone = hostDone
 	defer func() {
 		acquiring.Wait()
 		if ctl := a.controller(); ctl != nil {
@@ -487,6 +494,7 @@ func viewPTY(ctx context.Context, c *client.Conn, v ptyView, r protocol.Resource
 	switch {
 	case ctl != nil:
 		a.watch.controlled()
+		wg.Go(func() { a.goDirect(ctx, ctl) })
 	case ctlErr != nil && !errors.Is(ctlErr, client.ErrOperationConflict):
 		end = ctlErr
 	default: // control refused, or not asked for: watched read-only
@@ -503,6 +511,16 @@ func viewPTY(ctx context.Context, c *client.Conn, v ptyView, r protocol.Resource
 	}
 	if end == nil {
 		setupDone()
+		if v.inline {
+			// From here on, agentd shell and agentd pty hand each key and
+			// each piece of the PTY's output from goroutine to goroutine
+			// (keyInput's reader, the connection's, the view's): on one
+			// processor the goroutine readied runs on the thread that
+			// readied it, where two wake a thread for each hand-over. The
+			// echo bench measured half the context switches and 40% less
+			// CPU in the client (docs/bench-resources.md).
+			oneProcessor()
+		}
 		a.resize(windowSize(v.in))
 		wg.Go(func() { ended <- a.readKeys(ctx, v.in) })
 		if a.mayTake {
@@ -526,6 +544,11 @@ func viewPTY(ctx context.Context, c *client.Conn, v ptyView, r protocol.Resource
 	}
 	cancel()
 	wg.Wait() // the keys typed with ctrl+\ before it are sent
+	a.mu.Lock()
+	if a.direct != nil {
+		a.direct.Close()
+	}
+	a.mu.Unlock()
 	// The modes the PTY's program turned on (mouse reporting, bracketed
 	// paste, a hidden cursor) are the PTY's, not the terminal's after it.
 	if v.inline {
@@ -601,8 +624,12 @@ type attachment struct {
 	c       *client.Conn      // constant
 	res     protocol.Resource // constant
 	mayTake bool              // constant: control may be taken
-	stream  *client.PTYStream // constant
+	stream  *client.PTYStream // constant: the host's stream the view opened with
 	out     io.Writer         // constant
+	// hostCtx is what the host's stream is read under; hostDone ends it
+	// once a stream of the PTY's worker is there to read instead.
+	hostCtx  context.Context
+	hostDone context.CancelFunc
 	// watch is where the terminal is written: the PTY's output passes
 	// through it, and once control is refused, or not asked for, it draws
 	// the read-only view. Constant after setup.
@@ -614,15 +641,51 @@ type attachment struct {
 	cols, rows int                // guarded by mu: a size not sent yet, or 0
 	sending    bool               // guarded by mu: a goroutine is making control calls
 	lost       bool               // guarded by mu: a call conflicted; no more are made
+	direct     *client.PTYStream  // guarded by mu: the PTY's stream on its worker, once opened
+	typing     chan struct{}      // closed at the first keys sent
+	typingOnce sync.Once          // closes typing
 	wake       chan struct{}      // a size waits for send
 }
 
 // show writes the PTY's screen and output to the terminal, through its
 // watch, until the PTY exits. The first screen is written as soon as it
 // comes, whether or not control is taken yet.
+//
+// Once control is taken, the PTY is read on its worker instead (goDirect),
+// its screen first; when that stream ends (the control ended, or this
+// reader fell behind), a stream of the host takes its place again, its
+// screen first too.
 func (a *attachment) show(ctx context.Context) error {
+	stream, readCtx := a.stream, a.hostCtx
 	for {
-		ev, err := a.stream.Next(ctx)
+		ev, err := stream.Next(readCtx)
+		if err != nil && ctx.Err() == nil {
+			a.mu.Lock()
+			direct := a.direct
+			a.mu.Unlock()
+			switch {
+			case direct != nil && stream != direct:
+				// The host's stream stays, for the PTY's state and the
+				// stream's end (a host replaced says so there), without
+				// the output the worker's carries.
+				if err := stream.Pause(ctx); err != nil {
+					return err
+				}
+				stream, readCtx = direct, ctx
+				continue
+			case direct != nil:
+				// The worker's stream ended: on through the host, from
+				// the PTY's screen. A host going away says why on its
+				// stream.
+				a.mu.Lock()
+				a.direct = nil
+				a.mu.Unlock()
+				direct.Close()
+				a.stream.Resume(ctx)
+				stream, readCtx = a.stream, ctx
+				continue
+			}
+		}
 		if err != nil {
 			return err
 		}
@@ -643,34 +706,51 @@ func (a *attachment) show(ctx context.Context) error {
 	}
 }
 
+// goDirect moves the controller's calls and the PTY's output to a
+// connection to the PTY's worker, taking the host out of the way of a
+// key's echo. Where the host gives no way there, they stay with the host.
+//
+// It waits for the first keys typed: a view that only shows the PTY needs
+// no connection of its own, and its first screen shares the machine with
+// nothing more.
+func (a *attachment) goDirect(ctx context.Context, ctl *client.Controller) {
+	select {
+	case <-a.typing:
+	case <-ctx.Done():
+		return
+	}
+	dctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	ds, err := ctl.Direct(dctx)
+	if err != nil {
+		return
+	}
+	a.mu.Lock()
+	if ctx.Err() != nil {
+		a.mu.Unlock()
+		ds.Close()
+		return
+	}
+	a.direct = ds
+	a.mu.Unlock()
+	a.hostDone()
+}
+
 // readKeys reads the terminal's keys until Ctrl-\, passing them on to be
 // sent while the PTY is controlled.
 func (a *attachment) readKeys(ctx context.Context, in *os.File) error {
-	fd := int(in.Fd())
+	read, done := keyInput(ctx, in)
+	defer done()
 	buf := make([]byte, 4<<10)
 	for {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		// Poll for a while at a time, so that ctx ending is seen soon.
-		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-		n, err := unix.Poll(fds, 50)
+		m, err := read(buf)
 		switch {
-		case errors.Is(err, unix.EINTR) || n == 0:
-			continue
-		case err != nil:
-			return err
-		case fds[0].Revents&unix.POLLIN == 0:
-			return io.EOF // hung up
-		}
-		m, err := unix.Read(fd, buf)
-		switch {
-		case errors.Is(err, unix.EINTR) || errors.Is(err, unix.EAGAIN):
-			continue
+		case ctx.Err() != nil:
+			return ctx.Err()
 		case err != nil:
 			return err
 		case m == 0:
-			return io.EOF
+			continue
 		}
 		keys := buf[:m]
 		i := strings.IndexByte(string(keys), detachKey)
@@ -682,6 +762,7 @@ func (a *attachment) readKeys(ctx context.Context, in *os.File) error {
 			a.mu.Lock()
 			a.typed = append(a.typed, keys...)
 			a.mu.Unlock()
+			a.typingOnce.Do(func() { close(a.typing) })
 			if err := a.sendPending(ctx); err != nil {
 				return err
 			}
@@ -699,6 +780,57 @@ func (a *attachment) readKeys(ctx context.Context, in *os.File) error {
 			return errDetached
 		}
 	}
+}
+
+// keyInput returns how the keys of terminal in are read, until ctx
+// ends, and what to call once done.
+//
+// The terminal is opened again, on a file description of its own in
+// nonblocking mode, and read through the Go runtime's poller: a key wakes
+// the goroutine that sends it on the thread that takes the PTY's echo
+// too, where a read blocked in poll(2) holds a thread of its own. The
+// terminal's own description, shared with the shell that started agentd,
+// stays as it is. Where the terminal cannot be opened again (another
+// user's), it is polled a while at a time, so that ctx ending is seen.
+func keyInput(ctx context.Context, in *os.File) (read func([]byte) (int, error), done func()) {
+	f, err := os.OpenFile("/proc/self/fd/"+strconv.Itoa(int(in.Fd())), os.O_RDONLY|syscall.O_NOCTTY|syscall.O_NONBLOCK, 0)
+	if err == nil {
+		stop := context.AfterFunc(ctx, func() { f.SetReadDeadline(time.Now()) })
+		read := func(p []byte) (int, error) {
+			n, err := f.Read(p)
+			if errors.Is(err, syscall.EIO) {
+				err = io.EOF // hung up
+			}
+			return n, err
+		}
+		return read, func() { stop(); f.Close() }
+	}
+	fd := int(in.Fd())
+	return func(p []byte) (int, error) {
+		for ctx.Err() == nil {
+			fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+			n, err := unix.Poll(fds, 50)
+			switch {
+			case errors.Is(err, unix.EINTR) || n == 0:
+				continue
+			case err != nil:
+				return 0, err
+			case fds[0].Revents&unix.POLLIN == 0:
+				return 0, io.EOF // hung up
+			}
+			m, err := unix.Read(fd, p)
+			switch {
+			case errors.Is(err, unix.EINTR) || errors.Is(err, unix.EAGAIN):
+				continue
+			case err != nil:
+				return 0, err
+			case m == 0:
+				return 0, io.EOF
+			}
+			return m, nil
+		}
+		return 0, ctx.Err()
+	}, func() {}
 }
 
 func (a *attachment) controller() *client.Controller {

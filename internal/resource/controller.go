@@ -214,6 +214,18 @@ func (m *Manager) releaseLocked(c *controller) {
 	}
 	delete(m.controllers, c.id)
 	delete(m.replays, c.id)
+	if m.cfg.OnControlEnd != nil {
+		m.cfg.OnControlEnd(c.id)
+	}
+}
+
+// Holds reports, as an error, whether controller id of connection conn
+// controls PTY ref now.
+func (m *Manager) Holds(conn, ref, id string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	_, err := m.controllerLocked(conn, ref, id)
+	return err
 }
 
 // rememberLocked keeps rp for a retry, forgetting the oldest beyond

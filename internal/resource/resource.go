@@ -76,6 +76,11 @@ type Config struct {
 	// OnScreenSleep is told when a screen model has been dropped: memory
 	// the process may give back to the system.
 	OnScreenSleep func()
+	// OnControlEnd is told the id of each controller that ends, however
+	// it ends (released, its connection closed, its PTY exited or
+	// stopped, its last sequence used), with the Manager's lock held: it
+	// must not call the Manager.
+	OnControlEnd func(controllerID string)
 	// Logger logs what no caller is told; nil discards.
 	Logger *slog.Logger
 }
@@ -447,11 +452,16 @@ func (m *Manager) wait(r *resource, p *started) {
 	m.mu.Lock()
 	ended := time.Now().UTC()
 	r.info.State, r.info.ExitCode, r.info.EndedAt = protocol.ResourceExited, &code, &ended
-	m.releaseLocked(r.ctl)
+	// The recorded end names no controller; the end is told before the
+	// controller ends, so that whoever reads the PTY for the controller
+	// hears of it.
+	ctl := r.ctl
+	r.ctl, r.info.Controller = nil, nil
 	if err := m.recordLocked(r); err != nil {
 		m.cfg.Logger.Error("recording how a runtime resource ended", "ref", r.info.Ref, "err", err)
 	}
 	m.changedLocked(r)
+	m.releaseLocked(ctl)
 	m.mu.Unlock()
 	close(r.exited)
 }

@@ -40,6 +40,7 @@ var sessionOps = []struct {
 	{string(protocol.OpRuntimeResourceControllerAcquire), true},
 	{string(protocol.OpRuntimeResourceControllerControl), true},
 	{string(protocol.OpRuntimeResourceControllerRelease), true},
+	{string(protocol.OpRuntimeResourceControllerDirect), true},
 }
 
 // addSessionOps fills t with the forwarded session operations.
@@ -100,6 +101,11 @@ func (s *Service) keepRequested(in any) {
 // not_found to it, as one that does not exist. Anyone else may run only
 // host.status.
 func (s *Service) Authorize(_ context.Context, call *server.Call) error {
+	if call.Operation.Name == string(protocol.OpRuntimeResourceControllerDirect) && !ownSocket(call.Caller.Principal) {
+		// A ticket to a worker is of use only on this machine, as the
+		// owner's uid: a guest's control, and the web's, stay with the host.
+		return protocol.Errorf(protocol.CodeUnauthorized, "%s is for the owner's connections of the host's socket", call.Operation.Name)
+	}
 	var ref *string
 	if in, ok := call.Decoded().(protocol.SessionScoped); ok && *in.SessionRef() != "" {
 		ref = in.SessionRef()
@@ -125,6 +131,13 @@ func (s *Service) Authorize(_ context.Context, call *server.Call) error {
 	}
 	*ref = h.ID
 	return nil
+}
+
+// ownSocket reports whether p is the owner connected through the host's
+// unix socket, whose peer the host checked is the owner's uid and not in
+// agentd's sandbox.
+func ownSocket(p protocol.Principal) bool {
+	return p.ID == protocol.LocalOwner.ID && p.Kind == protocol.LocalOwner.Kind
 }
 
 // titleFrom titles session id from prompt when it has no title yet.

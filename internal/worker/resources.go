@@ -29,7 +29,7 @@ func (s *session) newResources(dir string, env []string) *resource.Manager {
 	return resource.New(resource.Config{
 		SessionID: s.id, Dir: dir, Env: env, Sandbox: s.sandbox, Logger: s.logger,
 		Admit: s.admitResource, OnUpdate: s.resourceChanged, OnOutput: s.ptyOutput,
-		OnScreenSleep: s.screenSlept,
+		OnScreenSleep: s.screenSlept, OnControlEnd: s.controlEnded,
 	})
 }
 
@@ -82,6 +82,12 @@ func (s *session) ptyOutput(ref string, seq uint64, data []byte) {
 		func(sub *subscription) bool { return sub.watches(ref) })
 	s.mu.Unlock()
 	for _, sub := range watching {
+		if sub.ptyOnly {
+			if sub.pendingPTY() > maxPTYPending {
+				s.slowDirect(sub)
+			}
+			continue
+		}
 		sub.waitPTYRoom(s.base.Done())
 	}
 }
@@ -147,14 +153,22 @@ func (s *session) controlController(_ context.Context, call *server.Call, in *pr
 	if err := s.checkSession(in.SessionID); err != nil {
 		return protocol.ControlResult{}, err
 	}
-	return s.res.Control(controllerOwner(call), *in)
+	owner, err := s.controlOwner(call, in.Ref, in.ControllerID)
+	if err != nil {
+		return protocol.ControlResult{}, err
+	}
+	return s.res.Control(owner, *in)
 }
 
 func (s *session) releaseController(_ context.Context, call *server.Call, in *protocol.ControllerRef) (protocol.ResourceRef, error) {
 	if err := s.checkSession(in.SessionID); err != nil {
 		return protocol.ResourceRef{}, err
 	}
-	return protocol.ResourceRef{SessionID: in.SessionID, Ref: in.Ref}, s.res.Release(controllerOwner(call), in.Ref, in.ControllerID)
+	owner, err := s.controlOwner(call, in.Ref, in.ControllerID)
+	if err != nil {
+		return protocol.ResourceRef{}, err
+	}
+	return protocol.ResourceRef{SessionID: in.SessionID, Ref: in.Ref}, s.res.Release(owner, in.Ref, in.ControllerID)
 }
 
 // setPtyInterest chooses the PTYs whose output a subscription carries.

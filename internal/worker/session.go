@@ -76,6 +76,8 @@ type session struct {
 	checkIdle func()            // constant once serving: the host's CheckIdle
 	homeDir   string            // constant: the home the worker registers in
 	plugins   *packages         // constant: the session's plugin packages; safe for concurrent use
+	endpoint  string            // constant: where the worker listens
+	direct    directs           // tickets to the worker's PTYs, and the connections they bound
 	header    protocol.Session  // guarded by mu: with the session's model, thinking and approval policy
 
 	mu       sync.Mutex
@@ -143,6 +145,8 @@ func (s *session) handlers() server.Table {
 	server.Handle(t, protocol.OpRuntimeResourceControllerAcquire, s.acquireController)
 	server.Handle(t, protocol.OpRuntimeResourceControllerControl, s.controlController)
 	server.Handle(t, protocol.OpRuntimeResourceControllerRelease, s.releaseController)
+	server.Handle(t, protocol.OpRuntimeResourceControllerDirect, s.giveTicket)
+	server.Handle(t, protocol.OpRuntimeResourceDirectOpen, s.openDirect)
 	return t
 }
 

@@ -65,6 +65,7 @@ type subscription struct {
 	logger  *slog.Logger                 // constant
 
 	sessionID string          // constant
+	ptyOnly   bool            // constant: a connection to the worker's PTY stream, which carries no session delta
 	ptys      map[string]bool // guarded by session.mu: the PTYs whose output it carries
 
 	mu       sync.Mutex
@@ -296,6 +297,9 @@ type connection struct {
 	s   *session
 	id  server.Identity
 	out *server.OutboundWriter
+	// direct is the controller a ticket bound the connection to, if any
+	// (direct.go). Guarded by session.direct.mu.
+	direct *directBinding
 }
 
 // AttachConnection implements server.ConnectionAttacher. A host's
@@ -330,6 +334,7 @@ func (s *session) AttachConnection(id server.Identity, out *server.OutboundWrite
 // Close drops the connection's subscriptions and ends the control of the
 // PTYs its clients held: those clients are gone with it.
 func (c *connection) Close(context.Context) error {
+	c.s.unbind(c, "")
 	c.s.res.ReleaseConnections(c.id.ConnectionID + "/")
 	c.s.mu.Lock()
 	defer c.s.mu.Unlock()
@@ -439,7 +444,11 @@ func (s *session) emitLocked(d protocol.SessionDelta) {
 func (s *session) deliverLocked(item func() *pendingDelta, to func(*subscription) bool) {
 	for _, sub := range s.subs {
 		if to == nil || to(sub) {
-			sub.queue(item())
+			p := item()
+			if sub.ptyOnly && p.kind == itemDelta {
+				continue
+			}
+			sub.queue(p)
 		}
 	}
 }
@@ -610,6 +619,13 @@ func (sub *subscription) tookPTY(n int) {
 		close(sub.ptyRoom)
 		sub.ptyRoom = nil
 	}
+}
+
+// pendingPTY returns the bytes of PTY output waiting in the subscription.
+func (sub *subscription) pendingPTY() int {
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
+	return sub.ptyBytes
 }
 
 // waitPTYRoom waits while the subscription holds more than maxPTYPending

@@ -92,6 +92,7 @@ func Run(ctx context.Context, cfg Config) error {
 		todo:      &tools.Todo{},
 		base:      base,
 		homeDir:   cfg.Home,
+		endpoint:  cfg.SocketPath,
 		header:    cfg.Session,
 		turns:     map[string]*turn{},
 		pending:   map[string]*interaction{},
