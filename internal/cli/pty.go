@@ -806,31 +806,35 @@ func keyInput(ctx context.Context, in *os.File) (read func([]byte) (int, error),
 		return read, func() { stop(); f.Close() }
 	}
 	fd := int(in.Fd())
-	return func(p []byte) (int, error) {
-		for ctx.Err() == nil {
-			fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-			n, err := unix.Poll(fds, 50)
-			switch {
-			case errors.Is(err, unix.EINTR) || n == 0:
-				continue
-			case err != nil:
-				return 0, err
-			case fds[0].Revents&unix.POLLIN == 0:
-				return 0, io.EOF // hung up
-			}
-			m, err := unix.Read(fd, p)
-			switch {
-			case errors.Is(err, unix.EINTR) || errors.Is(err, unix.EAGAIN):
-				continue
-			case err != nil:
-				return 0, err
-			case m == 0:
-				return 0, io.EOF
-			}
-			return m, nil
+	return func(p []byte) (int, error) { return pollRead(ctx, fd, p) }, func() {}
+}
+
+// pollRead reads what terminal fd has into p, once some is there; it
+// polls a while at a time, so that ctx ending is seen soon.
+func pollRead(ctx context.Context, fd int, p []byte) (int, error) {
+	for ctx.Err() == nil {
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		n, err := unix.Poll(fds, 50)
+		switch {
+		case errors.Is(err, unix.EINTR) || n == 0:
+			continue
+		case err != nil:
+			return 0, err
+		case fds[0].Revents&unix.POLLIN == 0:
+			return 0, io.EOF // hung up
 		}
-		return 0, ctx.Err()
-	}, func() {}
+		m, err := unix.Read(fd, p)
+		switch {
+		case errors.Is(err, unix.EINTR) || errors.Is(err, unix.EAGAIN):
+			continue
+		case err != nil:
+			return 0, err
+		case m == 0:
+			return 0, io.EOF
+		}
+		return m, nil
+	}
+	return 0, ctx.Err()
 }
 
 func (a *attachment) controller() *client.Controller {

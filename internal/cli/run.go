@@ -1166,28 +1166,9 @@ func (k *keyReader) restore() { unix.IoctlSetTermios(k.fd, unix.TCSETS, k.old) }
 func (k *keyReader) read(ctx context.Context, accept string) (byte, error) {
 	buf := make([]byte, 64)
 	for {
-		if err := ctx.Err(); err != nil {
+		m, err := pollRead(ctx, k.fd, buf)
+		if err != nil {
 			return 0, err
-		}
-		// Poll for a while at a time, so that ctx ending is seen soon.
-		fds := []unix.PollFd{{Fd: int32(k.fd), Events: unix.POLLIN}}
-		n, err := unix.Poll(fds, 50)
-		switch {
-		case errors.Is(err, unix.EINTR) || n == 0:
-			continue
-		case err != nil:
-			return 0, err
-		case fds[0].Revents&unix.POLLIN == 0:
-			return 0, io.EOF // hung up
-		}
-		m, err := unix.Read(k.fd, buf)
-		switch {
-		case errors.Is(err, unix.EINTR) || errors.Is(err, unix.EAGAIN):
-			continue
-		case err != nil:
-			return 0, err
-		case m == 0:
-			return 0, io.EOF
 		}
 		if ctx.Err() != nil {
 			return 0, ctx.Err()
