@@ -96,13 +96,7 @@ func (p *Policy) launch(cmds []Launch, paths []string, todo []int) (map[int]laun
 	if err != nil {
 		return nil, err
 	}
-	p.mu.Lock()
-	rs, err := p.rulesetLocked()
-	var file *os.File
-	if err == nil {
-		file, err = dup(rs.file)
-	}
-	p.mu.Unlock()
+	rs, file, err := p.rulesetFile()
 	if err != nil {
 		return nil, err
 	}

@@ -34,6 +34,20 @@ func (rs *ruleset) fresh() bool {
 	return true
 }
 
+// rulesetFile returns p's ruleset, built if need be, and a copy of its
+// file: a command holds a copy of its own, since a ruleset built anew
+// meanwhile may close the Policy's.
+func (p *Policy) rulesetFile() (*ruleset, *os.File, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	rs, err := p.rulesetLocked()
+	if err != nil {
+		return nil, nil, err
+	}
+	file, err := dup(rs.file)
+	return rs, file, err
+}
+
 // rulesetLocked returns p's ruleset, built anew when there is none yet or
 // a directory it split has changed. p.mu is held.
 func (p *Policy) rulesetLocked() (*ruleset, error) {

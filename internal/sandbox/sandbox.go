@@ -110,15 +110,7 @@ func (p *Policy) Command(env []string, name string, args ...string) (cmd *exec.C
 	if err != nil {
 		return nil, nil, err
 	}
-	// The command holds a copy of the ruleset's file: a ruleset built
-	// anew meanwhile may close the Policy's.
-	p.mu.Lock()
-	rs, err := p.rulesetLocked()
-	var file *os.File
-	if err == nil {
-		file, err = dup(rs.file)
-	}
-	p.mu.Unlock()
+	rs, file, err := p.rulesetFile()
 	if err != nil {
 		return nil, nil, err
 	}
