@@ -126,8 +126,10 @@ var arrows = map[string][]string{
 	// a long session's worker, run as agentd worker runs it, on the offline model
 	"bench/longbench": {"bench/internal/table", "internal/link", "internal/llm", "internal/provider", "internal/provider/faux", "internal/tools", "internal/worker", "protocol"},
 	// an MCP tool's step through the agent loop, and first turns through agentd's processes
-	"bench/mcpbench":     {"bench/internal/asagentd", "bench/internal/harness", "bench/internal/table", "client", "internal/activation", "internal/mcp", "internal/provider/faux", "protocol"},
-	"bench/handoffbench": {"bench/internal/asagentd", "bench/internal/harness", "bench/internal/procstat", "bench/internal/table", "client", "internal/activation", "internal/home", "internal/proc", "protocol"},
+	"bench/mcpbench": {"bench/internal/asagentd", "bench/internal/harness", "bench/internal/table", "client", "internal/activation", "internal/mcp", "internal/provider/faux", "protocol"},
+	// the MCP server mcpbench runs: the standard library alone
+	"bench/mcpbench/rawserver": {},
+	"bench/handoffbench":       {"bench/internal/asagentd", "bench/internal/harness", "bench/internal/procstat", "bench/internal/table", "client", "internal/activation", "internal/home", "internal/proc", "protocol"},
 }
 
 // TestImportArrows checks every package's imports of agentd (test files
