@@ -332,19 +332,19 @@ func (m *Manager) read(r *resource) {
 	}
 }
 
-// kernelReadBytes is the most a PTY's master hands over in one read (its
-// line discipline's buffer); a pipe hands over all it holds.
+// kernelReadBytes is a PTY master's line discipline's buffer: a read
+// shorter than it, or than what it asked for, took all the kernel held.
 const kernelReadBytes = 4 << 10
 
 // readReady reads into buf what the file of c has ready, waiting for its
-// first byte only. A PTY hands its output over at most 4 KiB a read, and
+// first byte only. A PTY hands its output over a few KiB a read, and
 // each piece of output costs a log write, a frame and a wake-up: a
 // program that prints faster than the output is carried gets it carried
-// in fewer, larger pieces, without one waiting for the next. A read that
-// returns less than it could have emptied what the kernel held, so the
-// piece goes on at once: a keystroke's echo costs one read, not a second
-// that finds nothing. The file is in nonblocking mode (a pipe as os.Pipe
-// makes it, a PTY's master as startPTY leaves it).
+// in fewer, larger pieces, without one waiting for the next. A short
+// read ends the piece, which goes on at once: a keystroke's echo costs
+// one read, not a second one that finds nothing. The file is in
+// nonblocking mode (a pipe as os.Pipe makes it, a PTY's master as
+// startPTY leaves it).
 func readReady(c syscall.RawConn, buf []byte) (n int, err error) {
 	werr := c.Read(func(fd uintptr) bool {
 		for n < len(buf) {
