@@ -332,12 +332,18 @@ func (m *Manager) read(r *resource) {
 	}
 }
 
+// kernelReadBytes is a PTY master's line discipline's buffer: a read
+// shorter than it, or than what it asked for, took all the kernel held.
+const kernelReadBytes = 4 << 10
+
 // readReady reads into buf what the file of c has ready, waiting for its
-// first byte only. A PTY hands its output over at most 4 KiB a read, and
+// first byte only. A PTY hands its output over a few KiB a read, and
 // each piece of output costs a log write, a frame and a wake-up: a
 // program that prints faster than the output is carried gets it carried
-// in fewer, larger pieces, without one waiting for the next. The file is
-// in nonblocking mode (a pipe as os.Pipe makes it, a PTY's master as
+// in fewer, larger pieces, without one waiting for the next. A short
+// read ends the piece, which goes on at once: a keystroke's echo costs
+// one read, not a second one that finds nothing. The file is in
+// nonblocking mode (a pipe as os.Pipe makes it, a PTY's master as
 // startPTY leaves it).
 func readReady(c syscall.RawConn, buf []byte) (n int, err error) {
 	werr := c.Read(func(fd uintptr) bool {
@@ -346,6 +352,9 @@ func readReady(c syscall.RawConn, buf []byte) (n int, err error) {
 			switch {
 			case k > 0:
 				n += k
+				if k < min(kernelReadBytes, len(buf)-n+k) {
+					return true
+				}
 			case e == syscall.EINTR:
 			case e == syscall.EAGAIN:
 				return n > 0 // nothing ready: wait for some, unless there is a piece
