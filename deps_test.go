@@ -112,6 +112,8 @@ var arrows = map[string][]string{
 
 	"bench/internal/asagentd": {"internal/cli", "internal/proc", "protocol"},
 	"bench/internal/harness":  {},
+	// the homes the benches run agentd's processes in
+	"bench/internal/place":    {"bench/internal/asagentd", "client", "internal/activation", "protocol"},
 	"bench/internal/procstat": {"internal/proc"},
 	"bench/internal/table":    {},
 	"bench/hostbench":         {"bench/internal/harness", "bench/internal/procstat", "bench/internal/table", "client", "internal/host", "protocol"},
@@ -122,11 +124,11 @@ var arrows = map[string][]string{
 	// a session's plugin packages on its worker's start, beside none
 	"bench/pluginbench": {"bench/internal/asagentd", "bench/internal/harness", "bench/internal/table", "client", "internal/activation", "internal/plugin", "protocol"},
 	"bench/soak":        {"bench/internal/asagentd", "bench/internal/harness", "client", "internal/activation", "internal/home", "internal/proc", "protocol"},
-	"bench/acpbench":    {"bench/internal/asagentd", "bench/internal/harness", "bench/internal/table", "client", "internal/activation", "protocol"},
+	"bench/acpbench":    {"bench/internal/asagentd", "bench/internal/harness", "bench/internal/place", "bench/internal/table", "client", "protocol"},
 	// a long session's worker, run as agentd worker runs it, on the offline model
 	"bench/longbench": {"bench/internal/table", "internal/link", "internal/llm", "internal/provider", "internal/provider/faux", "internal/tools", "internal/worker", "protocol"},
 	// an MCP tool's step through the agent loop, and first turns through agentd's processes
-	"bench/mcpbench": {"bench/internal/asagentd", "bench/internal/harness", "bench/internal/table", "client", "internal/activation", "internal/mcp", "internal/provider/faux", "protocol"},
+	"bench/mcpbench": {"bench/internal/asagentd", "bench/internal/harness", "bench/internal/place", "bench/internal/table", "client", "internal/mcp", "internal/provider/faux", "protocol"},
 	// the MCP server mcpbench runs: the standard library alone
 	"bench/mcpbench/rawserver": {},
 	"bench/handoffbench":       {"bench/internal/asagentd", "bench/internal/harness", "bench/internal/procstat", "bench/internal/table", "client", "internal/activation", "internal/home", "internal/proc", "protocol"},

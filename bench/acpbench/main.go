@@ -31,8 +31,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -42,9 +40,9 @@ import (
 
 	"github.com/agentd-dev/agentd/bench/internal/asagentd"
 	"github.com/agentd-dev/agentd/bench/internal/harness"
+	benchplace "github.com/agentd-dev/agentd/bench/internal/place"
 	"github.com/agentd-dev/agentd/bench/internal/table"
 	"github.com/agentd-dev/agentd/client"
-	"github.com/agentd-dev/agentd/internal/activation"
 	"github.com/agentd-dev/agentd/protocol"
 )
 
@@ -52,56 +50,19 @@ type row table.Row
 
 // place is a home, a runtime directory and a working directory, with the
 // environment of every agentd process run in them.
-type place struct {
-	home, runDir, work string
-	agentd             []string
-	env                []string
-}
+type place struct{ *benchplace.Place }
 
 func newPlace(base, name, script string) (*place, error) {
-	self, asAgentd, err := asagentd.Command()
+	p, err := benchplace.New(base, name, script)
 	if err != nil {
 		return nil, err
 	}
-	dir := filepath.Join(base, name)
-	p := &place{home: filepath.Join(dir, "h"), runDir: filepath.Join(dir, "r"), work: filepath.Join(dir, "w"), agentd: self}
-	for _, d := range []string{p.home, p.runDir, p.work} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			return nil, err
-		}
-	}
-	path := filepath.Join(dir, "script.json")
-	if err := os.WriteFile(path, []byte(script), 0o600); err != nil {
-		return nil, err
-	}
-	p.env = []string{asAgentd, "ANTHROPIC_API_KEY=", "OPENAI_API_KEY=", "AGENTD_FAUX_SCRIPT=" + path,
-		protocol.EnvHome + "=" + p.home, protocol.EnvRuntimeDir + "=" + p.runDir}
-	return p, nil
-}
-
-func (p *place) command(args ...string) *exec.Cmd {
-	cmd := exec.Command(p.agentd[0], slices.Concat(p.agentd[1:], args)...)
-	cmd.Env = append(os.Environ(), p.env...)
-	cmd.Dir = p.work
-	return cmd
-}
-
-// dial connects to the home's host, starting one when none runs.
-func (p *place) dial(ctx context.Context) (*client.Conn, error) {
-	act := activation.Options{Home: p.home, RuntimeDir: p.runDir, Command: append(slices.Clone(p.agentd), "host"), IdleGrace: time.Hour, Env: p.env}
-	c, _, _, err := activation.Open(ctx, activation.OpenOptions{Activation: act, Options: client.Options{Surface: protocol.SurfaceSDK}})
-	return c, err
-}
-
-// stop shuts the home's host down.
-func (p *place) stop() {
-	cmd := p.command("shutdown", "--force")
-	cmd.Run()
+	return &place{p}, nil
 }
 
 // newSession creates a session of the place that runs every tool call.
 func (p *place) newSession(ctx context.Context, c *client.Conn) (string, error) {
-	s, err := client.Call(ctx, c, protocol.OpSessionCreate, protocol.SessionCreateInput{Cwd: p.work, Approval: protocol.ApprovalAll})
+	s, err := client.Call(ctx, c, protocol.OpSessionCreate, protocol.SessionCreateInput{Cwd: p.Work, Approval: protocol.ApprovalAll})
 	return s.SessionID, err
 }
 
@@ -141,7 +102,7 @@ func main() {
 		mu.Lock()
 		defer mu.Unlock()
 		for _, p := range places {
-			p.stop()
+			p.Stop()
 		}
 		os.RemoveAll(base)
 	})
@@ -166,7 +127,7 @@ func benchLoad(ctx context.Context, base string, records, runs int, keep func(*p
 		return nil, err
 	}
 	keep(p)
-	c, err := p.dial(ctx)
+	c, err := p.Dial(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -176,7 +137,7 @@ func benchLoad(ctx context.Context, base string, records, runs int, keep func(*p
 		return nil, err
 	}
 	for range turns {
-		if out, err := p.command("run", "--session", id, "--json", "go").CombinedOutput(); err != nil {
+		if out, err := p.Command("run", "--session", id, "--json", "go").CombinedOutput(); err != nil {
 			return nil, fmt.Errorf("a turn: %w: %s", err, out[max(0, len(out)-500):])
 		}
 	}
@@ -204,7 +165,7 @@ func benchLoad(ctx context.Context, base string, records, runs int, keep func(*p
 	var updates int
 	for range runs {
 		began := time.Now()
-		cmd := p.command("log", id)
+		cmd := p.Command("log", id)
 		cmd.Stdout = io.Discard
 		if err := cmd.Run(); err != nil {
 			return nil, fmt.Errorf("agentd log: %w", err)
@@ -239,7 +200,7 @@ func benchLoad(ctx context.Context, base string, records, runs int, keep func(*p
 // the updates before it.
 func loadRaw(p *place, id, cwd string) (time.Duration, int, error) {
 	began := time.Now()
-	cmd := p.command("acp")
+	cmd := p.Command("acp")
 	in, err := cmd.StdinPipe()
 	if err != nil {
 		return 0, 0, err
@@ -303,7 +264,7 @@ func (c *counter) SessionUpdate(_ context.Context, n sdk.SessionNotification) er
 
 // editor starts agentd acp and connects an ACP client to it.
 func editor(ctx context.Context, p *place) (*sdk.ClientSideConnection, *counter, func(), error) {
-	cmd := p.command("acp")
+	cmd := p.Command("acp")
 	cmd.Stderr = os.Stderr
 	in, err := cmd.StdinPipe()
 	if err != nil {
@@ -362,7 +323,7 @@ func benchRate(ctx context.Context, base string, deltas int, keep func(*place)) 
 		return nil, err
 	}
 	keep(p)
-	c, err := p.dial(ctx)
+	c, err := p.Dial(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -404,7 +365,7 @@ func benchRate(ctx context.Context, base string, deltas int, keep func(*place)) 
 		return nil, err
 	}
 	defer end()
-	if _, err := conn.ResumeSession(ctx, sdk.ResumeSessionRequest{SessionId: sdk.SessionId(id), Cwd: p.work}); err != nil {
+	if _, err := conn.ResumeSession(ctx, sdk.ResumeSessionRequest{SessionId: sdk.SessionId(id), Cwd: p.Work}); err != nil {
 		return nil, err
 	}
 	began = time.Now()

@@ -42,9 +42,9 @@ import (
 
 	"github.com/agentd-dev/agentd/bench/internal/asagentd"
 	"github.com/agentd-dev/agentd/bench/internal/harness"
+	benchplace "github.com/agentd-dev/agentd/bench/internal/place"
 	"github.com/agentd-dev/agentd/bench/internal/table"
 	"github.com/agentd-dev/agentd/client"
-	"github.com/agentd-dev/agentd/internal/activation"
 	agentmcp "github.com/agentd-dev/agentd/internal/mcp"
 	"github.com/agentd-dev/agentd/internal/provider/faux"
 	"github.com/agentd-dev/agentd/protocol"
@@ -107,7 +107,7 @@ func main() {
 		return nil
 	}, func() {
 		for _, p := range places {
-			p.command("shutdown", "--force").Run()
+			p.Command("shutdown", "--force").Run()
 		}
 		if *keep {
 			fmt.Fprintf(os.Stderr, "mcpbench: the homes are kept in %s\n", base)
@@ -161,15 +161,15 @@ func benchStep(ctx context.Context, base string, steps, runs int, keep func(*pla
 		return nil, err
 	}
 	keep(p)
-	if err := os.WriteFile(filepath.Join(p.work, "hello.txt"), []byte("hello, bench\n"), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(p.Work, "hello.txt"), []byte("hello, bench\n"), 0o600); err != nil {
 		return nil, err
 	}
-	c, err := p.dial(ctx)
+	c, err := p.Dial(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer c.Close()
-	sess, err := client.Call(ctx, c, protocol.OpSessionCreate, protocol.SessionCreateInput{Cwd: p.work, Approval: protocol.ApprovalAll, Model: "faux/" + faux.DefaultModel})
+	sess, err := client.Call(ctx, c, protocol.OpSessionCreate, protocol.SessionCreateInput{Cwd: p.Work, Approval: protocol.ApprovalAll, Model: "faux/" + faux.DefaultModel})
 	if err != nil {
 		return nil, err
 	}
@@ -216,23 +216,15 @@ func benchStep(ctx context.Context, base string, steps, runs int, keep func(*pla
 }
 
 // place is a home and working directory of agentd processes.
-type place struct {
-	home, runDir, work string
-	agentd             []string
-	env                []string
-}
+type place struct{ *benchplace.Place }
 
+// newPlace makes a place whose user list of MCP servers has servers, by
+// name: the kind each is ("raw": rawserver; "sdk": this binary on go-sdk's
+// server side).
 func newPlace(base, name string, servers map[string]string, script string) (*place, error) {
-	self, asAgentd, err := asagentd.Command()
+	p, err := benchplace.New(base, name, script)
 	if err != nil {
 		return nil, err
-	}
-	dir := filepath.Join(base, name)
-	p := &place{home: filepath.Join(dir, "h"), runDir: filepath.Join(dir, "r"), work: filepath.Join(dir, "w"), agentd: self}
-	for _, d := range []string{p.home, p.runDir, p.work} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			return nil, err
-		}
 	}
 	conf := map[string]map[string]any{}
 	for name, kind := range servers {
@@ -240,36 +232,16 @@ func newPlace(base, name string, servers map[string]string, script string) (*pla
 			conf[name] = map[string]any{"command": rawServer}
 			continue
 		}
-		conf[name] = map[string]any{"command": self[0], "env": map[string]string{envServer: kind}}
+		conf[name] = map[string]any{"command": p.Agentd[0], "env": map[string]string{envServer: kind}}
 	}
 	b, err := json.Marshal(map[string]any{"mcpServers": conf})
 	if err != nil {
 		return nil, err
 	}
-	if err := os.WriteFile(filepath.Join(p.home, agentmcp.UserFileName), b, 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(p.Home, agentmcp.UserFileName), b, 0o600); err != nil {
 		return nil, err
 	}
-	path := filepath.Join(dir, "script.json")
-	if err := os.WriteFile(path, []byte(script), 0o600); err != nil {
-		return nil, err
-	}
-	p.env = []string{asAgentd, "ANTHROPIC_API_KEY=", "OPENAI_API_KEY=", "AGENTD_FAUX_SCRIPT=" + path,
-		protocol.EnvHome + "=" + p.home, protocol.EnvRuntimeDir + "=" + p.runDir}
-	return p, nil
-}
-
-// dial connects to the place's host, starting one when none runs.
-func (p *place) dial(ctx context.Context) (*client.Conn, error) {
-	act := activation.Options{Home: p.home, RuntimeDir: p.runDir, Command: append(slices.Clone(p.agentd), "host"), IdleGrace: time.Hour, Env: p.env}
-	c, _, _, err := activation.Open(ctx, activation.OpenOptions{Activation: act, Options: client.Options{Surface: protocol.SurfaceSDK}})
-	return c, err
-}
-
-func (p *place) command(args ...string) *exec.Cmd {
-	cmd := exec.Command(p.agentd[0], slices.Concat(p.agentd[1:], args)...)
-	cmd.Env = append(os.Environ(), p.env...)
-	cmd.Dir = p.work
-	return cmd
+	return &place{p}, nil
 }
 
 // runFlags are agentd run's flags of a first turn.
@@ -278,7 +250,7 @@ var runFlags []string
 // firstTurn times agent run of a new session, from its start to its exit.
 func (p *place) firstTurn() (time.Duration, error) {
 	began := time.Now()
-	out, err := p.command(append([]string{"run", "--cwd", p.work, "--model", "faux/" + faux.DefaultModel}, append(runFlags, "hi")...)...).CombinedOutput()
+	out, err := p.Command(append([]string{"run", "--cwd", p.Work, "--model", "faux/" + faux.DefaultModel}, append(runFlags, "hi")...)...).CombinedOutput()
 	if err != nil {
 		return 0, fmt.Errorf("%w: %s", err, out)
 	}
@@ -306,7 +278,7 @@ func benchFirstTurn(_ context.Context, base string, runs int, keep func(*place))
 	}
 	keep(without)
 	for _, p := range []*place{with, withSDK, without} {
-		if out, err := p.command("status").CombinedOutput(); err != nil { // starts the host
+		if out, err := p.Command("status").CombinedOutput(); err != nil { // starts the host
 			return nil, fmt.Errorf("starting a host: %w: %s", err, out)
 		}
 		if _, err := p.firstTurn(); err != nil { // warms the page cache
@@ -321,7 +293,7 @@ func benchFirstTurn(_ context.Context, base string, runs int, keep func(*place))
 		}{{with, &withTimes}, {withSDK, &sdkTimes}, {without, &withoutTimes}} {
 			d, err := side.p.firstTurn()
 			if err != nil {
-				return nil, fmt.Errorf("%s: %w", filepath.Base(filepath.Dir(side.p.home)), err)
+				return nil, fmt.Errorf("%s: %w", filepath.Base(filepath.Dir(side.p.Home)), err)
 			}
 			*side.times = append(*side.times, d)
 		}
