@@ -301,11 +301,8 @@ func (s *screen) drawingLocked() drawing {
 // much again as the lines).
 func (s *screen) drawLocked() drawing {
 	pos := s.emu.CursorPosition()
-	lines := strings.Split(s.emu.Render(), "\n")
-	for i, l := range lines {
-		lines[i] = strings.TrimRight(l, " ") // the screen is cleared first
-	}
-	return drawing{lines: lines, cursor: fmt.Sprintf("\x1b[%d;%dH", pos.Y+1, pos.X+1)}
+	// Trailing spaces are left out: the screen is cleared first.
+	return drawing{lines: renderLines(s.emu), cursor: fmt.Sprintf("\x1b[%d;%dH", pos.Y+1, pos.X+1)}
 }
 
 // text returns the screen as plain text after all output so far.
