@@ -2,6 +2,7 @@ package worker_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strconv"
 	"strings"
@@ -127,6 +128,73 @@ func TestAWorkersOpenRefusesPTYsAndAStartAtOnce(t *testing.T) {
 		var re *link.RemoteError
 		if !errors.As(err, &re) || re.Code != protocol.CodeInvalidRequest || !strings.Contains(re.Message, `"`+tc.field+`"`) {
 			t.Fatalf("an open with %s: %v, want invalid_request naming it", tc.field, err)
+		}
+	}
+}
+
+// A PTY's screen is drawn once pty_interest.set is answered; a
+// subscription that lets the PTY go before its screen is drawn is sent
+// neither the screen nor the output after it: the screen drawn for an
+// earlier choice is not sent once a later one replaced it.
+func TestAPTYDroppedRightAfterItWasChosenSendsNothingMore(t *testing.T) {
+	r := start(t, protocol.ApprovalAll, "", "", "")
+	ctx := agentdtest.Context(t)
+	// A screen full of text takes a while to draw, and the PTY prints
+	// a line every few milliseconds after it.
+	busy, err := link.Call(ctx, r.conn, protocol.OpRuntimeResourceStart, protocol.ResourceStartInput{
+		SessionID: "s1", LaunchID: "busy", PTY: true, Cols: 300, Rows: 100,
+		Command: "i=0; while [ $i -lt 3000 ]; do printf '\\033[1;3%dmcell%04d\\033[0m ' $((i % 8)) $i; i=$((i+1)); done; while :; do echo tick; sleep 0.005; done",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	open, err := link.Call(ctx, r.conn, protocol.OpSubscriptionOpen, protocol.SubscriptionOpenInput{SessionID: "s1", Transcript: protocol.TranscriptBootstrap{Kind: "none"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := r.conn.Stream(open.SubscriptionID)
+	t.Cleanup(w.Close)
+	if _, err := link.Call(ctx, r.conn, protocol.OpSubscriptionReady, protocol.SubscriptionRef{SubscriptionID: open.SubscriptionID}); err != nil {
+		t.Fatal(err)
+	}
+	for range 30 {
+		for _, refs := range [][]string{{busy.Ref}, nil} {
+			if _, err := link.Call(ctx, r.conn, protocol.OpSubscriptionPtyInterestSet, protocol.PtyInterestInput{SubscriptionID: open.SubscriptionID, Refs: refs}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// A run started now is told of on the stream after whatever the
+	// choices before sent; it lasts long enough for the busy PTY to
+	// print many lines.
+	mark, err := link.Call(ctx, r.conn, protocol.OpRuntimeResourceStart, protocol.ResourceStartInput{SessionID: "s1", LaunchID: "mark", Command: "sleep 0.3"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	marked := false
+	for {
+		f, err := w.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch f.Kind {
+		case protocol.KindRuntimeResourceUpdate:
+			var u protocol.RuntimeResourceUpdateFrame
+			if err := json.Unmarshal(f.Raw, &u); err != nil {
+				t.Fatal(err)
+			}
+			var res protocol.Resource
+			if u.Ref != mark.Ref || json.Unmarshal(u.Resource, &res) != nil {
+				continue
+			}
+			if res.State == protocol.ResourceExited {
+				return
+			}
+			marked = true
+		case protocol.KindRuntimeResourcePtyData:
+			if marked {
+				t.Fatalf("the PTY the subscription let go sent it output: %.80s", f.Raw)
+			}
 		}
 	}
 }

@@ -174,7 +174,13 @@ func (s *session) releaseController(_ context.Context, call *server.Call, in *pr
 // setPtyInterest chooses the PTYs whose output a subscription carries.
 // Each PTY newly chosen, or named in Redraw, first gets its screen as it is
 // now, marked as one, then its output from there on.
-func (s *session) setPtyInterest(_ context.Context, _ *server.Call, in *protocol.PtyInterestInput) (protocol.SubscriptionRef, error) {
+//
+// The screens are drawn once the call is answered: drawing one takes the
+// worker's processor for a while (taking in the output since the model's
+// last feed, then rendering every cell), and a client attaching to a PTY
+// waits for both the answer and the screen, which the host passes on as
+// they come (a subscription awaits a PTY's screen before its output).
+func (s *session) setPtyInterest(_ context.Context, call *server.Call, in *protocol.PtyInterestInput) (protocol.SubscriptionRef, error) {
 	s.mu.Lock()
 	sub, ok := s.subs[in.SubscriptionID]
 	s.mu.Unlock()
@@ -205,29 +211,46 @@ func (s *session) setPtyInterest(_ context.Context, _ *server.Call, in *protocol
 			delete(sub.ptys, ref)
 		}
 	}
-	s.mu.Unlock()
+	sub.choice++
+	choice := sub.choice
+	var draw []string
 	for _, ref := range in.Refs {
-		s.mu.Lock()
-		known := sub.ptys[ref]
-		s.mu.Unlock()
-		if known && !slices.Contains(in.Redraw, ref) {
-			continue
+		if !sub.ptys[ref] || slices.Contains(in.Redraw, ref) {
+			draw = append(draw, ref)
 		}
+	}
+	s.mu.Unlock()
+	if len(draw) > 0 {
+		call.AfterResponse(func() { s.draws.Go(func() { s.sendScreens(sub, choice, draw) }) })
+	}
+	return protocol.SubscriptionRef{SubscriptionID: in.SubscriptionID}, nil
+}
+
+// sendScreens queues for sub the screens of PTYs refs, which its PTY
+// choice numbered choice asked for, each followed by the PTY's output. A
+// later choice draws the screens it asks for itself: those of an earlier
+// one are not sent.
+func (s *session) sendScreens(sub *subscription, choice uint64, refs []string) {
+	for _, ref := range refs {
 		// The screen is queued with the PTY's output held back, so the
 		// output after it follows it, none missing.
 		err := s.res.Screen(ref, func(screen string, seq uint64) {
 			s.mu.Lock()
 			defer s.mu.Unlock()
+			if sub.choice != choice {
+				return
+			}
 			sub.ptys[ref] = true
 			quoted := protocol.AppendJSONString(transport.GetBuffer(len(screen)+len(screen)/8+2), screen)
 			s.deliverLocked(ptyItems(ref, seq, quoted, true, 1),
 				func(other *subscription) bool { return other == sub })
 		})
 		if err != nil {
-			return protocol.SubscriptionRef{}, err
+			// The PTY was looked up as the call was answered: a screen
+			// model is never taken from a PTY.
+			s.logger.Warn("drawing a PTY's screen for a subscription", "ref", ref, "subscription", sub.id, "err", err)
 		}
 	}
-	return protocol.SubscriptionRef{SubscriptionID: in.SubscriptionID}, nil
 }
 
 // background is the agent's side of the session's resources: the runs

@@ -71,6 +71,7 @@ type session struct {
 	freeing   atomic.Bool       // memory of slept screens is about to go back to the system
 	runs      sync.WaitGroup    // turn goroutines
 	pumps     sync.WaitGroup    // subscription deliveries waiting for their batch
+	draws     sync.WaitGroup    // PTY screens drawn for subscriptions once their call is answered
 	fanout    fanout.Counters   // what the subscriptions' queues merged, skipped and evicted
 	base      context.Context   // cancelled when the worker stops
 	checkIdle func()            // constant once serving: the host's CheckIdle

@@ -67,6 +67,7 @@ type subscription struct {
 	sessionID string          // constant
 	ptyOnly   bool            // constant: a connection to the worker's PTY stream, which carries no session delta
 	ptys      map[string]bool // guarded by session.mu: the PTYs whose output it carries
+	choice    uint64          // guarded by session.mu: counts the PTY choices made for it (sendScreens)
 
 	mu       sync.Mutex
 	ptyBytes int           // guarded by mu: PTY output waiting in q

@@ -229,6 +229,7 @@ func (c *composition) Close(context.Context) error {
 	c.stop()
 	c.s.res.Drain()
 	c.s.runs.Wait()
+	c.s.draws.Wait()
 	// The connections are closed: every batch's receipt has settled.
 	c.s.pumps.Wait()
 	return c.s.log.Sync()
