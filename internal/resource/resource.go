@@ -388,10 +388,22 @@ func (m *Manager) outputEnd(r *resource) {
 }
 
 // copyLocked copies p, redacted, where output says. Call with r.outMu
-// held.
+// held: a reader of the output holds it too, and finds p in every place
+// or in none.
+//
+// The PTY's watchers have p before the log does: a file write may wait
+// on the file system (a journal's commit, a busy disk), and a key's echo
+// does not wait with it.
 func (m *Manager) copyLocked(r *resource, p []byte) {
 	if len(p) == 0 {
 		return
+	}
+	r.kept.Write(p)
+	if r.watch != nil {
+		r.watch(p)
+	}
+	if r.screen != nil {
+		m.showLocked(r, p)
 	}
 	if r.log != nil {
 		if _, err := r.log.Write(p); err != nil {
@@ -400,13 +412,11 @@ func (m *Manager) copyLocked(r *resource, p []byte) {
 			r.log = nil
 		}
 	}
-	r.kept.Write(p)
-	if r.watch != nil {
-		r.watch(p)
-	}
-	if r.screen == nil {
-		return
-	}
+}
+
+// showLocked passes p to r's screen and the PTY's watchers, whole UTF-8
+// sequences only. Call with r.outMu held.
+func (m *Manager) showLocked(r *resource, p []byte) {
 	data := p
 	if len(r.carry) > 0 {
 		data = append(r.carry, p...)

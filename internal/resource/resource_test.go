@@ -724,3 +724,48 @@ func TestAStartedShellRunsInTheDirectoryItsAdmissionRead(t *testing.T) {
 		seen[r.Cwd] = true
 	}
 }
+
+// A PTY's output reaches its watchers before its log: a log write that
+// waits on the file system does not hold a key's echo back.
+func TestAPTYsOutputReachesItsWatchersBeforeItsLog(t *testing.T) {
+	var mu sync.Mutex
+	logPath := ""              // guarded by mu: set once the PTY has started
+	var passed strings.Builder // guarded by mu: the output passed on so far
+	var early []string         // guarded by mu: pieces in the log before they were passed on
+	m, s, dir := newManager(t, func(c *Config) {
+		out := c.OnOutput
+		c.OnOutput = func(ref string, seq uint64, data []byte) {
+			mu.Lock()
+			if logPath != "" {
+				if logged, _ := os.ReadFile(logPath); len(logged) > passed.Len() {
+					early = append(early, string(data))
+				}
+			}
+			passed.Write(data)
+			mu.Unlock()
+			out(ref, seq, data)
+		}
+	})
+	r := start(t, m, StartInput{LaunchID: "l1", Command: "echo first-piece; read x; echo second-piece; read x; echo third-piece; sleep 1000", PTY: true})
+	s.printed(t, r.Ref, "first-piece")
+	mu.Lock()
+	logPath = filepath.Join(dir, "resources", r.Ref+".log")
+	mu.Unlock()
+	m.mu.Lock()
+	res := m.byRef[r.Ref]
+	m.mu.Unlock()
+	for _, next := range []string{"second-piece", "third-piece"} {
+		if err := m.write(res, []byte("go\n")); err != nil {
+			t.Fatal(err)
+		}
+		s.printed(t, r.Ref, next)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if logged, err := os.ReadFile(logPath); err != nil || !strings.Contains(string(logged), "third-piece") {
+		t.Fatalf("the log holds %q (%v), not the output", logged, err)
+	}
+	if len(early) > 0 {
+		t.Fatalf("output was in the log before its watchers had it: %q", early)
+	}
+}

@@ -147,6 +147,15 @@ func (w *OutboundWriter) Respond(msg []byte, then func()) (*Receipt, error) {
 	return w.enqueue(outFrame{msg: msg}, Control, true, then)
 }
 
+// WritePooled is Respond for a msg taken from transport.GetBuffer, as
+// EnqueuePooled takes it: written on the caller's goroutine when nothing
+// is queued and the writer goroutine is idle, queued otherwise. It may
+// block on the transport; only a goroutine that would wait for the
+// frame's receipt anyway, holding no lock, calls it.
+func (w *OutboundWriter) WritePooled(msg []byte) (*Receipt, error) {
+	return w.enqueue(outFrame{msg: msg, pooled: true}, Control, true, nil)
+}
+
 func (w *OutboundWriter) enqueue(f outFrame, class Class, direct bool, then func()) (*Receipt, error) {
 	msg := f.msg
 	w.mu.Lock()

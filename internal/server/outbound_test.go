@@ -320,3 +320,56 @@ func TestAPooledFrameIsWrittenWholeThenGivenBack(t *testing.T) {
 		t.Fatal("no pooled frame's buffer was handed out again once written")
 	}
 }
+
+// WritePooled writes on the caller's goroutine while the writer is idle
+// (the frame has gone out when it returns), and queues behind a frame in
+// progress, in order, without waiting for it.
+func TestWritePooledWritesAtOnceWhenIdleAndQueuesBehindAWrite(t *testing.T) {
+	bw := &blockingWriter{entered: make(chan struct{}), release: make(chan struct{})}
+	w := NewOutboundWriter(bw, func(err error) { t.Errorf("writer failed: %v", err) })
+	defer w.Close()
+	pooled := func(id string) []byte { return append(transport.GetBuffer(64), statusResponse(id)...) }
+	first, err := w.Enqueue(Control, statusResponse("held"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait(t, bw.entered, "the first write to start")
+	queued, err := w.WritePooled(pooled("queued"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-queued.Done():
+		t.Fatal("a frame behind a write in progress settled before it")
+	default:
+	}
+	close(bw.release)
+	wait(t, first.Done(), "the first frame flushed")
+	wait(t, queued.Done(), "the queued frame flushed")
+	bw.mu.Lock()
+	var ids []any
+	for _, f := range bw.frames {
+		ids = append(ids, f["requestId"])
+	}
+	bw.mu.Unlock()
+	if fmt.Sprint(ids) != "[held queued]" {
+		t.Fatalf("frames written %v, want [held queued]", ids)
+	}
+
+	// A writer that has written nothing yet is idle.
+	cli, srv := pair(t)
+	idle := NewOutboundWriter(cli, func(err error) { t.Errorf("writer failed: %v", err) })
+	defer idle.Close()
+	now, err := idle.WritePooled(pooled("now"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-now.Done():
+	default:
+		t.Fatal("a frame written while the writer was idle had not settled when WritePooled returned")
+	}
+	if r := readResponse(t, srv); r.RequestID != "now" {
+		t.Fatalf("got %q, want now", r.RequestID)
+	}
+}

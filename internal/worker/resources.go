@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"crypto/rand"
+	"runtime"
 	"runtime/debug"
 	"slices"
 	"time"
@@ -81,14 +82,24 @@ func (s *session) ptyOutput(ref string, seq uint64, data []byte) {
 	s.deliverLocked(ptyItems(ref, seq, quoted, false, len(watching)),
 		func(sub *subscription) bool { return sub.watches(ref) })
 	s.mu.Unlock()
+	direct := false
 	for _, sub := range watching {
 		if sub.ptyOnly {
+			direct = true
 			if sub.pendingPTY() > maxPTYPending {
 				s.slowDirect(sub)
 			}
 			continue
 		}
 		sub.waitPTYRoom(s.base.Done())
+	}
+	if direct {
+		// The PTY's controller reads it on a connection to this worker:
+		// its pump, readied by the delivery, writes the output (a key's
+		// echo, most often) now, before this reader goes on to the
+		// output's log. On the worker's one processor it would otherwise
+		// wait for this goroutine to block.
+		runtime.Gosched()
 	}
 }
 

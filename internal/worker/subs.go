@@ -543,7 +543,15 @@ func (sub *subscription) write(batch []*pendingDelta) bool {
 				sub.logger.Error("a runtime resource frame cannot be encoded and is left out", "subscription", sub.id, "err", err)
 				continue
 			}
-			r, err := sub.conn.out.EnqueuePooled(server.Control, b, nil)
+			var r *server.Receipt
+			if len(batch) == 1 {
+				// A key's echo, most often: written here when the
+				// connection's writer is idle, with no hand-over to it
+				// and back. The receipt is waited for below either way.
+				r, err = sub.conn.out.WritePooled(b)
+			} else {
+				r, err = sub.conn.out.EnqueuePooled(server.Control, b, nil)
+			}
 			if err != nil {
 				failed = true
 				continue
