@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"strings"
 	"sync"
 
@@ -31,23 +30,30 @@ func locateSession(ctx context.Context, selector string) (located, error) {
 	return locateSessionWith(ctx, selector, nil)
 }
 
-// locateSessionWith is locateSession calling opened, when set, with the
-// connection to this home's host as soon as it is open, before the
-// session is looked up: for a request about the session that need not
-// wait for it, its answer used when the session is found on that host.
+// locateSessionWith is locateSession calling opened, when set, once, with
+// the connection to this home's host as soon as its hello has gone out,
+// before the host has answered it and the session is looked up: for
+// requests about the session that need not wait for either (started on
+// goroutines of their own, they go out behind the hello), their answers
+// used when the session is found on that connection. Should that
+// handshake fail and another connection be opened, opened is not called
+// again: what it started fails, and the connection found is another.
 func locateSessionWith(ctx context.Context, selector string, opened func(*client.Conn)) (located, error) {
 	if selector == "" {
 		return located{}, usagef("the session must not be empty: give its id or a prefix of it")
 	}
-	own, info, err := openOwn(ctx)
+	var pipeline func(*client.Conn)
+	if opened != nil {
+		pipeline = func(c *client.Conn) {
+			if opened != nil {
+				opened(c)
+				opened = nil
+			}
+		}
+	}
+	own, info, err := openOwnWith(ctx, protocol.SurfaceCLI, pipeline)
 	if err != nil {
 		return located{}, err
-	}
-	if opened != nil {
-		opened(own)
-		// What opened started goes out first: in a process just started
-		// no idle thread may be there to run it beside this one.
-		runtime.Gosched()
 	}
 	var found []located
 	var lastErr error
