@@ -247,7 +247,15 @@ func (m *model) refresh() {
 		}
 	}
 	m.lines = strings.Split(strings.Join(parts, "\n"), "\n")
-	m.view.SetContentLines(m.lines)
+	// The view keeps the scroll position over the lines, which transcript
+	// draws: it is given as many blank ones, rather than measure each
+	// line's width for a sideways scroll the screen does not have. One
+	// line it is given as it is: a blank one is none.
+	inView := m.lines
+	if len(inView) > 1 {
+		inView = make([]string, len(m.lines))
+	}
+	m.view.SetContentLines(inView)
 	m.layout()
 }
 
