@@ -42,39 +42,57 @@ func locateSessionWith(ctx context.Context, selector string, opened func(*client
 	if selector == "" {
 		return located{}, usagef("the session must not be empty: give its id or a prefix of it")
 	}
-	var pipeline func(*client.Conn)
-	if opened != nil {
-		pipeline = func(c *client.Conn) {
-			if opened != nil {
-				opened(c)
-				opened = nil
-			}
+	var found []located
+	var lastErr error
+	// What session.get answered on a connection.
+	type answer struct {
+		s   protocol.Session
+		err error
+	}
+	get := func(c *client.Conn) answer {
+		s, err := client.Call(ctx, c, protocol.OpSessionGet, protocol.SessionRef{SessionID: selector})
+		return answer{s, err}
+	}
+	try := func(c *client.Conn, a answer, hostID, home string) bool {
+		switch {
+		case a.err == nil:
+			found = append(found, located{conn: c, session: a.s, hostID: hostID, home: home})
+			return true
+		case errors.Is(a.err, client.ErrNotFound):
+		default:
+			lastErr = a.err
+		}
+		return false
+	}
+	// This home's host is asked behind the hello, before opened's
+	// requests go: the last goroutine started runs first.
+	var asking sync.WaitGroup
+	var asked *client.Conn // guarded by asking
+	var ownAnswer answer   // guarded by asking
+	pipeline := func(c *client.Conn) {
+		asking.Wait() // the one asked on a connection that failed
+		asked = c
+		asking.Go(func() { ownAnswer = get(c) })
+		if opened != nil {
+			opened(c)
+			opened = nil
 		}
 	}
 	own, info, err := openOwnWith(ctx, protocol.SurfaceCLI, pipeline)
 	if err != nil {
+		asking.Wait()
 		return located{}, err
 	}
-	var found []located
-	var lastErr error
-	try := func(c *client.Conn, hostID, home string) bool {
-		var s protocol.Session
-		s, err := client.Call(ctx, c, protocol.OpSessionGet, protocol.SessionRef{SessionID: selector})
-		switch {
-		case err == nil:
-			found = append(found, located{conn: c, session: s, hostID: hostID, home: home})
-			return true
-		case errors.Is(err, client.ErrNotFound):
-		default:
-			lastErr = err
-		}
-		return false
-	}
-	// The other hosts are found while this home's host is asked.
+	// The other hosts are found while this home's host answers.
 	var hosts []client.HostInfo
 	var discovering sync.WaitGroup
 	discovering.Go(func() { hosts, _ = activation.DiscoverOthers(ctx, mustRuntimeDir(), info.HostID) })
-	if !try(own, info.HostID, info.Home) {
+	asking.Wait()
+	a := ownAnswer
+	if asked != own {
+		a = get(own)
+	}
+	if !try(own, a, info.HostID, info.Home) {
 		defer own.Close()
 	}
 	discovering.Wait()
@@ -83,7 +101,7 @@ func locateSessionWith(ctx context.Context, selector string, opened func(*client
 		if err != nil {
 			continue
 		}
-		if !try(c, h.HostID, h.Home) {
+		if !try(c, get(c), h.HostID, h.Home) {
 			c.Close()
 		}
 	}
