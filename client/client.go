@@ -207,6 +207,10 @@ type Conn struct {
 	// final. Together they tell whether a request was dispatched.
 	sent   atomic.Int64
 	broken atomic.Bool
+	// handshaking is set while Dial reads the host's answer to the hello:
+	// a request pipelined behind it that fails leaves the socket open, so
+	// that the answer (a refusal, say) is read all the same.
+	handshaking atomic.Bool
 
 	mu       sync.Mutex
 	pending  map[string]*pending // guarded by mu
@@ -273,6 +277,7 @@ func dial(ctx context.Context, endpoint string, opts Options, composition string
 	// and closes, so the hello may fail to go; its answer is read all the
 	// same. The hello goes first, under the writers' lock, so that no
 	// pipelined request can precede it.
+	c.handshaking.Store(true)
 	c.wmu.Lock()
 	hello = append(hello, '\n')
 	c.queued = int64(len(hello))
@@ -285,10 +290,19 @@ func dial(ctx context.Context, endpoint string, opts Options, composition string
 		opts.Pipeline(c)
 	}
 	accepted, err := handshakeAnswer(r, endpoint)
+	c.handshaking.Store(false)
 	if werr != nil && (err == nil || !isAnswer(err)) {
 		err = fmt.Errorf("handshake with %s: %w", endpoint, werr)
 	}
+	if ferr := c.Err(); err == nil && ferr != nil {
+		// A pipelined request's write failed: the connection broke.
+		err = fmt.Errorf("handshake with %s: %w", endpoint, ferr)
+	}
 	if err != nil {
+		// Requests pipelined behind the hello fail with its answer.
+		c.mu.Lock()
+		c.err = err
+		c.mu.Unlock()
 		c.end(err)
 		return nil, err
 	}
@@ -378,7 +392,11 @@ func (c *Conn) fail(err error) {
 		c.err = err
 	}
 	c.mu.Unlock()
-	c.nc.Close()
+	// Set before handshaking is read: Dial, once it has cleared
+	// handshaking, finds the error and ends the connection itself.
+	if !c.handshaking.Load() {
+		c.nc.Close()
+	}
 }
 
 // Call runs operation o with in and returns its result. o names the

@@ -148,3 +148,39 @@ func TestRequestsPipelinedBehindARefusedHelloFailWithItsAnswer(t *testing.T) {
 		t.Fatalf("the pipelined request: %v, want it interrupted by the incompatible answer", callErr)
 	}
 }
+
+func TestARefusalIsReadWhenARequestPipelinedBehindTheHelloFindsTheSocketClosed(t *testing.T) {
+	sock := agentdtest.ShortDir(t) + "/x.sock"
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	closed := make(chan struct{})
+	var peer sync.WaitGroup
+	defer peer.Wait()
+	peer.Go(func() {
+		defer close(closed)
+		nc, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		// As a host at its maximum of connections: the refusal, before
+		// reading anything, then the end.
+		b, _ := json.Marshal(protocol.Refused{Kind: protocol.KindRefused, MaxConnections: 1})
+		nc.Write(append(b, '\n'))
+		nc.Close()
+	})
+	ctx := agentdtest.Context(t)
+	var call sync.WaitGroup
+	_, err = client.Dial(ctx, sock, client.Options{Pipeline: func(c *client.Conn) {
+		<-closed
+		// Its write fails on the closed socket before the answer is read.
+		call.Go(func() { c.Status(ctx) })
+		call.Wait()
+	}})
+	var ref *client.RefusedError
+	if !errors.As(err, &ref) || ref.MaxConnections != 1 {
+		t.Fatalf("dial: %v, want the host's refusal", err)
+	}
+}
