@@ -80,16 +80,38 @@ type Colours struct {
 
 // DetectColours starts detecting the colours of terminal out, from env
 // (the process's when nil).
+//
+// The screen's colours are the 256 of ANSI at most, which a terminal of
+// 256 colours draws as one of more colours does: when out is a terminal
+// whose environment says 256 colours or more (TERM=xterm-256color, say),
+// that is its profile, and neither the terminal's terminfo nor tmux is
+// asked whether it has more. Should the screen come to draw colours
+// beyond the 256, this must ask them.
 func DetectColours(out io.Writer, env []string) *Colours {
 	if env == nil {
 		env = os.Environ()
 	}
 	c := &Colours{done: make(chan struct{})}
+	if p := colorprofile.Env(env); p >= colorprofile.ANSI256 && isTerminalOut(out) {
+		c.profile = p
+		close(c.done)
+		return c
+	}
 	go func() {
 		defer close(c.done)
 		c.profile = colorprofile.Detect(out, env)
 	}()
 	return c
+}
+
+// isTerminalOut reports whether out is a terminal.
+func isTerminalOut(out io.Writer) bool {
+	f, ok := out.(interface{ Fd() uintptr })
+	if !ok {
+		return false
+	}
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
 }
 
 // Profile waits for the detection and returns the profile it found.
