@@ -577,8 +577,10 @@ func wrapPieces(ps []piece, width int) []string {
 	words = append(words, cur)
 
 	var lines []string
-	// A line's pieces, drawn once it is full: its room is used again.
-	line := make([]piece, 0, max(2*width/3, 0)+2)
+	// A line's pieces, drawn once it is full: its room is used again. It
+	// holds at most the words' pieces and the spaces between them (a
+	// table's cells are laid out at a width of no bound).
+	line := make([]piece, 0, min(len(cut)+len(words), max(2*width/3, 0)+2))
 	lw, started := 0, false
 	emit := func() {
 		lines = append(lines, renderLine(line))
