@@ -47,6 +47,14 @@ type Options struct {
 	// net.Conn carrying its text messages. The endpoint then only names
 	// the host in errors.
 	Dial func(ctx context.Context) (net.Conn, error)
+	// Pipeline, when set, is called by Dial with the connection as soon
+	// as its hello is written, before the host has answered it: requests
+	// it starts (on goroutines of its own) go out behind the hello rather
+	// than a round trip later. They fail with the handshake's error when
+	// the host does not accept the connection; Accepted is set only once
+	// Dial returns. A caller that dials again after a failed handshake
+	// (activation does) calls Pipeline again, with the new connection.
+	Pipeline func(*Conn)
 }
 
 // Interruption reasons.
@@ -199,6 +207,10 @@ type Conn struct {
 	// final. Together they tell whether a request was dispatched.
 	sent   atomic.Int64
 	broken atomic.Bool
+	// handshaking is set while Dial reads the host's answer to the hello:
+	// a request pipelined behind it that fails leaves the socket open, so
+	// that the answer (a refusal, say) is read all the same.
+	handshaking atomic.Bool
 
 	mu       sync.Mutex
 	pending  map[string]*pending // guarded by mu
@@ -250,42 +262,6 @@ func dial(ctx context.Context, endpoint string, opts Options, composition string
 		CompatibilityEpoch: protocol.CompatibilityEpoch,
 		CompositionID:      composition, Surface: opts.Surface,
 	})
-	r := protocol.NewLineReader(nc)
-	// A host that refuses the connection answers before reading the hello
-	// and closes, so the hello may fail to go; its answer is read all the
-	// same.
-	_, werr := nc.Write(append(hello, '\n'))
-	line, err := r.Next()
-	if err != nil {
-		nc.Close()
-		if werr != nil {
-			err = werr
-		}
-		return nil, fmt.Errorf("handshake with %s: %w", endpoint, err)
-	}
-	var head struct {
-		Kind string `json:"kind"`
-	}
-	if err := json.Unmarshal(line, &head); err != nil {
-		nc.Close()
-		return nil, fmt.Errorf("handshake with %s: %w", endpoint, err)
-	}
-	switch head.Kind {
-	case protocol.KindAccepted:
-	case protocol.KindIncompatible:
-		ie := &IncompatibleError{Endpoint: endpoint}
-		json.Unmarshal(line, &ie.Incompatible)
-		nc.Close()
-		return nil, ie
-	case protocol.KindRefused:
-		re := &RefusedError{Endpoint: endpoint}
-		json.Unmarshal(line, &re.Refused)
-		nc.Close()
-		return nil, re
-	default:
-		nc.Close()
-		return nil, fmt.Errorf("handshake with %s: unexpected frame %q", endpoint, head.Kind)
-	}
 	c := &Conn{
 		nc:       nc,
 		endpoint: endpoint,
@@ -296,13 +272,88 @@ func dial(ctx context.Context, endpoint string, opts Options, composition string
 		done:     make(chan struct{}),
 	}
 	c.w = bufio.NewWriterSize(sentCounter{c}, 32<<10)
-	if err := json.Unmarshal(line, &c.accepted); err != nil {
-		nc.Close()
-		return nil, fmt.Errorf("handshake with %s: %w", endpoint, err)
+	r := protocol.NewLineReader(nc)
+	// A host that refuses the connection answers before reading the hello
+	// and closes, so the hello may fail to go; its answer is read all the
+	// same. The hello goes first, under the writers' lock, so that no
+	// pipelined request can precede it.
+	c.handshaking.Store(true)
+	c.wmu.Lock()
+	hello = append(hello, '\n')
+	c.queued = int64(len(hello))
+	_, werr := c.w.Write(hello)
+	if werr == nil {
+		werr = c.w.Flush()
 	}
+	c.wmu.Unlock()
+	if opts.Pipeline != nil && werr == nil {
+		opts.Pipeline(c)
+	}
+	accepted, err := handshakeAnswer(r, endpoint)
+	c.handshaking.Store(false)
+	if werr != nil && (err == nil || !isAnswer(err)) {
+		err = fmt.Errorf("handshake with %s: %w", endpoint, werr)
+	}
+	if ferr := c.Err(); err == nil && ferr != nil {
+		// A pipelined request's write failed: the connection broke.
+		err = fmt.Errorf("handshake with %s: %w", endpoint, ferr)
+	}
+	if err != nil {
+		// Requests pipelined behind the hello fail with its answer.
+		c.mu.Lock()
+		c.err = err
+		c.mu.Unlock()
+		c.end(err)
+		return nil, err
+	}
+	c.accepted = accepted
 	nc.SetDeadline(time.Time{})
 	go c.readLoop(r)
 	return c, nil
+}
+
+// handshakeAnswer reads the host's answer to the hello from r: the
+// connection accepted, or why not (*IncompatibleError, *RefusedError,
+// another error for a connection that ended or a frame of the wrong
+// kind).
+func handshakeAnswer(r *protocol.LineReader, endpoint string) (protocol.Accepted, error) {
+	var accepted protocol.Accepted
+	line, err := r.Next()
+	if err != nil {
+		return accepted, fmt.Errorf("handshake with %s: %w", endpoint, err)
+	}
+	var head struct {
+		Kind string `json:"kind"`
+	}
+	if err := json.Unmarshal(line, &head); err != nil {
+		return accepted, fmt.Errorf("handshake with %s: %w", endpoint, err)
+	}
+	switch head.Kind {
+	case protocol.KindAccepted:
+	case protocol.KindIncompatible:
+		ie := &IncompatibleError{Endpoint: endpoint}
+		json.Unmarshal(line, &ie.Incompatible)
+		return accepted, ie
+	case protocol.KindRefused:
+		re := &RefusedError{Endpoint: endpoint}
+		json.Unmarshal(line, &re.Refused)
+		return accepted, re
+	default:
+		return accepted, fmt.Errorf("handshake with %s: unexpected frame %q", endpoint, head.Kind)
+	}
+	if err := json.Unmarshal(line, &accepted); err != nil {
+		return accepted, fmt.Errorf("handshake with %s: %w", endpoint, err)
+	}
+	return accepted, nil
+}
+
+// isAnswer reports whether err is the host's own answer to a hello.
+func isAnswer(err error) bool {
+	var (
+		inc *IncompatibleError
+		ref *RefusedError
+	)
+	return errors.As(err, &inc) || errors.As(err, &ref)
 }
 
 func randomID() string {
@@ -311,7 +362,8 @@ func randomID() string {
 	return hex.EncodeToString(b)
 }
 
-// Accepted returns the host's answer to the handshake.
+// Accepted returns the host's answer to the handshake, once Dial has
+// returned.
 func (c *Conn) Accepted() protocol.Accepted { return c.accepted }
 
 // Endpoint returns the socket the connection is on.
@@ -340,7 +392,11 @@ func (c *Conn) fail(err error) {
 		c.err = err
 	}
 	c.mu.Unlock()
-	c.nc.Close()
+	// Set before handshaking is read: Dial, once it has cleared
+	// handshaking, finds the error and ends the connection itself.
+	if !c.handshaking.Load() {
+		c.nc.Close()
+	}
 }
 
 // Call runs operation o with in and returns its result. o names the
@@ -513,7 +569,6 @@ func (c *Conn) lostReason() string {
 }
 
 func (c *Conn) readLoop(r *protocol.LineReader) {
-	defer close(c.done)
 	var err error
 	for {
 		var line []byte
@@ -541,6 +596,14 @@ func (c *Conn) readLoop(r *protocol.LineReader) {
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) {
 		err = ErrClosed
 	}
+	c.end(err)
+}
+
+// end ends the connection for err, unless it ended already for another
+// reason: the socket closed, requests in flight and watchers told, Done
+// closed. Only the reader calls it, or Dial before there is one.
+func (c *Conn) end(err error) {
+	defer close(c.done)
 	c.mu.Lock()
 	if c.err == nil {
 		c.err = err

@@ -81,7 +81,7 @@ Editing the line, as readline:
 				return err
 			}
 			if screen {
-				page := func() *client.TranscriptPage { return first.page(c, id) }
+				page := func() *tui.FirstPage { return first.page(c, id) }
 				opts := tui.Options{Follower: f, FirstPage: page, Input: e.stdin, Output: e.stdout, Colours: colours}
 				if in, out, err := ptyTerminal(e); err == nil {
 					opts.OpenPTY = func(ctx context.Context, ref string) (string, error) {
@@ -143,7 +143,7 @@ type firstScreen struct {
 	reading, opening sync.WaitGroup
 	conn             *client.Conn // where they are asked; nil before start
 	// Set once reading and opening are done: nil for what failed.
-	newest *client.TranscriptPage
+	newest *tui.FirstPage
 	open   *client.Session
 }
 
@@ -172,9 +172,9 @@ func (p *firstScreen) start(ctx context.Context, c *client.Conn, selector string
 // page returns the page once read, when it is session id's, read on c;
 // nil when it could not be read, or was read of a session of this home's
 // host that another host's named the same.
-func (p *firstScreen) page(c *client.Conn, id string) *client.TranscriptPage {
+func (p *firstScreen) page(c *client.Conn, id string) *tui.FirstPage {
 	p.reading.Wait()
-	if p.newest == nil || p.conn != c || p.newest.SessionID != id {
+	if p.newest == nil || p.conn != c || p.newest.Page.SessionID != id {
 		return nil
 	}
 	return p.newest

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"strings"
 	"sync"
 
@@ -31,44 +30,69 @@ func locateSession(ctx context.Context, selector string) (located, error) {
 	return locateSessionWith(ctx, selector, nil)
 }
 
-// locateSessionWith is locateSession calling opened, when set, with the
-// connection to this home's host as soon as it is open, before the
-// session is looked up: for a request about the session that need not
-// wait for it, its answer used when the session is found on that host.
+// locateSessionWith is locateSession calling opened, when set, once, with
+// the connection to this home's host as soon as its hello has gone out,
+// before the host has answered it and the session is looked up: for
+// requests about the session that need not wait for either (started on
+// goroutines of their own, they go out behind the hello), their answers
+// used when the session is found on that connection. Should that
+// handshake fail and another connection be opened, opened is not called
+// again: what it started fails, and the connection found is another.
 func locateSessionWith(ctx context.Context, selector string, opened func(*client.Conn)) (located, error) {
 	if selector == "" {
 		return located{}, usagef("the session must not be empty: give its id or a prefix of it")
 	}
-	own, info, err := openOwn(ctx)
-	if err != nil {
-		return located{}, err
-	}
-	if opened != nil {
-		opened(own)
-		// What opened started goes out first: in a process just started
-		// no idle thread may be there to run it beside this one.
-		runtime.Gosched()
-	}
 	var found []located
 	var lastErr error
-	try := func(c *client.Conn, hostID, home string) bool {
-		var s protocol.Session
+	// What session.get answered on a connection.
+	type answer struct {
+		s   protocol.Session
+		err error
+	}
+	get := func(c *client.Conn) answer {
 		s, err := client.Call(ctx, c, protocol.OpSessionGet, protocol.SessionRef{SessionID: selector})
+		return answer{s, err}
+	}
+	try := func(c *client.Conn, a answer, hostID, home string) bool {
 		switch {
-		case err == nil:
-			found = append(found, located{conn: c, session: s, hostID: hostID, home: home})
+		case a.err == nil:
+			found = append(found, located{conn: c, session: a.s, hostID: hostID, home: home})
 			return true
-		case errors.Is(err, client.ErrNotFound):
+		case errors.Is(a.err, client.ErrNotFound):
 		default:
-			lastErr = err
+			lastErr = a.err
 		}
 		return false
 	}
-	// The other hosts are found while this home's host is asked.
+	// This home's host is asked behind the hello, before opened's
+	// requests go: the last goroutine started runs first.
+	var asking sync.WaitGroup
+	var asked *client.Conn // guarded by asking
+	var ownAnswer answer   // guarded by asking
+	pipeline := func(c *client.Conn) {
+		asking.Wait() // the one asked on a connection that failed
+		asked = c
+		asking.Go(func() { ownAnswer = get(c) })
+		if opened != nil {
+			opened(c)
+			opened = nil
+		}
+	}
+	own, info, err := openOwnWith(ctx, protocol.SurfaceCLI, pipeline)
+	if err != nil {
+		asking.Wait()
+		return located{}, err
+	}
+	// The other hosts are found while this home's host answers.
 	var hosts []client.HostInfo
 	var discovering sync.WaitGroup
 	discovering.Go(func() { hosts, _ = activation.DiscoverOthers(ctx, mustRuntimeDir(), info.HostID) })
-	if !try(own, info.HostID, info.Home) {
+	asking.Wait()
+	a := ownAnswer
+	if asked != own {
+		a = get(own)
+	}
+	if !try(own, a, info.HostID, info.Home) {
 		defer own.Close()
 	}
 	discovering.Wait()
@@ -77,7 +101,7 @@ func locateSessionWith(ctx context.Context, selector string, opened func(*client
 		if err != nil {
 			continue
 		}
-		if !try(c, h.HostID, h.Home) {
+		if !try(c, get(c), h.HostID, h.Home) {
 			c.Close()
 		}
 	}

@@ -44,11 +44,18 @@ var hostModel string
 // openOwn connects to this home's host, starting it if none runs (see
 // hostCommand), and returns its registration.
 func openOwn(ctx context.Context) (*client.Conn, client.HostInfo, error) {
-	return openOwnAs(ctx, protocol.SurfaceCLI)
+	return openOwnWith(ctx, protocol.SurfaceCLI, nil)
 }
 
 // openOwnAs is openOwn for a client of the given surface.
 func openOwnAs(ctx context.Context, surface string) (*client.Conn, client.HostInfo, error) {
+	return openOwnWith(ctx, surface, nil)
+}
+
+// openOwnWith is openOwnAs with pipeline, when set, given each connection
+// whose hello has gone out, for requests that go out behind it
+// (client.Options.Pipeline).
+func openOwnWith(ctx context.Context, surface string, pipeline func(*client.Conn)) (*client.Conn, client.HostInfo, error) {
 	act, err := activation.Resolve(activation.Options{})
 	if err != nil {
 		return nil, client.HostInfo{}, err
@@ -65,7 +72,7 @@ func openOwnAs(ctx context.Context, surface string) (*client.Conn, client.HostIn
 	if act.Command, err = hostCommand(act.Home); err != nil {
 		return nil, client.HostInfo{}, err
 	}
-	opts := activation.OpenOptions{Activation: act, Options: client.Options{Surface: surface}}
+	opts := activation.OpenOptions{Activation: act, Options: client.Options{Surface: surface, Pipeline: pipeline}}
 	if hostModel != "" {
 		opts.HostArgs = []string{"--default-model", hostModel}
 	}

@@ -35,7 +35,7 @@ func firstScreen(t *testing.T, through uint64, page client.TranscriptPage) *mode
 	t.Helper()
 	m := screenModel(t)
 	m.through, m.noOlder = through, false
-	m.firstPage(page)
+	m.firstPage(page, nil)
 	return m
 }
 
@@ -146,5 +146,31 @@ func TestALineWiderThanTheScreenIsCut(t *testing.T) {
 	}
 	if i := strings.Index(s, "a question"); i < 0 || !strings.Contains(s[i:], "an answer\n── completed") {
 		t.Fatalf("the lines below the cut one:\n%s", s)
+	}
+}
+
+// TestAFirstPagesBlocksMadeWhereItIsReadDrawTheSameFrame: the blocks
+// ReadFirstPage makes of a page as it is read draw the frame the page's
+// records draw; when the stream's snapshot leaves the page's newest
+// records out, they are not used, and the frame has none of those.
+func TestAFirstPagesBlocksMadeWhereItIsReadDrawTheSameFrame(t *testing.T) {
+	rs := turns(40)
+	page := client.TranscriptPage{Through: 160, Records: rs}
+	want := firstScreen(t, 160, page).screen()
+
+	m := screenModel(t)
+	m.through, m.noOlder = 160, false
+	m.firstPage(page, feedOf(rs))
+	if got := m.screen(); got != want {
+		t.Fatalf("the page's blocks made as it was read drew:\n%s\nits records:\n%s", got, want)
+	}
+
+	// The snapshot is through the 39th turn: the 40th is the stream's.
+	m = screenModel(t)
+	m.through, m.noOlder = 156, false
+	m.firstPage(page, feedOf(rs))
+	s := m.screen()
+	if strings.Contains(s, "answer 40") || !strings.Contains(s, "answer 39") {
+		t.Fatalf("a page read past the snapshot, its blocks made of all its records, drew:\n%s", s)
 	}
 }

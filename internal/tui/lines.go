@@ -6,8 +6,6 @@ import (
 	"io"
 	"strings"
 	"time"
-
-	"charm.land/lipgloss/v2"
 )
 
 // Lines writes a feed's changes as lines of text, for a pipe, a file or a
@@ -150,7 +148,7 @@ func (l *Lines) write(s string) {
 }
 
 // style renders a mark of the renderer's own in st when Color is set.
-func (l *Lines) style(st lipgloss.Style, s string) string {
+func (l *Lines) style(st paint, s string) string {
 	if !l.Color {
 		return s
 	}

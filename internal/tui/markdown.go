@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/charmbracelet/x/ansi"
 	"github.com/yuin/goldmark/ast"
@@ -541,8 +542,14 @@ type word struct {
 // at spaces, and words longer than a line anywhere; each line is styled on
 // its own.
 func wrapPieces(ps []piece, width int) []string {
-	words := make([]word, 0, 16)
-	cut := make([]piece, 0, 16) // the words' pieces, in order
+	// Sized at once: a word at most for each space, a line break and
+	// piece, and about one piece for each.
+	n := 1
+	for _, p := range ps {
+		n += strings.Count(p.text, " ") + 2
+	}
+	words := make([]word, 0, n)
+	cut := make([]piece, 0, n) // the words' pieces, in order
 	cur := word{}
 	for _, p := range ps {
 		if p.text == "\n" {
@@ -550,7 +557,8 @@ func wrapPieces(ps []piece, width int) []string {
 			cur = word{from: len(cut), to: len(cut)}
 			continue
 		}
-		for i, s := range strings.Split(p.text, " ") {
+		for i, rest := 0, p.text; ; i++ {
+			s, after, more := strings.Cut(rest, " ")
 			if i > 0 {
 				words = append(words, cur)
 				cur = word{space: true, mark: p.mark, from: len(cut), to: len(cut)}
@@ -560,16 +568,23 @@ func wrapPieces(ps []piece, width int) []string {
 				cur.to = len(cut)
 				cur.width += cells(s)
 			}
+			if !more {
+				break
+			}
+			rest = after
 		}
 	}
 	words = append(words, cur)
 
 	var lines []string
-	var line []piece
+	// A line's pieces, drawn once it is full: its room is used again. It
+	// holds at most the words' pieces and the spaces between them (a
+	// table's cells are laid out at a width of no bound).
+	line := make([]piece, 0, min(len(cut)+len(words), max(2*width/3, 0)+2))
 	lw, started := 0, false
 	emit := func() {
 		lines = append(lines, renderLine(line))
-		line, lw, started = nil, 0, false
+		line, lw, started = line[:0], 0, false
 	}
 	for _, w := range words {
 		if w.br {
@@ -621,19 +636,31 @@ func wrapPieces(ps []piece, width int) []string {
 	return lines
 }
 
-// cells is ansi.StringWidth(s), counted at once for printable ASCII and
-// the control sequences (CSI) that style it, as most of a screen is; any
-// other byte has ansi.StringWidth measure s.
+// cells is ansi.StringWidth(s), counted at once for printable ASCII, the
+// symbols the screen draws its marks with (narrowSymbols) and the control
+// sequences (CSI) that style them, as most of a screen is; any other
+// byte has ansi.StringWidth measure s.
 func cells(s string) int {
 	n := 0
 	for i := 0; i < len(s); i++ {
 		switch c := s[i]; {
 		case c >= ' ' && c <= '~':
 			n++
+		case c >= utf8.RuneSelf:
+			r, size := utf8.DecodeRuneInString(s[i:])
+			if !strings.ContainsRune(narrowSymbols, r) {
+				return ansi.StringWidth(s)
+			}
+			n++
+			i += size - 1
 		case c == ansi.ESC && i+1 < len(s) && s[i+1] == '[':
-			// Parameters and intermediates, then the final byte.
+			// Parameters, then intermediates, then the final byte: any
+			// other order has ansi.StringWidth measure s.
 			j := i + 2
-			for j < len(s) && s[j] >= 0x20 && s[j] <= 0x3f {
+			for j < len(s) && s[j] >= 0x30 && s[j] <= 0x3f {
+				j++
+			}
+			for j < len(s) && s[j] >= 0x20 && s[j] <= 0x2f {
 				j++
 			}
 			if j == len(s) || s[j] < 0x40 || s[j] > 0x7e {
@@ -646,6 +673,12 @@ func cells(s string) int {
 	}
 	return n
 }
+
+// narrowSymbols are the characters outside ASCII the screen draws its own
+// marks with (rules, prompts, separators, bullets), each one cell wide
+// and none joining the character before or after it into one grapheme:
+// measured as ASCII is.
+const narrowSymbols = "─│❯·…●→"
 
 // cutCells cuts s after at most n cells.
 func cutCells(s string, n int) (string, string) {

@@ -54,7 +54,7 @@ type Options struct {
 	// instead of after a request of its own. A page that cannot be joined
 	// to the stream's snapshot without a gap is left out, and the screen
 	// reads its own.
-	FirstPage func() *client.TranscriptPage
+	FirstPage func() *FirstPage
 	// OpenPTY, when set, shows the session's PTY ref full screen on the
 	// terminal, which the screen lets go of meanwhile, until the person
 	// comes back or the PTY exits; it returns what to tell the person
@@ -80,16 +80,38 @@ type Colours struct {
 
 // DetectColours starts detecting the colours of terminal out, from env
 // (the process's when nil).
+//
+// The screen's colours are the 256 of ANSI at most, which a terminal of
+// 256 colours draws as one of more colours does: when out is a terminal
+// whose environment says 256 colours or more (TERM=xterm-256color, say),
+// that is its profile, and neither the terminal's terminfo nor tmux is
+// asked whether it has more. Should the screen come to draw colours
+// beyond the 256, this must ask them.
 func DetectColours(out io.Writer, env []string) *Colours {
 	if env == nil {
 		env = os.Environ()
 	}
 	c := &Colours{done: make(chan struct{})}
+	if p := colorprofile.Env(env); p >= colorprofile.ANSI256 && isTerminalOut(out) {
+		c.profile = p
+		close(c.done)
+		return c
+	}
 	go func() {
 		defer close(c.done)
 		c.profile = colorprofile.Detect(out, env)
 	}()
 	return c
+}
+
+// isTerminalOut reports whether out is a terminal.
+func isTerminalOut(out io.Writer) bool {
+	f, ok := out.(interface{ Fd() uintptr })
+	if !ok {
+		return false
+	}
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
 }
 
 // Profile waits for the detection and returns the profile it found.
@@ -150,7 +172,7 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	if opts.FirstPage != nil {
 		if p := opts.FirstPage(); p != nil {
-			m.firstPage(*p)
+			m.firstPage(p.Page, p.blocks)
 		}
 	}
 	drawn := false
@@ -202,10 +224,33 @@ func warmWidths() {
 	ansi.WcWidth.StringWidth("─")
 }
 
+// FirstPage is the newest page of a session's transcript, read for a
+// first screen (ReadFirstPage).
+type FirstPage struct {
+	Page client.TranscriptPage
+	// blocks are the page's records as the screen draws them, made where
+	// the page was read, while the screen was set up.
+	blocks *Feed
+}
+
 // ReadFirstPage reads the newest page of session id's transcript on c,
-// sized for a first screen, for Options.FirstPage.
-func ReadFirstPage(ctx context.Context, c *client.Conn, id string) (client.TranscriptPage, error) {
-	return c.TranscriptPage(ctx, id, client.PageRequest{Direction: client.PageOlder, MaxBytes: firstPageBytes})
+// sized for a first screen, for Options.FirstPage, and makes its records
+// blocks.
+func ReadFirstPage(ctx context.Context, c *client.Conn, id string) (FirstPage, error) {
+	page, err := c.TranscriptPage(ctx, id, client.PageRequest{Direction: client.PageOlder, MaxBytes: firstPageBytes})
+	if err != nil {
+		return FirstPage{}, err
+	}
+	return FirstPage{Page: page, blocks: feedOf(page.Records)}, nil
+}
+
+// feedOf returns records made blocks.
+func feedOf(records []protocol.TranscriptRecord) *Feed {
+	f := NewFeed(0)
+	for _, r := range records {
+		f.Record(r)
+	}
+	return f
 }
 
 // What drawFirst writes before the first frame, and what undoes it: the
@@ -267,6 +312,8 @@ type (
 	pageMsg struct {
 		page client.TranscriptPage
 		err  error
+		// blocks, when set, are the page's records made blocks already.
+		blocks *Feed
 	}
 	// doneMsg is the outcome of a request.
 	doneMsg struct {
@@ -358,7 +405,9 @@ func (m *model) Init() tea.Cmd {
 // stream's snapshot: read through less than it, the records between
 // would be missing; starting after it, the stream brings its records
 // too. Its records after the snapshot's last are left to the stream.
-func (m *model) firstPage(p client.TranscriptPage) {
+// Blocks, when set, are all of p's records made blocks: used when none is
+// left out.
+func (m *model) firstPage(p client.TranscriptPage, blocks *Feed) {
 	snap := m.through
 	if p.Through < snap || len(p.Records) > 0 && p.Records[0].Seq > snap {
 		return
@@ -369,9 +418,12 @@ func (m *model) firstPage(p client.TranscriptPage) {
 			kept = append(kept, r)
 		}
 	}
+	if len(kept) < len(p.Records) {
+		blocks = nil
+	}
 	p.Records, p.Through = kept, snap
 	m.paging = true
-	m.afterFirst = m.page(pageMsg{page: p})
+	m.afterFirst = m.page(pageMsg{page: p, blocks: blocks})
 	m.started = true
 }
 
@@ -395,7 +447,7 @@ func (m *model) older() tea.Cmd {
 		ctx, cancel := context.WithTimeout(m.ctx, requestTimeout)
 		defer cancel()
 		page, err := c.TranscriptPage(ctx, id, req)
-		return pageMsg{page, err}
+		return pageMsg{page: page, err: err}
 	}
 }
 
@@ -520,9 +572,9 @@ func (m *model) page(msg pageMsg) tea.Cmd {
 		m.refresh()
 		return nil
 	}
-	older := NewFeed(0)
-	for _, r := range msg.page.Records {
-		older.Record(r)
+	older := msg.blocks
+	if older == nil {
+		older = feedOf(msg.page.Records)
 	}
 	if m.cursor == "" && msg.page.Through != 0 {
 		m.through = msg.page.Through

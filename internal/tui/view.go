@@ -16,7 +16,7 @@ import (
 
 // screenStyles are the styles of the screen.
 type screenStyles struct {
-	dim, header, user, tool, toolOK, err, ask, running lipgloss.Style
+	dim, header, user, tool, toolOK, err, ask, running paint
 	mdCode, mdLink                                     lipgloss.Style // Markdown's code and links
 }
 
@@ -24,14 +24,14 @@ type screenStyles struct {
 // starts: most agentd processes never draw one.
 var styles = sync.OnceValue(func() *screenStyles {
 	return &screenStyles{
-		dim:     lipgloss.NewStyle().Foreground(lipgloss.Color("8")),
-		header:  lipgloss.NewStyle().Bold(true),
-		user:    lipgloss.NewStyle().Foreground(lipgloss.Color("12")).Bold(true),
-		tool:    lipgloss.NewStyle().Foreground(lipgloss.Color("11")),
-		toolOK:  lipgloss.NewStyle().Foreground(lipgloss.Color("10")),
-		err:     lipgloss.NewStyle().Foreground(lipgloss.Color("9")),
-		ask:     lipgloss.NewStyle().Foreground(lipgloss.Color("13")).Bold(true),
-		running: lipgloss.NewStyle().Foreground(lipgloss.Color("11")).Bold(true),
+		dim:     newPaint(lipgloss.NewStyle().Foreground(lipgloss.Color("8"))),
+		header:  newPaint(lipgloss.NewStyle().Bold(true)),
+		user:    newPaint(lipgloss.NewStyle().Foreground(lipgloss.Color("12")).Bold(true)),
+		tool:    newPaint(lipgloss.NewStyle().Foreground(lipgloss.Color("11"))),
+		toolOK:  newPaint(lipgloss.NewStyle().Foreground(lipgloss.Color("10"))),
+		err:     newPaint(lipgloss.NewStyle().Foreground(lipgloss.Color("9"))),
+		ask:     newPaint(lipgloss.NewStyle().Foreground(lipgloss.Color("13")).Bold(true)),
+		running: newPaint(lipgloss.NewStyle().Foreground(lipgloss.Color("11")).Bold(true)),
 		mdCode:  lipgloss.NewStyle().Foreground(lipgloss.Color("6")),
 		mdLink:  lipgloss.NewStyle().Foreground(lipgloss.Color("12")),
 	}
@@ -106,9 +106,7 @@ func (r *renderer) block(b *Block, skips []skip, notes []placedNote) string {
 	return out
 }
 
-func (r *renderer) wrap(s string) string {
-	return lipgloss.NewStyle().Width(max(r.width, 1)).Render(s)
-}
+func (r *renderer) wrap(s string) string { return wrapTo(s, r.width) }
 
 func (r *renderer) draw(b *Block, skips []skip, notes []placedNote) string {
 	switch b.Kind {
@@ -249,7 +247,15 @@ func (m *model) refresh() {
 		}
 	}
 	m.lines = strings.Split(strings.Join(parts, "\n"), "\n")
-	m.view.SetContentLines(m.lines)
+	// The view keeps the scroll position over the lines, which transcript
+	// draws: it is given as many blank ones, rather than measure each
+	// line's width for a sideways scroll the screen does not have. One
+	// line it is given as it is: a blank one is none.
+	inView := m.lines
+	if len(inView) > 1 {
+		inView = make([]string, len(m.lines))
+	}
+	m.view.SetContentLines(inView)
 	m.layout()
 }
 
@@ -408,8 +414,6 @@ func (m *model) panel() string {
 	}
 	return strings.Join(lines, "\n")
 }
-
-func wrapTo(s string, width int) string { return lipgloss.NewStyle().Width(max(width, 1)).Render(s) }
 
 func firstLine(s string) string {
 	line, _, _ := strings.Cut(s, "\n")
