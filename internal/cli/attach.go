@@ -54,7 +54,7 @@ Editing the line, as readline:
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			screen := isTerminal(e.stdin) && isTerminal(e.stdout) && !asJSON
+			screen := tui.IsTerminal(e.stdin) && tui.IsTerminal(e.stdout) && !asJSON
 			streamOpts := client.SessionOptions{Resources: screen}
 			// The newest page of the transcript is read, and the stream
 			// opened, while the session is found, for the first frame.

@@ -17,6 +17,7 @@ import (
 	"github.com/agentd-dev/agentd/client"
 	"github.com/agentd-dev/agentd/internal/activation"
 	"github.com/agentd-dev/agentd/internal/credentials"
+	"github.com/agentd-dev/agentd/internal/tui"
 	"github.com/agentd-dev/agentd/protocol"
 )
 
@@ -219,7 +220,7 @@ func homeDir() (string, error) {
 // readAPIKey reads a key: asked for without echo when standard input is a
 // terminal, else the whole of standard input, trimmed.
 func readAPIKey(ctx context.Context, e *env, name string) (string, error) {
-	if f, ok := e.stdin.(*os.File); ok && isTerminal(f) {
+	if f, ok := e.stdin.(*os.File); ok && tui.IsTerminal(f) {
 		key, err := readNoEcho(ctx, f, func() { fmt.Fprintf(e.stderr, "%s API key (not shown): ", name) })
 		fmt.Fprintln(e.stderr)
 		if err != nil {

@@ -5,13 +5,15 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
+
+	"github.com/agentd-dev/agentd/internal/tui"
 )
 
 // bare runs agentd given no command, as tmux and the coding agents do: on
 // a terminal it attaches to the current directory's latest session, or
 // starts one as attach --new does; off a terminal it prints the help.
 func bare(e *env, root *cobra.Command) error {
-	if !isTerminal(e.stdin) || !isTerminal(e.stdout) {
+	if !tui.IsTerminal(e.stdin) || !tui.IsTerminal(e.stdout) {
 		return root.Help()
 	}
 	attach, _, err := root.Find([]string{"attach"})

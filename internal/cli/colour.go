@@ -18,7 +18,7 @@ import (
 type palette struct{ on bool }
 
 func paletteFor(w io.Writer) palette {
-	return palette{on: isTerminal(w) && os.Getenv("NO_COLOR") == "" && os.Getenv("TERM") != "dumb"}
+	return palette{on: tui.IsTerminal(w) && os.Getenv("NO_COLOR") == "" && os.Getenv("TERM") != "dumb"}
 }
 
 // cliStyles are the styles of a command's output.

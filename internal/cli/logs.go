@@ -146,7 +146,7 @@ func printLogs(ctx context.Context, e *env, selector, ref string, lines int, fol
 		}
 	}
 	out := e.stdout
-	if isTerminal(e.stdout) {
+	if tui.IsTerminal(e.stdout) {
 		out = visibleWriter{e.stdout}
 	}
 	if _, err := io.Copy(out, rl.f); err != nil {

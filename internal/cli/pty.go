@@ -272,7 +272,7 @@ func exitOf(r protocol.Resource) string {
 func ptyTerminal(e *env) (in, out *os.File, err error) {
 	in, _ = e.stdin.(*os.File)
 	out, _ = e.stdout.(*os.File)
-	if in == nil || out == nil || !isTerminal(in) || !isTerminal(out) {
+	if in == nil || out == nil || !tui.IsTerminal(in) || !tui.IsTerminal(out) {
 		return nil, nil, errors.New("attaching to a PTY needs a terminal on stdin and stdout")
 	}
 	return in, out, nil

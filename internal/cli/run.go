@@ -241,7 +241,7 @@ func readPrompt(e *env, f runFlags, args []string) (string, error) {
 			return "", fmt.Errorf("--file: %w", err)
 		}
 		text, from = string(b), "--file "+f.file
-	case len(args) == 1 && args[0] == "-", len(args) == 0 && !isTerminal(e.stdin):
+	case len(args) == 1 && args[0] == "-", len(args) == 0 && !tui.IsTerminal(e.stdin):
 		b, err := io.ReadAll(e.stdin)
 		if err != nil {
 			return "", fmt.Errorf("reading the prompt from stdin: %w", err)
@@ -279,7 +279,7 @@ func sizeOf(n int) string {
 
 // terminalOf returns f as a terminal's file, or nil when it is not one.
 func terminalOf(f any) *os.File {
-	if file, ok := f.(*os.File); ok && isTerminal(file) {
+	if file, ok := f.(*os.File); ok && tui.IsTerminal(file) {
 		return file
 	}
 	return nil
@@ -377,7 +377,7 @@ func removeFailed(c *client.Conn, id string) {
 }
 
 func runTurn(ctx context.Context, e *env, f runFlags, prompt string) (err error) {
-	onTerminal := isTerminal(e.stdin) && isTerminal(e.stdout) && !f.asJSON
+	onTerminal := tui.IsTerminal(e.stdin) && tui.IsTerminal(e.stdout) && !f.asJSON
 	// A new session's policy: ask where a person can answer, else
 	// read-only. A session that exists keeps its own unless --approve says.
 	approve := f.approve
@@ -435,7 +435,7 @@ func runTurn(ctx context.Context, e *env, f runFlags, prompt string) (err error)
 	p.feed = tui.NewFeed(snap.TranscriptSequence)
 	p.lines = tui.NewLines(p.out)
 	p.lines.Color = paletteFor(e.stdout).on && !f.asJSON
-	p.lines.Progress = isTerminal(e.stdout) && !f.asJSON
+	p.lines.Progress = tui.IsTerminal(e.stdout) && !f.asJSON
 	p.feed.OnChange = p.lines.Change
 	if !f.asJSON {
 		p.view = newLineView(p.track, p.note)

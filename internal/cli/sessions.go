@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/sys/unix"
 
 	"github.com/agentd-dev/agentd/client"
 	"github.com/agentd-dev/agentd/internal/activation"
@@ -110,15 +109,6 @@ func withHost(cmd *cobra.Command, fn func(ctx context.Context, c *client.Conn) e
 	}
 	defer c.Close()
 	return fn(ctx, c)
-}
-
-func isTerminal(f any) bool {
-	file, ok := f.(*os.File)
-	if !ok {
-		return false
-	}
-	_, err := unix.IoctlGetTermios(int(file.Fd()), unix.TCGETS)
-	return err == nil
 }
 
 func newID() string {
@@ -525,7 +515,7 @@ func confirmRemove(e *env, s protocol.Session) error {
 
 // canAsk reports whether the command can ask a person a question: its
 // stdin and stderr are a terminal.
-func canAsk(e *env) bool { return isTerminal(e.stdin) && isTerminal(e.stderr) }
+func canAsk(e *env) bool { return tui.IsTerminal(e.stdin) && tui.IsTerminal(e.stderr) }
 
 // confirm asks question on the terminal and reports whether the answer
 // was yes; anything else, or no answer, is no.

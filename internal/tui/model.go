@@ -92,7 +92,7 @@ func DetectColours(out io.Writer, env []string) *Colours {
 		env = os.Environ()
 	}
 	c := &Colours{done: make(chan struct{})}
-	if p := colorprofile.Env(env); p >= colorprofile.ANSI256 && isTerminalOut(out) {
+	if p := colorprofile.Env(env); p >= colorprofile.ANSI256 && IsTerminal(out) {
 		c.profile = p
 		close(c.done)
 		return c
@@ -104,13 +104,13 @@ func DetectColours(out io.Writer, env []string) *Colours {
 	return c
 }
 
-// isTerminalOut reports whether out is a terminal.
-func isTerminalOut(out io.Writer) bool {
-	f, ok := out.(interface{ Fd() uintptr })
+// IsTerminal reports whether f is a file open on a terminal.
+func IsTerminal(f any) bool {
+	file, ok := f.(interface{ Fd() uintptr })
 	if !ok {
 		return false
 	}
-	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	_, err := unix.IoctlGetTermios(int(file.Fd()), unix.TCGETS)
 	return err == nil
 }
 
