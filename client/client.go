@@ -27,9 +27,12 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/agentd-dev/agentd/protocol"
@@ -419,7 +422,7 @@ func call[In, Out any](ctx context.Context, c *Conn, o protocol.Op[In, Out], in 
 	if err != nil {
 		return out, fmt.Errorf("%s: encoding input: %w", op.Name, err)
 	}
-	resp, err := c.roundTrip(ctx, op, raw, answered)
+	resp, err := c.roundTrip(ctx, op, raw, answered, nil)
 	if err != nil {
 		return out, err
 	}
@@ -444,7 +447,9 @@ func (c *Conn) interrupted(op protocol.Operation, id string, dispatched bool, re
 	}
 }
 
-func (c *Conn) roundTrip(ctx context.Context, op protocol.Operation, input []byte, answered func(protocol.Response)) (protocol.Response, error) {
+// roundTrip sends a request and waits for its response. files, when
+// set, are passed beside the request's first byte (SCM_RIGHTS).
+func (c *Conn) roundTrip(ctx context.Context, op protocol.Operation, input []byte, answered func(protocol.Response), files []*os.File) (protocol.Response, error) {
 	sem := c.domain
 	if !op.Domain() {
 		sem = c.status
@@ -485,9 +490,15 @@ func (c *Conn) roundTrip(ctx context.Context, op protocol.Operation, input []byt
 	c.wmu.Lock()
 	at := c.queued // where the frame starts in what the connection sends
 	c.queued += int64(len(frame))
-	_, err := c.w.Write(frame)
-	if c.writers.Add(-1) == 0 && err == nil {
-		err = c.w.Flush()
+	var err error
+	if files != nil {
+		err = c.writeWithFiles(frame, files)
+		c.writers.Add(-1)
+	} else {
+		_, err = c.w.Write(frame)
+		if c.writers.Add(-1) == 0 && err == nil {
+			err = c.w.Flush()
+		}
 	}
 	if err != nil {
 		c.broken.Store(true)
@@ -514,6 +525,38 @@ func (c *Conn) roundTrip(ctx context.Context, op protocol.Operation, input []byt
 		}
 		return protocol.Response{}, c.interrupted(op, id, c.dispatched(at), c.lostReason(), c.Err())
 	}
+}
+
+// writeWithFiles writes frame with files passed beside its first byte,
+// after what the buffer holds. Called with wmu held.
+func (c *Conn) writeWithFiles(frame []byte, files []*os.File) error {
+	uc, ok := c.nc.(*net.UnixConn)
+	if !ok {
+		return errors.New("descriptors are passed on a Unix socket only")
+	}
+	if err := c.w.Flush(); err != nil {
+		return err
+	}
+	fds := make([]int, len(files))
+	for i, f := range files {
+		rc, err := f.SyscallConn()
+		if err != nil {
+			return err
+		}
+		// The descriptor as it is, its blocking mode untouched (Fd
+		// would change it).
+		rc.Control(func(fd uintptr) { fds[i] = int(fd) })
+	}
+	n, _, err := uc.WriteMsgUnix(frame, syscall.UnixRights(fds...), nil)
+	c.sent.Add(int64(n))
+	if err == nil && n < len(frame) {
+		_, err = sentCounter{c}.Write(frame[n:])
+	}
+	// Sent: the files are the peer's too from here on.
+	for _, f := range files {
+		runtime.KeepAlive(f)
+	}
+	return err
 }
 
 // dispatched reports whether a request whose frame starts at byte at of

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
+	"os"
 	"strings"
 	"sync"
 
@@ -327,6 +329,54 @@ func (ctl *Controller) Control(ctx context.Context, data []byte, cols, rows int)
 	}
 	ctl.next++
 	return nil
+}
+
+// LendTerminal lends the PTY's worker the client's terminal, on a stream
+// Direct returned: in to read keys from and out to write to, each a
+// description of the terminal opened for this (os.OpenFile of
+// /proc/self/fd/N, say), which the worker makes nonblocking. The worker
+// types the keys into the PTY, the keys before detachKey (one byte, or
+// "" for none) and not it, and draws the PTY's screen and output on the
+// terminal, with no process of the client's on the way of a key's echo;
+// the stream meanwhile carries the PTY's state, not its output. The
+// client neither reads nor writes the terminal until LendTerminal
+// returns, and sets and restores its modes.
+//
+// It returns, with one of protocol.TerminalDetached,
+// TerminalControlEnded, TerminalSlow and TerminalReturned, once the
+// worker has given the terminal back: it reads and writes it no more.
+// Whatever the reason, the stream then ends and the client goes on
+// through the host, or leaves. ctx ending asks for the terminal back
+// (the connection is half-closed: no call goes on it after) and the call
+// still waits for the answer. An older worker's refusal is an error, as
+// is a connection that is not a Unix socket's. Experimental.
+func (s *PTYStream) LendTerminal(ctx context.Context, in, out *os.File, detachKey string) (string, error) {
+	if !s.direct {
+		return "", errors.New("a terminal is lent on a stream of the PTY's worker (Controller.Direct)")
+	}
+	op, _ := protocol.Lookup(string(protocol.OpRuntimeResourceDirectTerminal))
+	input, err := json.Marshal(protocol.DirectTerminalInput{DetachKey: detachKey})
+	if err != nil {
+		return "", err
+	}
+	stop := context.AfterFunc(ctx, func() {
+		if uc, ok := s.c.nc.(*net.UnixConn); ok {
+			uc.CloseWrite()
+		}
+	})
+	defer stop()
+	resp, err := s.c.roundTrip(context.WithoutCancel(ctx), op, input, nil, []*os.File{in, out})
+	if err != nil {
+		return "", err
+	}
+	if !resp.OK {
+		return "", &RemoteError{Operation: op.Name, Code: resp.Error.Code, Message: resp.Error.Message}
+	}
+	var r protocol.DirectTerminalResult
+	if err := json.Unmarshal(resp.Result, &r); err != nil {
+		return "", fmt.Errorf("%s: decoding result: %w", op.Name, err)
+	}
+	return r.Reason, nil
 }
 
 // Release gives control of the PTY up, and closes the connection to its

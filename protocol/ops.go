@@ -122,15 +122,16 @@ const (
 	OpSubscriptionClose          Op[SubscriptionRef, SubscriptionRef]              = "subscription.close"
 	OpSubscriptionPtyInterestSet Op[PtyInterestInput, SubscriptionRef]             = "subscription.pty_interest.set"
 
-	OpRuntimeResourceQuery             Op[ResourceQueryInput, ResourceQueryResult] = "runtime.resource.query"
-	OpRuntimeResourceOutputRead        Op[OutputReadInput, ResourceOutput]         = "runtime.resource.output.read"
-	OpRuntimeResourceStart             Op[ResourceStartInput, Resource]            = "runtime.resource.start"
-	OpRuntimeResourceStop              Op[ResourceRef, Resource]                   = "runtime.resource.stop"
-	OpRuntimeResourceControllerAcquire Op[ResourceRef, ControllerAcquireResult]    = "runtime.resource.controller.acquire"
-	OpRuntimeResourceControllerControl Op[ControlInput, ControlResult]             = "runtime.resource.controller.control"
-	OpRuntimeResourceControllerRelease Op[ControllerRef, ResourceRef]              = "runtime.resource.controller.release"
-	OpRuntimeResourceControllerDirect  Op[ControllerRef, ControllerDirectResult]   = "runtime.resource.controller.direct"
-	OpRuntimeResourceDirectOpen        Op[DirectOpenInput, DirectOpenResult]       = "runtime.resource.direct.open"
+	OpRuntimeResourceQuery             Op[ResourceQueryInput, ResourceQueryResult]   = "runtime.resource.query"
+	OpRuntimeResourceOutputRead        Op[OutputReadInput, ResourceOutput]           = "runtime.resource.output.read"
+	OpRuntimeResourceStart             Op[ResourceStartInput, Resource]              = "runtime.resource.start"
+	OpRuntimeResourceStop              Op[ResourceRef, Resource]                     = "runtime.resource.stop"
+	OpRuntimeResourceControllerAcquire Op[ResourceRef, ControllerAcquireResult]      = "runtime.resource.controller.acquire"
+	OpRuntimeResourceControllerControl Op[ControlInput, ControlResult]               = "runtime.resource.controller.control"
+	OpRuntimeResourceControllerRelease Op[ControllerRef, ResourceRef]                = "runtime.resource.controller.release"
+	OpRuntimeResourceControllerDirect  Op[ControllerRef, ControllerDirectResult]     = "runtime.resource.controller.direct"
+	OpRuntimeResourceDirectOpen        Op[DirectOpenInput, DirectOpenResult]         = "runtime.resource.direct.open"
+	OpRuntimeResourceDirectTerminal    Op[DirectTerminalInput, DirectTerminalResult] = "runtime.resource.direct.terminal"
 )
 
 func op[In, Out any](name Op[In, Out], mode Mode, access Access, doc string) Operation {
@@ -212,6 +213,7 @@ var operations = sync.OnceValue(func() []Operation {
 		op(OpRuntimeResourceControllerRelease, Command, AccessControl, "Releases control of a PTY."),
 		op(OpRuntimeResourceControllerDirect, Command, AccessControl, "Hands a PTY's controller a ticket to its worker, to type and read there without the host between (the owner's socket only)."),
 		op(OpRuntimeResourceDirectOpen, Command, AccessControl, "On a PTY's worker: binds the connection to the controller a ticket names, and streams the PTY."),
+		op(OpRuntimeResourceDirectTerminal, Command, AccessControl, "On a PTY's worker: lends it the client's terminal, passed with the request, to read keys from and draw the PTY on until it gives it back."),
 	}
 })
 

@@ -969,3 +969,48 @@ type DirectOpenResult struct {
 	ControllerID   string `json:"controllerId"`
 	SubscriptionID string `json:"subscriptionId"`
 }
+
+// DirectTerminalInput is the input of runtime.resource.direct.terminal,
+// sent on a connection runtime.resource.direct.open bound, with two file
+// descriptors passed beside its first byte (SCM_RIGHTS): the client's
+// terminal to read keys from, then the one to write the PTY's output to.
+// The worker reads the keys and types them into the PTY, and writes the
+// PTY's screen and output to the terminal, until it gives the terminal
+// back: the call's result.
+type DirectTerminalInput struct {
+	// DetachKey, when set, is one byte that gives the terminal back when
+	// typed (reason detached): the keys typed before it reach the PTY,
+	// and it and what follows it in the same read do not.
+	DetachKey string `json:"detachKey,omitempty"`
+}
+
+// Validate checks the input.
+func (in *DirectTerminalInput) Validate() error {
+	if len(in.DetachKey) > 1 {
+		return FieldError("input.detachKey", "is %d bytes: it is one byte or none", len(in.DetachKey))
+	}
+	return nil
+}
+
+// Why a worker gave a lent terminal back (DirectTerminalResult.Reason).
+const (
+	// TerminalDetached: the detach key was typed.
+	TerminalDetached = "detached"
+	// TerminalControlEnded: the controller ended: released, the PTY
+	// exited, the controller's connection to the host closed.
+	TerminalControlEnded = "control_ended"
+	// TerminalSlow: the terminal took the PTY's output slower than the
+	// PTY made it; the client goes on through the host, which skips a
+	// slow reader to the screen.
+	TerminalSlow = "slow_terminal"
+	// TerminalReturned: the client asked for it back by half-closing its
+	// connection, or the terminal hung up or failed.
+	TerminalReturned = "returned"
+)
+
+// DirectTerminalResult is the result of runtime.resource.direct.terminal,
+// answered once the worker reads and writes the terminal no more and has
+// closed its descriptors.
+type DirectTerminalResult struct {
+	Reason string `json:"reason"`
+}

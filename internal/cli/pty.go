@@ -441,6 +441,7 @@ func viewPTY(ctx context.Context, c *client.Conn, v ptyView, r protocol.Resource
 	}
 	o.wg.Wait()
 	a := &attachment{c: c, res: r, mayTake: v.mode == attachControl, stream: o.stream, out: v.out, wake: make(chan struct{}, 1), typing: make(chan struct{})}
+	a.idle = sync.NewCond(&a.mu)
 	// The host's stream is read until a stream of the PTY's worker takes
 	// its place (goDirect).
 	var hostDone context.CancelFunc
@@ -522,7 +523,15 @@ func viewPTY(ctx context.Context, c *client.Conn, v ptyView, r protocol.Resource
 			oneProcessor()
 		}
 		a.resize(windowSize(v.in))
-		wg.Go(func() { ended <- a.readKeys(ctx, v.in) })
+		read, keys, keysDone := keyInput(ctx, v.in)
+		defer keysDone()
+		if keys != nil {
+			if out, err := reopenTerminal(v.out, os.O_WRONLY); err == nil {
+				defer out.Close()
+				a.keys, a.termOut = keys, out
+			}
+		}
+		wg.Go(func() { ended <- a.readKeys(ctx, v.in, read) })
 		if a.mayTake {
 			wg.Go(func() { ended <- a.send(ctx) })
 		}
@@ -645,6 +654,14 @@ type attachment struct {
 	typing     chan struct{}      // closed at the first keys sent
 	typingOnce sync.Once          // closes typing
 	wake       chan struct{}      // a size waits for send
+	idle       *sync.Cond         // on mu: broadcast when sending ends
+	park       *keyPark           // guarded by mu: readKeys is asked to stop reading, or nil
+
+	// keys is the terminal's description the keys are read from, and
+	// termOut one to write to, of the view's own: what lendTerminal
+	// lends the PTY's worker. Nil when the terminal could not be opened
+	// again; constant once the keys are read.
+	keys, termOut *os.File
 }
 
 // show writes the PTY's screen and output to the terminal, through its
@@ -671,7 +688,25 @@ func (a *attachment) show(ctx context.Context) error {
 				if err := stream.Pause(ctx); err != nil {
 					return err
 				}
-				stream, readCtx = direct, ctx
+				reason, lent := a.lendTerminal(ctx, direct)
+				switch {
+				case !lent:
+					// Read through the worker's stream.
+					stream, readCtx = direct, ctx
+					continue
+				case reason == protocol.TerminalDetached:
+					return errDetached
+				case ctx.Err() != nil:
+					return ctx.Err()
+				}
+				// Given back: on through the host, from the PTY's
+				// screen, as when the worker's stream ends.
+				a.mu.Lock()
+				a.direct = nil
+				a.mu.Unlock()
+				direct.Close()
+				a.stream.Resume(ctx)
+				stream, readCtx = a.stream, ctx
 				continue
 			case direct != nil:
 				// The worker's stream ended: on through the host, from
@@ -736,17 +771,95 @@ func (a *attachment) goDirect(ctx context.Context, ctl *client.Controller) {
 	a.hostDone()
 }
 
-// readKeys reads the terminal's keys until Ctrl-\, passing them on to be
-// sent while the PTY is controlled.
-func (a *attachment) readKeys(ctx context.Context, in *os.File) error {
-	read, done := keyInput(ctx, in)
-	defer done()
+// lendTerminal lends the PTY's worker the terminal on its stream ds
+// (client.PTYStream.LendTerminal) and returns why it was given back; lent
+// is false when it was not lent, and the worker's stream is to be read
+// instead. The keys are not read here meanwhile: those read before are
+// sent first, so the PTY has them before the worker's.
+func (a *attachment) lendTerminal(ctx context.Context, ds *client.PTYStream) (reason string, lent bool) {
+	if a.keys == nil || a.termOut == nil {
+		return "", false
+	}
+	resume, parked := a.parkKeys(ctx)
+	defer resume()
+	if !parked {
+		return "", false
+	}
+	reason, err := ds.LendTerminal(ctx, a.keys, a.termOut, string(rune(detachKey)))
+	if err != nil {
+		return "", false
+	}
+	return reason, true
+}
+
+// keyPark is a request that readKeys stop reading the terminal.
+type keyPark struct {
+	stopped chan struct{} // closed by readKeys once it reads no more
+	resume  chan struct{} // closed once it may read again
+}
+
+// parkKeys has readKeys stop reading the terminal and returns once it has
+// stopped and every key it read has been sent, parked true; then until
+// resume is called. parked is false when ctx ended first.
+func (a *attachment) parkKeys(ctx context.Context) (resume func(), parked bool) {
+	p := &keyPark{stopped: make(chan struct{}), resume: make(chan struct{})}
+	a.mu.Lock()
+	a.park = p
+	a.mu.Unlock()
+	resume = func() {
+		a.mu.Lock()
+		a.park = nil
+		a.mu.Unlock()
+		close(p.resume)
+	}
+	a.keys.SetReadDeadline(time.Now())
+	select {
+	case <-p.stopped:
+	case <-ctx.Done():
+		return resume, false
+	}
+	a.mu.Lock()
+	for a.sending {
+		a.idle.Wait()
+	}
+	lost := a.lost
+	a.mu.Unlock()
+	return resume, !lost
+}
+
+// parked waits, when parkKeys asked readKeys to stop, until it may read
+// again, and reports whether it was asked.
+func (a *attachment) parked(ctx context.Context) bool {
+	a.mu.Lock()
+	p := a.park
+	a.mu.Unlock()
+	if p == nil {
+		return false
+	}
+	close(p.stopped)
+	select {
+	case <-p.resume:
+		a.keys.SetReadDeadline(time.Time{})
+		if ctx.Err() != nil {
+			// Ended as the deadline was cleared: keyInput's was.
+			a.keys.SetReadDeadline(time.Now())
+		}
+	case <-ctx.Done():
+	}
+	return true
+}
+
+// readKeys reads the terminal's keys with read until Ctrl-\, passing
+// them on to be sent while the PTY is controlled.
+func (a *attachment) readKeys(ctx context.Context, in *os.File, read func([]byte) (int, error)) error {
 	buf := make([]byte, 4<<10)
 	for {
 		m, err := read(buf)
 		switch {
 		case ctx.Err() != nil:
 			return ctx.Err()
+		case errors.Is(err, os.ErrDeadlineExceeded) && a.parked(ctx):
+			continue
 		case err != nil:
 			return err
 		case m == 0:
@@ -783,17 +896,19 @@ func (a *attachment) readKeys(ctx context.Context, in *os.File) error {
 }
 
 // keyInput returns how the keys of terminal in are read, until ctx
-// ends, and what to call once done.
+// ends, the description they are read from (nil when none of its own),
+// and what to call once done.
 //
 // The terminal is opened again, on a file description of its own in
 // nonblocking mode, and read through the Go runtime's poller: a key wakes
 // the goroutine that sends it on the thread that takes the PTY's echo
 // too, where a read blocked in poll(2) holds a thread of its own. The
 // terminal's own description, shared with the shell that started agentd,
-// stays as it is. Where the terminal cannot be opened again (another
+// stays as it is; the one opened is what is lent to the PTY's worker
+// (lendTerminal). Where the terminal cannot be opened again (another
 // user's), it is polled a while at a time, so that ctx ending is seen.
-func keyInput(ctx context.Context, in *os.File) (read func([]byte) (int, error), done func()) {
-	f, err := os.OpenFile("/proc/self/fd/"+strconv.Itoa(int(in.Fd())), os.O_RDONLY|syscall.O_NOCTTY|syscall.O_NONBLOCK, 0)
+func keyInput(ctx context.Context, in *os.File) (read func([]byte) (int, error), f *os.File, done func()) {
+	f, err := reopenTerminal(in, os.O_RDONLY)
 	if err == nil {
 		stop := context.AfterFunc(ctx, func() { f.SetReadDeadline(time.Now()) })
 		read := func(p []byte) (int, error) {
@@ -803,10 +918,16 @@ func keyInput(ctx context.Context, in *os.File) (read func([]byte) (int, error),
 			}
 			return n, err
 		}
-		return read, func() { stop(); f.Close() }
+		return read, f, func() { stop(); f.Close() }
 	}
 	fd := int(in.Fd())
-	return func(p []byte) (int, error) { return pollRead(ctx, fd, p) }, func() {}
+	return func(p []byte) (int, error) { return pollRead(ctx, fd, p) }, nil, func() {}
+}
+
+// reopenTerminal opens terminal f again, on a nonblocking file
+// description of its own, for flag (os.O_RDONLY or os.O_WRONLY).
+func reopenTerminal(f *os.File, flag int) (*os.File, error) {
+	return os.OpenFile("/proc/self/fd/"+strconv.Itoa(int(f.Fd())), flag|syscall.O_NOCTTY|syscall.O_NONBLOCK, 0)
 }
 
 // pollRead reads what terminal fd has into p, once some is there; it
@@ -916,6 +1037,7 @@ func (a *attachment) sendPending(ctx context.Context) error {
 		a.cols, a.rows = 0, 0
 		if a.lost || len(data) == 0 && cols == 0 {
 			a.sending = false
+			a.idle.Broadcast()
 			a.mu.Unlock()
 			return nil
 		}
@@ -932,6 +1054,7 @@ func (a *attachment) sendPending(ctx context.Context) error {
 			a.lost = true // the PTY exited, or control was lost: show says which
 		case err != nil:
 			a.sending = false
+			a.idle.Broadcast()
 			a.mu.Unlock()
 			return fmt.Errorf("sending keys: %w", err)
 		}

@@ -124,6 +124,24 @@ func (m *Manager) Control(conn string, in protocol.ControlInput) (protocol.Contr
 	return res, nil
 }
 
+// Type writes data, keys typed on a terminal the controller lent its
+// worker, to PTY ref as controller id of conn, outside the controller's
+// sequence of calls: while the terminal is lent, its client makes no call
+// that writes.
+func (m *Manager) Type(conn, ref, id string, data []byte) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c, err := m.controllerLocked(conn, ref, id)
+	if err != nil {
+		return err
+	}
+	if err := m.write(c.res, data); err != nil {
+		m.releaseLocked(c)
+		return err
+	}
+	return nil
+}
+
 // controllerLocked finds the controller id of conn on PTY ref.
 func (m *Manager) controllerLocked(conn, ref, id string) (*controller, error) {
 	if _, err := m.findLocked(ref); err != nil {

@@ -67,6 +67,9 @@ type connectionConfig struct {
 	reads      *transport.Budget
 	onTeardown func()
 	logger     *slog.Logger
+	// files holds the descriptors passed on the connection; nil when the
+	// server takes none.
+	files *filesConn
 }
 
 type slot int
@@ -312,6 +315,7 @@ func (c *connection) dispatch(req *protocol.Request) bool {
 		Caller:      caller,
 		InputClosed: c.inputClosed,
 		input:       input,
+		files:       c.cfg.files,
 	}
 	var prev, done chan struct{}
 	if op.Serial {

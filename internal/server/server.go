@@ -125,6 +125,10 @@ type Config struct {
 	// CompositionID is what a client's hello must name; default
 	// protocol.CompositionInteractive.
 	CompositionID string
+	// ReceiveFiles keeps the descriptors a client passes beside a
+	// request, for its handler to take (Call.TakeFiles): a worker's
+	// server, which is lent terminals, sets it.
+	ReceiveFiles bool
 }
 
 // ErrStopped is wrapped by the error Run returns when the server stopped
@@ -583,6 +587,11 @@ func (srv *Server) ServeConn(nc net.Conn, principal protocol.Principal) {
 // serve runs the handshake of nc, whose peer acts for principal, and
 // serves the connection.
 func (srv *Server) serve(nc net.Conn, principal protocol.Principal) {
+	var files *filesConn
+	if uc, ok := nc.(*net.UnixConn); ok && srv.cfg.ReceiveFiles {
+		files = newFilesConn(uc)
+		nc = files
+	}
 	t := transport.NewBudgeted(nc, srv.reads)
 	// This goroutine reads the connection from the hello to its end.
 	defer srv.readsReleased()
@@ -611,6 +620,7 @@ func (srv *Server) serve(nc net.Conn, principal protocol.Principal) {
 		},
 		reads:  srv.reads,
 		logger: srv.logger,
+		files:  files,
 	})
 	if !srv.addConn(conn) {
 		conn.tearDown(errors.New("host stopped"))

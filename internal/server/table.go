@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 
 	"github.com/agentd-dev/agentd/protocol"
 )
@@ -101,8 +102,21 @@ type Call struct {
 
 	op            Admission
 	attachment    Attachment
-	input         any    // the decoded input, of the operation's input type
-	afterResponse func() // set by AfterResponse
+	input         any        // the decoded input, of the operation's input type
+	afterResponse func()     // set by AfterResponse
+	files         *filesConn // the connection's, when it takes descriptors
+}
+
+// TakeFiles returns the n descriptors passed on the call's connection
+// first and not yet taken, with the request's bytes or before them; nil
+// when fewer were passed, or the server takes none (Config.ReceiveFiles).
+// Each is nonblocking, read and written through the runtime's poller, so
+// that a deadline ends a read or a write. The caller closes them.
+func (c *Call) TakeFiles(n int) []*os.File {
+	if c.files == nil {
+		return nil
+	}
+	return c.files.take(n)
 }
 
 // AfterResponse has fn called once the call's successful response has

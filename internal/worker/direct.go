@@ -228,6 +228,8 @@ func (s *session) slowDirect(sub *subscription) {
 	s.direct.mu.Unlock()
 	if mine {
 		s.logger.Info("a connection to the worker fell behind a PTY's output; its client goes on through the host", "subscription", sub.id)
+		// A terminal lent may be blocked in a write: given back at once.
+		sub.giveBack(protocol.TerminalSlow)
 		s.unbind(conn, protocol.ClosedSlowConsumer)
 	}
 }

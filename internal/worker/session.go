@@ -148,6 +148,7 @@ func (s *session) handlers() server.Table {
 	server.Handle(t, protocol.OpRuntimeResourceControllerRelease, s.releaseController)
 	server.Handle(t, protocol.OpRuntimeResourceControllerDirect, s.giveTicket)
 	server.Handle(t, protocol.OpRuntimeResourceDirectOpen, s.openDirect)
+	server.Handle(t, protocol.OpRuntimeResourceDirectTerminal, s.lendTerminal)
 	return t
 }
 

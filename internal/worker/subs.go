@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -68,6 +69,10 @@ type subscription struct {
 	ptyOnly   bool            // constant: a connection to the worker's PTY stream, which carries no session delta
 	ptys      map[string]bool // guarded by session.mu: the PTYs whose output it carries
 	choice    uint64          // guarded by session.mu: counts the PTY choices made for it (sendScreens)
+
+	// lent is the terminal the subscription's PTY output is written to,
+	// not its connection, while its client lends it (terminal.go).
+	lent atomic.Pointer[lentTerminal]
 
 	mu       sync.Mutex
 	ptyBytes int           // guarded by mu: PTY output waiting in q
@@ -502,8 +507,12 @@ func (sub *subscription) pump() {
 				sub.conn.s.forget(sub)
 				reason = protocol.ClosedSlowConsumer
 			default:
+				sub.giveBack(protocol.TerminalReturned)
 				return // the connection has gone
 			}
+			// A terminal lent gets all that was queued before the close,
+			// and is given back before the client learns of it.
+			sub.giveBack(lentEnd(string(reason)))
 			sub.seq++
 			b, _ := json.Marshal(protocol.SubscriptionClosedFrame{
 				Pushed: protocol.Pushed{Kind: protocol.KindSubscriptionClosed, HostEpoch: sub.epoch, SubscriptionID: sub.id, Sequence: sub.seq},
@@ -525,6 +534,22 @@ func (sub *subscription) pump() {
 	}
 }
 
+// giveBack gives back the terminal lent for the subscription, if any.
+func (sub *subscription) giveBack(reason string) {
+	if t := sub.lent.Load(); t != nil {
+		t.end(reason)
+	}
+}
+
+// lentEnd is why a terminal lent is given back when its subscription
+// closes for reason.
+func lentEnd(reason string) string {
+	if reason == protocol.ClosedSlowConsumer {
+		return protocol.TerminalSlow
+	}
+	return protocol.TerminalControlEnded
+}
+
 // write encodes and writes batch, an update longer than maxChunk as
 // several, and waits for the connection to take it; it reports false when
 // the connection is going away. It releases the batch's items.
@@ -533,6 +558,11 @@ func (sub *subscription) write(batch []*pendingDelta) bool {
 	failed := false
 	for _, p := range batch {
 		if failed {
+			p.Release()
+			continue
+		}
+		if t := sub.lent.Load(); t != nil && p.kind == itemPTY {
+			t.write(p.ptyData)
 			p.Release()
 			continue
 		}

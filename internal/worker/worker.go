@@ -155,7 +155,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	defer os.Remove(home.WorkerRegistrationPath(cfg.Home, s.id))
 	srv, err := server.New(server.Config{
-		HostID: "worker", CompositionID: link.CompositionWorker, TrustCaller: true,
+		HostID: "worker", CompositionID: link.CompositionWorker, TrustCaller: true, ReceiveFiles: true,
 		Version: cfg.Version, Logger: logger, IdleGrace: cfg.OrphanGrace,
 		Compose: func(_ context.Context, srv *server.Server) (server.Composition, error) {
 			// Handlers run only once the composition is ready, after this:
