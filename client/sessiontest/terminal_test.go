@@ -195,6 +195,28 @@ func TestATerminalLentToAPTYsWorkerIsReadAndDrawnThereUntilTheDetachKey(t *testi
 	u.typeKeys("lent-key\r")
 	u.waitDrawn("lent-key", 2) // the PTY's echo, and cat's line
 
+	// The worker holds the terminal, and no command it starts meanwhile
+	// does: it keeps the descriptors to itself.
+	started, err := client.Call(ctx, c, protocol.OpRuntimeResourceStart, protocol.ResourceStartInput{SessionID: id, LaunchID: "meanwhile", Command: "echo started; exec sleep 60", PTY: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sw, err := c.WatchPTY(ctx, id, started.Ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sw.Close()
+	for shown := ""; !strings.Contains(shown, "started"); {
+		ev, err := sw.Next(ctx)
+		if err != nil {
+			t.Fatalf("waiting for a command started while the terminal is lent: %v", err)
+		}
+		shown += string(ev.Data)
+	}
+	if pids := agentdtest.Holders(t, u.slave.Name()); len(pids) != 1 {
+		t.Fatalf("the lent terminal is held by processes %v, want the worker's alone", pids)
+	}
+
 	u.typeKeys("before-detach\x1cafter-detach")
 	r := <-done
 	if r.err != nil || r.reason != protocol.TerminalDetached {

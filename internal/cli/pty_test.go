@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 
@@ -14,6 +15,7 @@ import (
 
 	"github.com/agentd-dev/agentd/client"
 	"github.com/agentd-dev/agentd/internal/agentdtest"
+	"github.com/agentd-dev/agentd/internal/agentdtest/poll"
 	"github.com/agentd-dev/agentd/protocol"
 )
 
@@ -347,4 +349,38 @@ func TestAPTYWatchedFromASmallerTerminalIsClippedAroundItsCursor(t *testing.T) {
 	if strings.Contains(a.text(), "x\n") {
 		t.Fatalf("a watching client's key reached the PTY:\n%s", a.text())
 	}
+}
+
+// TestAShellLendsItsTerminalToThePTYsWorkerAndHasItBackBeforeItLeaves:
+// once keys are typed into agentd shell, the PTY's worker holds the
+// terminal (it reads the keys and draws the PTY there); at the detach
+// key it gives the terminal back, before the command exits, so that
+// nothing of agentd reads the person's keys after.
+func TestAShellLendsItsTerminalToThePTYsWorkerAndHasItBackBeforeItLeaves(t *testing.T) {
+	p, id := newShellPlace(t)
+	s, _ := p.ptyScreen(t, p.workDir(), "shell", id)
+	tty := s.cmd.Stdin.(*os.File).Name()
+	client := s.cmd.Process.Pid
+	s.typeKeys("echo typed-$((5*5))\r")
+	s.waitText("typed-25")
+	poll.Until(t, "another process than agentd shell holding its terminal", func() bool {
+		return slices.ContainsFunc(agentdtest.Holders(t, tty), func(pid int) bool { return pid != client })
+	})
+	s.typeKeys("echo still-$((6*6))\r")
+	s.waitText("still-36")
+	s.typeKeys("\x1c")
+	// Looked at as soon as the command has exited: its terminal's end
+	// (waitExit's drain) would wait for every holder to close it.
+	select {
+	case <-s.exit:
+	case <-agentdtest.Context(t).Done():
+		t.Fatalf("agentd shell still runs after the detach key:\n%s", s.text())
+	}
+	if pids := agentdtest.Holders(t, tty); len(pids) > 0 {
+		t.Fatalf("processes %v hold the terminal after agentd shell detached from it", pids)
+	}
+	if err := s.waitExit(); err != nil {
+		t.Fatalf("detach: %v", err)
+	}
+	wantCooked(t, s)
 }
