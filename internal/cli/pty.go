@@ -669,9 +669,11 @@ type attachment struct {
 // comes, whether or not control is taken yet.
 //
 // Once control is taken, the PTY is read on its worker instead (goDirect),
-// its screen first; when that stream ends (the control ended, or this
-// reader fell behind), a stream of the host takes its place again, its
-// screen first too.
+// its screen first, and the terminal is lent to the worker, which reads
+// the keys and draws the PTY on it (lendTerminal); when the terminal is
+// given back or that stream ends (the control ended, or this reader fell
+// behind), a stream of the host takes its place again, its screen first
+// too.
 func (a *attachment) show(ctx context.Context) error {
 	stream, readCtx := a.stream, a.hostCtx
 	for {
@@ -699,25 +701,12 @@ func (a *attachment) show(ctx context.Context) error {
 				case ctx.Err() != nil:
 					return ctx.Err()
 				}
-				// Given back: on through the host, from the PTY's
-				// screen, as when the worker's stream ends.
-				a.mu.Lock()
-				a.direct = nil
-				a.mu.Unlock()
-				direct.Close()
-				a.stream.Resume(ctx)
-				stream, readCtx = a.stream, ctx
+				// Given back: on through the host, as when the
+				// worker's stream ends.
+				stream, readCtx = a.backToHost(ctx, direct), ctx
 				continue
 			case direct != nil:
-				// The worker's stream ended: on through the host, from
-				// the PTY's screen. A host going away says why on its
-				// stream.
-				a.mu.Lock()
-				a.direct = nil
-				a.mu.Unlock()
-				direct.Close()
-				a.stream.Resume(ctx)
-				stream, readCtx = a.stream, ctx
+				stream, readCtx = a.backToHost(ctx, direct), ctx
 				continue
 			}
 		}
@@ -739,6 +728,18 @@ func (a *attachment) show(ctx context.Context) error {
 			return err
 		}
 	}
+}
+
+// backToHost closes the worker's stream direct, which ended, and
+// returns the host's, resumed from the PTY's screen. A host going away
+// says why on its stream.
+func (a *attachment) backToHost(ctx context.Context, direct *client.PTYStream) *client.PTYStream {
+	a.mu.Lock()
+	a.direct = nil
+	a.mu.Unlock()
+	direct.Close()
+	a.stream.Resume(ctx)
+	return a.stream
 }
 
 // goDirect moves the controller's calls and the PTY's output to a
