@@ -433,14 +433,26 @@ func viewPTY(ctx context.Context, c *client.Conn, v ptyView, r protocol.Resource
 	winch := make(chan os.Signal, 1)
 	signal.Notify(winch, syscall.SIGWINCH)
 	defer signal.Stop(winch)
+	// Control is asked for once the first screen is written (or the view
+	// ends before one): the worker draws a screen for the answer, which
+	// would otherwise share the two processors with the first screen's
+	// way to the terminal. Keys are read only once it is answered.
 	var acquiring sync.WaitGroup
 	var ctl *client.Controller
 	var ctlErr error
+	shown := make(chan struct{})
 	if v.mode == attachControl {
-		acquiring.Go(func() { ctl, ctlErr = c.AcquirePTY(setup, r.SessionID, r.Ref) })
+		acquiring.Go(func() {
+			select {
+			case <-shown:
+			case <-setup.Done():
+			}
+			ctl, ctlErr = c.AcquirePTY(setup, r.SessionID, r.Ref)
+		})
 	}
 	o.wg.Wait()
-	a := &attachment{c: c, res: r, mayTake: v.mode == attachControl, stream: o.stream, out: v.out, wake: make(chan struct{}, 1), typing: make(chan struct{})}
+	a := &attachment{c: c, res: r, mayTake: v.mode == attachControl, stream: o.stream, out: v.out, wake: make(chan struct{}, 1), typing: make(chan struct{}),
+		shown: sync.OnceFunc(func() { close(shown) })}
 	a.idle = sync.NewCond(&a.mu)
 	// The host's stream is read until a stream of the PTY's worker takes
 	// its place (goDirect).
@@ -464,9 +476,11 @@ func viewPTY(ctx context.Context, c *client.Conn, v ptyView, r protocol.Resource
 	}
 	switch {
 	case o.findErr != nil:
+		a.shown()
 		settle()
 		return ptyEnd{}, o.findErr
 	case o.watchErr != nil:
+		a.shown()
 		settle()
 		return ptyEnd{}, o.watchErr
 	}
@@ -477,6 +491,7 @@ func viewPTY(ctx context.Context, c *client.Conn, v ptyView, r protocol.Resource
 
 	raw, err := makeRaw(v.in)
 	if err != nil {
+		a.shown()
 		settle()
 		return ptyEnd{}, err
 	}
@@ -635,6 +650,7 @@ type attachment struct {
 	mayTake bool              // constant: control may be taken
 	stream  *client.PTYStream // constant: the host's stream the view opened with
 	out     io.Writer         // constant
+	shown   func()            // constant: called once the PTY's first output is written, or show has ended
 	// hostCtx is what the host's stream is read under; hostDone ends it
 	// once a stream of the PTY's worker is there to read instead.
 	hostCtx  context.Context
@@ -675,6 +691,7 @@ type attachment struct {
 // behind), a stream of the host takes its place again, its screen first
 // too.
 func (a *attachment) show(ctx context.Context) error {
+	defer a.shown()
 	stream, readCtx := a.stream, a.hostCtx
 	for {
 		ev, err := stream.Next(readCtx)
@@ -727,6 +744,7 @@ func (a *attachment) show(ctx context.Context) error {
 		if err := a.watch.output(ev.Data, ev.Screen); err != nil {
 			return err
 		}
+		a.shown()
 	}
 }
 
