@@ -451,7 +451,7 @@ func viewPTY(ctx context.Context, c *client.Conn, v ptyView, r protocol.Resource
 		})
 	}
 	o.wg.Wait()
-	a := &attachment{c: c, res: r, mayTake: v.mode == attachControl, stream: o.stream, out: v.out, wake: make(chan struct{}, 1), typing: make(chan struct{}),
+	a := &attachment{c: c, res: r, mayTake: v.mode == attachControl, stream: o.stream, out: v.out, wake: make(chan struct{}, 1), keyed: make(chan struct{}, 1), back: make(chan struct{}, 1),
 		shown: sync.OnceFunc(func() { close(shown) })}
 	a.idle = sync.NewCond(&a.mu)
 	// The host's stream is read until a stream of the PTY's worker takes
@@ -652,7 +652,8 @@ type attachment struct {
 	out     io.Writer         // constant
 	shown   func()            // constant: called once the PTY's first output is written, or show has ended
 	// hostCtx is what the host's stream is read under; hostDone ends it
-	// once a stream of the PTY's worker is there to read instead.
+	// once a stream of the PTY's worker is there to read instead. Each
+	// return to the host's stream makes them anew. Guarded by mu.
 	hostCtx  context.Context
 	hostDone context.CancelFunc
 	// watch is where the terminal is written: the PTY's output passes
@@ -667,8 +668,8 @@ type attachment struct {
 	sending    bool               // guarded by mu: a goroutine is making control calls
 	lost       bool               // guarded by mu: a call conflicted; no more are made
 	direct     *client.PTYStream  // guarded by mu: the PTY's stream on its worker, once opened
-	typing     chan struct{}      // closed at the first keys sent
-	typingOnce sync.Once          // closes typing
+	keyed      chan struct{}      // signalled as keys are sent
+	back       chan struct{}      // signalled as the view goes back to the host's stream
 	wake       chan struct{}      // a size waits for send
 	idle       *sync.Cond         // on mu: broadcast when sending ends
 	park       *keyPark           // guarded by mu: readKeys is asked to stop reading, or nil
@@ -692,7 +693,9 @@ type attachment struct {
 // too.
 func (a *attachment) show(ctx context.Context) error {
 	defer a.shown()
+	a.mu.Lock()
 	stream, readCtx := a.stream, a.hostCtx
+	a.mu.Unlock()
 	for {
 		ev, err := stream.Next(readCtx)
 		if err != nil && ctx.Err() == nil {
@@ -720,10 +723,10 @@ func (a *attachment) show(ctx context.Context) error {
 				}
 				// Given back: on through the host, as when the
 				// worker's stream ends.
-				stream, readCtx = a.backToHost(ctx, direct), ctx
+				stream, readCtx = a.backToHost(ctx, direct)
 				continue
 			case direct != nil:
-				stream, readCtx = a.backToHost(ctx, direct), ctx
+				stream, readCtx = a.backToHost(ctx, direct)
 				continue
 			}
 		}
@@ -749,16 +752,34 @@ func (a *attachment) show(ctx context.Context) error {
 }
 
 // backToHost closes the worker's stream direct, which ended, and
-// returns the host's, resumed from the PTY's screen. A host going away
-// says why on its stream.
-func (a *attachment) backToHost(ctx context.Context, direct *client.PTYStream) *client.PTYStream {
-	a.mu.Lock()
-	a.direct = nil
-	a.mu.Unlock()
+// returns the host's, resumed from the PTY's screen, with the context to
+// read it under until goDirect finds the way to the worker again. A host
+// going away says why on its stream.
+func (a *attachment) backToHost(ctx context.Context, direct *client.PTYStream) (*client.PTYStream, context.Context) {
 	direct.Close()
 	a.stream.Resume(ctx)
-	return a.stream
+	a.mu.Lock()
+	a.direct = nil
+	a.hostCtx, a.hostDone = context.WithCancel(ctx)
+	readCtx := a.hostCtx
+	a.mu.Unlock()
+	notify(a.back)
+	return a.stream, readCtx
 }
+
+// notify signals c, a channel of one, unless it is signalled already.
+func notify(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+// directRest is how long a view that went back to the host's stream waits
+// before it takes the way to the PTY's worker again, at the next key: the
+// flood that made its terminal too slow may go on, and each new way
+// starts with the PTY's screen drawn whole.
+const directRest = time.Second
 
 // goDirect moves the controller's calls and the PTY's output to a
 // connection to the PTY's worker, taking the host out of the way of a
@@ -766,28 +787,47 @@ func (a *attachment) backToHost(ctx context.Context, direct *client.PTYStream) *
 //
 // It waits for the first keys typed: a view that only shows the PTY needs
 // no connection of its own, and its first screen shares the machine with
-// nothing more.
+// nothing more. When the view goes back to the host's stream (the
+// terminal fell behind a flood, say) it takes the way again at the first
+// key typed after directRest, for as long as the control lasts.
 func (a *attachment) goDirect(ctx context.Context, ctl *client.Controller) {
-	select {
-	case <-a.typing:
-	case <-ctx.Done():
-		return
-	}
-	dctx, cancel := context.WithTimeout(ctx, requestTimeout)
-	defer cancel()
-	ds, err := ctl.Direct(dctx)
-	if err != nil {
-		return
-	}
-	a.mu.Lock()
-	if ctx.Err() != nil {
+	for {
+		select {
+		case <-a.keyed:
+		case <-ctx.Done():
+			return
+		}
+		dctx, cancel := context.WithTimeout(ctx, requestTimeout)
+		ds, err := ctl.Direct(dctx)
+		cancel()
+		if err != nil {
+			return
+		}
+		a.mu.Lock()
+		if ctx.Err() != nil {
+			a.mu.Unlock()
+			ds.Close()
+			return
+		}
+		a.direct = ds
+		hostDone := a.hostDone
 		a.mu.Unlock()
-		ds.Close()
-		return
+		hostDone()
+		select {
+		case <-a.back:
+		case <-ctx.Done():
+			return
+		}
+		select {
+		case <-time.After(directRest):
+		case <-ctx.Done():
+			return
+		}
+		select {
+		case <-a.keyed: // typed during the rest
+		default:
+		}
 	}
-	a.direct = ds
-	a.mu.Unlock()
-	a.hostDone()
 }
 
 // lendTerminal lends the PTY's worker the terminal on its stream ds
@@ -894,7 +934,7 @@ func (a *attachment) readKeys(ctx context.Context, in *os.File, read func([]byte
 			a.mu.Lock()
 			a.typed = append(a.typed, keys...)
 			a.mu.Unlock()
-			a.typingOnce.Do(func() { close(a.typing) })
+			notify(a.keyed)
 			if err := a.sendPending(ctx); err != nil {
 				return err
 			}
@@ -1015,12 +1055,7 @@ func (a *attachment) resize(cols, rows int) {
 	a.poke()
 }
 
-func (a *attachment) poke() {
-	select {
-	case a.wake <- struct{}{}:
-	default:
-	}
-}
+func (a *attachment) poke() { notify(a.wake) }
 
 // send sends the terminal's new sizes, which the main loop notes.
 func (a *attachment) send(ctx context.Context) error {

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/creack/pty"
 	"golang.org/x/sys/unix"
@@ -383,4 +384,55 @@ func TestAShellLendsItsTerminalToThePTYsWorkerAndHasItBackBeforeItLeaves(t *test
 		t.Fatalf("detach: %v", err)
 	}
 	wantCooked(t, s)
+}
+
+// TestAShellLendsItsTerminalAgainAfterAFloodItFellBehind: a flood the
+// terminal does not take has the PTY's worker give the terminal back, and
+// agentd shell goes on through the host to the flood's end; a key typed
+// once it has rested a moment lends the terminal to the worker again.
+func TestAShellLendsItsTerminalAgainAfterAFloodItFellBehind(t *testing.T) {
+	p, id := newShellPlace(t)
+	s, _ := p.ptyScreen(t, p.workDir(), "shell", id)
+	tty := s.cmd.Stdin.(*os.File).Name()
+	client := s.cmd.Process.Pid
+	lent := func() bool {
+		return slices.ContainsFunc(agentdtest.Holders(t, tty), func(pid int) bool { return pid != client })
+	}
+	s.typeKeys("echo typed-$((5*5))\r")
+	s.waitText("typed-25")
+	poll.Until(t, "the terminal lent to the PTY's worker", lent)
+
+	// More than the worker holds for a reader (1 MiB), while the screen
+	// here takes none of it: the screen's lock held, its reader stops at
+	// the next piece. Each line is drawn at the top left, so that the
+	// screen here, which takes a scroll slowly, takes the flood quickly.
+	s.mu.Lock()
+	s.typeKeys("yes \"$(printf '\\033[H')flood-line\" | head -c 3000000; printf '\\033[2J'; echo flood-$((4*4))\r")
+	poll.Until(t, "the terminal given back in the flood", func() bool { return !lent() })
+	s.mu.Unlock()
+	s.waitText("flood-16")
+
+	// A space now and then, until one comes after the rest.
+	var typed time.Time
+	poll.Until(t, "the terminal lent again at a key", func() bool {
+		if time.Since(typed) > 100*time.Millisecond {
+			s.typeKeys(" ")
+			typed = time.Now()
+		}
+		return lent()
+	})
+	s.typeKeys("echo again-$((7*7))\r")
+	s.waitText("again-49")
+	s.typeKeys("\x1c")
+	select {
+	case <-s.exit:
+	case <-agentdtest.Context(t).Done():
+		t.Fatalf("agentd shell still runs after the detach key:\n%s", s.text())
+	}
+	if pids := agentdtest.Holders(t, tty); len(pids) > 0 {
+		t.Fatalf("processes %v hold the terminal after agentd shell detached from it", pids)
+	}
+	if err := s.waitExit(); err != nil {
+		t.Fatalf("detach: %v", err)
+	}
 }
