@@ -90,7 +90,7 @@ func main() {
 	var cfg config
 	var skip, only string
 	flag.BoolVar(&cfg.quick, "quick", false, "a smaller run (about a quarter of the work)")
-	flag.StringVar(&cfg.agentd, "agentd", "", "use this agentd binary instead of building ./cmd/agentd")
+	flag.StringVar(&cfg.agentd, "agentd", "", "use this agentd binary instead of building ./cmd/agentd (a client build runs the agentd-host beside it)")
 	flag.StringVar(&cfg.before, "before", "", "an earlier agentd `binary` whose attach and pty are timed in the same rounds as agentd's, against the same host, to compare two builds in the same minutes")
 	flag.StringVar(&cfg.piBin, "pi", "", "use this pi executable instead of installing @mariozechner/pi-coding-agent with npm")
 	flag.StringVar(&cfg.piDir, "pi-dir", "", "where npm installs pi (default: the user cache directory)")
@@ -282,12 +282,20 @@ func (b *bench) buildAgentd(ctx context.Context) error {
 	}
 	b.agentd = filepath.Join(b.base, "agentd")
 	t0 := time.Now()
-	// Built as it is installed: CGO_ENABLED=0, a static binary.
-	out, err := command(ctx, append(os.Environ(), "CGO_ENABLED=0"), "go", "build", "-o", b.agentd, agentdPackage).CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("building agentd (run from inside the module, or pass -agentd): %v\n%s", err, out)
+	// Built as the README installs it for the quickest start: static
+	// (CGO_ENABLED=0), the client build as agentd and the whole program
+	// beside it as agentd-host, which runs the hosts and workers.
+	for _, build := range [][]string{
+		{"-o", filepath.Join(b.base, "agentd-host")},
+		{"-tags", "agentd_client", "-o", b.agentd},
+	} {
+		args := append(append([]string{"build"}, build...), agentdPackage)
+		out, err := command(ctx, append(os.Environ(), "CGO_ENABLED=0"), "go", args...).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("building agentd (run from inside the module, or pass -agentd): %v\n%s", err, out)
+		}
 	}
-	fmt.Printf("built agentd in %s\n", time.Since(t0).Round(10*time.Millisecond))
+	fmt.Printf("built agentd (the client build) and agentd-host (the whole program) in %s\n", time.Since(t0).Round(10*time.Millisecond))
 	return nil
 }
 

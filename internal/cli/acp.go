@@ -1,3 +1,5 @@
+//go:build !agentd_client
+
 package cli
 
 import (
@@ -18,7 +20,7 @@ func newACPCmd(e *env) *cobra.Command {
 	var logLevel string
 	cmd := &cobra.Command{
 		Use:   "acp",
-		Short: "Serve agentd's sessions to an editor over the Agent Client Protocol on stdin and stdout.",
+		Short: shortACP,
 		Long: `Serve agentd's sessions to an editor over the Agent Client Protocol (ACP)
 on stdin and stdout: an editor (Zed, a JetBrains IDE, Neovim…) starts it as
 its agent. Its sessions are agentd's: a turn started in the editor runs on

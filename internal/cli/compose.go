@@ -1,3 +1,5 @@
+//go:build !agentd_client
+
 package cli
 
 import (
@@ -11,7 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentd-dev/agentd/client"
 	"github.com/agentd-dev/agentd/internal/credentials"
 	"github.com/agentd-dev/agentd/internal/llm"
 	"github.com/agentd-dev/agentd/internal/provider"
@@ -24,13 +25,6 @@ import (
 
 // EnvFauxScript scripts the built-in offline model from a file.
 const EnvFauxScript = "AGENTD_FAUX_SCRIPT"
-
-// keyEnvs maps each provider that takes an API key to the environment
-// variable it is read from.
-var keyEnvs = map[string]string{
-	anthropic.Name: anthropic.APIKeyEnv,
-	openai.Name:    openai.APIKeyEnv,
-}
 
 // keyring is where the providers' keys come from: the home's credentials
 // file, read again whenever it changes, and otherwise the keys the host
@@ -355,30 +349,4 @@ func notConfigured(name, env string) string {
 		msg += "; for a compatible local server, set " + openai.BaseURLEnv + " instead"
 	}
 	return msg
-}
-
-// hostLacksKey rewrites the refusal of a provider that is not configured
-// when this process's environment has the provider's key: the running
-// host was started without it, and the user has just set it. The message
-// names both ways out; the error keeps its code.
-func hostLacksKey(err error) error {
-	if err == nil {
-		return nil
-	}
-	for _, name := range slices.Sorted(maps.Keys(keyEnvs)) {
-		env := keyEnvs[name]
-		if !strings.Contains(err.Error(), name+" is not configured") || os.Getenv(env) == "" {
-			continue
-		}
-		msg := fmt.Sprintf("%s is set here, but the running host started without it and has no %s key. "+
-			"Either store the key for the running host with `agentd auth set %s` (it reads the key from standard input), "+
-			"or stop the host with `agentd shutdown` and run this again, so that a new host starts with this environment", env, name, name)
-		var re *client.RemoteError
-		if errors.As(err, &re) {
-			re.Message = msg
-			return err
-		}
-		return errors.New(msg)
-	}
-	return err
 }

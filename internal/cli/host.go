@@ -1,3 +1,5 @@
+//go:build !agentd_client
+
 package cli
 
 import (
@@ -35,7 +37,7 @@ func newHostCmd(e *env) *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "host",
-		Short: "Run the agentd host for this home in the foreground.",
+		Short: shortHost,
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := undumpable(); err != nil {

@@ -1,3 +1,5 @@
+//go:build !agentd_client
+
 package cli
 
 import (
@@ -21,7 +23,7 @@ const EnvMCPStartTimeout = "AGENTD_MCP_START_TIMEOUT"
 func newMCPCmd(e *env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "mcp",
-		Short: "List, add, remove and trust the MCP servers whose tools a session's agent gets.",
+		Short: shortMCP,
 		Long: `A session's worker runs, at each start, the MCP servers of:
   - your own list in the home (agentd mcp add),
   - the .mcp.json files of the session's directory and its parents up to the

@@ -79,10 +79,10 @@ func openOwnWith(ctx context.Context, surface string, pipeline func(*client.Conn
 	return c, info, err
 }
 
-// hostCommand is the command line of a host a command starts: this
-// binary's "host", logging to the home's log file.
+// hostCommand is the command line of a host a command starts: the host
+// executable's "host", logging to the home's log file.
 func hostCommand(home string) ([]string, error) {
-	exe, err := os.Executable()
+	exe, err := hostExecutable()
 	if err != nil {
 		return nil, fmt.Errorf("finding this binary: %w", err)
 	}

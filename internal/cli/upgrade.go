@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -65,7 +64,7 @@ With no host running there is nothing to replace: the next command starts one.`,
 // whose command line cannot be read, or that logged to its terminal, is
 // replaced by one started as a command starts one, logging to the home.
 func replacingCommand(act activation.Options, old client.HostInfo) ([]string, error) {
-	exe, err := os.Executable()
+	exe, err := hostExecutable()
 	if err != nil {
 		return nil, fmt.Errorf("finding this binary: %w", err)
 	}

@@ -1,3 +1,5 @@
+//go:build !agentd_client
+
 package cli
 
 import (
@@ -133,7 +135,7 @@ func newWorkerCmd(e *env) *cobra.Command {
 	var readyFD, keysFD int
 	cmd := &cobra.Command{
 		Use:    "worker",
-		Short:  "Run one session's worker; the host starts it, never a person.",
+		Short:  shortWorker,
 		Hidden: true,
 		Args:   noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
