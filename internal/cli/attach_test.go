@@ -378,7 +378,12 @@ func (p *place) commandIn(dir string, args ...string) *exec.Cmd {
 // runIn is run in directory dir.
 func (p *place) runIn(dir string, args ...string) (string, string, int) {
 	p.t.Helper()
-	cmd := p.commandIn(dir, args...)
+	return p.runCommand(p.commandIn(dir, args...))
+}
+
+// runCommand runs cmd and returns stdout, stderr and the exit code.
+func (p *place) runCommand(cmd *exec.Cmd) (string, string, int) {
+	p.t.Helper()
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()

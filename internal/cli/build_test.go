@@ -71,16 +71,7 @@ func TestTheClientBuildRunsItsHostsAndDaemonCommandsThroughTheWholeExecutable(t 
 		t.Helper()
 		cmd := exec.Command(client, args...)
 		cmd.Env = p.env()
-		var stdout, stderr strings.Builder
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		err := cmd.Run()
-		code := 0
-		if exit, ok := err.(*exec.ExitError); ok {
-			code = exit.ExitCode()
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		return stdout.String(), stderr.String(), code
+		return p.runCommand(cmd)
 	}
 	if _, errOut, code := run("new", "--cwd", p.workDir()); code == 0 || !strings.Contains(errOut, "agentd-host") || !strings.Contains(errOut, "go build -o "+whole) {
 		t.Fatalf("the client build without agentd-host: exit %d: %s", code, errOut)

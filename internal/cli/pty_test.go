@@ -352,6 +352,35 @@ func TestAPTYWatchedFromASmallerTerminalIsClippedAroundItsCursor(t *testing.T) {
 	}
 }
 
+// lentAway reports, each time it is called, whether a process other than
+// s's command holds s's terminal: the PTY's worker it is lent to.
+func lentAway(t *testing.T, s *screen) func() bool {
+	tty, client := s.cmd.Stdin.(*os.File).Name(), s.cmd.Process.Pid
+	return func() bool {
+		return slices.ContainsFunc(agentdtest.Holders(t, tty), func(pid int) bool { return pid != client })
+	}
+}
+
+// detachFreeing types the detach key into s and checks, as soon as its
+// command has exited, that nothing holds its terminal any more: the
+// terminal's end (waitExit's drain) would wait for every holder to close
+// it.
+func detachFreeing(t *testing.T, s *screen) {
+	t.Helper()
+	s.typeKeys("\x1c")
+	select {
+	case <-s.exit:
+	case <-agentdtest.Context(t).Done():
+		t.Fatalf("agentd shell still runs after the detach key:\n%s", s.text())
+	}
+	if pids := agentdtest.Holders(t, s.cmd.Stdin.(*os.File).Name()); len(pids) > 0 {
+		t.Fatalf("processes %v hold the terminal after agentd shell detached from it", pids)
+	}
+	if err := s.waitExit(); err != nil {
+		t.Fatalf("detach: %v", err)
+	}
+}
+
 // TestAShellLendsItsTerminalToThePTYsWorkerAndHasItBackBeforeItLeaves:
 // once keys are typed into agentd shell, the PTY's worker holds the
 // terminal (it reads the keys and draws the PTY there); at the detach
@@ -360,29 +389,12 @@ func TestAPTYWatchedFromASmallerTerminalIsClippedAroundItsCursor(t *testing.T) {
 func TestAShellLendsItsTerminalToThePTYsWorkerAndHasItBackBeforeItLeaves(t *testing.T) {
 	p, id := newShellPlace(t)
 	s, _ := p.ptyScreen(t, p.workDir(), "shell", id)
-	tty := s.cmd.Stdin.(*os.File).Name()
-	client := s.cmd.Process.Pid
 	s.typeKeys("echo typed-$((5*5))\r")
 	s.waitText("typed-25")
-	poll.Until(t, "another process than agentd shell holding its terminal", func() bool {
-		return slices.ContainsFunc(agentdtest.Holders(t, tty), func(pid int) bool { return pid != client })
-	})
+	poll.Until(t, "another process than agentd shell holding its terminal", lentAway(t, s))
 	s.typeKeys("echo still-$((6*6))\r")
 	s.waitText("still-36")
-	s.typeKeys("\x1c")
-	// Looked at as soon as the command has exited: its terminal's end
-	// (waitExit's drain) would wait for every holder to close it.
-	select {
-	case <-s.exit:
-	case <-agentdtest.Context(t).Done():
-		t.Fatalf("agentd shell still runs after the detach key:\n%s", s.text())
-	}
-	if pids := agentdtest.Holders(t, tty); len(pids) > 0 {
-		t.Fatalf("processes %v hold the terminal after agentd shell detached from it", pids)
-	}
-	if err := s.waitExit(); err != nil {
-		t.Fatalf("detach: %v", err)
-	}
+	detachFreeing(t, s)
 	wantCooked(t, s)
 }
 
@@ -393,11 +405,7 @@ func TestAShellLendsItsTerminalToThePTYsWorkerAndHasItBackBeforeItLeaves(t *test
 func TestAShellLendsItsTerminalAgainAfterAFloodItFellBehind(t *testing.T) {
 	p, id := newShellPlace(t)
 	s, _ := p.ptyScreen(t, p.workDir(), "shell", id)
-	tty := s.cmd.Stdin.(*os.File).Name()
-	client := s.cmd.Process.Pid
-	lent := func() bool {
-		return slices.ContainsFunc(agentdtest.Holders(t, tty), func(pid int) bool { return pid != client })
-	}
+	lent := lentAway(t, s)
 	s.typeKeys("echo typed-$((5*5))\r")
 	s.waitText("typed-25")
 	poll.Until(t, "the terminal lent to the PTY's worker", lent)
@@ -423,16 +431,5 @@ func TestAShellLendsItsTerminalAgainAfterAFloodItFellBehind(t *testing.T) {
 	})
 	s.typeKeys("echo again-$((7*7))\r")
 	s.waitText("again-49")
-	s.typeKeys("\x1c")
-	select {
-	case <-s.exit:
-	case <-agentdtest.Context(t).Done():
-		t.Fatalf("agentd shell still runs after the detach key:\n%s", s.text())
-	}
-	if pids := agentdtest.Holders(t, tty); len(pids) > 0 {
-		t.Fatalf("processes %v hold the terminal after agentd shell detached from it", pids)
-	}
-	if err := s.waitExit(); err != nil {
-		t.Fatalf("detach: %v", err)
-	}
+	detachFreeing(t, s)
 }
