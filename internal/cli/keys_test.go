@@ -1,3 +1,5 @@
+//go:build !agentd_client
+
 package cli
 
 import (
