@@ -407,12 +407,13 @@ func (c *Conn) fail(err error) {
 // so a call of the wrong shape does not compile. A failed response is a
 // *RemoteError; a request cut off is an *InterruptedError.
 func Call[In, Out any](ctx context.Context, c *Conn, o protocol.Op[In, Out], in In) (Out, error) {
-	return call(ctx, c, o, in, nil)
+	return call(ctx, c, o, in, nil, nil)
 }
 
 // call is Call with answered, if set, called with the response by the
-// connection's reader before it reads the next frame.
-func call[In, Out any](ctx context.Context, c *Conn, o protocol.Op[In, Out], in In, answered func(protocol.Response)) (Out, error) {
+// connection's reader before it reads the next frame, and files, if set,
+// passed beside the request's first byte (SCM_RIGHTS).
+func call[In, Out any](ctx context.Context, c *Conn, o protocol.Op[In, Out], in In, answered func(protocol.Response), files []*os.File) (Out, error) {
 	var out Out
 	op, ok := protocol.Lookup(string(o))
 	if !ok {
@@ -422,7 +423,7 @@ func call[In, Out any](ctx context.Context, c *Conn, o protocol.Op[In, Out], in 
 	if err != nil {
 		return out, fmt.Errorf("%s: encoding input: %w", op.Name, err)
 	}
-	resp, err := c.roundTrip(ctx, op, raw, answered, nil)
+	resp, err := c.roundTrip(ctx, op, raw, answered, files)
 	if err != nil {
 		return out, err
 	}

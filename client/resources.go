@@ -354,29 +354,14 @@ func (s *PTYStream) LendTerminal(ctx context.Context, in, out *os.File, detachKe
 	if !s.direct {
 		return "", errors.New("a terminal is lent on a stream of the PTY's worker (Controller.Direct)")
 	}
-	op, _ := protocol.Lookup(string(protocol.OpRuntimeResourceDirectTerminal))
-	input, err := json.Marshal(protocol.DirectTerminalInput{DetachKey: detachKey})
-	if err != nil {
-		return "", err
-	}
 	stop := context.AfterFunc(ctx, func() {
 		if uc, ok := s.c.nc.(*net.UnixConn); ok {
 			uc.CloseWrite()
 		}
 	})
 	defer stop()
-	resp, err := s.c.roundTrip(context.WithoutCancel(ctx), op, input, nil, []*os.File{in, out})
-	if err != nil {
-		return "", err
-	}
-	if !resp.OK {
-		return "", &RemoteError{Operation: op.Name, Code: resp.Error.Code, Message: resp.Error.Message}
-	}
-	var r protocol.DirectTerminalResult
-	if err := json.Unmarshal(resp.Result, &r); err != nil {
-		return "", fmt.Errorf("%s: decoding result: %w", op.Name, err)
-	}
-	return r.Reason, nil
+	r, err := call(context.WithoutCancel(ctx), s.c, protocol.OpRuntimeResourceDirectTerminal, protocol.DirectTerminalInput{DetachKey: detachKey}, nil, []*os.File{in, out})
+	return r.Reason, err
 }
 
 // Release gives control of the PTY up, and closes the connection to its
@@ -428,7 +413,7 @@ func (ctl *Controller) Direct(ctx context.Context) (*PTYStream, error) {
 		if dc.err == nil {
 			dc.watchers[w.id] = w
 		}
-	})
+	}, nil)
 	if err == nil && (w.id == "" || w.id != open.SubscriptionID) {
 		err = cmp.Or(dc.Err(), ErrClosed)
 	}

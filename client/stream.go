@@ -98,7 +98,7 @@ func (c *Conn) openWatched(ctx context.Context, in protocol.SubscriptionOpenInpu
 		if c.err == nil {
 			c.watchers[w.id] = w
 		}
-	})
+	}, nil)
 	if err != nil {
 		w.Close()
 		return protocol.SubscriptionOpenResult{}, nil, err
