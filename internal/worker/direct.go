@@ -136,20 +136,25 @@ func (s *session) openDirect(_ context.Context, call *server.Call, in *protocol.
 		sub.close("")
 		return protocol.DirectOpenResult{}, protocol.Errorf(protocol.CodeUnauthorized, "the ticket's controller has ended")
 	}
-	// The screen is queued with the PTY's output held back, so the output
-	// after it follows it, none missing.
-	if err := s.res.Screen(b.ref, func(screen string, seq uint64) {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		sub.ptys[b.ref] = true
-		quoted := protocol.AppendJSONString(transport.GetBuffer(len(screen)+len(screen)/8+2), screen)
-		s.deliverLocked(ptyItems(b.ref, seq, quoted, true, 1), func(other *subscription) bool { return other == sub })
-	}); err != nil {
+	if err := s.screenFirst(sub, b.ref); err != nil {
 		s.unbind(conn, "")
 		return protocol.DirectOpenResult{}, err
 	}
 	call.AfterResponse(sub.q.Start)
 	return protocol.DirectOpenResult{SessionID: s.id, Ref: b.ref, ControllerID: b.controllerID, SubscriptionID: sub.id}, nil
+}
+
+// screenFirst chooses PTY ref for sub, if it is not chosen already, and
+// queues its screen there. The screen is queued with the PTY's output
+// held back, so the output after it follows it, none missing.
+func (s *session) screenFirst(sub *subscription, ref string) error {
+	return s.res.Screen(ref, func(screen string, seq uint64) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		sub.ptys[ref] = true
+		quoted := protocol.AppendJSONString(transport.GetBuffer(len(screen)+len(screen)/8+2), screen)
+		s.deliverLocked(ptyItems(ref, seq, quoted, true, 1), func(other *subscription) bool { return other == sub })
+	})
 }
 
 // newSubscription opens a subscription of the session on conn, not yet

@@ -119,12 +119,7 @@ func (s *session) lendTerminal(ctx context.Context, call *server.Call, in *proto
 	// The PTY's screen first, then its output, all of it to the terminal
 	// from here on: what the connection carried before the client
 	// stopped drawing it is drawn over.
-	if err := s.res.Screen(b.ref, func(screen string, seq uint64) {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		quoted := protocol.AppendJSONString(transport.GetBuffer(len(screen)+len(screen)/8+2), screen)
-		s.deliverLocked(ptyItems(b.ref, seq, quoted, true, 1), func(other *subscription) bool { return other == b.sub })
-	}); err != nil {
+	if err := s.screenFirst(b.sub, b.ref); err != nil {
 		t.end(protocol.TerminalControlEnded)
 	}
 	var reading sync.WaitGroup
