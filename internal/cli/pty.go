@@ -540,12 +540,7 @@ func viewPTY(ctx context.Context, c *client.Conn, v ptyView, r protocol.Resource
 		a.resize(windowSize(v.in))
 		read, keys, keysDone := keyInput(ctx, v.in)
 		defer keysDone()
-		if keys != nil {
-			if out, err := reopenTerminal(v.out, os.O_WRONLY); err == nil {
-				defer out.Close()
-				a.keys, a.termOut = keys, out
-			}
-		}
+		a.keys, a.termOut = keys, v.out
 		wg.Go(func() { ended <- a.readKeys(ctx, v.in, read) })
 		if a.mayTake {
 			wg.Go(func() { ended <- a.send(ctx) })
@@ -674,11 +669,12 @@ type attachment struct {
 	idle       *sync.Cond         // on mu: broadcast when sending ends
 	park       *keyPark           // guarded by mu: readKeys is asked to stop reading, or nil
 
-	// keys is the terminal's description the keys are read from, and
-	// termOut one to write to, of the view's own: what lendTerminal
-	// lends the PTY's worker. Nil when the terminal could not be opened
-	// again; constant once the keys are read.
-	keys, termOut *os.File
+	// keys are the terminal's keys as read, on a description of the
+	// view's own, and termOut the terminal written to: lendTerminal lends
+	// the PTY's worker descriptions of both. Keys is nil when the terminal
+	// could not be opened again; both are constant once the keys are read.
+	keys    *termKeys
+	termOut *os.File
 }
 
 // show writes the PTY's screen and output to the terminal, through its
@@ -844,7 +840,21 @@ func (a *attachment) lendTerminal(ctx context.Context, ds *client.PTYStream) (re
 	if !parked {
 		return "", false
 	}
-	reason, err := ds.LendTerminal(ctx, a.keys, a.termOut, string(rune(detachKey)))
+	// Descriptions of the loan's own, outside the runtime's poller: while
+	// the worker reads and writes the terminal, no key typed and no
+	// output drawn wakes this process (the worker makes them
+	// nonblocking, which their descriptions keep, not the terminal).
+	in, err := openTerminal(a.keys.in, os.O_RDONLY)
+	if err != nil {
+		return "", false
+	}
+	defer in.Close()
+	out, err := openTerminal(a.termOut, os.O_WRONLY)
+	if err != nil {
+		return "", false
+	}
+	defer out.Close()
+	reason, err = ds.LendTerminal(ctx, in, out, string(rune(detachKey)))
 	if err != nil {
 		return "", false
 	}
@@ -871,7 +881,7 @@ func (a *attachment) parkKeys(ctx context.Context) (resume func(), parked bool) 
 		a.mu.Unlock()
 		close(p.resume)
 	}
-	a.keys.SetReadDeadline(time.Now())
+	a.keys.interrupt()
 	select {
 	case <-p.stopped:
 	case <-ctx.Done():
@@ -895,16 +905,16 @@ func (a *attachment) parked(ctx context.Context) bool {
 	if p == nil {
 		return false
 	}
+	// Closed while parked: a description in the runtime's poller would
+	// wake this process at each key typed and each piece of output
+	// drawn, whoever reads and writes the terminal.
+	a.keys.release()
 	close(p.stopped)
 	select {
 	case <-p.resume:
-		a.keys.SetReadDeadline(time.Time{})
-		if ctx.Err() != nil {
-			// Ended as the deadline was cleared: keyInput's was.
-			a.keys.SetReadDeadline(time.Now())
-		}
 	case <-ctx.Done():
 	}
+	a.keys.reopen()
 	return true
 }
 
@@ -963,30 +973,111 @@ func (a *attachment) readKeys(ctx context.Context, in *os.File, read func([]byte
 // the goroutine that sends it on the thread that takes the PTY's echo
 // too, where a read blocked in poll(2) holds a thread of its own. The
 // terminal's own description, shared with the shell that started agentd,
-// stays as it is; the one opened is what is lent to the PTY's worker
-// (lendTerminal). Where the terminal cannot be opened again (another
+// stays as it is. Where the terminal cannot be opened again (another
 // user's), it is polled a while at a time, so that ctx ending is seen.
-func keyInput(ctx context.Context, in *os.File) (read func([]byte) (int, error), f *os.File, done func()) {
-	f, err := reopenTerminal(in, os.O_RDONLY)
-	if err == nil {
-		stop := context.AfterFunc(ctx, func() { f.SetReadDeadline(time.Now()) })
-		read := func(p []byte) (int, error) {
-			n, err := f.Read(p)
-			if errors.Is(err, syscall.EIO) {
-				err = io.EOF // hung up
-			}
-			return n, err
-		}
-		return read, f, func() { stop(); f.Close() }
+func keyInput(ctx context.Context, in *os.File) (read func([]byte) (int, error), keys *termKeys, done func()) {
+	f, err := openTerminal(in, os.O_RDONLY|syscall.O_NONBLOCK)
+	if err != nil {
+		fd := int(in.Fd())
+		return func(p []byte) (int, error) { return pollRead(ctx, fd, p) }, nil, func() {}
 	}
-	fd := int(in.Fd())
-	return func(p []byte) (int, error) { return pollRead(ctx, fd, p) }, nil, func() {}
+	keys = &termKeys{in: in, f: f}
+	stop := context.AfterFunc(ctx, keys.end)
+	return keys.read, keys, func() { stop(); keys.end(); keys.release() }
 }
 
-// reopenTerminal opens terminal f again, on a nonblocking file
-// description of its own, for flag (os.O_RDONLY or os.O_WRONLY).
-func reopenTerminal(f *os.File, flag int) (*os.File, error) {
-	return os.OpenFile("/proc/self/fd/"+strconv.Itoa(int(f.Fd())), flag|syscall.O_NOCTTY|syscall.O_NONBLOCK, 0)
+// termKeys are a terminal's keys, read on a description of their own
+// that is closed while another process reads the terminal.
+type termKeys struct {
+	in *os.File // constant: the terminal
+
+	mu          sync.Mutex
+	f           *os.File // guarded by mu: the description read, nil while released
+	interrupted bool     // guarded by mu: a read is to end, on the description open now or next
+	ended       bool     // guarded by mu: no key is read any more
+}
+
+// read reads keys into p; it reads no more once ended.
+func (k *termKeys) read(p []byte) (int, error) {
+	k.mu.Lock()
+	f := k.f
+	k.mu.Unlock()
+	if f == nil {
+		return 0, io.EOF // the terminal could not be opened again
+	}
+	n, err := f.Read(p)
+	if errors.Is(err, syscall.EIO) {
+		err = io.EOF // hung up
+	}
+	return n, err
+}
+
+// interrupt ends the read under way, or the next, with
+// os.ErrDeadlineExceeded, until the description is released.
+func (k *termKeys) interrupt() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.interrupted = true
+	if k.f != nil {
+		k.f.SetReadDeadline(time.Now())
+	}
+}
+
+// end ends the reading of keys: the read under way, and any after.
+func (k *termKeys) end() {
+	k.mu.Lock()
+	k.ended = true
+	k.mu.Unlock()
+	k.interrupt()
+}
+
+// release closes the description read; called by its reader, between
+// reads.
+func (k *termKeys) release() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.interrupted = false
+	if k.f != nil {
+		k.f.Close()
+		k.f = nil
+	}
+}
+
+// reopen opens a description again after release, unless ended; called
+// by its reader, between reads. Reads fail once it could not.
+func (k *termKeys) reopen() {
+	f, err := openTerminal(k.in, os.O_RDONLY|syscall.O_NONBLOCK)
+	if err != nil {
+		return
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.ended {
+		f.Close()
+		return
+	}
+	k.f = f
+	if k.interrupted {
+		f.SetReadDeadline(time.Now())
+	}
+}
+
+// openTerminal opens terminal f again, on a file description of its
+// own, for flag (os.O_RDONLY or os.O_WRONLY, with syscall.O_NONBLOCK to
+// read or write it through the runtime's poller; without it, the
+// description is left out of the poller).
+func openTerminal(f *os.File, flag int) (*os.File, error) {
+	name := "/proc/self/fd/" + strconv.Itoa(int(f.Fd()))
+	if flag&syscall.O_NONBLOCK != 0 {
+		return os.OpenFile(name, flag|syscall.O_NOCTTY, 0)
+	}
+	// os.OpenFile would make the description nonblocking and put it in
+	// the poller; os.NewFile leaves a blocking one out.
+	fd, err := unix.Open(name, flag|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: name, Err: err}
+	}
+	return os.NewFile(uintptr(fd), name), nil
 }
 
 // pollRead reads what terminal fd has into p, once some is there; it

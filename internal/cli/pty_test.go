@@ -386,6 +386,10 @@ func detachFreeing(t *testing.T, s *screen) {
 // terminal (it reads the keys and draws the PTY there); at the detach
 // key it gives the terminal back, before the command exits, so that
 // nothing of agentd reads the person's keys after.
+//
+// While the terminal is lent, agentd shell has none of its descriptions in
+// its poller: a key typed, or the worker's drawing of it, would wake it
+// for nothing, at each key.
 func TestAShellLendsItsTerminalToThePTYsWorkerAndHasItBackBeforeItLeaves(t *testing.T) {
 	p, id := newShellPlace(t)
 	s, _ := p.ptyScreen(t, p.workDir(), "shell", id)
@@ -394,6 +398,9 @@ func TestAShellLendsItsTerminalToThePTYsWorkerAndHasItBackBeforeItLeaves(t *test
 	poll.Until(t, "another process than agentd shell holding its terminal", lentAway(t, s))
 	s.typeKeys("echo still-$((6*6))\r")
 	s.waitText("still-36")
+	if fds := agentdtest.Polled(t, s.cmd.Process.Pid, s.cmd.Stdin.(*os.File).Name()); len(fds) > 0 {
+		t.Errorf("agentd shell has descriptors %v of its terminal in its poller while the terminal is lent", fds)
+	}
 	detachFreeing(t, s)
 	wantCooked(t, s)
 }
