@@ -241,14 +241,17 @@ func (s *screen) catchUpLocked() {
 // closes), resting after each feed four times as long as it took, and at
 // least feedGap: what comes meanwhile waits, and of a flood only its last
 // screen is fed (add cuts it), so a flood costs the model a few
-// screens a second. A client drawn the screen is drawn it caught up. The
-// model sleeps once output stops; when the output has ended, the screen
-// is final and sleeps.
+// screens a second. The rest is waited out only by output that comes
+// within it: a key's echo, which comes after, is fed at once, with no
+// timer to wake the worker between keys. A client drawn the screen is
+// drawn it caught up. The model sleeps once output stops; when the output
+// has ended, the screen is final and sleeps.
 func (s *screen) run(done <-chan struct{}) {
 	idle := time.NewTimer(s.sleepAfter)
 	defer idle.Stop()
 	rest := time.NewTimer(0)
 	defer rest.Stop()
+	var rested time.Time // the end of the rest after the last feed
 	for {
 		select {
 		case <-s.kick:
@@ -259,17 +262,21 @@ func (s *screen) run(done <-chan struct{}) {
 			s.sleep(true)
 			return
 		}
+		if wait := time.Until(rested); wait > 0 {
+			rest.Reset(wait)
+			select {
+			case <-rest.C:
+			case <-done:
+				s.sleep(true)
+				return
+			}
+		}
 		start := time.Now()
 		s.mu.Lock()
 		s.catchUpLocked()
 		s.mu.Unlock()
-		rest.Reset(max(feedGap, 4*time.Since(start)))
-		select {
-		case <-rest.C:
-		case <-done:
-			s.sleep(true)
-			return
-		}
+		took := time.Since(start)
+		rested = start.Add(took + max(feedGap, 4*took))
 		idle.Reset(s.sleepAfter)
 	}
 }
