@@ -102,6 +102,7 @@ func main() {
 	flag.IntVar(&cfg.deltas, "deltas", 0, "text deltas of the streamed turn (default 100000)")
 	flag.DurationVar(&cfg.fanInterval, "fan-interval", 0, "pause between the fan-out turn's timestamp lines (default 1ms)")
 	flag.StringVar(&cfg.ptyParts, "pty-parts", "relay,idle,screen,echo", "comma-separated pieces of the pty part to run: relay, idle, screen, echo")
+	flag.IntVar(&cfg.echoKeys, "echo-keys", 0, "keys typed into each of `agentd shell` and tmux for the echo (default 2000, -quick 400)")
 	flag.IntVar(&cfg.fanSubs, "fan-subs", 0, "subscriptions reading the fan-out session (default 100)")
 	flag.Parse()
 	if flag.NArg() > 0 {
@@ -127,7 +128,8 @@ func (c *config) fill(skip, only string) {
 	c.lsRuns = 10
 	c.settle = time.Second
 	c.attachRecords, c.attachRuns = 1000, 20
-	c.echoKeys = 400
+	echoKeys := c.echoKeys
+	c.echoKeys = 2000
 	c.fanConns, c.fanStamps, c.fanRounds = 10, 8000, 3
 	if c.fanSubs <= 0 {
 		c.fanSubs = 100
@@ -145,8 +147,11 @@ func (c *config) fill(skip, only string) {
 		c.lsRuns = 5
 		sessions = 2000
 		c.attachRuns = 6
-		c.echoKeys = 100
+		c.echoKeys = 400
 		c.fanRounds = 1
+	}
+	if echoKeys > 0 {
+		c.echoKeys = echoKeys
 	}
 	if c.sessions <= 0 {
 		c.sessions = sessions

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -57,7 +58,22 @@ type ptyScreenResults struct {
 type echoResults struct {
 	agentd, tmux           summary
 	agentdBlock, tmuxBlock []time.Duration // p99 of each block of keys
+	agentdSlow, tmuxSlow   int             // keys whose echo took over echoSlow
 	err, tmuxErr           string
+}
+
+// echoSlow is an echo a person notices as a stall: over a millisecond.
+const echoSlow = time.Millisecond
+
+// over counts the durations in d over limit.
+func over(d []time.Duration, limit time.Duration) int {
+	n := 0
+	for _, x := range d {
+		if x > limit {
+			n++
+		}
+	}
+	return n
 }
 
 // runBusyScreen is the busy program: it redraws its terminal whole, each
@@ -346,9 +362,11 @@ func (b *bench) echoPart(ctx context.Context, c *client.Conn, home, runDir, dir 
 		}
 	}
 	r.agentd, r.tmux = summarize(agd), summarize(txd)
+	r.agentdSlow, r.tmuxSlow = over(agd, echoSlow), over(txd, echoSlow)
 	fmt.Printf("  agentd shell p50 %s p99 %s max %s (n=%d); tmux attach p50 %s p99 %s max %s (n=%d)\n",
 		dur(r.agentd.p50), dur(r.agentd.p99), dur(r.agentd.max), r.agentd.n, dur(r.tmux.p50), dur(r.tmux.p99), dur(r.tmux.max), r.tmux.n)
 	fmt.Printf("  p99 of each block of %d: agentd %s; tmux %s\n", echoBlock, durs(r.agentdBlock), durs(r.tmuxBlock))
+	fmt.Printf("  echoes over %s: agentd %d of %d, tmux %d of %d\n", dur(echoSlow), r.agentdSlow, len(agd), r.tmuxSlow, len(txd))
 	return nil
 }
 
@@ -620,5 +638,6 @@ func (r echoResults) rows() []row {
 		{"  p50", dur(r.agentd.p50), dur(r.tmux.p50) + " tmux attach", table.Ratio(r.agentd.p50, r.tmux.p50), "-", "info"},
 		{fmt.Sprintf("  median of the blocks' p99 (%d keys a block)", echoBlock), dur(medianDur(r.agentdBlock)), dur(medianDur(r.tmuxBlock)) + " tmux attach", table.Ratio(medianDur(r.agentdBlock), medianDur(r.tmuxBlock)), "-", "info"},
 		{"  max", dur(r.agentd.max), dur(r.tmux.max) + " tmux attach", table.Ratio(r.agentd.max, r.tmux.max), "-", "info"},
+		{fmt.Sprintf("  echoes over %s (a stall a person notices)", dur(echoSlow)), strconv.Itoa(r.agentdSlow), strconv.Itoa(r.tmuxSlow) + " tmux attach", table.Ratio(time.Duration(r.agentdSlow), time.Duration(r.tmuxSlow)), "-", "info"},
 	}
 }
