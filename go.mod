@@ -52,3 +52,5 @@ require (
 )
 
 replace github.com/yuin/goldmark => ./third_party/goldmark
+
+replace github.com/atotto/clipboard => ./third_party/clipboard
