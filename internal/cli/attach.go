@@ -62,11 +62,15 @@ Editing the line, as readline:
 			defer first.wait()
 			var early func(context.Context, *client.Conn, string)
 			var colours *tui.Colours
+			var sigs *tui.Signals
 			if screen {
 				early = func(ctx context.Context, c *client.Conn, selector string) { first.start(ctx, c, selector, streamOpts) }
-				// Inside tmux this asks tmux, a process: meanwhile the
+				// Inside tmux this asks tmux, a process, and the signals
+				// are asked of the runtime's signal thread: meanwhile the
 				// session is found.
 				colours = tui.DetectColours(e.stdout, nil)
+				sigs = tui.NotifySignals()
+				defer sigs.Stop()
 			}
 			id, c, err := chooseSession(ctx, e, args, create, cwd, model, screen, early)
 			if err != nil {
@@ -82,7 +86,7 @@ Editing the line, as readline:
 			}
 			if screen {
 				page := func() *tui.FirstPage { return first.page(c, id) }
-				opts := tui.Options{Follower: f, FirstPage: page, Input: e.stdin, Output: e.stdout, Colours: colours}
+				opts := tui.Options{Follower: f, FirstPage: page, Input: e.stdin, Output: e.stdout, Colours: colours, Signals: sigs}
 				if in, out, err := ptyTerminal(e); err == nil {
 					opts.OpenPTY = func(ctx context.Context, ref string) (string, error) {
 						return openPTY(ctx, f.SessionID(), ref, in, out)

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -50,9 +51,12 @@ type env struct {
 func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	e := &env{stdin: stdin, stdout: stdout, stderr: stderr}
 	notes = stderr
-	root := newRoot(e, commandWord(args))
+	word := commandWord(args)
+	root := newRoot(e, word)
 	root.SetArgs(args)
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// A daemon has its signals before it serves: what stops it (a
+	// supervisor's SIGTERM) then drains it, however soon it comes.
+	ctx, stop := interruptible(word != "host" && word != "worker")
 	defer stop()
 	cmd, err := root, unknownCommand(root, args)
 	if err == nil {
@@ -72,6 +76,38 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	reportError(stderr, err, code, wantsJSON(cmd, args))
 	return code
+}
+
+// interruptible returns a context cancelled at SIGINT or SIGTERM, and
+// what to call once the command has run, as signal.NotifyContext does.
+// Asking for a signal is a hand-over to the runtime's signal thread and
+// back, one for each. In the background, they are asked on a goroutine
+// of their own, which the command's start does not wait on: a signal
+// that comes before they are asked has its default action, as one that
+// comes while the runtime starts.
+func interruptible(background bool) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	sigs := make(chan os.Signal, 1)
+	ask := func() { signal.Notify(sigs, os.Interrupt, syscall.SIGTERM) }
+	if !background {
+		ask()
+	}
+	var watching sync.WaitGroup
+	watching.Go(func() {
+		if background {
+			ask()
+		}
+		defer signal.Stop(sigs)
+		select {
+		case <-sigs:
+			cancel()
+		case <-ctx.Done():
+		}
+	})
+	return ctx, func() {
+		cancel()
+		watching.Wait()
+	}
 }
 
 // commands are agentd's commands by the word that runs each. A command

@@ -68,6 +68,39 @@ type Options struct {
 	// while the session was found (DetectColours); Run detects them
 	// itself otherwise.
 	Colours *Colours
+	// Signals, when set, are the screen's signals, asked for while the
+	// session was found (NotifySignals), the caller's to stop; Run asks
+	// for them itself otherwise.
+	Signals *Signals
+}
+
+// Signals are the signals a screen follows: the terminal's new sizes
+// (SIGWINCH), and Ctrl-\ typed while the terminal is not raw yet
+// (SIGQUIT), which detaches rather than end the process with a dump of
+// its goroutines. Asking for a signal the process has not had is a
+// hand-over to the runtime's signal thread and back (os/signal), which
+// NotifySignals makes on a goroutine of its own: a command need not wait
+// on it while it finds its session.
+type Signals struct {
+	asked       sync.WaitGroup
+	winch, quit chan os.Signal
+}
+
+// NotifySignals starts asking for a screen's signals.
+func NotifySignals() *Signals {
+	s := &Signals{winch: make(chan os.Signal, 1), quit: make(chan os.Signal, 1)}
+	s.asked.Go(func() {
+		signal.Notify(s.winch, syscall.SIGWINCH)
+		signal.Notify(s.quit, syscall.SIGQUIT)
+	})
+	return s
+}
+
+// Stop stops the signals, once asked for.
+func (s *Signals) Stop() {
+	s.asked.Wait()
+	signal.Stop(s.winch)
+	signal.Stop(s.quit)
 }
 
 // Colours is the detection of a terminal's colour profile, run in the
@@ -136,16 +169,15 @@ func Run(ctx context.Context, opts Options) error {
 	if opts.Env != nil {
 		popts = append(popts, tea.WithEnvironment(opts.Env))
 	}
-	// Sizes changed from now on are followed (followSize).
-	winch := make(chan os.Signal, 1)
-	signal.Notify(winch, syscall.SIGWINCH)
-	defer signal.Stop(winch)
-	// Ctrl-\ typed while the terminal is not raw yet (the first frame is
-	// drawn before) is SIGQUIT: it detaches too, rather than end the
-	// process with a dump of its goroutines.
-	quit := make(chan os.Signal, 1)
-	signal.Notify(quit, syscall.SIGQUIT)
-	defer signal.Stop(quit)
+	// Sizes changed from now on are followed (followSize); Ctrl-\ typed
+	// while the terminal is not raw yet (the first frame is drawn before)
+	// detaches too.
+	sigs := opts.Signals
+	if sigs == nil {
+		sigs = NotifySignals()
+		defer sigs.Stop()
+	}
+	winch, quit := sigs.winch, sigs.quit
 	tty, _ := opts.Output.(*os.File)
 	cols, rows, err := windowSize(tty)
 	if err != nil {
