@@ -158,6 +158,7 @@ type firstScreen struct {
 func (p *firstScreen) start(ctx context.Context, c *client.Conn, selector string, opts client.SessionOptions) {
 	p.conn = c
 	p.opening.Go(func() {
+		growStack()
 		ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 		defer cancel()
 		if s, err := c.OpenSession(ctx, selector, opts); err == nil {
@@ -165,6 +166,7 @@ func (p *firstScreen) start(ctx context.Context, c *client.Conn, selector string
 		}
 	})
 	p.reading.Go(func() {
+		growStack()
 		ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 		defer cancel()
 		if page, err := tui.ReadFirstPage(ctx, c, selector); err == nil {

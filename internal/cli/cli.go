@@ -49,6 +49,7 @@ type env struct {
 
 // Main runs the agentd command with args and returns its exit code.
 func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	growStack()
 	e := &env{stdin: stdin, stdout: stdout, stderr: stderr}
 	notes = stderr
 	word := commandWord(args)
