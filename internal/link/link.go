@@ -293,6 +293,13 @@ func (c *Conn) Call(ctx context.Context, caller *protocol.Caller, operation stri
 	if result == nil {
 		return nil
 	}
+	if raw, ok := result.(*json.RawMessage); ok && len(resp.Result) > 0 {
+		// Passed on as it came (a transcript's page, to the host's
+		// client): a copy of its own, and valid JSON, as its frame was
+		// decoded whole; decoding it again would scan it twice more.
+		*raw = resp.Result
+		return nil
+	}
 	if err := json.Unmarshal(resp.Result, result); err != nil {
 		return fmt.Errorf("%s: decoding result: %w", operation, err)
 	}
