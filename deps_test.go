@@ -42,7 +42,7 @@ var arrows = map[string][]string{
 	"internal/agentdtest/poll": {},
 	"internal/atomicfile":      {},
 	"internal/catalog":         {"internal/atomicfile", "protocol"},
-	"internal/credentials":     {"internal/atomicfile"},
+	"internal/credentials":     {"internal/atomicfile", "internal/fswatch"},
 	// waking a waiter when a file changes: activation and logs -f
 	"internal/fswatch": {},
 	"internal/fanout":  {},

@@ -33,6 +33,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentd-dev/agentd/internal/atomicfile"
+	"github.com/agentd-dev/agentd/internal/fswatch"
 )
 
 // FileName is the credentials file's name in the home.
@@ -261,10 +262,14 @@ func stampOf(fi fs.FileInfo) stamp {
 type Store struct {
 	path string // constant
 
-	mu    sync.Mutex
-	stamp stamp // guarded by mu: of the file last read
-	file  File  // guarded by mu
-	err   error // guarded by mu: why the file last read could not be
+	mu sync.Mutex
+	// watch reports changes of the file's directory entry, once it has
+	// been looked at: a look costs a walk of the path, and a host asks
+	// for the keys several times in each host.status.
+	watch *fswatch.Watcher // guarded by mu; nil before the first look
+	stamp stamp            // guarded by mu: of the file last read
+	file  File             // guarded by mu
+	err   error            // guarded by mu: why the file last read could not be
 }
 
 // NewStore returns the Store of home's credentials file.
@@ -273,11 +278,20 @@ func NewStore(home string) *Store {
 }
 
 // Current returns the file's content, reading it again when it changed
-// since the last call. A file that cannot be read gives an empty File and
-// the reason.
+// since the last call: a change another process made before the call
+// (agentd auth) is seen. A file that cannot be read gives an empty File
+// and the reason.
 func (s *Store) Current() (File, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.watch == nil {
+		// Watched before it is looked at: a change after the look is
+		// reported.
+		s.watch = fswatch.New()
+		s.watch.Entry(s.path)
+	} else if !s.watch.Changed() {
+		return s.file, s.err
+	}
 	fi, err := os.Lstat(s.path)
 	var now stamp
 	switch {

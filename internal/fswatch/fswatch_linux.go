@@ -9,6 +9,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -36,14 +37,18 @@ type Watcher struct {
 	// missing holds the entries whose directory could not be watched
 	// yet (it may not exist); every wait tries them again.
 	missing []string
-	buf     []byte
+	// lost is set once a directory's watch has gone (the directory was
+	// removed or its file system unmounted): its entries change unseen.
+	lost bool
+	buf  []byte
 }
 
 const (
 	// entryEvents are the events of a directory that change an entry:
-	// created, moved in or out, removed, or closed after a write.
+	// created, moved in or out, removed, written to, or closed after a
+	// write.
 	entryEvents = unix.IN_CREATE | unix.IN_MOVED_TO | unix.IN_MOVED_FROM |
-		unix.IN_DELETE | unix.IN_CLOSE_WRITE
+		unix.IN_DELETE | unix.IN_MODIFY | unix.IN_CLOSE_WRITE
 	// fileEvents are the events of a file that count: written to, or
 	// closed by a writer (one that exits included).
 	fileEvents = unix.IN_MODIFY | unix.IN_CLOSE_WRITE
@@ -155,33 +160,37 @@ func (w *Watcher) Wait(ctx context.Context, d time.Duration) (bool, error) {
 	}
 }
 
-// matches reports whether the events in b include one that counts. An
-// event is struct inotify_event: wd, mask, cookie and len, each 32 bits in
-// the machine's order, then len bytes of NUL-padded name.
+// matches reports whether the events in b include one that counts; it
+// reads them all, for the watches gone among them. An event is struct
+// inotify_event: wd, mask, cookie and len, each 32 bits in the machine's
+// order, then len bytes of NUL-padded name.
 func (w *Watcher) matches(b []byte) bool {
+	counts := false
 	for len(b) >= unix.SizeofInotifyEvent {
 		wd := int32(binary.NativeEndian.Uint32(b[0:]))
 		mask := binary.NativeEndian.Uint32(b[4:])
 		end := unix.SizeofInotifyEvent + int(binary.NativeEndian.Uint32(b[12:]))
 		if end > len(b) {
-			return false
-		}
-		if mask&unix.IN_Q_OVERFLOW != 0 {
-			return true // events were lost: any of them may have counted
-		}
-		names, ok := w.names[wd]
-		if ok && names == nil {
-			return true
+			break
 		}
 		name, _, _ := strings.Cut(string(b[unix.SizeofInotifyEvent:end]), "\x00")
-		for _, n := range names {
-			if n == name {
-				return true
-			}
-		}
 		b = b[end:]
+		names, ok := w.names[wd]
+		switch {
+		case mask&unix.IN_Q_OVERFLOW != 0:
+			counts = true // events were lost: any of them may have counted
+		case mask&unix.IN_IGNORED != 0 && ok:
+			// The watch has gone with what it watched.
+			delete(w.names, wd)
+			w.lost = w.lost || names != nil
+			counts = true
+		case ok && names == nil:
+			counts = true
+		case ok:
+			counts = counts || slices.Contains(names, name)
+		}
 	}
-	return false
+	return counts
 }
 
 // Close releases the inotify instance; the Watcher's waits are timeouts
@@ -190,5 +199,56 @@ func (w *Watcher) Close() {
 	if w.f != nil {
 		w.f.Close()
 		w.f = nil
+	}
+}
+
+// Changed reports, without waiting, whether a watched change has happened
+// since the last call, or may have: it is true once the instance has
+// broken or a watched directory has gone, and while an entry's directory
+// cannot be watched, and always without inotify. An event is queued by
+// the call that changes the file, before it returns: a change made before
+// Changed is called is seen by it.
+func (w *Watcher) Changed() bool {
+	if w.f == nil || w.lost {
+		return true
+	}
+	changed := false
+	if len(w.missing) > 0 {
+		// Those watched now may have changed before.
+		missing := w.missing
+		w.missing = nil
+		for _, path := range missing {
+			if !w.watchEntry(path) {
+				w.missing = append(w.missing, path)
+			}
+		}
+		changed = true
+	}
+	raw, err := w.f.SyscallConn()
+	if err != nil {
+		return true
+	}
+	for {
+		var n int
+		var rerr error
+		// One read, without waiting in the poller for more.
+		if err := raw.Read(func(fd uintptr) bool {
+			n, rerr = unix.Read(int(fd), w.buf)
+			return true
+		}); err != nil {
+			return true
+		}
+		switch {
+		case errors.Is(rerr, unix.EAGAIN):
+			return changed || w.lost || len(w.missing) > 0
+		case rerr != nil || n <= 0:
+			// The instance broke; go on without it.
+			w.f.Close()
+			w.f = nil
+			return true
+		}
+		if w.matches(w.buf[:n]) {
+			changed = true
+		}
 	}
 }

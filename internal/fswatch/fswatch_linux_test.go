@@ -103,3 +103,61 @@ func TestChangesWaitEndsWithItsContext(t *testing.T) {
 		t.Fatalf("wait cancelled = %v", err)
 	}
 }
+
+// Changed reports, without waiting, each change of the watched entry made
+// before it is called, once; and always once the directory has gone.
+func TestChangedReportsEachChangeMadeBeforeItOnce(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "home")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "credentials.json")
+	w := New()
+	defer w.Close()
+	if w.f == nil {
+		t.Skip("no inotify")
+	}
+	w.Entry(path)
+	if w.Changed() {
+		t.Fatal("changed before anything changed")
+	}
+	if err := os.WriteFile(filepath.Join(dir, "other.json"), []byte("{}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if w.Changed() {
+		t.Fatal("changed after another entry of the directory changed")
+	}
+	steps := []struct {
+		what   string
+		change func() error
+	}{
+		{"renamed into place", func() error {
+			tmp := filepath.Join(dir, ".credentials.json.tmp")
+			if err := os.WriteFile(tmp, []byte("{}"), 0o600); err != nil {
+				return err
+			}
+			return os.Rename(tmp, path)
+		}},
+		{"written in place", func() error { return os.WriteFile(path, []byte(`{"a":1}`), 0o600) }},
+		{"removed", func() error { return os.Remove(path) }},
+	}
+	for _, s := range steps {
+		if err := s.change(); err != nil {
+			t.Fatal(err)
+		}
+		if !w.Changed() {
+			t.Fatalf("not changed after the entry was %s", s.what)
+		}
+		if w.Changed() {
+			t.Fatalf("changed twice after the entry was %s once", s.what)
+		}
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if !w.Changed() {
+			t.Fatal("not changed once the watched directory has gone")
+		}
+	}
+}

@@ -20,6 +20,10 @@ func (w *Watcher) Entry(path string) {}
 func (w *Watcher) File(path string)  {}
 func (w *Watcher) Close()            {}
 
+// Changed would report whether a watched change happened since the last
+// call; without inotify it may always have.
+func (w *Watcher) Changed() bool { return true }
+
 // wait returns false once d has passed, or ctx's error when ctx ends first.
 func (w *Watcher) Wait(ctx context.Context, d time.Duration) (bool, error) {
 	return sleep(ctx, d)
