@@ -88,6 +88,18 @@ func (w *Watcher) watchEntry(path string) bool {
 	return true
 }
 
+// watchMissing tries again to watch the entries whose directory could not
+// be watched.
+func (w *Watcher) watchMissing() {
+	missing := w.missing
+	w.missing = nil
+	for _, path := range missing {
+		if !w.watchEntry(path) {
+			w.missing = append(w.missing, path)
+		}
+	}
+}
+
 // File watches the file at path (the file, not the name: it may be
 // renamed or removed after) for writes and for closes by a writer.
 func (w *Watcher) File(path string) {
@@ -120,15 +132,7 @@ func (w *Watcher) Wait(ctx context.Context, d time.Duration) (bool, error) {
 	if w.f == nil {
 		return sleep(ctx, d)
 	}
-	if len(w.missing) > 0 {
-		missing := w.missing
-		w.missing = nil
-		for _, path := range missing {
-			if !w.watchEntry(path) {
-				w.missing = append(w.missing, path)
-			}
-		}
-	}
+	w.watchMissing()
 	// The deadline is set before ctx is checked, so a cancellation after
 	// the check moves it (below) and one before is seen by the check.
 	if err := w.f.SetReadDeadline(time.Now().Add(d)); err != nil {
@@ -212,18 +216,9 @@ func (w *Watcher) Changed() bool {
 	if w.f == nil || w.lost {
 		return true
 	}
-	changed := false
-	if len(w.missing) > 0 {
-		// Those watched now may have changed before.
-		missing := w.missing
-		w.missing = nil
-		for _, path := range missing {
-			if !w.watchEntry(path) {
-				w.missing = append(w.missing, path)
-			}
-		}
-		changed = true
-	}
+	// Entries watched only now may have changed before.
+	changed := len(w.missing) > 0
+	w.watchMissing()
 	raw, err := w.f.SyscallConn()
 	if err != nil {
 		return true
