@@ -965,8 +965,8 @@ func (a *attachment) readKeys(ctx context.Context, in *os.File, read func([]byte
 }
 
 // keyInput returns how the keys of terminal in are read, until ctx
-// ends, the description they are read from (nil when none of its own),
-// and what to call once done.
+// ends, the keys as read on a description of their own (nil when there
+// is none), and what to call once done.
 //
 // The terminal is opened again, on a file description of its own in
 // nonblocking mode, and read through the Go runtime's poller: a key wakes
