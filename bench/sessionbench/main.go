@@ -128,8 +128,6 @@ func (c *config) fill(skip, only string) {
 	c.lsRuns = 10
 	c.settle = time.Second
 	c.attachRecords, c.attachRuns = 1000, 20
-	echoKeys := c.echoKeys
-	c.echoKeys = 2000
 	c.fanConns, c.fanStamps, c.fanRounds = 10, 8000, 3
 	if c.fanSubs <= 0 {
 		c.fanSubs = 100
@@ -140,17 +138,17 @@ func (c *config) fill(skip, only string) {
 	// The turn lasts about 8 s at 1ms: the stalled subscriber's eviction
 	// (5 s after its socket fills) falls inside it.
 	c.fanStamps = int(8 * time.Second / c.fanInterval)
-	sessions := 10000
+	sessions, echoKeys := 10000, 2000
 	if c.quick {
 		c.coldRuns, c.warmRuns, c.newRuns, c.piRuns = 5, 6, 3, 3
 		c.rounds, c.stamps, c.statusRTTs = 1, 500, 500
 		c.lsRuns = 5
 		sessions = 2000
 		c.attachRuns = 6
-		c.echoKeys = 400
+		echoKeys = 400
 		c.fanRounds = 1
 	}
-	if echoKeys > 0 {
+	if c.echoKeys <= 0 {
 		c.echoKeys = echoKeys
 	}
 	if c.sessions <= 0 {

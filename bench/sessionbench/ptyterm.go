@@ -633,11 +633,15 @@ func (r echoResults) rows() []row {
 		return []row{{label, dur(r.agentd.p99), "tmux unavailable: " + r.tmuxErr, nan, "≤ 2×", "n/a (no anchor)"}}
 	}
 	q := table.Ratio(r.agentd.p99, r.tmux.p99)
+	slow := nan
+	if r.tmuxSlow > 0 {
+		slow = float64(r.agentdSlow) / float64(r.tmuxSlow)
+	}
 	return []row{
 		{label, dur(r.agentd.p99), dur(r.tmux.p99) + " tmux attach", q, "≤ 2×", table.Verdict(r.err == "" && q <= goalEchoP99)},
 		{"  p50", dur(r.agentd.p50), dur(r.tmux.p50) + " tmux attach", table.Ratio(r.agentd.p50, r.tmux.p50), "-", "info"},
 		{fmt.Sprintf("  median of the blocks' p99 (%d keys a block)", echoBlock), dur(medianDur(r.agentdBlock)), dur(medianDur(r.tmuxBlock)) + " tmux attach", table.Ratio(medianDur(r.agentdBlock), medianDur(r.tmuxBlock)), "-", "info"},
 		{"  max", dur(r.agentd.max), dur(r.tmux.max) + " tmux attach", table.Ratio(r.agentd.max, r.tmux.max), "-", "info"},
-		{fmt.Sprintf("  echoes over %s (a stall a person notices)", dur(echoSlow)), strconv.Itoa(r.agentdSlow), strconv.Itoa(r.tmuxSlow) + " tmux attach", table.Ratio(time.Duration(r.agentdSlow), time.Duration(r.tmuxSlow)), "-", "info"},
+		{fmt.Sprintf("  echoes over %s (a stall a person notices)", dur(echoSlow)), strconv.Itoa(r.agentdSlow), strconv.Itoa(r.tmuxSlow) + " tmux attach", slow, "-", "info"},
 	}
 }
